@@ -1,0 +1,42 @@
+# Two commands do all set-up on a fresh machine:  `make demo` (main job)  and  `make test`.
+# Both create and fill the virtual environment in .venv when it is missing or out of date.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.xaikit-installed
+export MPLBACKEND := Agg
+export TF_CPP_MIN_LOG_LEVEL := 2
+
+.PHONY: demo test test-fast lint docs gallery bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/xaikit demo --out runs/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadfile
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check xaikit tests benchmarks gallery
+	$(VENV)/bin/ruff format --check xaikit tests benchmarks gallery
+	$(VENV)/bin/mypy
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
+gallery: $(STAMP)
+	$(PY) gallery/make_all.py
+
+bench: $(STAMP)
+	$(PY) benchmarks/saliency_bench.py
+
+clean:
+	rm -rf $(VENV) runs site .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,36 @@
+"""Framework backends and framework-neutral tensor helpers.
+
+This is the only package of xaikit that imports PyTorch or TensorFlow, and it does so lazily:
+a backend is created the first time a value of its framework is seen, so ``import xaikit``
+loads neither framework.
+
+Public helpers that work on numpy arrays, torch tensors and TF tensors alike:
+:func:`to_tensor`, :func:`to_number`, :func:`squeeze`, :func:`reduce_mean`.
+
+Example:
+    >>> import numpy as np
+    >>> from xaikit.backend import to_number, reduce_mean, squeeze
+    >>> to_number([1, 2, 3]).tolist()
+    [1, 2, 3]
+    >>> float(reduce_mean(np.array([1.0, 2.0, 6.0])))
+    3.0
+    >>> squeeze(np.zeros((1, 3, 1))).shape
+    (3,)
+"""
+
+from __future__ import annotations
+
+from xaikit.backend._base import Backend
+from xaikit.backend._registry import framework_of, get_backend, load_backend
+from xaikit.backend.ops import reduce_mean, squeeze, to_number, to_tensor
+
+__all__ = [
+    "Backend",
+    "framework_of",
+    "get_backend",
+    "load_backend",
+    "reduce_mean",
+    "squeeze",
+    "to_number",
+    "to_tensor",
+]

@@ -1,0 +1,173 @@
+"""The backend protocol: the few tensor operations and the one gradient primitive that the
+saliency engine (``xaikit.xai``) is written against.
+
+Each framework has one small module implementing :class:`Backend` (``_torch.py``,
+``_tf.py``). The engine never imports a framework itself; it receives a backend from
+:func:`xaikit.backend.get_backend` and works on that framework's tensors, on the model's
+device, until the very end.
+
+Conventions:
+
+* ``T`` below is a framework tensor (``torch.Tensor`` or ``tf.Tensor``).
+* Row-indexed tensors have the row (batch) axis first.
+* Integer index tensors come from :meth:`Backend.index`.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+T = Any  # a framework tensor; kept loose so that no framework is imported for typing
+
+
+class Backend(abc.ABC):
+    """One deep-learning framework, seen through the operations xaikit needs."""
+
+    #: short name, ``"torch"`` or ``"tf"``
+    name: str = ""
+    #: the framework's conventional image layout: True for (B, C, H, W)
+    channel_first: bool = False
+
+    # ---- ownership and placement -------------------------------------------------------------
+    @abc.abstractmethod
+    def owns(self, obj: Any) -> bool:
+        """Whether ``obj`` is a tensor, variable or model of this framework."""
+
+    @abc.abstractmethod
+    def is_tensor(self, obj: Any) -> bool:
+        """Whether ``obj`` is a tensor of this framework."""
+
+    @abc.abstractmethod
+    def model_device(self, model: Any) -> Any:
+        """The device the model's weights live on (where explanation rows are generated)."""
+
+    @abc.abstractmethod
+    def model_dtype(self, model: Any) -> str:
+        """The floating dtype name the model computes in (``"float32"`` when unknown)."""
+
+    @abc.abstractmethod
+    def as_tensor(self, x: Any, device: Any, dtype: str | None = "float32") -> T:
+        """Convert numpy / torch / TF values to this framework's tensor on ``device``."""
+
+    @abc.abstractmethod
+    def to_numpy(self, t: T) -> np.ndarray:
+        """Copy a tensor to a host numpy array."""
+
+    def index(self, idx: np.ndarray, device: Any) -> T:
+        """An int64 index tensor on ``device``."""
+        return self.as_tensor(np.asarray(idx, dtype=np.int64), device, dtype="int64")
+
+    # ---- tensor operations used by the engine -------------------------------------------------
+    @abc.abstractmethod
+    def gather(self, t: T, idx: T) -> T:
+        """Rows ``t[idx]``."""
+
+    @abc.abstractmethod
+    def index_add(self, acc: T, idx: T, values: T) -> T:
+        """A new tensor ``acc`` with ``values[i]`` added to row ``idx[i]`` (duplicates add up)."""
+
+    @abc.abstractmethod
+    def cat(self, ts: Sequence[T], axis: int = 0) -> T:
+        """Concatenate along an axis."""
+
+    @abc.abstractmethod
+    def zeros(self, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
+        """A tensor of zeros."""
+
+    @abc.abstractmethod
+    def reshape(self, t: T, shape: Sequence[int]) -> T:
+        """Reshape."""
+
+    @abc.abstractmethod
+    def sum0(self, t: T) -> T:
+        """Sum over the first axis."""
+
+    @abc.abstractmethod
+    def sample_min(self, t: T) -> T:
+        """Per-row minimum over all non-row axes, keeping them as size-1 axes."""
+
+    @abc.abstractmethod
+    def sample_max(self, t: T) -> T:
+        """Per-row maximum over all non-row axes, keeping them as size-1 axes."""
+
+    @abc.abstractmethod
+    def sample_sum(self, t: T) -> T:
+        """Per-row sum over all non-row axes, shape (rows,)."""
+
+    @abc.abstractmethod
+    def normal(self, seed: int, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
+        """Standard normal values, a pure function of ``seed`` (same seed, same values)."""
+
+    @abc.abstractmethod
+    def uniform(self, seed: int, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
+        """Uniform values in [0, 1), a pure function of ``seed``."""
+
+    # ---- the model ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def inference(self, model: Any) -> Iterator[None]:
+        """Run the model in inference mode inside the block and restore its exact state after."""
+        yield
+
+    @abc.abstractmethod
+    def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
+        """The selected model output for ``inputs``, without gradients, in inference mode."""
+
+    @abc.abstractmethod
+    def grad_step(
+        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0
+    ) -> tuple[T, list[T], T]:
+        """The fused forward+backward of one chunk of rows.
+
+        Args:
+            model: the model.
+            inputs: one tensor per model input, rows first.
+            targets: int64 (rows,) class per row; ``-1`` means the row's own predicted class.
+            output: which model output to explain when the model returns several.
+
+        Returns:
+            ``(scores, grads, outputs)``: the differentiated score of each row (rows,), the
+            gradient of the sum of scores with respect to each input (one per input, each with
+            its input's shape), and the selected model output (rows, classes).
+        """
+
+    # ---- memory and chunking ------------------------------------------------------------------
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether an exception is this framework's out-of-memory error."""
+        return False
+
+    def free_memory(self, device: Any) -> int | None:
+        """Free accelerator memory in bytes on ``device``, or None on a CPU."""
+        return None
+
+    def is_accelerator(self, device: Any) -> bool:
+        """Whether ``device`` is a GPU (or other accelerator)."""
+        return False
+
+    def empty_cache(self, device: Any) -> None:  # noqa: B027 - optional hook
+        """Release cached accelerator memory after an out-of-memory error."""
+
+    def pads_chunks(self) -> bool:
+        """Whether every chunk should have the same number of rows (compiled steps retrace on
+        a new shape; the last chunk is padded)."""
+        return False
+
+    def layouts(self, inputs: Sequence[T]) -> tuple[str, ...]:
+        """Memory layouts worth trying for these inputs (``"contiguous"`` always first)."""
+        return ("contiguous",)
+
+    @contextlib.contextmanager
+    def layout(self, model: Any, name: str) -> Iterator[None]:
+        """Run the model in a memory layout inside the block; restore the original after."""
+        yield
+
+    def to_layout(self, t: T, name: str) -> T:
+        """A tensor in the given memory layout (values unchanged)."""
+        return t
+
+    def synchronize(self, device: Any) -> None:  # noqa: B027 - optional hook
+        """Wait for queued device work (for honest timings)."""

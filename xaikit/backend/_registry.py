@@ -1,0 +1,75 @@
+"""Finding the backend of a model or tensor without importing frameworks eagerly."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from xaikit.backend._base import Backend
+from xaikit.errors import XaikitTypeError, describe, missing_framework
+
+_FRAMEWORK_ROOTS = {"torch": "torch", "tensorflow": "tf", "keras": "tf", "tf_keras": "tf"}
+_BACKENDS: dict[str, Backend] = {}
+
+
+def framework_of(obj: Any) -> str | None:
+    """``"torch"``, ``"tf"`` or None for a value, judged from the modules of its type's classes.
+
+    Nothing is imported: a value can only belong to a framework that is already loaded.
+
+    Example:
+        >>> import numpy as np
+        >>> framework_of(np.zeros(3)) is None
+        True
+    """
+    for cls in type(obj).__mro__:
+        root = cls.__module__.split(".")[0]
+        if root in _FRAMEWORK_ROOTS:
+            return _FRAMEWORK_ROOTS[root]
+    return None
+
+
+def load_backend(name: str) -> Backend:
+    """The backend called ``name`` (``"torch"`` or ``"tf"``), importing its framework now.
+
+    Raises:
+        MissingFrameworkError: the framework is not installed (the message names the extra).
+    """
+    if name in ("tensorflow", "keras"):
+        name = "tf"
+    if name not in ("torch", "tf"):
+        raise XaikitTypeError(f"framework must be 'torch' or 'tf'; got {name!r}")
+    if name not in _BACKENDS:
+        module_name = "torch" if name == "torch" else "tensorflow"
+        try:
+            importlib.import_module(module_name)
+        except ImportError:
+            raise missing_framework(module_name) from None
+        if name == "torch":
+            from xaikit.backend._torch import TorchBackend
+
+            _BACKENDS[name] = TorchBackend()
+        else:
+            from xaikit.backend._tf import TFBackend
+
+            _BACKENDS[name] = TFBackend()
+    return _BACKENDS[name]
+
+
+def get_backend(obj: Any, framework: str | None = None) -> Backend:
+    """The backend for a model or tensor.
+
+    Args:
+        obj: a ``torch.nn.Module``, a Keras model, a TF callable, or a tensor.
+        framework: force ``"torch"`` or ``"tf"`` (for a plain Python callable wrapping a model).
+
+    Raises:
+        XaikitTypeError: ``obj`` belongs to no supported framework and none was named.
+    """
+    name = framework or framework_of(obj)
+    if name is None:
+        raise XaikitTypeError(
+            "model must be a torch.nn.Module, a Keras model or a TensorFlow callable "
+            f"(or pass framework='torch'/'tf' for a plain function); got {describe(obj)}"
+        )
+    return load_backend(name)

@@ -1,0 +1,191 @@
+"""PyTorch implementation of the backend protocol."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend._base import Backend, T
+from xaikit.backend._outputs import select_output
+
+
+class TorchBackend(Backend):
+    """PyTorch tensors and ``torch.nn.Module`` models."""
+
+    name = "torch"
+    channel_first = True
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+
+    # ---- ownership and placement -------------------------------------------------------------
+    def owns(self, obj: Any) -> bool:
+        torch = self.torch
+        return isinstance(obj, (torch.Tensor, torch.nn.Module))
+
+    def is_tensor(self, obj: Any) -> bool:
+        return isinstance(obj, self.torch.Tensor)
+
+    def model_device(self, model: Any) -> Any:
+        if isinstance(model, self.torch.nn.Module):
+            for t in model.parameters():
+                return t.device
+            for t in model.buffers():
+                return t.device
+        return self.torch.device("cpu")
+
+    def model_dtype(self, model: Any) -> str:
+        if isinstance(model, self.torch.nn.Module):
+            for p in model.parameters():
+                if p.is_floating_point():
+                    return str(p.dtype).replace("torch.", "")
+        return "float32"
+
+    def _dtype(self, name: str | None) -> Any:
+        return None if name is None else getattr(self.torch, name)
+
+    def as_tensor(self, x: Any, device: Any, dtype: str | None = "float32") -> T:
+        torch = self.torch
+        if not isinstance(x, torch.Tensor):
+            if hasattr(x, "numpy") and not isinstance(x, np.ndarray):
+                x = x.numpy()  # a TF tensor
+            x = torch.as_tensor(np.asarray(x))
+        return x.detach().to(device=device, dtype=self._dtype(dtype))
+
+    def to_numpy(self, t: T) -> np.ndarray:
+        if t.dtype == self.torch.bfloat16:
+            t = t.float()
+        return t.detach().cpu().numpy()
+
+    # ---- tensor operations --------------------------------------------------------------------
+    def gather(self, t: T, idx: T) -> T:
+        return t.index_select(0, idx)
+
+    def index_add(self, acc: T, idx: T, values: T) -> T:
+        return acc.index_add(0, idx, values.to(acc.dtype))
+
+    def cat(self, ts: Sequence[T], axis: int = 0) -> T:
+        return ts[0] if len(ts) == 1 else self.torch.cat(list(ts), dim=axis)
+
+    def zeros(self, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
+        return self.torch.zeros(tuple(shape), device=device, dtype=self._dtype(dtype))
+
+    def reshape(self, t: T, shape: Sequence[int]) -> T:
+        return t.reshape(tuple(shape))
+
+    def sum0(self, t: T) -> T:
+        return t.sum(dim=0)
+
+    def sample_min(self, t: T) -> T:
+        return t.amin(dim=tuple(range(1, t.ndim)), keepdim=True)
+
+    def sample_max(self, t: T) -> T:
+        return t.amax(dim=tuple(range(1, t.ndim)), keepdim=True)
+
+    def sample_sum(self, t: T) -> T:
+        return t.reshape(t.shape[0], -1).sum(dim=1)
+
+    def _generator(self, seed: int, device: Any) -> Any:
+        gen = self.torch.Generator(device=device)
+        gen.manual_seed(int(seed) % (2**63))
+        return gen
+
+    def normal(self, seed: int, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
+        gen = self._generator(seed, device)
+        return self.torch.randn(tuple(shape), generator=gen, device=device, dtype=self._dtype(dtype))
+
+    def uniform(self, seed: int, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
+        gen = self._generator(seed, device)
+        return self.torch.rand(tuple(shape), generator=gen, device=device, dtype=self._dtype(dtype))
+
+    # ---- the model ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def inference(self, model: Any) -> Iterator[None]:
+        if not isinstance(model, self.torch.nn.Module):
+            yield
+            return
+        flags = [(m, m.training) for m in model.modules()]
+        model.eval()
+        try:
+            yield
+        finally:
+            for m, flag in flags:
+                m.training = flag
+
+    def _call(self, model: Any, inputs: Sequence[T]) -> Any:
+        return model(*inputs)
+
+    def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
+        with self.torch.no_grad():
+            return select_output(self._call(model, inputs), output, len(inputs[0]))
+
+    def grad_step(
+        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0
+    ) -> tuple[T, list[T], T]:
+        torch = self.torch
+        with torch.enable_grad():
+            xs = [x.detach().requires_grad_(True) for x in inputs]
+            out = select_output(self._call(model, xs), output, len(xs[0]))
+            chosen = torch.where(targets < 0, out.argmax(dim=1), targets)
+            scores = out.gather(1, chosen[:, None]).squeeze(1)
+            grads = torch.autograd.grad(scores.sum(), xs, allow_unused=True)
+        grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
+        return scores.detach(), list(grads), out.detach()
+
+    # ---- memory and chunking ------------------------------------------------------------------
+    def is_oom(self, exc: BaseException) -> bool:
+        oom = getattr(self.torch, "OutOfMemoryError", None)
+        if oom is not None and isinstance(exc, oom):
+            return True
+        return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+    def is_accelerator(self, device: Any) -> bool:
+        return getattr(device, "type", "cpu") != "cpu"
+
+    def free_memory(self, device: Any) -> int | None:
+        if getattr(device, "type", "cpu") != "cuda":
+            return None
+        free, _total = self.torch.cuda.mem_get_info(device)
+        return int(free)
+
+    def empty_cache(self, device: Any) -> None:
+        if getattr(device, "type", "cpu") == "cuda":
+            self.torch.cuda.empty_cache()
+
+    def synchronize(self, device: Any) -> None:
+        if getattr(device, "type", "cpu") == "cuda":
+            self.torch.cuda.synchronize(device)
+
+    def layouts(self, inputs: Sequence[T]) -> tuple[str, ...]:
+        if all(x.ndim == 4 for x in inputs):
+            return ("contiguous", "channels_last")
+        return ("contiguous",)
+
+    def to_layout(self, t: T, name: str) -> T:
+        if name == "channels_last" and t.ndim == 4:
+            return t.contiguous(memory_format=self.torch.channels_last)
+        return t
+
+    @contextlib.contextmanager
+    def layout(self, model: Any, name: str) -> Iterator[None]:
+        """Convert 4-D weights to channels-last inside the block, then give every converted
+        parameter and buffer back its original strides (values are never touched)."""
+        if name != "channels_last" or not isinstance(model, self.torch.nn.Module):
+            yield
+            return
+        torch = self.torch
+        saved = []
+        for t in list(model.parameters()) + list(model.buffers()):
+            if t.ndim == 4 and not t.is_contiguous(memory_format=torch.channels_last):
+                saved.append((t, t.data))
+                t.data = t.data.contiguous(memory_format=torch.channels_last)
+        try:
+            yield
+        finally:
+            for t, data in saved:
+                t.data = data

@@ -1,0 +1,116 @@
+"""Framework-neutral helpers: they accept numpy arrays, torch tensors and TF tensors (and nested
+lists, tuples and dicts of them where it makes sense) and return the same kind of value."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend._registry import framework_of, load_backend
+from xaikit.errors import XaikitValueError
+
+__all__ = ["reduce_mean", "squeeze", "to_number", "to_tensor"]
+
+_TARGETS = {"np": "np", "numpy": "np", "torch": "torch", "tf": "tf", "tensorflow": "tf"}
+
+
+def to_number(data: Any) -> np.ndarray:
+    """Convert a tensor, array, scalar or list of numbers to a numpy array on the host.
+
+    Example:
+        >>> to_number(3.5)
+        array(3.5)
+        >>> to_number([[1, 2], [3, 4]]).shape
+        (2, 2)
+    """
+    fw = framework_of(data)
+    if fw == "torch":
+        t = data.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            t = t.float()
+        return np.asarray(t.numpy())
+    if fw == "tf":
+        return np.asarray(data.numpy() if hasattr(data, "numpy") else data)
+    if isinstance(data, (list, tuple)) and data and framework_of(data[0]) is not None:
+        return np.stack([to_number(d) for d in data])
+    return np.asarray(data)
+
+
+def to_tensor(data: Any, target_type: str) -> Any:
+    """Convert values, recursively through dicts, lists and tuples, to one tensor type.
+
+    Args:
+        data: arrays, tensors, numbers or strings, possibly nested in dicts/lists/tuples.
+        target_type: ``"np"``, ``"torch"`` or ``"tf"``.
+
+    Returns:
+        The same structure with every array-like leaf converted; strings are left alone.
+
+    Example:
+        >>> out = to_tensor({"x": [1.0, 2.0], "name": "a"}, "np")
+        >>> out["x"].dtype.name, out["name"]
+        ('float64', 'a')
+    """
+    target = _TARGETS.get(target_type)
+    if target is None:
+        raise XaikitValueError(f"target_type must be one of 'np', 'torch', 'tf'; got {target_type!r}")
+    if isinstance(data, Mapping):
+        return {k: to_tensor(v, target) for k, v in data.items()}
+    if isinstance(data, tuple) and not hasattr(data, "_fields"):
+        return tuple(to_tensor(v, target) for v in data)
+    if isinstance(data, (str, bytes)) or data is None:
+        return data
+    if isinstance(data, list) and not _is_numeric_list(data):
+        return [to_tensor(v, target) for v in data]
+    if target == "np":
+        return to_number(data)
+    bk = load_backend(target)
+    if framework_of(data) == bk.name:
+        return data
+    array = to_number(data)
+    return bk.as_tensor(array, None, dtype=None)
+
+
+def _is_numeric_list(data: list[Any]) -> bool:
+    try:
+        return np.asarray(data).dtype.kind in "biufc"
+    except (ValueError, TypeError):
+        return False
+
+
+def squeeze(tensor: Any, axis: int | None = None) -> Any:
+    """Remove size-1 axes (all of them, or only ``axis``), keeping the value's type.
+
+    Example:
+        >>> squeeze(np.zeros((1, 2, 1)), axis=0).shape
+        (2, 1)
+    """
+    fw = framework_of(tensor)
+    if fw == "torch":
+        return tensor.squeeze() if axis is None else tensor.squeeze(axis)
+    if fw == "tf":
+        return load_backend("tf").tf.squeeze(tensor, axis=axis)  # type: ignore[attr-defined]
+    return np.squeeze(tensor, axis=axis)
+
+
+def reduce_mean(tensor: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
+    """Mean over ``axis`` (all axes when None), keeping the value's type.
+
+    Example:
+        >>> reduce_mean(np.array([[1.0, 3.0], [5.0, 7.0]]), axis=0).tolist()
+        [3.0, 5.0]
+    """
+    fw = framework_of(tensor)
+    if fw == "torch":
+        t = tensor if tensor.is_floating_point() else tensor.float()
+        if axis is None:
+            out = t.mean()
+            return out.reshape([1] * t.ndim) if keepdims else out
+        return t.mean(dim=axis, keepdim=keepdims)
+    if fw == "tf":
+        tf = load_backend("tf").tf  # type: ignore[attr-defined]
+        t = tensor if tensor.dtype.is_floating else tf.cast(tensor, "float32")
+        return tf.reduce_mean(t, axis=axis, keepdims=keepdims)
+    return np.mean(tensor, axis=axis, keepdims=keepdims)

@@ -1,0 +1,76 @@
+"""The one exception family of xaikit.
+
+Every error that xaikit raises on purpose derives from :class:`XaikitError`, so a caller can catch
+them all at once. Bad values also derive from :class:`ValueError` and bad types from
+:class:`TypeError`, so code written against the standard exceptions keeps working.
+
+Messages say which argument or key was wrong, what was expected and what came.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "MissingFrameworkError",
+    "XaikitError",
+    "XaikitTypeError",
+    "XaikitValueError",
+    "describe",
+]
+
+
+class XaikitError(Exception):
+    """Base class of every error raised on purpose by xaikit."""
+
+
+class XaikitValueError(XaikitError, ValueError):
+    """An argument has the right type but a wrong value (shape, range, unknown name, ...)."""
+
+
+class XaikitTypeError(XaikitError, TypeError):
+    """An argument has the wrong type."""
+
+
+class MissingFrameworkError(XaikitError, ImportError):
+    """A deep-learning framework that the call needs is not installed."""
+
+
+_EXTRAS = {"torch": "torch", "tensorflow": "tf"}
+
+
+def missing_framework(framework: str) -> MissingFrameworkError:
+    """Build the error for a framework that is needed but not importable.
+
+    Args:
+        framework: ``"torch"`` or ``"tensorflow"``.
+
+    Returns:
+        An error whose message names the pip extra that installs it.
+    """
+    extra = _EXTRAS.get(framework, framework)
+    return MissingFrameworkError(
+        f"{framework} is needed for this call but is not installed; "
+        f'install it with: pip install "xaikit[{extra}]"'
+    )
+
+
+def describe(value: Any) -> str:
+    """A short description of a value for error messages: its type, and shape/dtype when it has one.
+
+    Example:
+        >>> import numpy as np
+        >>> describe(np.zeros((2, 3), dtype=np.float32))
+        'ndarray of shape (2, 3) and dtype float32'
+        >>> describe("abc")
+        "str 'abc'"
+    """
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        dtype = getattr(value, "dtype", None)
+        dims = tuple(int(d) if d is not None else None for d in shape)
+        dtype_name = getattr(dtype, "name", None) or str(dtype).replace("torch.", "")
+        return f"{type(value).__name__} of shape {dims} and dtype {dtype_name}"
+    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
+        return f"{type(value).__name__} {value!r}"
+    return type(value).__name__
