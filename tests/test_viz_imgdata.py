@@ -519,3 +519,28 @@ def test_image_options_disambiguate_narrow_images_from_boxes() -> None:
     ):
         fig = ImgData(m=value, **options).paint_figure(dpi=20)
         assert len(_cells(fig, "m")[0].get_images()) == 1
+
+
+def test_long_text_cells_wrap_instead_of_shrinking() -> None:
+    note = "columns with another batch size get their own row group"
+    fig = ImgData(note=note).paint_figure(dpi=20)
+    text = fig.axes[0].texts[0]
+    assert "\n" in text.get_text()
+    assert text.get_text().replace("\n", " ") == note
+    assert text.get_fontsize() >= 8
+
+
+@pytest.mark.slow
+def test_gallery_script_writes_the_grid(tmp_path: Path) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "gallery" / "imgdata_grid.py"
+    spec = importlib.util.spec_from_file_location("imgdata_grid", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.main(["--out", str(tmp_path / "grid.png"), "--dpi", "30"])
+    assert out.read_bytes().startswith(b"\x89PNG")
+    grid = module.build_grid(module.make_samples())
+    assert grid.batch_sizes == [1, 5]
+    assert "x saliency" in grid

@@ -24,7 +24,7 @@ __all__ = ["ImgData"]
 
 # Geometry in inches.
 _MARGIN = 0.15
-_TITLE_H = 0.45
+_TITLE_H = 0.4
 _ROW_GAP = 0.12
 _COL_GAP = 0.25
 _GROUP_GAP = 0.35
@@ -173,6 +173,24 @@ def _fit_title(title: str, width: float) -> tuple[str, float]:
             text = "\n".join(lines)
     points = _TITLE_PT * width / max(_text_width(text, _TITLE_PT), 1e-9)
     return text, max(6.0, min(_TITLE_PT, points))
+
+
+def _fit_text(text: str, width: float, height: float) -> tuple[str, float]:
+    """Wrap (at spaces) and size ``text`` to fit a ``width`` × ``height`` inch box.
+
+    The largest font size from 12 pt down to 6 pt at which the wrapped text fits wins; below
+    that the unwrapped text is shrunk to fit (never under 4 pt).
+    """
+    for points in np.arange(_TEXT_PT, 5.5, -0.5):
+        chars = max(1, int(width * 72.0 / (_CHAR_W * points)))
+        paragraphs = text.split("\n")
+        lines = [ln for p in paragraphs for ln in (textwrap.wrap(p, chars, break_long_words=False) or [""])]
+        wrapped = "\n".join(lines)
+        if _text_width(wrapped, points) <= width and len(lines) * points * 1.3 / 72.0 <= height:
+            return wrapped, float(points)
+    lines_n = text.count("\n") + 1
+    points = min(_TEXT_PT * width / max(_text_width(text, _TEXT_PT), 1e-9), height * 72.0 / (1.3 * lines_n))
+    return text, max(4.0, float(points))
 
 
 class ImgData(Mapping[str, list[Any]]):
@@ -400,7 +418,7 @@ class ImgData(Mapping[str, list[Any]]):
             ),
             default=1,
         )
-        row_h = cell if has_pictures else max(0.45, max_lines * _TEXT_PT * 1.5 / 72.0)
+        row_h = cell if has_pictures else max(0.6, max_lines * _TEXT_PT * 1.5 / 72.0)
         specs: list[dict[str, Any]] = []
         for col in cols:
             base = self._columns[col][0]
@@ -490,13 +508,8 @@ class ImgData(Mapping[str, list[Any]]):
                 bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1},
             )
             return
-        lines = text.count("\n") + 1
-        points = _TEXT_PT
-        est = _text_width(text, points)
-        if est > 0.92 * width:
-            points *= 0.92 * width / est
-        points = min(points, 0.8 * height * 72.0 / (1.3 * lines))
-        ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=max(points, 4.0), transform=ax.transAxes)
+        wrapped, points = _fit_text(text, 0.92 * width, 0.85 * height)
+        ax.text(0.5, 0.5, wrapped, ha="center", va="center", fontsize=points, transform=ax.transAxes)
 
     def _paint_boxes(
         self, ax: Axes, boxes: np.ndarray, depth: int, extent: tuple[float, float, float, float] | None
