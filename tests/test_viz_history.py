@@ -136,3 +136,16 @@ def test_plot_history_bad_inputs() -> None:
         plot_history(_label_summaries(), metrics="ce")  # type: ignore[arg-type]
     with pytest.raises(XaikitValueError, match="dpi must be a positive number"):
         plot_history(_label_summaries(), dpi=0)
+
+
+@pytest.mark.slow
+def test_gallery_history_script(tmp_path: Path) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "gallery" / "history_plot.py"
+    spec = importlib.util.spec_from_file_location("history_plot", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.main(["--out", str(tmp_path / "h.pdf"), "--dpi", "30"])
+    assert out.read_bytes().startswith(b"%PDF")

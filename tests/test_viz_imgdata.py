@@ -26,15 +26,18 @@ def _images(ax) -> list:
     return ax.get_images()
 
 
-def _pixel_at_center(img: ImgData, column: str, row: int = 0, dpi: int = 40) -> np.ndarray:
+def _pixel_at_center(
+    img: ImgData, column: str, row: int = 0, dpi: int = 40, where: tuple[float, float] = (0.5, 0.5)
+) -> np.ndarray:
+    """The painted pixel at fraction ``where`` = (x from left, y from top) of a cell."""
     fig = img.paint_figure(dpi=dpi)
     ax = next(a for a in fig.axes if a.get_label() == f"cell:{column}:{row}")
     fig.canvas.draw()
     bbox = ax.get_window_extent()
     arr = img.paint_numpy(dpi=dpi)[0]
     height = arr.shape[0]
-    x = int((bbox.x0 + bbox.x1) / 2)
-    y = int(height - (bbox.y0 + bbox.y1) / 2)
+    x = int(bbox.x0 + where[0] * bbox.width)
+    y = int(height - (bbox.y1 - where[1] * bbox.height))
     return arr[y, x]
 
 
@@ -206,6 +209,11 @@ def test_known_pixels_after_painting() -> None:
     # arbitrary range: min-max per image, a constant image is drawable (lowest colour)
     big = np.full((1, 8, 8, 3), 500.0)
     big[0, :, :4] = 100.0
+    assert _pixel_at_center(ImgData(x=big), "x", where=(0.25, 0.5)).tolist() == [0, 0, 0]
+    assert _pixel_at_center(ImgData(x=big), "x", where=(0.75, 0.5)).tolist() == [255, 255, 255]
+    # single channel with a colormap: the ends of "gray"
+    grey = big[..., 0]
+    assert _pixel_at_center(ImgData(colormap="gray", x=grey), "x", where=(0.75, 0.5)).tolist() == [255] * 3
     const = _pixel_at_center(ImgData(colormap="gray", x=np.full((1, 6, 6), 42.0)), "x")
     assert const.tolist() == [0, 0, 0]
 
@@ -325,6 +333,18 @@ def test_overlay_list_of_scalars_is_text_not_layers() -> None:
     img = ImgData(y=["a", "b", "c"], n=[1, 2, 3])
     assert img.batch_sizes == [3]
     assert len(img["y"]) == 1 and img["y"][0] == ["a", "b", "c"]
+
+
+def test_imgdata_pickles_and_compares_by_identity() -> None:
+    import pickle
+
+    img = ImgData(colormap="inferno", colormaps={"x": "gray"}, y=np.array([1, 2]), x=np.zeros((2, 4, 4, 1)))
+    back = pickle.loads(pickle.dumps(img))
+    assert list(back) == ["y", "x"] and back["y"] == [["1", "2"]]
+    np.testing.assert_array_equal(back["x"][0], img["x"][0])
+    assert back.paint_numpy(dpi=10).shape == img.paint_numpy(dpi=10).shape
+    assert img == img and img != back and img in [back, img]
+    assert "ImgData(y: text, x: image; batch sizes [2])" == repr(img)
 
 
 def test_titles_and_mapping_columns() -> None:
