@@ -340,10 +340,16 @@ def test_imgdata_pickles_and_compares_by_identity() -> None:
 
     img = ImgData(colormap="inferno", colormaps={"x": "gray"}, y=np.array([1, 2]), x=np.zeros((2, 4, 4, 1)))
     back = pickle.loads(pickle.dumps(img))
-    assert list(back) == ["y", "x"] and back["y"] == [["1", "2"]]
+    assert back.columns == ["y", "x"] and back["y"] == [["1", "2"]]
+    assert "x" in back and "z" not in back
+    with pytest.raises(KeyError, match=r"ImgData has no column 'z'; the columns are \['y', 'x'\]"):
+        back["z"]
+    # not a Mapping: generic converters treat it as one value
+    from collections.abc import Mapping
+
+    assert not isinstance(img, Mapping)
     np.testing.assert_array_equal(back["x"][0], img["x"][0])
     assert back.paint_numpy(dpi=10).shape == img.paint_numpy(dpi=10).shape
-    assert img == img and img != back and img in [back, img]
     assert "ImgData(y: text, x: image; batch sizes [2])" == repr(img)
 
 
@@ -535,10 +541,13 @@ def test_image_options_disambiguate_narrow_images_from_boxes() -> None:
         {"signed": "m"},
         {"vranges": {"m": (0, 1)}},
         {"colormaps": {"m": "gray"}},
-        {"colorbars": True},
+        {"colorbars": "m"},
     ):
         fig = ImgData(m=value, **options).paint_figure(dpi=20)
         assert len(_cells(fig, "m")[0].get_images()) == 1
+    # "all columns" options do not turn box columns into images
+    img = ImgData(b=value, x=np.zeros((2, 8, 8)), colorbars=True, signed=True)
+    assert img.kinds("b") == ["boxes"] and img.kinds("x") == ["image"]
 
 
 def test_long_text_cells_wrap_instead_of_shrinking() -> None:

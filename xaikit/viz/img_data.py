@@ -121,6 +121,7 @@ def _split_layers(value: Any) -> list[Any]:
 
 
 def _name_set(arg: Any, argname: str, columns: list[str]) -> set[str]:
+    """The column names an option names; ``True`` means every column."""
     if arg is None or arg is False:
         return set()
     if arg is True:
@@ -193,7 +194,7 @@ def _fit_text(text: str, width: float, height: float) -> tuple[str, float]:
     return text, max(4.0, float(points))
 
 
-class ImgData(Mapping[str, list[Any]]):
+class ImgData:
     """Columns of images, masks, bounding boxes and text painted as one matplotlib grid.
 
     Each keyword is a column (in insertion order) and every sample of its value is one row.
@@ -284,6 +285,10 @@ class ImgData(Mapping[str, list[Any]]):
             self._vranges[key] = self._check_vrange(key, vr)
         self._signed = _name_set(signed, "signed", names)
         self._colorbars = _name_set(colorbars, "colorbars", names)
+        # columns named explicitly by an image-only option are images even if (B, H, 4|5)
+        named = set(self._cmaps) | set(self._vranges)
+        named |= self._signed if signed is not True else set()
+        named |= self._colorbars if colorbars is not True else set()
         self._titles = dict(titles or {})
         _check_known(self._titles, "titles", names)
         for key, title in self._titles.items():
@@ -293,7 +298,7 @@ class ImgData(Mapping[str, list[Any]]):
         self._columns: dict[str, list[_Layer]] = {}
         for key, value in raw.items():
             strict = isinstance(channel_axis, Mapping)
-            hint = key in self._signed or key in self._vranges or key in self._colorbars or key in self._cmaps
+            hint = key in named
             layers = [_parse_layer(key, v, axes.get(key), strict, hint) for v in _split_layers(value)]
             sizes = [layer.batch for layer in layers]
             if len(set(sizes)) > 1:
@@ -330,20 +335,33 @@ class ImgData(Mapping[str, list[Any]]):
                 raise XaikitTypeError(f"channel_axis for {key!r} must be an int; got {describe(axis)}")
         return {k: int(a) for k, a in items.items()}
 
-    # ----------------------------------------------------------------------------- mapping API
+    # ----------------------------------------------------------------------------- access
+    # Deliberately not a Mapping: helpers that recurse into mappings (to_tensor, loggers) must
+    # treat an ImgData as one value.
+    @property
+    def columns(self) -> list[str]:
+        """The column names, in painting order within each row group."""
+        return list(self._columns)
+
     def __getitem__(self, key: str) -> list[Any]:
-        return [layer.data for layer in self._columns[key]]
+        """The prepared overlay elements of a column: text as a list of strings per row, boxes
+        as ``(B, N, 4|5)`` and images as ``(B, H, W)`` or ``(B, H, W, 3)`` arrays."""
+        return [layer.data for layer in self._layers(key)]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._columns)
 
-    def __len__(self) -> int:
-        return len(self._columns)
+    def __contains__(self, key: object) -> bool:
+        return key in self._columns
 
-    def __eq__(self, other: object) -> bool:  # identity: arrays have no single truth value
-        return self is other
+    def kinds(self, column: str) -> list[str]:
+        """The cell kind of each overlay element of ``column``: ``"text"``, ``"boxes"`` or ``"image"``."""
+        return [layer.kind for layer in self._layers(column)]
 
-    __hash__ = object.__hash__
+    def _layers(self, column: str) -> list[_Layer]:
+        if column not in self._columns:
+            raise KeyError(f"ImgData has no column {column!r}; the columns are {self.columns}")
+        return self._columns[column]
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{k}: {'+'.join(layer.kind for layer in v)}" for k, v in self._columns.items())
