@@ -109,11 +109,11 @@ def _parse_layer(
     )
 
 
-def _split_layers(value: Any) -> list[Any]:
+def _split_layers(name: str, value: Any) -> list[Any]:
     """A list/tuple of arrays is an overlay stack; a list of plain scalars is one array of text."""
     if isinstance(value, (list, tuple)):
         if not value:
-            raise XaikitValueError("an overlay list must not be empty")
+            raise XaikitValueError(f"column {name!r}: an overlay list must not be empty")
         if all(_is_scalar(v) for v in value):
             return [np.asarray(value)]
         return list(value)
@@ -299,7 +299,7 @@ class ImgData:
         for key, value in raw.items():
             strict = isinstance(channel_axis, Mapping)
             hint = key in named
-            layers = [_parse_layer(key, v, axes.get(key), strict, hint) for v in _split_layers(value)]
+            layers = [_parse_layer(key, v, axes.get(key), strict, hint) for v in _split_layers(key, value)]
             sizes = [layer.batch for layer in layers]
             if len(set(sizes)) > 1:
                 raise XaikitValueError(
@@ -309,8 +309,10 @@ class ImgData:
 
     @staticmethod
     def _check_vrange(key: str, vr: Any) -> tuple[float, float] | str:
-        if vr == "minmax":
-            return "minmax"
+        if isinstance(vr, str):
+            if vr == "minmax":
+                return "minmax"
+            raise XaikitValueError(f"vranges[{key!r}] must be (low, high) or 'minmax'; got {vr!r}")
         try:
             low, high = (float(v) for v in vr)
         except (TypeError, ValueError):
