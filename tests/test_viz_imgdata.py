@@ -591,3 +591,26 @@ def test_gallery_script_writes_the_grid(tmp_path: Path) -> None:
     grid = module.build_grid(module.make_samples())
     assert grid.batch_sizes == [1, 5]
     assert "x saliency" in grid
+
+
+def test_paint_numpy_matches_figure_size_exactly() -> None:
+    img = ImgData(y=np.array([1, 2, 3]), x=np.zeros((3, 10, 20, 3)))
+    w, h = img.paint_figure(dpi=30).get_size_inches()
+    assert img.paint_numpy(dpi=30).shape == (1, round(h * 30), round(w * 30), 3)
+
+
+def test_text_overlay_and_colorbar_of_an_overlay_mask() -> None:
+    rgb = np.zeros((2, 6, 6, 3))
+    mask = np.linspace(0, 1, 72).reshape(2, 6, 6, 1)
+    img = ImgData(x=[rgb, mask, np.array(["a", "b"])], colorbars={"x"}, colormaps={"x": "magma"})
+    assert img.kinds("x") == ["image", "image", "text"]
+    fig = img.paint_figure(dpi=20)
+    for row, label in enumerate("ab"):
+        ax = next(a for a in fig.axes if a.get_label() == f"cell:x:{row}")
+        assert [t.get_text() for t in ax.texts] == [label]
+        assert ax.get_images()[1].get_cmap().name == "magma"
+    cbars = [a for a in fig.axes if a.get_label().startswith("colorbar:x:")]
+    assert len(cbars) == 2
+    # colorbars of RGB-only columns are not drawn (nothing to scale)
+    fig = ImgData(x=rgb, colorbars=True).paint_figure(dpi=20)
+    assert all(a.get_label().startswith("cell:") for a in fig.axes)
