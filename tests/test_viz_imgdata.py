@@ -381,6 +381,9 @@ def test_save_formats(tmp_path: Path, ext: str) -> None:
     magic = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}[ext.lower()]
     assert data.startswith(magic)
     assert os.listdir(path.parent) == [path.name]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
 
 
 def test_save_is_atomic_on_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

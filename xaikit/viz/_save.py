@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -21,6 +21,18 @@ def new_figure(width: float, height: float, dpi: float) -> Figure:
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
     return fig
+
+
+def _open_temp(path: Path) -> tuple[int, str]:
+    """Create a new temporary file next to ``path``; unlike ``mkstemp`` (always 0600) its mode
+    follows the umask like any other new file."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file next to {str(path)!r}")
 
 
 def save_figure(fig: Figure, save_path: str | os.PathLike[str], dpi: float = 96) -> Path:
@@ -53,7 +65,7 @@ def save_figure(fig: Figure, save_path: str | os.PathLike[str], dpi: float = 96)
     if not isinstance(dpi, (int, float)) or dpi <= 0:
         raise XaikitValueError(f"dpi must be a positive number; got {dpi!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp.{fmt}", dir=path.parent)
+    fd, tmp = _open_temp(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             fig.savefig(handle, format=fmt, dpi=dpi)
