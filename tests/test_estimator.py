@@ -334,3 +334,15 @@ def test_bad_pipeline_network_and_modes() -> None:
         est.fit()
     with pytest.raises(XaikitValueError, match="test needs test data"):
         est.test()
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch, capsys) -> None:
+    import sys
+
+    est, _, _ = make(epochs=1, log_steps=None)
+    est.fit()
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    est.fit()
+    err = capsys.readouterr().err
+    assert "train 1" in err and "eval 1" in err

@@ -197,3 +197,10 @@ def test_loop_modules_load_no_framework() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_submodules_resolve_lazily() -> None:
+    assert xk.trace.metric.Accuracy.__name__ == "Accuracy"
+    assert xk.trace.adapt.EarlyStopping.__name__ == "EarlyStopping"
+    with pytest.raises(AttributeError):
+        _ = xk.trace.no_such_module

@@ -215,3 +215,21 @@ def test_monitor_tutorial(capsys) -> None:
     assert out.count("Batch data has following keys:  ['ce', 'x', 'y', 'y_pred']") == 4
     assert "Batch true labels:  [0 1 2 0]" in out
     assert "xaikit-" not in out  # log_steps=None: no log lines
+
+
+def test_metric_state_pickles_midway(multiclass) -> None:
+    import pickle
+
+    y, p = multiclass
+    t = Accuracy()
+    t.system = System()
+    t.system.mode = "eval"
+    t.on_epoch_begin(Data())
+    t.on_batch_end(Data({"y": y[:50], "y_pred": p[:50]}))
+    back = pickle.loads(pickle.dumps(t))
+    assert not hasattr(back, "system")
+    back.system = System()
+    back.on_batch_end(Data({"y": y[50:], "y_pred": p[50:]}))
+    d = Data()
+    back.on_epoch_end(d)
+    assert d["accuracy"] == pytest.approx(np.mean(y == p.argmax(1)))
