@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.backend import framework_of
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.trace.base import Data, Trace
 
@@ -26,6 +27,9 @@ def _network_api() -> Any:
     import xaikit.network
 
     return xaikit.network
+
+
+_WEIGHT_SUFFIX = {"torch": ".pt", "tf": ".weights.h5"}  # Keras weight files must end in .weights.h5
 
 
 def _model_name(model: Any) -> str:
@@ -84,7 +88,8 @@ class BestModelSaver(Trace):
 
     Args:
         model: The model to save (built with ``xk.build``).
-        save_dir: Folder for the weight file (created when missing).
+        save_dir: Folder for the weight file ``<model_name>_best_<metric>.pt`` (torch) or
+            ``.weights.h5`` (Keras), created when missing.
         metric: Key to watch at the end of each evaluation epoch; ``None`` uses the network's
             loss (when it has exactly one).
         save_best_mode: ``"min"`` or ``"max"``: which direction is better.
@@ -138,6 +143,7 @@ class BestModelSaver(Trace):
             self.best, self.best_epoch, self.since_best = value, self.system.epoch_idx, 0
             os.makedirs(self.save_dir, exist_ok=True)
             base = os.path.join(self.save_dir, f"{_model_name(self.model)}_best_{metric}")
+            base += _WEIGHT_SUFFIX.get(framework_of(self.model) or "", "")
             self.model_path = str(_network_api().save_model(self.model, base))
             if self.system.log_steps is not None:
                 print(f"xaikit-BestModelSaver: saved model to {self.model_path}")
