@@ -233,3 +233,12 @@ def test_metric_state_pickles_midway(multiclass) -> None:
     d = Data()
     back.on_epoch_end(d)
     assert d["accuracy"] == pytest.approx(np.mean(y == p.argmax(1)))
+
+
+def test_mcc_edge_cases() -> None:
+    one_class = run_metric(MCC(), [(np.array([0, 0, 0]), np.array([0, 0, 0]))])["mcc"]
+    assert one_class == 0.0
+    perfect = run_metric(MCC(), [(np.array([0, 1, 2, 1]), np.array([0, 1, 2, 1]))])["mcc"]
+    assert perfect == pytest.approx(1.0)
+    y, p = np.array([0, 1, 0, 1, 1]), np.array([1, 0, 1, 0, 0])
+    assert run_metric(MCC(), [(y, p)])["mcc"] == pytest.approx(skm.matthews_corrcoef(y, p))
