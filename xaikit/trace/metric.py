@@ -196,8 +196,10 @@ class _PerClass(_Metric):
         if average == "binary":
             value = self._sklearn()(y_true, y_pred, average="binary", pos_label=1, zero_division=0)
             return float(value)
-        value = self._sklearn()(y_true, y_pred, labels=labels, average=average, zero_division=0)
-        return float(value) if average is not None else np.asarray(value, dtype=np.float64)
+        if average is not None:  # averages over the classes that occur, like scikit-learn
+            return float(self._sklearn()(y_true, y_pred, average=average, zero_division=0))
+        value = self._sklearn()(y_true, y_pred, labels=labels, average=None, zero_division=0)
+        return np.asarray(value, dtype=np.float64)
 
 
 class Precision(_PerClass):
