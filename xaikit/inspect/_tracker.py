@@ -332,8 +332,21 @@ class ModuleTracker:
     # ---- recording ---------------------------------------------------------------------------
     @property
     def current_step(self) -> int:
-        """The index of the step being recorded into (advanced by :meth:`step`)."""
+        """The index of the step being recorded into (advanced by :meth:`step`).
+
+        It may be set (e.g. to a training loop's own step counter); what is pending is written
+        first, under the old index.
+        """
         return self._step
+
+    @current_step.setter
+    def current_step(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise XaikitValueError(f"current_step must be an int >= 0; got {describe(value)}")
+        self._flush()
+        self._step = value
+        self._calls = {}
+        self._stack = []
 
     @property
     def recording(self) -> bool:
