@@ -125,7 +125,7 @@ def test_default_stats_match_numpy(framework: str, rng: np.random.Generator, tmp
     assert out["dead_units"] == pytest.approx((np.abs(per_unit).max(axis=1) == 0).mean())
     assert out["zero_frac"] == pytest.approx((act == 0).mean())
     np.testing.assert_allclose(out["mean"], act.astype(np.float64).mean(), rtol=1e-5)
-    assert "dead_units" not in row or pd.isna(row["dead_units"])
+    assert row["dead_units"] == 0.0  # inputs get it too: no input channel is all zero
 
 
 def test_custom_stats_replace_defaults(framework: str, rng: np.random.Generator, tmp_path: Path) -> None:
@@ -367,7 +367,16 @@ def test_one_host_copy_per_step(framework: str, rng: np.random.Generator, tmp_pa
     for _ in range(3):
         kit.train_step(tracker, _x(rng))
     tracker.detach()
-    assert copies == [2 * N_MODULES + 2 * N_PARAMS] * 3
+    # one transfer per step; a module's output passed on as the next module's input is reduced once
+    # distinct activation tensors: the model's input and the 12 leaf outputs (containers pass them on)
+    assert copies == [2 * N_PARAMS + 1 + 12] * 3
+    df = tracker.df
+    inputs = df[df["kind"] == "input"].set_index(["step", "call", "module"])
+    outputs = df[df["kind"] == "output"].set_index(["step", "call", "module"])
+    conv1_in = inputs.loc[(0, 0, "model.features.conv1")]
+    pool0_out = outputs.loc[(0, 0, "model.features.pool0")]
+    for col in ("mean", "std", "min", "max", "zero_frac", "dead_units"):
+        assert conv1_in[col] == pool0_out[col]
 
 
 def test_default_log_dir_is_under_the_working_folder(

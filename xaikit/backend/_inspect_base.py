@@ -91,6 +91,10 @@ class Inspector(abc.ABC):
         store (torch ``.grad``); None when there is none."""
 
     @abc.abstractmethod
+    def version(self, t: T) -> int:
+        """A counter that changes when ``t`` is modified in place (0 for immutable tensors)."""
+
+    @abc.abstractmethod
     def default_stats(self, t: T, units: bool) -> T:
         """``DEFAULT_STATS`` (plus ``dead_units`` when ``units``) of ``t`` as a 1-D float64 tensor on
         the tensor's device, without any host synchronisation."""

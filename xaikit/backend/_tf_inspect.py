@@ -124,30 +124,34 @@ class KerasInspector(Inspector):
             return None
         return tf.convert_to_tensor(g)
 
+    def version(self, t: T) -> int:
+        return 0  # TF tensors are immutable
+
     def default_stats(self, t: T, units: bool) -> T:
         x = tf.convert_to_tensor(t)
         if x.dtype.is_complex:
             x = tf.abs(x)
-        if x.dtype == tf.bool or x.dtype.is_integer:
-            x = tf.cast(x, tf.float32)
-        elif x.dtype in (tf.float16, tf.bfloat16):
+        if x.dtype == tf.bool or x.dtype.is_integer or x.dtype in (tf.float16, tf.bfloat16):
             x = tf.cast(x, tf.float32)
         n = int(tf.size(x))
         if n == 0:
             return tf.fill([7 if units else 6], tf.constant(np.nan, tf.float64))
-        mean = tf.reduce_mean(x)
-        std = tf.sqrt(tf.reduce_mean(tf.square(x - mean)))
-        nonzero = tf.math.count_nonzero(x, dtype=tf.int64)
-        finite = tf.math.count_nonzero(tf.math.is_finite(x), dtype=tf.int64)
+        mean = tf.reduce_sum(x) / n
+        std = tf.norm(tf.reshape(x - mean, [-1])) / (n**0.5)
+        zeros = n - tf.math.count_nonzero(x, dtype=tf.int64)
+        nonfinite = tf.math.count_nonzero(x - x, dtype=tf.int64)  # NaN and +-inf give NaN
         parts = [
             tf.cast(tf.stack([mean, std, tf.reduce_min(x), tf.reduce_max(x)]), tf.float64),
-            tf.cast(tf.stack([(n - nonzero), n - finite]), tf.float64) / tf.constant([n, 1], tf.float64),
+            tf.cast(tf.stack([zeros, nonfinite]), tf.float64) / tf.constant([n, 1], tf.float64),
         ]
         if units:
-            if x.shape.rank is not None and x.shape.rank >= 2 and x.shape[-1]:
-                alive = tf.math.count_nonzero(tf.reshape(x, [-1, x.shape[-1]]), axis=0)
-                dead = tf.reduce_mean(tf.cast(tf.equal(alive, 0), tf.float64))
-                parts.append(tf.reshape(dead, [1]))
+            rank = x.shape.rank
+            if rank is not None and rank >= 2 and x.shape[-1]:
+                dims = list(range(rank - 1))
+                dead = tf.logical_and(
+                    tf.equal(tf.reduce_max(x, dims), 0), tf.equal(tf.reduce_min(x, dims), 0)
+                )
+                parts.append(tf.reshape(tf.reduce_mean(tf.cast(dead, tf.float64)), [1]))
             else:
                 parts.append(tf.constant([np.nan], tf.float64))
         return tf.concat(parts, axis=0)

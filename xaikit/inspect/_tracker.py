@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,8 +27,8 @@ class _Pending:
     """A record whose statistics are still on the device."""
 
     meta: dict[str, Any]
-    keys: list[str] = field(default_factory=list)
-    shapes: list[tuple[int, ...]] = field(default_factory=list)
+    #: (statistic name, index of the device part, first element in it, value shape)
+    fields: list[tuple[str, int, int, tuple[int, ...]]] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
 
 
@@ -201,6 +202,10 @@ class ModuleTracker:
         self._last_events: list[tuple[str, str]] = []
         self._pending: list[_Pending] = []
         self._parts: list[Any] = []
+        self._sizes: list[int] = []
+        # id(tensor) -> (weak reference, in-place version, part index): a tensor measured as one
+        # module's output and passed on as the next module's input is reduced only once per step
+        self._seen: dict[int, tuple[Any, int, int]] = {}
         self._grads: dict[int, Any] | None = None
         self._rows: list[dict[str, Any]] = []
         self.flags: list[dict[str, Any]] = []
@@ -407,10 +412,14 @@ class ModuleTracker:
         if fn is None:
             from xaikit.backend._inspect_base import DEAD_UNITS, DEFAULT_STATS
 
-            units = kind == "output"
-            self._parts.append(self._insp.default_stats(t, units))
-            pending.keys = [*DEFAULT_STATS, DEAD_UNITS] if units else list(DEFAULT_STATS)
-            pending.shapes = [()] * len(pending.keys)
+            activation = kind in ("input", "output")
+            part = self._cached(t) if activation else None
+            if part is None:
+                part = self._add_part(self._insp.default_stats(t, activation), 7 if activation else 6)
+                if activation:
+                    self._remember(t, part)
+            keys = [*DEFAULT_STATS, DEAD_UNITS] if activation else list(DEFAULT_STATS)
+            pending.fields = [(key, part, i, ()) for i, key in enumerate(keys)]
         else:
             result = fn(t)
             if not isinstance(result, Mapping):
@@ -424,10 +433,33 @@ class ModuleTracker:
                     continue
                 vshape = getattr(value, "shape", None)
                 dims = tuple(int(d) for d in vshape) if vshape is not None else (len(value),)
-                self._parts.append(self._insp.flat(value))
-                pending.keys.append(str(key))
-                pending.shapes.append(dims)
+                size = 1
+                for d in dims:
+                    size *= d
+                part = self._add_part(self._insp.flat(value), size)
+                pending.fields.append((str(key), part, 0, dims))
         self._pending.append(pending)
+
+    def _add_part(self, part: Any, size: int) -> int:
+        self._parts.append(part)
+        self._sizes.append(size)
+        return len(self._parts) - 1
+
+    def _cached(self, t: Any) -> int | None:
+        entry = self._seen.get(id(t))
+        if entry is None:
+            return None
+        ref, version, part = entry
+        if ref() is not t or version != self._insp.version(t):
+            return None
+        return part
+
+    def _remember(self, t: Any, part: int) -> None:
+        try:
+            ref = weakref.ref(t)
+        except TypeError:
+            return
+        self._seen[id(t)] = (ref, self._insp.version(t), part)
 
     def record_gradients(self, grads: Sequence[Any], variables: Sequence[Any] | None = None) -> None:
         """Give the gradients that the next :meth:`step` records.
@@ -487,23 +519,27 @@ class ModuleTracker:
         if not self._pending:
             return
         host = self._insp.to_host(self._parts)
+        starts = [0]
+        for size in self._sizes:
+            starts.append(starts[-1] + size)
         now = round(time.time(), 3)
-        rows, offset = [], 0
+        rows = []
         for pending in self._pending:
             row = dict(pending.meta)
-            for key, shape in zip(pending.keys, pending.shapes):
-                size = 1
-                for d in shape:
-                    size *= d
-                values = host[offset : offset + size]
-                offset += size
-                row[key] = float(values[0]) if shape == () else values.reshape(shape).tolist()
+            for key, part, first, shape in pending.fields:
+                at = starts[part] + first
+                if shape == ():
+                    row[key] = float(host[at])
+                else:
+                    size = starts[part + 1] - starts[part]
+                    row[key] = host[at : at + size].reshape(shape).tolist()
             row.update(pending.host)
             self._derive(row)
             row["flags"] = self._check(row)
             row["time"] = now
             rows.append({k: clean(v) for k, v in row.items()})
-        self._pending, self._parts = [], []
+        self._pending, self._parts, self._sizes = [], [], []
+        self._seen = {}
         append_lines(self.path, rows)
         self._rows.extend(rows)
 
