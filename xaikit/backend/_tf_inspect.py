@@ -34,6 +34,30 @@ def _is_input_layer(layer: Any) -> bool:
     return type(layer).__name__ == "InputLayer"
 
 
+def _stats_of(x: Any) -> Any:
+    flat = tf.reshape(x, [-1])
+    n = tf.cast(tf.size(flat), tf.float32)
+    mean = tf.reduce_sum(flat) / n
+    std = tf.norm(flat - mean) / tf.sqrt(n)
+    zeros = tf.cast(tf.size(flat, out_type=tf.int64) - tf.math.count_nonzero(flat), tf.float64)
+    nonfinite = tf.cast(tf.math.count_nonzero(flat - flat), tf.float64)  # NaN and +-inf give NaN
+    moments = tf.cast(tf.stack([mean, std, tf.reduce_min(flat), tf.reduce_max(flat)]), tf.float64)
+    return tf.concat([moments, tf.stack([zeros / tf.cast(n, tf.float64), nonfinite])], axis=0)
+
+
+# Compiled once for any shape (float32 input): one Python call per tensor instead of a dozen
+# eager ops, which dominate the cost of small tensors.
+_SPEC = [tf.TensorSpec(None, tf.float32)]
+_stats = tf.function(_stats_of, input_signature=_SPEC)
+
+
+@tf.function(input_signature=_SPEC)
+def _stats_units(x: Any) -> Any:
+    per_unit = tf.reshape(x, [-1, tf.shape(x)[-1]])
+    dead = tf.logical_and(tf.equal(tf.reduce_max(per_unit, 0), 0), tf.equal(tf.reduce_min(per_unit, 0), 0))
+    return tf.concat([_stats_of(x), tf.reshape(tf.reduce_mean(tf.cast(dead, tf.float64)), [1])], axis=0)
+
+
 class KerasInspector(Inspector):
     """A Keras model and its layers (nested models and layers with sublayers included)."""
 
@@ -131,30 +155,16 @@ class KerasInspector(Inspector):
         x = tf.convert_to_tensor(t)
         if x.dtype.is_complex:
             x = tf.abs(x)
-        if x.dtype == tf.bool or x.dtype.is_integer or x.dtype in (tf.float16, tf.bfloat16):
+        if x.dtype != tf.float32:
             x = tf.cast(x, tf.float32)
-        n = int(tf.size(x))
-        if n == 0:
+        if int(tf.size(x)) == 0:
             return tf.fill([7 if units else 6], tf.constant(np.nan, tf.float64))
-        mean = tf.reduce_sum(x) / n
-        std = tf.norm(tf.reshape(x - mean, [-1])) / (n**0.5)
-        zeros = n - tf.math.count_nonzero(x, dtype=tf.int64)
-        nonfinite = tf.math.count_nonzero(x - x, dtype=tf.int64)  # NaN and +-inf give NaN
-        parts = [
-            tf.cast(tf.stack([mean, std, tf.reduce_min(x), tf.reduce_max(x)]), tf.float64),
-            tf.cast(tf.stack([zeros, nonfinite]), tf.float64) / tf.constant([n, 1], tf.float64),
-        ]
-        if units:
-            rank = x.shape.rank
-            if rank is not None and rank >= 2 and x.shape[-1]:
-                dims = list(range(rank - 1))
-                dead = tf.logical_and(
-                    tf.equal(tf.reduce_max(x, dims), 0), tf.equal(tf.reduce_min(x, dims), 0)
-                )
-                parts.append(tf.reshape(tf.reduce_mean(tf.cast(dead, tf.float64)), [1]))
-            else:
-                parts.append(tf.constant([np.nan], tf.float64))
-        return tf.concat(parts, axis=0)
+        if not units:
+            return _stats(x)
+        rank = x.shape.rank
+        if rank is not None and rank >= 2 and x.shape[-1]:
+            return _stats_units(x)
+        return tf.concat([_stats(x), tf.constant([np.nan], tf.float64)], axis=0)
 
     def flat(self, value: Any) -> T:
         return tf.reshape(tf.cast(tf.convert_to_tensor(value), tf.float64), [-1])
