@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from xaikit.backend._inspect_base import DEAD_UNITS, DEFAULT_STATS
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.inspect._log import META_FILE, STATS_FILE, TREE_FILE, append_lines, clean, frame, write_json
 
@@ -410,8 +411,6 @@ class ModuleTracker:
         pending = _Pending(meta)
         fn = self._stat_fns.get(kind)
         if fn is None:
-            from xaikit.backend._inspect_base import DEAD_UNITS, DEFAULT_STATS
-
             activation = kind in ("input", "output")
             part = self._cached(t) if activation else None
             if part is None:
