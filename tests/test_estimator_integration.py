@@ -16,7 +16,6 @@ pytest.importorskip("xaikit.network", reason="the data side (xaikit.network) is 
 from xaikit.dataset.data import shapes
 from xaikit.op.numpyop import Minmax
 from xaikit.op.tensorop import CrossEntropy, ModelOp, UpdateOp
-
 from xaikit.trace.adapt import BestModelSaver, EarlyStopping, LRScheduler
 from xaikit.trace.metric import Accuracy, F1Score
 
