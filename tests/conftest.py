@@ -8,11 +8,16 @@ into a green run of skipped tests.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 BACKENDS = [b.strip() for b in os.environ.get("XAIKIT_TEST_BACKENDS", "torch,tf").split(",") if b.strip()]
+
+# Helper modules that sit beside the tests (fakes, tiny models) import by their plain name.
+sys.path.insert(0, str(Path(__file__).parent))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")

@@ -9,7 +9,9 @@ import tensorflow as tf
 __all__ = ["LeNet"]
 
 
-def LeNet(input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, softmax: bool = True) -> tf.keras.Model:  # noqa: N802
+def LeNet(
+    input_shape: Sequence[int] = (28, 28, 1), classes: int = 10, softmax: bool = True
+) -> tf.keras.Model:
     """A LeNet-style Keras CNN, the same layers as ``xaikit.architecture.torch.LeNet``.
 
     Input is channel-last ``(B, H, W, C)``.

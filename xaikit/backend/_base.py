@@ -58,6 +58,10 @@ class Backend(abc.ABC):
     def to_numpy(self, t: T) -> np.ndarray:
         """Copy a tensor to a host numpy array."""
 
+    @abc.abstractmethod
+    def dtype_name(self, t: T) -> str:
+        """The dtype of a tensor as a short name, e.g. ``"float32"``."""
+
     def index(self, idx: np.ndarray, device: Any) -> T:
         """An int64 index tensor on ``device``."""
         return self.as_tensor(np.asarray(idx, dtype=np.int64), device, dtype="int64")
@@ -70,6 +74,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def index_add(self, acc: T, idx: T, values: T) -> T:
         """A new tensor ``acc`` with ``values[i]`` added to row ``idx[i]`` (duplicates add up)."""
+
+    @abc.abstractmethod
+    def matmul(self, a: T, b: T) -> T:
+        """Matrix product of two 2-D tensors."""
 
     @abc.abstractmethod
     def cat(self, ts: Sequence[T], axis: int = 0) -> T:
@@ -116,6 +124,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
         """The selected model output for ``inputs``, without gradients, in inference mode."""
+
+    @abc.abstractmethod
+    def scores(self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0) -> T:
+        """Forward only: the target-class score of each row (``-1`` = its predicted class)."""
 
     @abc.abstractmethod
     def grad_step(

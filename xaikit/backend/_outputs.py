@@ -38,6 +38,8 @@ def select_output(out: Any, output: int | str, rows: int) -> Any:
                 f"the model returned {len(out)} outputs; output index {output!r} is out of range"
             )
         out = out[output]
+    elif output not in (0, -1):
+        raise XaikitValueError(f"the model returned a single tensor; output {output!r} does not exist")
     shape = getattr(out, "shape", None)
     if shape is None:
         raise XaikitTypeError(f"the model must return a tensor of class scores; it returned {describe(out)}")

@@ -30,8 +30,8 @@ class TFBackend(Backend):
         self.tf = tf
         self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
         self._fallback_steps: dict[int, dict[tuple[Any, ...], Any]] = {}
-        #: number of times a chunk step was traced, per model id (for tests and benchmarks)
-        self.trace_counts: dict[int, int] = {}
+        #: number of times a step was traced, per (model id, "grad" | "scores") (tests, benchmarks)
+        self.trace_counts: dict[tuple[int, str], int] = {}
         self.jit_compile = False
 
     # ---- ownership and placement -------------------------------------------------------------
@@ -75,6 +75,9 @@ class TFBackend(Backend):
             t = tf.cast(t, dtype)
         return t
 
+    def dtype_name(self, t: T) -> str:
+        return str(t.dtype.name)
+
     def to_numpy(self, t: T) -> np.ndarray:
         return np.asarray(t.numpy() if hasattr(t, "numpy") else t)
 
@@ -85,6 +88,9 @@ class TFBackend(Backend):
     def index_add(self, acc: T, idx: T, values: T) -> T:
         tf = self.tf
         return acc + tf.math.unsorted_segment_sum(tf.cast(values, acc.dtype), idx, num_segments=acc.shape[0])
+
+    def matmul(self, a: T, b: T) -> T:
+        return self.tf.linalg.matmul(a, b)
 
     def cat(self, ts: Sequence[T], axis: int = 0) -> T:
         return ts[0] if len(ts) == 1 else self.tf.concat(list(ts), axis=axis)
@@ -140,9 +146,9 @@ class TFBackend(Backend):
     def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
         return select_output(self._caller(model)(inputs), output, int(inputs[0].shape[0]))
 
-    def _step(self, model: Any, n_inputs: int, output: int | str) -> Any:
+    def _step(self, model: Any, n_inputs: int, output: int | str, kind: str = "grad") -> Any:
         tf = self.tf
-        key = (n_inputs, output, self.jit_compile)
+        key = (kind, n_inputs, output, self.jit_compile)
         try:
             table = self._steps.setdefault(model, {})
         except TypeError:  # not weak-referenceable
@@ -150,11 +156,11 @@ class TFBackend(Backend):
         if key in table:
             return table[key]
         ref = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
-        model_id = id(model)
+        count_key = (id(model), kind)
         counts = self.trace_counts
 
         def step(inputs: list[T], targets: T) -> tuple[T, list[T], T]:
-            counts[model_id] = counts.get(model_id, 0) + 1  # runs at trace time only
+            counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
             m = ref()
             with tf.GradientTape() as tape:
                 for x in inputs:
@@ -166,9 +172,20 @@ class TFBackend(Backend):
             grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
             return scores, grads, out
 
-        fn = tf.function(step, jit_compile=self.jit_compile, reduce_retracing=False)
+        def forward_scores(inputs: list[T], targets: T) -> T:
+            counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
+            out = select_output(self._caller(ref())(inputs), output, int(inputs[0].shape[0]))
+            chosen = tf.where(targets < 0, tf.argmax(out, axis=1, output_type=tf.int64), targets)
+            return tf.gather(out, chosen, axis=1, batch_dims=1)
+
+        fn = tf.function(
+            step if kind == "grad" else forward_scores, jit_compile=self.jit_compile, reduce_retracing=False
+        )
         table[key] = fn
         return fn
+
+    def scores(self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0) -> T:
+        return self._step(model, len(inputs), output, "scores")(list(inputs), targets)
 
     def grad_step(
         self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0
@@ -176,9 +193,9 @@ class TFBackend(Backend):
         scores, grads, out = self._step(model, len(inputs), output)(list(inputs), targets)
         return scores, list(grads), out
 
-    def traces(self, model: Any) -> int:
-        """How many times the chunk step of ``model`` has been traced so far."""
-        return self.trace_counts.get(id(model), 0)
+    def traces(self, model: Any, kind: str = "grad") -> int:
+        """How many times the ``"grad"`` (or ``"scores"``) step of ``model`` has been traced."""
+        return self.trace_counts.get((id(model), kind), 0)
 
     # ---- memory and chunking ------------------------------------------------------------------
     def is_oom(self, exc: BaseException) -> bool:

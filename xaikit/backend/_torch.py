@@ -33,10 +33,10 @@ class TorchBackend(Backend):
 
     def model_device(self, model: Any) -> Any:
         if isinstance(model, self.torch.nn.Module):
-            for t in model.parameters():
-                return t.device
-            for t in model.buffers():
-                return t.device
+            for p in model.parameters():
+                return p.device
+            for b in model.buffers():
+                return b.device
         return self.torch.device("cpu")
 
     def model_dtype(self, model: Any) -> str:
@@ -57,6 +57,9 @@ class TorchBackend(Backend):
             x = torch.as_tensor(np.asarray(x))
         return x.detach().to(device=device, dtype=self._dtype(dtype))
 
+    def dtype_name(self, t: T) -> str:
+        return str(t.dtype).replace("torch.", "")
+
     def to_numpy(self, t: T) -> np.ndarray:
         if t.dtype == self.torch.bfloat16:
             t = t.float()
@@ -68,6 +71,9 @@ class TorchBackend(Backend):
 
     def index_add(self, acc: T, idx: T, values: T) -> T:
         return acc.index_add(0, idx, values.to(acc.dtype))
+
+    def matmul(self, a: T, b: T) -> T:
+        return a @ b
 
     def cat(self, ts: Sequence[T], axis: int = 0) -> T:
         return ts[0] if len(ts) == 1 else self.torch.cat(list(ts), dim=axis)
@@ -124,6 +130,11 @@ class TorchBackend(Backend):
         with self.torch.no_grad():
             return select_output(self._call(model, inputs), output, len(inputs[0]))
 
+    def scores(self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0) -> T:
+        out = self.forward(model, inputs, output)
+        chosen = self.torch.where(targets < 0, out.argmax(dim=1), targets)
+        return out.gather(1, chosen[:, None]).squeeze(1)
+
     def grad_step(
         self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0
     ) -> tuple[T, list[T], T]:
@@ -167,9 +178,11 @@ class TorchBackend(Backend):
         return ("contiguous",)
 
     def to_layout(self, t: T, name: str) -> T:
-        if name == "channels_last" and t.ndim == 4:
+        if t.ndim != 4:
+            return t
+        if name == "channels_last":
             return t.contiguous(memory_format=self.torch.channels_last)
-        return t
+        return t.contiguous()
 
     @contextlib.contextmanager
     def layout(self, model: Any, name: str) -> Iterator[None]:

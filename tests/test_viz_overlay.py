@@ -1,0 +1,74 @@
+"""overlay(): the blend formula, layouts, value ranges and bad inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib import colormaps
+
+from xaikit.backend import to_tensor
+from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.viz import ImgData, overlay
+
+
+def test_formula_on_unit_images(rng: np.random.Generator) -> None:
+    img = rng.random((2, 5, 6, 3)).astype(np.float32)
+    img[:, 0, 0] = (0.0, 0.0, 0.0)
+    img[:, 0, 1] = (1.0, 1.0, 1.0)  # image spans [0, 1] -> used as is
+    mask = rng.random((2, 5, 6, 1))
+    out = overlay(img, mask, alpha=0.4, colormap="viridis")
+    heat = colormaps["viridis"](mask[..., 0])[..., :3]
+    w = 0.4 * mask
+    np.testing.assert_allclose(out, (1 - w) * img + w * heat, atol=1e-6)
+    assert out.dtype == np.float32 and out.shape == (2, 5, 6, 3)
+    assert out.min() >= 0.0 and out.max() <= 1.0
+
+
+def test_zero_mask_gives_the_image_and_normalized_inputs_are_rescaled() -> None:
+    normalized = np.array([[[-2.0, 0.0], [1.0, 2.0]]])  # (1, 2, 2): a Normalize()d grey image
+    out = overlay(normalized, np.zeros((1, 2, 2)))
+    expected = np.array([[0.0, 0.5], [0.75, 1.0]])
+    np.testing.assert_allclose(out[0], np.repeat(expected[..., None], 3, -1), atol=1e-6)
+    # the reference's formula added the minimum twice; here a full mask is a pure blend
+    full = overlay(normalized, np.ones((1, 2, 2)), alpha=1.0, colormap="gray")
+    np.testing.assert_allclose(full, 1.0, atol=1e-6)
+    # uint8 stays uint8-scaled, constant images don't produce NaN
+    u8 = overlay(np.full((1, 2, 2, 3), 255, dtype=np.uint8), np.zeros((1, 2, 2)))
+    np.testing.assert_allclose(u8, 1.0)
+    const = overlay(np.full((1, 3, 3), 7.0), np.full((1, 3, 3), 0.5))
+    assert np.isfinite(const).all()
+
+
+def test_channel_first_framework_input_keeps_layout(framework: str) -> None:
+    x = np.zeros((2, 3, 4, 5), dtype=np.float32)
+    x[:, 1] = 1.0
+    mask = np.zeros((2, 1, 4, 5), dtype=np.float32)
+    if framework == "torch":
+        out = overlay(to_tensor(x, "torch"), to_tensor(mask, "torch"))
+        assert out.shape == (2, 3, 4, 5)
+        np.testing.assert_allclose(out[:, 1], 1.0)
+    else:
+        out = overlay(to_tensor(np.moveaxis(x, 1, -1), "tf"), to_tensor(np.moveaxis(mask, 1, -1), "tf"))
+        assert out.shape == (2, 4, 5, 3)
+        np.testing.assert_allclose(out[..., 1], 1.0)
+    assert ImgData({"x saliency": out}).batch_sizes == [2]
+
+
+def test_bad_inputs() -> None:
+    img = np.zeros((2, 4, 4, 3))
+    with pytest.raises(XaikitValueError, match=r"mask must hold values in \[0, 1\].*\[-1, 2\]"):
+        overlay(img, np.linspace(-1, 2, 32).reshape(2, 4, 4))
+    with pytest.raises(
+        XaikitValueError, match=r"mask must be one channel of the image's batch and size \(2, 4, 4\)"
+    ):
+        overlay(img, np.zeros((2, 4, 5)))
+    with pytest.raises(XaikitValueError, match=r"mask must be one channel"):
+        overlay(img, np.zeros((2, 4, 4, 3)))
+    with pytest.raises(XaikitValueError, match=r"image must be \(B, H, W\)"):
+        overlay(np.zeros((4, 4)), np.zeros((4, 4)))
+    with pytest.raises(XaikitValueError, match="alpha must be a number in \\[0, 1\\]; got 2"):
+        overlay(img, np.zeros((2, 4, 4)), alpha=2)
+    with pytest.raises(XaikitValueError, match="colormap must be a matplotlib colormap name; got 'nope'"):
+        overlay(img, np.zeros((2, 4, 4)), colormap="nope")
+    with pytest.raises(XaikitTypeError, match="colormap must be a colormap name or Colormap; got int 1"):
+        overlay(img, np.zeros((2, 4, 4)), colormap=1)  # type: ignore[arg-type]

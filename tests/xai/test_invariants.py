@@ -1,0 +1,258 @@
+"""Invariants of the fused engine on a small ReLU CNN, in both frameworks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xaikit as xk
+from tests.xai.models import cnn, cnn_weights, from_layout, images, model_for, to_channel_first
+
+
+@pytest.fixture
+def setup(framework: str, rng: np.random.Generator):
+    model, layout = model_for(framework)
+    return model, layout(images(rng, batch=4))
+
+
+def test_ig_completeness_on_a_smooth_cnn(framework: str, rng: np.random.Generator) -> None:
+    """Relative completeness error below 1e-3 with 64 Gauss-Legendre steps on a smooth CNN.
+
+    (On a ReLU CNN the path integrand has kinks and the error is the quadrature's own; see
+    test_peers.py, where xaikit's delta equals captum's for the same rule and steps.)
+    """
+    model, layout = model_for(framework, size=12, activation="softplus")
+    x = layout(images(rng, batch=6))
+    for baseline in ("zeros", "black", "blur"):
+        attr, delta = xk.xai.explain(
+            model, x, method="integrated", nsamples=64, baseline=baseline, return_delta=True
+        )
+        gap = attr.reshape(len(x), -1).sum(axis=1) - delta
+        assert np.all(np.abs(delta) <= 1e-3 * np.abs(gap)), (baseline, delta, gap)
+
+
+def test_ig_delta_shrinks_with_steps_on_a_relu_cnn(framework: str, rng: np.random.Generator) -> None:
+    model, layout = model_for(framework, size=12)
+    x = layout(images(rng, batch=4))
+    errors = []
+    for steps in (16, 256):
+        attr, delta = xk.xai.explain(
+            model, x, method="integrated", nsamples=steps, baseline="zeros", return_delta=True
+        )
+        gap = attr.reshape(len(x), -1).sum(axis=1) - delta
+        errors.append(np.abs(delta / gap).max())
+    assert errors[1] < errors[0] / 5, errors
+
+
+def test_zero_noise_smoothgrad_is_vanilla(setup) -> None:
+    model, x = setup
+    van = xk.xai.explain(model, x, method="vanilla")
+    mean = xk.xai.explain(model, x, method="smoothgrad", nsamples=3, stdev_spread=0.0, magnitude=False)
+    sq = xk.xai.explain(model, x, method="smoothgrad", nsamples=3, stdev_spread=0.0, magnitude=True)
+    np.testing.assert_allclose(mean, van, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(sq, van**2, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("baseline", ["zeros", "black", "blur"])
+def test_zero_noise_smint_is_ig(setup, baseline: str) -> None:
+    model, x = setup
+    ig = xk.xai.explain(model, x, method="integrated", nsamples=10, baseline=baseline)
+    smint = xk.xai.explain(
+        model,
+        x,
+        method="smint",
+        nsamples=3,
+        nintegration=10,
+        stdev_spread=0.0,
+        magnitude=False,
+        baseline=baseline,
+    )
+    np.testing.assert_allclose(smint, ig, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "method,opts",
+    [
+        ("vanilla", {}),
+        ("smoothgrad", {"nsamples": 5}),
+        ("integrated", {"nsamples": 9}),
+        ("smint", {"nsamples": 3, "nintegration": 6, "magnitude": False}),
+        ("smint", {"nsamples": 3, "nintegration": 6, "magnitude": True}),
+    ],
+)
+def test_chunked_equals_unchunked(setup, method: str, opts: dict) -> None:
+    model, x = setup
+    big = xk.xai.explain(model, x, method=method, max_batch=10_000, seed=5, **opts)
+    for size in (7, 3, 4, 1):
+        small = xk.xai.explain(model, x, method=method, max_batch=size, seed=5, **opts)
+        np.testing.assert_allclose(small, big, rtol=1e-4, atol=1e-7 * max(1.0, float(np.abs(big).max())))
+
+
+def test_chunk_sizes_respect_max_batch(framework: str, setup) -> None:
+    model, x = setup
+    net = xk.xai.SaliencyNet(model, "x", "y", max_batch=7, seed=0)
+    net.get_smoothed_masks({"x": x}, nsamples=4, nintegration=5)
+    assert sum(net.last_chunks) == 4 * 4 * 5
+    assert max(net.last_chunks) <= 7
+
+
+@pytest.mark.parametrize("method", ["vanilla", "integrated"])
+def test_batch_equals_per_sample(setup, method: str) -> None:
+    model, x = setup
+    whole = xk.xai.explain(model, x, method=method, nsamples=8, baseline="blur")
+    for i in range(len(x)):
+        one = xk.xai.explain(model, x[i : i + 1], method=method, nsamples=8, baseline="blur")
+        np.testing.assert_allclose(one[0], whole[i], rtol=1e-4, atol=1e-7)
+
+
+def test_seeds(setup) -> None:
+    model, x = setup
+    a = xk.xai.explain(model, x, method="smint", nsamples=2, nintegration=4, seed=11)
+    b = xk.xai.explain(model, x, method="smint", nsamples=2, nintegration=4, seed=11)
+    c = xk.xai.explain(model, x, method="smint", nsamples=2, nintegration=4, seed=12)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+    net = xk.xai.SaliencyNet(model, "x", "y", seed=4)
+    m1 = net.get_smoothed_masks({"x": x}, nsamples=3)["saliency"]
+    m2 = net.get_smoothed_masks({"x": x}, nsamples=3)["saliency"]
+    m3 = net.get_smoothed_masks({"x": x}, nsamples=3, seed=5)["saliency"]
+    np.testing.assert_array_equal(m1, m2)
+    assert not np.array_equal(m1, m3)
+
+
+def test_torch_equals_tf_on_the_same_weights(rng: np.random.Generator) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("tensorflow")
+    w = cnn_weights(3)
+    tm, km = cnn("torch", w), cnn("tf", w)
+    x = images(rng, batch=3)
+    base = rng.random(x.shape).astype(np.float32)
+    cases = [
+        ("vanilla", {}),
+        ("integrated", {"nsamples": 16, "baseline": "zeros"}),
+        ("integrated", {"nsamples": 8, "baseline": "black", "quadrature": "riemann_trapezoid"}),
+        ("integrated", {"nsamples": 8, "baseline": "blur"}),
+        (
+            "smint",
+            {"nsamples": 2, "nintegration": 8, "stdev_spread": 0.0, "baseline": "zeros", "magnitude": False},
+        ),
+    ]
+    for method, opts in cases:
+        a = from_layout("torch", xk.xai.explain(tm, to_channel_first(x), method=method, **opts))
+        b = xk.xai.explain(km, x, method=method, **opts)
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b).max()), err_msg=method)
+    a = from_layout(
+        "torch", xk.xai.explain(tm, to_channel_first(x), method="integrated", baseline=to_channel_first(base))
+    )
+    b = xk.xai.explain(km, x, method="integrated", baseline=base)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b).max()))
+    dt = xk.xai.SaliencyNet(tm, "x", "y").get_masks({"x": to_channel_first(x)})
+    dk = xk.xai.SaliencyNet(km, "x", "y").get_masks({"x": x})
+    np.testing.assert_array_equal(dt["y"], dk["y"])
+    np.testing.assert_allclose(from_layout("torch", dt["saliency"]), dk["saliency"], atol=1e-4)
+
+
+def test_reference_call_returns_a_grid_ready_dict(framework: str, setup) -> None:
+    model, x = setup
+    labels = np.arange(len(x))
+    net = xk.xai.SaliencyNet(model, model_inputs="x", model_outputs="y_pred", outputs="saliency")
+    res = net.get_smoothed_masks({"x": x, "y": labels}, nsamples=6, nintegration=100)
+    assert set(res) == {"x", "y", "y_pred", "saliency"}
+    assert res["y_pred"].shape == (len(x),) and res["y_pred"].dtype == np.int64
+    expected = (len(x), 1, 12, 12) if framework == "torch" else (len(x), 12, 12, 1)
+    assert res["saliency"].shape == expected
+    assert np.isfinite(res["saliency"]).all()
+    assert res["saliency"].min() >= 0.0 and res["saliency"].max() == 1.0
+    assert res["x"] is x and res["y"] is labels
+
+
+def test_predicted_class_is_pinned_and_reported(setup) -> None:
+    model, x = setup
+    net = xk.xai.SaliencyNet(model, "x", "pred", seed=0)
+    res = net.get_integrated_masks({"x": x}, nsamples=4, raw=True)
+    explicit = net.get_integrated_masks({"x": x}, nsamples=4, raw=True, target=res["pred"])
+    np.testing.assert_array_equal(res["saliency"], explicit["saliency"])
+
+
+def test_class_key_and_target_are_honoured_by_every_method(setup) -> None:
+    model, x = setup
+    other = np.array([1, 2, 3, 4])
+    net = xk.xai.SaliencyNet(model, "x", "pred", class_key="label", seed=0)
+    plain = xk.xai.SaliencyNet(model, "x", "pred", seed=0)
+    batch = {"x": x, "label": other}
+    for call, opts in [
+        ("get_masks", {}),
+        ("get_smoothed_masks", {"nsamples": 2}),
+        ("get_integrated_masks", {"nsamples": 3}),
+        ("get_smoothed_masks", {"nsamples": 2, "nintegration": 3}),
+    ]:
+        by_key = getattr(net, call)(batch, raw=True, **opts)["saliency"]
+        by_target = getattr(plain, call)(batch, raw=True, target=other, **opts)["saliency"]
+        predicted = getattr(plain, call)(batch, raw=True, **opts)["saliency"]
+        np.testing.assert_array_equal(by_key, by_target)
+        assert not np.allclose(by_key, predicted)
+
+
+def test_display_masks(framework: str, setup) -> None:
+    model, x = setup
+    net = xk.xai.SaliencyNet(model, "x", "y")
+    flat = x * 0.0 + 0.5
+    res = net.get_masks({"x": flat})
+    assert np.isfinite(res["saliency"]).all()
+    zero = net.get_integrated_masks({"x": flat}, baseline="zeros", nsamples=4)
+    assert np.isfinite(zero["saliency"]).all()
+    const = net.get_integrated_masks({"x": flat}, baseline=flat, nsamples=4)  # attribution exactly 0
+    np.testing.assert_array_equal(const["saliency"], 0.0)
+
+
+def test_tf_step_traces_once_per_shape(rng: np.random.Generator) -> None:
+    pytest.importorskip("tensorflow")
+    model, _ = model_for("tf")
+    bk = xk.backend.get_backend(model)
+    x = images(rng, batch=5)
+    for _ in range(3):
+        xk.xai.explain(model, x, method="smint", nsamples=3, nintegration=7, max_batch=8)
+        xk.xai.SaliencyNet(model, "x", "y", max_batch=8).get_smoothed_masks(
+            {"x": x}, nsamples=2, nintegration=9
+        )
+    assert bk.traces(model, "grad") == 1
+
+
+def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monkeypatch) -> None:
+    model, x = setup
+    bk = xk.backend.get_backend(model)
+    reference = xk.xai.explain(model, x, method="integrated", nsamples=6, max_batch=100)
+
+    class FakeOOM(RuntimeError):
+        pass
+
+    real_step = bk.grad_step
+    seen: list[int] = []
+
+    def step(m, inputs, targets, output=0):
+        seen.append(int(inputs[0].shape[0]))
+        if int(inputs[0].shape[0]) > 5:
+            raise FakeOOM("CUDA out of memory (simulated)")
+        return real_step(m, inputs, targets, output)
+
+    monkeypatch.setattr(bk, "grad_step", step)
+    monkeypatch.setattr(bk, "is_oom", lambda exc: isinstance(exc, FakeOOM))
+    got = xk.xai.explain(model, x, method="integrated", nsamples=6, max_batch=24)
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-7)
+    assert seen[:2] == [24, 12] and max(seen[2:]) <= 5  # halved until it fits (aligned to B=4)
+
+    def always(m, inputs, targets, output=0):
+        raise FakeOOM("out of memory")
+
+    monkeypatch.setattr(bk, "grad_step", always)
+    with pytest.raises(FakeOOM):
+        xk.xai.explain(model, x, method="vanilla", max_batch=4)
+
+
+def test_tf_xla_step_gives_the_same_attributions(rng: np.random.Generator) -> None:
+    pytest.importorskip("tensorflow")
+    model, _ = model_for("tf")
+    x = images(rng, batch=3)
+    plain = xk.xai.explain(model, x, method="integrated", nsamples=8, baseline="zeros")
+    compiled = xk.xai.explain(model, x, method="integrated", nsamples=8, baseline="zeros", xla=True)
+    np.testing.assert_allclose(compiled, plain, rtol=1e-4, atol=1e-6)

@@ -1,0 +1,11 @@
+"""Bundled datasets, made locally without downloads.
+
+* :mod:`xaikit.dataset.data.shapes` — synthetic colour images of shapes with object masks.
+* :mod:`xaikit.dataset.data.digits` — scikit-learn's 8x8 digits, the MNIST stand-in.
+"""
+
+from __future__ import annotations
+
+from xaikit.dataset.data import digits, shapes
+
+__all__ = ["digits", "shapes"]

@@ -1,0 +1,21 @@
+"""Painting: the ImgData grid, saliency overlays and training-history plots.
+
+This is the only package of xaikit that imports matplotlib. Everything here uses matplotlib's
+object API (``Figure`` + the Agg canvas), never the pyplot state machine, so it runs headless.
+
+Example:
+    >>> import numpy as np
+    >>> from xaikit.viz import ImgData
+    >>> ImgData(y=np.array([1, 2]), x=np.zeros((2, 8, 8))).paint_numpy(dpi=20).dtype.name
+    'uint8'
+"""
+
+from __future__ import annotations
+
+from xaikit.viz._image import display_range
+from xaikit.viz._save import save_figure
+from xaikit.viz.history import plot_history
+from xaikit.viz.img_data import ImgData
+from xaikit.viz.overlay import overlay
+
+__all__ = ["ImgData", "display_range", "overlay", "plot_history", "save_figure"]

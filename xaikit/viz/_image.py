@@ -1,0 +1,182 @@
+"""Image layout and value-range rules shared by ImgData cells and :func:`overlay`.
+
+Display range rule (:func:`display_range`), decided once per array, applied per image:
+
+1. an explicit ``vrange=(low, high)`` wins; ``vrange="minmax"`` forces rule 6;
+2. ``signed=True``: symmetric around 0, ``(-m, m)`` with ``m = max|x|`` of the image (or of the
+   explicit range);
+3. booleans: ``(0, 1)``;
+4. integers within 0..255: ``(0, 255)``, i.e. drawn as uint8;
+5. floats within [0, 1]: ``(0, 1)``; within [-1, 1]: ``(-1, 1)``;
+6. otherwise the image's own minimum and maximum. A constant image ``c`` gets ``(c, c + 1)``, so
+   it is drawn in the lowest colour instead of producing NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from xaikit.errors import XaikitValueError, describe
+
+__all__ = ["display_range", "fixed_range", "is_channel_first", "to_channels_last", "to_unit"]
+
+Range = tuple[float, float]
+
+
+def _finite_bounds(values: np.ndarray) -> Range | None:
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    if finite.size == 0:
+        return None
+    return float(finite.min()), float(finite.max())
+
+
+def fixed_range(batch: np.ndarray) -> Range | None:
+    """The fixed range that a whole array falls into (rules 3–5 of the module docstring), or None.
+
+    Example:
+        >>> import numpy as np
+        >>> fixed_range(np.array([0.2, 0.7])), fixed_range(np.array([3.0, 5.0]))
+        ((0.0, 1.0), None)
+    """
+    if batch.dtype.kind == "b":
+        return 0.0, 1.0
+    bounds = _finite_bounds(batch)
+    if bounds is None:
+        return None
+    low, high = bounds
+    if batch.dtype.kind in "iu" and low >= 0 and high <= 255:
+        return 0.0, 255.0
+    if batch.dtype.kind == "f" and low >= 0.0 and high <= 1.0:
+        return 0.0, 1.0
+    if batch.dtype.kind == "f" and low >= -1.0 and high <= 1.0:
+        return -1.0, 1.0
+    return None
+
+
+def display_range(
+    image: np.ndarray,
+    *,
+    vrange: Range | str | None = None,
+    signed: bool = False,
+    batch_range: Range | str | None = "auto",
+) -> Range:
+    """The ``(low, high)`` values that map to the ends of the colour scale for one image.
+
+    Args:
+        image: one image (any shape).
+        vrange: explicit ``(low, high)``, ``"minmax"`` (force the image's own range) or None.
+        signed: symmetric range around zero.
+        batch_range: :func:`fixed_range` of the whole array the image comes from, so every
+            image of a column is scaled the same way; ``"auto"`` computes it from ``image``.
+
+    Returns:
+        ``(low, high)`` with ``low < high``.
+
+    Example:
+        >>> import numpy as np
+        >>> display_range(np.array([0.2, 0.7]))
+        (0.0, 1.0)
+        >>> display_range(np.array([-0.5, 0.25]))
+        (-1.0, 1.0)
+        >>> display_range(np.array([3.0, 5.0]))
+        (3.0, 5.0)
+        >>> display_range(np.array([-2.0, 1.0]), signed=True)
+        (-2.0, 2.0)
+        >>> display_range(np.array([7, 9], dtype=np.uint8))
+        (0.0, 255.0)
+        >>> display_range(np.full(4, 5.0))
+        (5.0, 6.0)
+    """
+    if isinstance(vrange, tuple):
+        low, high = float(vrange[0]), float(vrange[1])
+        if signed:
+            m = max(abs(low), abs(high))
+            return (-m, m) if m > 0 else (-1.0, 1.0)
+        return low, high
+    own = _finite_bounds(image)
+    if signed:
+        m = max(abs(own[0]), abs(own[1])) if own else 0.0
+        return (-m, m) if m > 0 else (-1.0, 1.0)
+    if vrange is None:
+        fixed = fixed_range(image) if isinstance(batch_range, str) else batch_range
+        if fixed is not None:
+            return fixed
+    if own is None:
+        return 0.0, 1.0
+    low, high = own
+    if high <= low:
+        return low, low + 1.0
+    return low, high
+
+
+def to_unit(image: np.ndarray, vrange: Range) -> np.ndarray:
+    """Map ``image`` linearly from ``vrange`` to [0, 1] (float32, clipped; NaN becomes 0).
+
+    Example:
+        >>> import numpy as np
+        >>> [round(float(v), 3) for v in to_unit(np.array([0, 128, 255], dtype=np.uint8), (0.0, 255.0))]
+        [0.0, 0.502, 1.0]
+    """
+    low, high = vrange
+    out = (image.astype(np.float64) - low) / (high - low)
+    return np.nan_to_num(np.clip(out, 0.0, 1.0), nan=0.0).astype(np.float32)
+
+
+def to_channels_last(
+    value: np.ndarray, name: str, channel_axis: int | None = None, prefer_first: bool = False
+) -> np.ndarray:
+    """Bring a batch of images to ``(B, H, W)`` (one channel) or ``(B, H, W, 3)``.
+
+    Args:
+        value: ``(B, H, W)``, ``(B, H, W, C)`` or ``(B, C, H, W)`` with C of 1 or 3.
+        name: the column or argument name for error messages.
+        channel_axis: the channel axis of ``value`` (batch axis included), when it is known.
+        prefer_first: resolve an ambiguous 4-D shape (channel-sized first *and* last axis) as
+            channel-first (torch's convention); otherwise channel-last.
+
+    Raises:
+        XaikitValueError: not a 3-D/4-D batch, or not 1 or 3 channels.
+    """
+    arr = value
+    if channel_axis is not None:
+        if arr.ndim != 4:
+            raise XaikitValueError(
+                f"channel_axis for {name} needs a (B, H, W, C) or (B, C, H, W) value; got {describe(arr)}"
+            )
+        if not -4 <= channel_axis < 4 or channel_axis % 4 == 0:
+            raise XaikitValueError(
+                f"channel_axis for {name} must be 1, 2, 3 or -1 (axis 0 is the batch); got {channel_axis!r}"
+            )
+        arr = np.moveaxis(arr, channel_axis % 4, -1)
+    elif arr.ndim == 4:
+        first_ok, last_ok = arr.shape[1] in (1, 3), arr.shape[3] in (1, 3)
+        if first_ok and (not last_ok or prefer_first):
+            arr = np.moveaxis(arr, 1, -1)
+    elif arr.ndim != 3:
+        raise XaikitValueError(
+            f"{name} must hold images of shape (B, H, W), (B, H, W, C) or (B, C, H, W); got {describe(value)}"
+        )
+    if arr.ndim == 4:
+        if arr.shape[-1] not in (1, 3):
+            raise XaikitValueError(
+                f"{name} must hold images with 1 or 3 channels (first or last axis after the batch); "
+                f"got {describe(value)}"
+            )
+        if arr.shape[-1] == 1:
+            arr = arr[..., 0]
+    if arr.shape[1] == 0 or arr.shape[2] == 0:
+        raise XaikitValueError(f"{name} holds empty images; got {describe(value)}")
+    return arr
+
+
+def is_channel_first(value: Any, channel_axis: int | None = None, prefer_first: bool = False) -> bool:
+    """Whether a 4-D image batch would be read as channel-first by :func:`to_channels_last`."""
+    shape = np.shape(value)
+    if len(shape) != 4:
+        return False
+    if channel_axis is not None:
+        return channel_axis % 4 == 1
+    first_ok, last_ok = shape[1] in (1, 3), shape[3] in (1, 3)
+    return bool(first_ok and (not last_ok or prefer_first))

@@ -1,0 +1,14 @@
+"""Saliency: vanilla gradients, SmoothGrad, Integrated Gradients and SmInt, fused and exact.
+
+Example:
+    >>> import torch, xaikit as xk
+    >>> model = torch.nn.Linear(4, 3)
+    >>> attr = xk.xai.explain(model, torch.rand(2, 4), method="integrated", nsamples=16, baseline="zeros")
+    >>> attr.shape
+    (2, 4)
+"""
+
+from xaikit.xai.methods import METHODS
+from xaikit.xai.saliency import SaliencyNet, explain
+
+__all__ = ["METHODS", "SaliencyNet", "explain"]

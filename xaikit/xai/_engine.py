@@ -1,0 +1,436 @@
+"""The fused chunk engine: every saliency method is one sweep over a row space.
+
+A method is described by a :class:`Job`: B samples, S noise samples, M path steps. Its rows are
+indexed ``r = (s * M + m) * B + b`` (sample fastest, then step, then noise sample), so
+
+* vanilla gradients      S = 1, M = 1, no path:   B rows
+* SmoothGrad             S noisy copies, M = 1:   B x S rows
+* Integrated Gradients   S = 1, M path steps:     B x M rows
+* SmInt (SmoothGrad of IG)  S x M:                B x S x M rows
+
+The engine cuts the row space into chunks of ``max_batch`` rows, builds each chunk's inputs on
+the model's device (noise and random baselines come from seeded generators, a pure function of
+``(seed, input, s)``, so results do not depend on the chunking), runs one fused
+forward+backward per chunk, and reduces the gradients at once into per-sample accumulators.
+A path (one noise sample of one input sample) may span chunk boundaries; its partial sum is
+carried to the next chunk. Only one chunk of rows is alive at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import Backend
+from xaikit.backend._base import T
+from xaikit.errors import XaikitError, XaikitValueError
+
+BaselineFn = Callable[[int], list[T]]
+
+
+def stream_seed(seed: int, *key: int) -> int:
+    """A 63-bit seed for one random stream, derived from the call's seed and a key."""
+    state = np.random.SeedSequence([int(seed) % (2**63), *key]).generate_state(2, np.uint32)
+    return int(state[0]) << 31 | int(state[1]) >> 1
+
+
+@dataclass
+class Job:
+    """One attribution sweep. Built by the methods in ``xaikit.xai.methods``."""
+
+    bk: Backend
+    model: Any
+    inputs: list[T]  # clean inputs, (B, ...) each, on the model's device
+    targets: T  # int64 (B,), -1 = each row's own predicted class
+    n_noise: int = 1  # S
+    sigma: list[T] | None = None  # per-input (B, 1, ...) noise std; None = no noise
+    alphas: np.ndarray | None = None  # (M,) path nodes; None = plain gradients at the input
+    weights: np.ndarray | None = None  # (M,) quadrature weights
+    baselines: BaselineFn | None = None  # s -> one (B, ...) baseline per input
+    magnitude: bool = False  # average squared per-path attributions
+    seed: int = 0
+    output: int | str = 0
+    max_batch: int | str = "auto"
+    keep_outputs: bool = False  # return the model outputs of every row (vanilla predictions)
+    dtype: str = "float32"
+
+    @property
+    def batch(self) -> int:
+        return int(self.inputs[0].shape[0])
+
+    @property
+    def steps(self) -> int:
+        return 1 if self.alphas is None else len(self.alphas)
+
+    @property
+    def rows(self) -> int:
+        return self.batch * self.steps * self.n_noise
+
+
+@dataclass
+class Result:
+    attributions: list[T]
+    outputs: T | None = None
+    chunks: list[int] = field(default_factory=list)
+    layout: str = "contiguous"
+
+
+class _PathCache:
+    """Per noise sample s: the path ends (noisy inputs), baselines and their differences."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.items: dict[int, tuple[list[T], list[T] | None, list[T] | None]] = {}
+        #: memory layout new items are stored in, so chunk rows built from them inherit it
+        self.layout = "contiguous"
+
+    def get(self, s: int) -> tuple[list[T], list[T] | None, list[T] | None]:
+        if s not in self.items:
+            job, bk = self.job, self.job.bk
+            ends = list(job.inputs)
+            if job.sigma is not None:
+                ends = [
+                    x + sig * bk.normal(stream_seed(job.seed, 0, i, s), x.shape, _device_of(x), job.dtype)
+                    for i, (x, sig) in enumerate(zip(ends, job.sigma))
+                ]
+            bases = diffs = None
+            if job.alphas is not None and job.baselines is not None:
+                bases = [bk.to_layout(b, self.layout) for b in job.baselines(s)]
+                ends = [bk.to_layout(e, self.layout) for e in ends]
+                diffs = [e - b for e, b in zip(ends, bases)]
+            else:
+                ends = [bk.to_layout(e, self.layout) for e in ends]
+            self.items[s] = (ends, bases, diffs)
+        return self.items[s]
+
+    def forget_before(self, s: int) -> None:
+        for key in [k for k in self.items if k < s]:
+            del self.items[key]
+
+
+def _device_of(t: T) -> Any:
+    return getattr(t, "device", None)
+
+
+def _row_weights(bk: Backend, w: np.ndarray, like: T) -> T:
+    """Per-row scalars shaped to broadcast against ``like`` (rows, ...)."""
+    shape = (len(w),) + (1,) * (len(like.shape) - 1)
+    return bk.as_tensor(w.reshape(shape), _device_of(like), bk.dtype_name(like))
+
+
+class _Sweep:
+    """Runs a job chunk by chunk, carrying partial path sums across chunk boundaries.
+
+    Rows come in slices of B (one noise sample s, one path step m, every input sample). A chunk
+    is either a run of whole slices (the usual case: its gradients are folded into per-path
+    sums by one small matrix product over slices) or a part of one slice (when ``max_batch`` <
+    B). ``carry`` holds the (B, ...) partial sums of the noise sample that is still open.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.bk = job.bk
+        self.cache = _PathCache(job)
+        self.B, self.M = job.batch, job.steps
+        self.block = self.B * self.M  # rows per noise sample
+        self.device = _device_of(job.inputs[0])
+        self.acc: list[T] | None = None
+        self.carry: list[T] | None = None
+        self.outputs: list[T] = []
+        self.w = np.ones(1) if job.weights is None else np.asarray(job.weights, dtype=np.float64)
+        self.a = np.ones(1) if job.alphas is None else np.asarray(job.alphas, dtype=np.float64)
+
+    def align(self, r0: int, size: int) -> int:
+        """The end of a chunk starting at r0 with about ``size`` rows, on slice boundaries."""
+        B = self.B
+        if size >= B and r0 % B == 0:
+            return r0 + (size // B) * B
+        return r0 + min(size, B - r0 % B)
+
+    def _slices(self, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+        q = np.arange(r0 // self.B, (r1 - 1) // self.B + 1)
+        s_idx, m_idx = q // self.M, q % self.M
+        return s_idx, m_idx, int(s_idx[0]), int(s_idx[-1])
+
+    def _col(self, values: np.ndarray, like: T) -> T:
+        """Per-slice scalars shaped (k, 1, ...) to broadcast against (k, B, ...)."""
+        return _row_weights(self.bk, values, like)
+
+    def build(self, r0: int, r1: int) -> tuple[list[T], T]:
+        """The inputs and targets of rows [r0, r1)."""
+        job, bk, B = self.job, self.bk, self.B
+        s_idx, m_idx, s0, s1 = self._slices(r0, r1)
+        parts = [self.cache.get(s) for s in range(s0, s1 + 1)]
+        path = job.alphas is not None and parts[0][1] is not None
+        rows: list[T] = []
+        if r1 - r0 < B or r0 % B:  # part of one slice
+            b0, b1 = r0 % B, r0 % B + (r1 - r0)
+            ends, bases, diffs = parts[0]
+            for i in range(len(job.inputs)):
+                if path:
+                    rows.append(bases[i][b0:b1] + float(self.a[m_idx[0]]) * diffs[i][b0:b1])  # type: ignore[index]
+                else:
+                    rows.append(ends[i][b0:b1])
+            return rows, job.targets[b0:b1]
+        k = len(s_idx)
+        # Runs of consecutive slices that share a noise sample: one broadcast op per run.
+        starts = np.flatnonzero(np.r_[True, s_idx[1:] != s_idx[:-1]])
+        runs = [(int(s_idx[a]), m_idx[a:b]) for a, b in zip(starts, [*starts[1:], k])]
+        for i, x in enumerate(job.inputs):
+            shape = tuple(int(d) for d in x.shape[1:])
+            pieces = []
+            for s, ms in runs:
+                ends, bases, diffs = self.cache.get(s)
+                if not path:
+                    pieces.append(ends[i])  # no path: one step per noise sample
+                    continue
+                alpha = self._col(self.a[ms], bk.reshape(diffs[i], (1, B, *shape)))  # type: ignore[index]
+                run = bk.reshape(bases[i], (1, B, *shape)) + alpha * bk.reshape(diffs[i], (1, B, *shape))  # type: ignore[index]
+                pieces.append(bk.reshape(run, (len(ms) * B, *shape)))
+            rows.append(bk.cat(pieces))
+        targets = job.targets if k == 1 else bk.cat([job.targets] * k)
+        return rows, targets
+
+    def reduce(self, grads: Sequence[T], r0: int, r1: int) -> None:
+        """Fold one chunk's gradients into the per-sample accumulators."""
+        job, bk, B = self.job, self.bk, self.B
+        s_idx, m_idx, s0, s1 = self._slices(r0, r1)
+        n_s = s1 - s0 + 1
+        closes = r1 % self.block == 0  # the chunk ends exactly where a noise sample ends
+        complete = n_s if closes else n_s - 1
+        parts = [self.cache.get(s) for s in range(s0, s0 + complete)]
+        partial = r1 - r0 < B or r0 % B != 0
+        new_carry: list[T] = []
+        for i, g in enumerate(grads):
+            shape = tuple(int(d) for d in g.shape[1:])
+            if partial:
+                b0 = r0 % B
+                w = float(self.w[m_idx[0]]) if job.alphas is not None else 1.0
+                full = bk.zeros((B, *shape), self.device, job.dtype)
+                contrib = bk.index_add(full, bk.index(np.arange(b0, b0 + (r1 - r0)), self.device), g * w)
+                paths = contrib if self.carry is None else self.carry[i] + contrib
+                paths = bk.reshape(paths, (1, B, *shape))
+            else:
+                k = len(s_idx)
+                weights = np.zeros((n_s, k))
+                weights[s_idx - s0, np.arange(k)] = self.w[m_idx] if job.alphas is not None else 1.0
+                flat = bk.reshape(g, (k, -1))
+                paths = bk.matmul(bk.as_tensor(weights, self.device, bk.dtype_name(g)), flat)
+                paths = bk.reshape(paths, (n_s, B, *shape))
+                if self.carry is not None:
+                    head = paths[:1] + bk.reshape(self.carry[i], (1, B, *shape))
+                    paths = head if n_s == 1 else bk.cat([head, paths[1:]])
+            if complete < n_s:
+                new_carry.append(bk.reshape(paths[complete:], (B, *shape)))
+            if complete == 0:
+                continue
+            done = paths[:complete]
+            if job.alphas is not None and parts[0][2] is not None:
+                done = done * bk.cat([bk.reshape(p[2][i], (1, B, *shape)) for p in parts])  # type: ignore[index]
+            if job.magnitude:
+                done = done * done
+            total = bk.sum0(done)
+            if self.acc is None:
+                self.acc = [bk.zeros((B, *x.shape[1:]), self.device, job.dtype) for x in job.inputs]
+            self.acc[i] = self.acc[i] + total
+        self.carry = new_carry or None
+        self.cache.forget_before(s1 if not closes else s1 + 1)
+
+    def finish(self) -> list[T]:
+        job = self.job
+        if self.acc is None:  # pragma: no cover - every sweep has at least one row
+            raise XaikitError("internal error: the sweep produced no rows")
+        return [a / float(job.n_noise) for a in self.acc]
+
+
+# ---- chunk sizing ---------------------------------------------------------------------------------
+_TUNED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[int, str]]] = weakref.WeakKeyDictionary()
+_CPU_DEFAULT = 256
+_CANDIDATES = (128, 256, 512)
+
+
+def _tuned(model: Any) -> dict[tuple[Any, ...], tuple[int, str]]:
+    try:
+        return _TUNED.setdefault(model, {})
+    except TypeError:
+        return {}
+
+
+class ChunkPlan:
+    """Chooses the size (and, for torch, the memory layout) of each chunk.
+
+    ``max_batch`` given: that many rows per chunk. ``"auto"``: on a GPU, a size from free memory;
+    on a CPU, the best of a few sizes and layouts, tried on the job's own first chunks (no
+    wasted work) and remembered per model and input shape. Out-of-memory halves the size.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        bk = job.bk
+        self.key = (bk.name, tuple(tuple(int(d) for d in x.shape[1:]) for x in job.inputs), job.output)
+        device = _device_of(job.inputs[0])
+        layouts = bk.layouts(job.inputs)
+        self.trials: list[tuple[int, str]] = []
+        self.timings: dict[tuple[int, str], float] = {}
+        if job.max_batch != "auto":
+            size = job.max_batch
+            if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+                raise XaikitValueError(f"max_batch must be 'auto' or an integer >= 1; got {size!r}")
+            self.size, self.layout = int(size), layouts[-1] if not bk.is_accelerator(device) else layouts[0]
+            return
+        known = _tuned(job.model).get(self.key)
+        if bk.is_accelerator(device):
+            self.size, self.layout = known or (self._gpu_size(device), layouts[0])
+            return
+        if known:
+            self.size, self.layout = known
+            return
+        self.size, self.layout = _CPU_DEFAULT, layouts[-1]
+        if bk.pads_chunks():  # every new size is a new compiled step: keep one size
+            return
+        trials = [(c, lay) for lay in layouts for c in _CANDIDATES]
+        if job.rows >= 3 * sum(c for c, _ in trials):
+            self.trials = [t for t in trials for _ in range(2)]  # two timings each, keep the best
+
+    def _gpu_size(self, device: Any) -> int:
+        free = self.job.bk.free_memory(device)
+        per_row = sum(int(np.prod(x.shape[1:])) for x in self.job.inputs) * 4 * 64  # activations guess
+        if not free:
+            return 1024
+        return int(max(32, min(8192, 0.5 * free / max(per_row, 1))))
+
+    def next(self, remaining: int) -> tuple[int, str]:
+        if self.trials:
+            size, layout = self.trials[0]
+            return min(size, remaining), layout
+        return min(self.size, remaining), self.layout
+
+    def record(self, size: int, layout: str, seconds: float) -> None:
+        if not self.trials:
+            return
+        planned = self.trials.pop(0)
+        if size == planned[0]:
+            rate = size / max(seconds, 1e-9)
+            self.timings[planned] = max(rate, self.timings.get(planned, 0.0))
+        if not self.trials and self.timings:
+            self.size, self.layout = max(self.timings, key=lambda k: self.timings[k])
+            try:
+                _TUNED.setdefault(self.job.model, {})[self.key] = (self.size, self.layout)
+            except TypeError:
+                pass
+
+    def halve(self) -> None:
+        """After an out-of-memory error: stop trying sizes, halve the current one."""
+        self.trials = []
+        self.size = max(1, self.size // 2)
+
+
+def sweep(job: Job) -> Result:
+    """Run a job: all its rows, chunk by chunk, and the per-sample attributions (B, ...)."""
+    bk = job.bk
+    plan = ChunkPlan(job)
+    state = _Sweep(job)
+    device = _device_of(job.inputs[0])
+    total = job.rows
+    pad = bk.pads_chunks()
+    r0 = 0
+    sizes: list[int] = []
+    while r0 < total:
+        size, layout = plan.next(total - r0)
+        state.cache.layout = layout
+        r1 = min(total, state.align(r0, size))
+        try:
+            t0 = time.perf_counter()
+            rows, targets = state.build(r0, r1)
+            n = r1 - r0
+            full = min(plan.size, state.align(0, plan.size)) if plan.size >= state.B else plan.size
+            padded = pad and n < full
+            if padded:
+                rows, targets = _pad(bk, rows, targets, full - n)
+            rows = [bk.to_layout(x, layout) for x in rows]
+            _scores, grads, outputs = bk.grad_step(job.model, rows, targets, job.output)
+            if padded:
+                grads, outputs = [g[:n] for g in grads], outputs[:n]
+            state.reduce(grads, r0, r1)
+            if job.keep_outputs:
+                state.outputs.append(outputs)
+            if plan.trials:
+                bk.synchronize(device)
+            plan.record(n, layout, time.perf_counter() - t0)
+        except Exception as exc:
+            if not bk.is_oom(exc) or plan.size <= 1:
+                raise
+            bk.empty_cache(device)
+            plan.halve()
+            continue
+        sizes.append(r1 - r0)
+        r0 = r1
+    outputs = bk.cat(state.outputs) if job.keep_outputs else None
+    return Result(state.finish(), outputs, sizes, plan.layout)
+
+
+def _pad(bk: Backend, rows: list[T], targets: T, extra: int) -> tuple[list[T], T]:
+    padded = [
+        bk.cat([x, bk.zeros((extra,) + tuple(x.shape[1:]), _device_of(x), bk.dtype_name(x))]) for x in rows
+    ]
+    zeros_t = bk.index(np.zeros(extra, dtype=np.int64), _device_of(targets))
+    return padded, bk.cat([targets, zeros_t])
+
+
+def forward_scores(
+    bk: Backend,
+    model: Any,
+    rows_fn: Callable[[int, int], tuple[list[T], T]],
+    total: int,
+    chunk: int,
+    output: int | str = 0,
+) -> T:
+    """Target-class scores of ``total`` rows built by ``rows_fn(r0, r1)``: forward only, ``chunk``
+    rows at a time, on the device; returns a (total,) tensor."""
+    chunk = max(1, int(chunk))
+    pad = bk.pads_chunks() and total > chunk
+    out: list[T] = []
+    for r0 in range(0, total, chunk):
+        r1 = min(total, r0 + chunk)
+        rows, targets = rows_fn(r0, r1)
+        if pad and r1 - r0 < chunk:
+            rows, targets = _pad(bk, rows, targets, chunk - (r1 - r0))
+        out.append(bk.scores(model, rows, targets, output)[: r1 - r0])
+    return bk.cat(out)
+
+
+def n_chunks(total: int, size: int) -> int:
+    return math.ceil(total / max(1, size))
+
+
+def endpoint_scores(job: Job, chunk: int) -> tuple[T, T]:
+    """Scores at both ends of every path, ``(f(ends), f(baselines))``, each (S, B) on the device.
+
+    Used for the completeness delta of IG-based methods; forward passes only, chunked.
+    """
+    bk, B = job.bk, job.batch
+    cache = _PathCache(job)
+    device = _device_of(job.inputs[0])
+
+    def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
+        r = np.arange(r0, r1)
+        s_idx, which, b_idx = r // (2 * B), (r % (2 * B)) // B, r % B
+        s0, s1 = int(s_idx[0]), int(s_idx[-1])
+        parts = [cache.get(s) for s in range(s0, s1 + 1)]
+        local = bk.index((s_idx - s0) * 2 * B + which * B + b_idx, device)
+        rows = []
+        for i in range(len(job.inputs)):
+            stack = bk.cat([t for p in parts for t in (p[0][i], p[1][i])])  # type: ignore[index]
+            rows.append(bk.gather(stack, local))
+        cache.forget_before(s1)
+        return rows, bk.gather(job.targets, bk.index(b_idx, device))
+
+    scores = forward_scores(bk, job.model, rows_fn, 2 * B * job.n_noise, chunk, job.output)
+    scores = bk.reshape(scores, (job.n_noise, 2, B))
+    return scores[:, 0], scores[:, 1]

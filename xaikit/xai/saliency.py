@@ -1,0 +1,351 @@
+"""``SaliencyNet``: the reference's batch-dict API over the fused engine, and ``explain``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import get_backend
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.xai._display import to_display
+from xaikit.xai.methods import (
+    Attribution,
+    Inputs,
+    attribute,
+    canonical_method,
+    logits,
+    prepare,
+    resolve_targets,
+)
+
+__all__ = ["SaliencyNet", "explain"]
+
+
+def _as_list(value: str | Sequence[str], name: str) -> list[str]:
+    items = [value] if isinstance(value, str) else list(value)
+    if not items or not all(isinstance(v, str) and v for v in items):
+        raise XaikitTypeError(f"{name} must be a non-empty string or list of strings; got {value!r}")
+    return items
+
+
+@contextlib.contextmanager
+def _xla(bk: Any, enabled: bool) -> Iterator[None]:
+    """Compile TF chunk steps with XLA inside the block (no effect on torch)."""
+    if not hasattr(bk, "jit_compile"):
+        yield
+        return
+    before = bk.jit_compile
+    bk.jit_compile = bool(enabled)
+    try:
+        yield
+    finally:
+        bk.jit_compile = before
+
+
+def _fresh_seed() -> int:
+    return int(np.random.SeedSequence().entropy % (2**63))  # type: ignore[operator]
+
+
+class SaliencyNet:
+    """Saliency masks for a whole batch of a torch or Keras/TF model, one API for both.
+
+    Every method evaluates all of its rows (batch x noise samples x path steps) in large fused
+    chunks on the model's device, with memory bounded by one chunk; see ``docs/saliency.md``.
+
+    Args:
+        model: a ``torch.nn.Module``, a Keras model or a TF callable returning (batch, classes).
+        model_inputs: batch key(s) fed to the model, in the model's argument order.
+        model_outputs: key(s) under which the predicted class of each sample is returned; one
+            per model output when the model returns several (the first is explained).
+        outputs: key(s) of the masks, one per model input.
+        class_key: a batch key holding per-sample classes to explain instead of the prediction.
+        seed: makes noise and random baselines reproducible (None: fresh randomness per call).
+        max_batch: rows per fused forward+backward, or ``"auto"``.
+        framework: ``"torch"`` or ``"tf"`` for a model that is a plain Python function.
+        channel_axis: channel axis of 4-D inputs when the shape is ambiguous (1 or -1).
+        xla: compile the TensorFlow chunk step with XLA (``jit_compile``); ignored for torch.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+        >>> net = SaliencyNet(model, model_inputs="x", model_outputs="y_pred", seed=0)
+        >>> res = net.get_masks({"x": torch.rand(2, 3, 2, 2)})
+        >>> res["saliency"].shape, res["y_pred"].shape
+        ((2, 1, 2, 2), (2,))
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        model_inputs: str | Sequence[str],
+        model_outputs: str | Sequence[str],
+        outputs: str | Sequence[str] = "saliency",
+        class_key: str | None = None,
+        seed: int | None = None,
+        max_batch: int | str = "auto",
+        framework: str | None = None,
+        channel_axis: int | None = None,
+        xla: bool = False,
+    ) -> None:
+        self.bk = get_backend(model, framework)
+        self.xla = bool(xla)
+        self.model = model
+        self._inputs = _as_list(model_inputs, "model_inputs")
+        self._outputs = _as_list(model_outputs, "model_outputs")
+        self.outputs = _as_list(outputs, "outputs")
+        if len(self.outputs) != len(self._inputs):
+            raise XaikitValueError(
+                f"outputs must name one mask per model input ({len(self._inputs)}: {self._inputs}); "
+                f"got {self.outputs}"
+            )
+        if class_key is not None and not isinstance(class_key, str):
+            raise XaikitTypeError(f"class_key must be a batch key (str) or None; got {class_key!r}")
+        if channel_axis not in (None, 1, 3, -1):
+            raise XaikitValueError(f"channel_axis must be None, 1 or -1; got {channel_axis!r}")
+        self.class_key = class_key
+        self.seed = seed
+        self.max_batch = max_batch
+        self.channel_axis = 3 if channel_axis == -1 else channel_axis
+        #: rows per chunk of the last call (for inspection and benchmarks)
+        self.last_chunks: list[int] = []
+
+    @property
+    def model_inputs(self) -> list[str]:
+        return list(self._inputs)
+
+    @property
+    def model_outputs(self) -> list[str]:
+        return list(self._outputs)
+
+    # ---- public methods ---------------------------------------------------------------------------
+    def get_masks(
+        self, batch: Mapping[str, Any], *, target: Any = None, raw: bool = False, seed: int | None = None
+    ) -> dict[str, Any]:
+        """Vanilla gradients of the target score with respect to each input.
+
+        Returns:
+            The batch's keys, each ``model_outputs`` key as the predicted class per sample, and
+            each mask under its ``outputs`` key: display masks in [0, 1] (or, with ``raw=True``,
+            signed gradients with the input's shape).
+        """
+        return self._run(batch, "vanilla", target=target, raw=raw, seed=seed)
+
+    def get_smoothed_masks(
+        self,
+        batch: Mapping[str, Any],
+        stdev_spread: float = 0.15,
+        nsamples: int = 25,
+        nintegration: int | None = None,
+        magnitude: bool = True,
+        *,
+        target: Any = None,
+        raw: bool = False,
+        seed: int | None = None,
+        baseline: Any = "uniform",
+        quadrature: str = "gausslegendre",
+    ) -> dict[str, Any]:
+        """SmoothGrad: gradients averaged over ``nsamples`` noisy copies of each input.
+
+        The noise is Gaussian with sigma = ``stdev_spread`` x (max - min) of each sample. With
+        ``magnitude`` the squared gradients are averaged. With ``nintegration`` each noisy copy
+        is explained by Integrated Gradients with that many steps instead (SmInt). The target
+        class is pinned to the clean input's prediction (or ``target`` / ``class_key``).
+        """
+        method = "smoothgrad" if not nintegration else "smint"
+        return self._run(
+            batch,
+            method,
+            target=target,
+            raw=raw,
+            seed=seed,
+            nsamples=nsamples,
+            nintegration=nintegration,
+            stdev_spread=stdev_spread,
+            magnitude=magnitude,
+            baseline=baseline,
+            quadrature_rule=quadrature,
+        )
+
+    def get_integrated_masks(
+        self,
+        batch: Mapping[str, Any],
+        nsamples: int = 25,
+        *,
+        baseline: Any = "uniform",
+        quadrature: str = "gausslegendre",
+        target: Any = None,
+        raw: bool = False,
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """Integrated Gradients with ``nsamples`` path steps from ``baseline`` to the input.
+
+        With ``raw=True`` the result also holds ``<output>_delta``: the per-sample completeness
+        error sum(attributions) - (f(x) - f(baseline)).
+        """
+        return self._run(
+            batch,
+            "integrated",
+            target=target,
+            raw=raw,
+            seed=seed,
+            nsamples=nsamples,
+            baseline=baseline,
+            quadrature_rule=quadrature,
+        )
+
+    # ---- the one code path -------------------------------------------------------------------------
+    def _run(
+        self,
+        batch: Mapping[str, Any],
+        method: str,
+        *,
+        target: Any,
+        raw: bool,
+        seed: int | None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        if not isinstance(batch, Mapping):
+            raise XaikitTypeError(
+                f"batch must be a dict of arrays or tensors keyed by name; got {describe(batch)}"
+            )
+        missing = [k for k in self._inputs if k not in batch]
+        if missing:
+            raise XaikitValueError(
+                f"model_inputs key(s) {missing} not found in the batch; the batch has keys {sorted(map(str, batch))}"
+            )
+        if target is None and self.class_key is not None:
+            if self.class_key not in batch:
+                raise XaikitValueError(
+                    f"class_key {self.class_key!r} not found in the batch; the batch has keys {sorted(map(str, batch))}"
+                )
+            target = batch[self.class_key]
+        inp = prepare(self.bk, self.model, [batch[k] for k in self._inputs], self._inputs, self.channel_axis)
+        seed = (self.seed if self.seed is not None else _fresh_seed()) if seed is None else seed
+        with self.bk.inference(self.model), _xla(self.bk, self.xla):
+            result, predictions = _explain(
+                inp, method, target, seed, self.max_batch, raw, options, len(self._outputs)
+            )
+        self.last_chunks = result.chunks
+        out = dict(batch)
+        for key, pred in zip(self._outputs, predictions):
+            out[key] = pred
+        for key, arr, axis in zip(self.outputs, result.arrays, inp.channel_axes):
+            out[key] = arr if raw else to_display(arr, axis)
+        if raw and result.delta is not None:
+            out[f"{self.outputs[0]}_delta"] = result.delta
+        return out
+
+
+def _explain(
+    inp: Inputs,
+    method: str,
+    target: Any,
+    seed: int,
+    max_batch: int | str,
+    raw: bool,
+    options: dict[str, Any],
+    n_outputs: int,
+) -> tuple[Attribution, list[np.ndarray]]:
+    """Predictions of every model output and the attributions, inside inference mode."""
+    bk = inp.bk
+    all_outputs = [logits(inp, k) for k in range(n_outputs)]
+    first = all_outputs[0]
+    predictions = [bk.to_numpy(o).argmax(axis=1).astype(np.int64) for o in all_outputs]
+    n_classes = int(first.shape[1])
+    targets = resolve_targets(inp, target, n_classes)
+    if target is None:  # pin the clean prediction for every noisy / interpolated row
+        targets = bk.index(predictions[0], getattr(inp.tensors[0], "device", None))
+    result = attribute(inp, targets, method, seed=seed, max_batch=max_batch, with_delta=raw, **options)
+    return result, predictions
+
+
+def explain(
+    model: Any,
+    x: Any,
+    target: Any = None,
+    method: str = "smint",
+    *,
+    framework: str | None = None,
+    seed: int | None = 0,
+    max_batch: int | str = "auto",
+    return_delta: bool = False,
+    xla: bool = False,
+    **options: Any,
+) -> Any:
+    """Raw, signed attributions of a model for a batch: the stateless form of ``SaliencyNet``.
+
+    Args:
+        model: a torch or Keras/TF model returning (batch, classes).
+        x: the input batch (numpy or tensor), or a list of inputs for a multi-input model.
+        target: class per sample (or one class for all); None = the predicted class, pinned.
+        method: ``"vanilla"``, ``"smoothgrad"``, ``"integrated"`` or ``"smint"``.
+        framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
+        seed: seed of noise and random baselines (default 0: reproducible).
+        max_batch: rows per fused chunk, or ``"auto"``.
+        return_delta: also return the completeness delta (B,) of IG-based methods.
+        xla: compile the TensorFlow chunk step with XLA; ignored for torch.
+        **options: the options of the matching ``SaliencyNet`` method: ``nsamples``,
+            ``nintegration``, ``stdev_spread``, ``magnitude``, ``baseline``, ``quadrature``,
+            ``output`` (which model output to explain when it returns several).
+
+    Returns:
+        A numpy array with ``x``'s shape (a list for several inputs); with ``return_delta``,
+        ``(attributions, delta)``.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Linear(3, 2)
+        >>> attr = explain(model, torch.ones(4, 3), target=1, method="vanilla")
+        >>> bool(np.allclose(attr, model.weight[1].detach().numpy()))
+        True
+    """
+    method = canonical_method(method)
+    bk = get_backend(model, framework)
+    multi = isinstance(x, (list, tuple))
+    values = list(x) if multi else [x]
+    keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
+    opts = dict(options)
+    output = opts.pop("output", 0)
+    if "quadrature" in opts:
+        opts["quadrature_rule"] = opts.pop("quadrature")
+    unknown = set(opts) - {
+        "nsamples",
+        "nintegration",
+        "stdev_spread",
+        "magnitude",
+        "baseline",
+        "quadrature_rule",
+    }
+    if unknown:
+        raise XaikitTypeError(f"explain() got unknown option(s) {sorted(unknown)}")
+    if method == "smint":
+        opts.setdefault("nsamples", 8)
+        opts.setdefault("nintegration", 50)
+    inp = prepare(bk, model, values, keys)
+    seed = _fresh_seed() if seed is None else seed
+    with bk.inference(model), _xla(bk, xla):
+        if target is None:
+            out = logits(inp, output)
+            targets = bk.index(
+                bk.to_numpy(out).argmax(axis=1).astype(np.int64), getattr(inp.tensors[0], "device", None)
+            )
+        else:
+            n_classes = int(logits(inp, output).shape[1])
+            targets = resolve_targets(inp, target, n_classes)
+        result = attribute(
+            inp,
+            targets,
+            method,
+            seed=seed,
+            max_batch=max_batch,
+            output=output,
+            with_delta=return_delta,
+            **opts,
+        )
+    arrays = result.arrays if multi else result.arrays[0]
+    if return_delta:
+        return arrays, result.delta
+    return arrays
