@@ -25,8 +25,8 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check xaikit tests benchmarks gallery
-	$(VENV)/bin/ruff format --check xaikit tests benchmarks gallery
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 docs: $(STAMP)
