@@ -19,10 +19,10 @@ demo: $(STAMP)
 	$(VENV)/bin/xaikit demo --out runs/demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --doctest-modules xaikit tests
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist loadfile --doctest-modules xaikit tests -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
