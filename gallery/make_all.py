@@ -79,10 +79,20 @@ def environment() -> dict[str, str]:
     return env
 
 
-def run(job: Job, out_dir: Path, quick: bool = False, timeout: float | None = None) -> float:
-    """Run one job; returns its wall time in seconds. Raises ``CalledProcessError`` on failure."""
+def run(
+    job: Job,
+    out_dir: Path,
+    quick: bool = False,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+) -> float:
+    """Run one job; returns its wall time in seconds. Raises ``CalledProcessError`` on failure.
+
+    ``env`` adds to (or overrides) the environment of :func:`environment`.
+    """
     start = time.perf_counter()
-    subprocess.run(job.argv(out_dir, quick), cwd=ROOT, env=environment(), check=True, timeout=timeout)
+    full_env = {**environment(), **(env or {})}
+    subprocess.run(job.argv(out_dir, quick), cwd=ROOT, env=full_env, check=True, timeout=timeout)
     return time.perf_counter() - start
 
 
