@@ -71,10 +71,15 @@ def gallery_scripts() -> list[str]:
 
 
 def environment() -> dict[str, str]:
-    """The subprocesses' environment: headless matplotlib, quiet TF, this checkout first on the path."""
+    """The subprocesses' environment: headless matplotlib, quiet TF, this checkout first on the path.
+
+    ``OMP_NUM_THREADS`` defaults to 1 (set it to override): LeNet's small kernels gain little from
+    more threads, and on a shared, busy CPU one thread is several times faster.
+    """
     env = dict(os.environ)
     env.setdefault("MPLBACKEND", "Agg")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
