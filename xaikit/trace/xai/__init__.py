@@ -9,5 +9,6 @@ from __future__ import annotations
 
 from xaikit.trace.xai._samples import SampleCollector
 from xaikit.trace.xai.saliency import Saliency
+from xaikit.trace.xai.trackers import InstanceTracker, LabelTracker
 
-__all__ = ["Saliency", "SampleCollector"]
+__all__ = ["InstanceTracker", "LabelTracker", "Saliency", "SampleCollector"]
