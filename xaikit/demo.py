@@ -32,7 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "out": "runs/demo",
     "n_train": 6000,
     "n_eval": 1000,
-    "batch_size": 64,
+    "batch_size": 32,
     "saliency_every": 3,
     "saliency_samples": 6,
     "threads": 1,
@@ -158,7 +158,7 @@ def run_demo(
     )
     saver = ImageSaver(inputs=["saliency", "ce_by_label", "ce_by_index"], save_dir=out_dir, dpi=110)
     label_tracker = LabelTracker(
-        label="y", metric="sample_ce", label_mapping=shapes.label_mapping, bounds="std", outputs="ce_by_label"
+        label="y", metric="sample_ce", label_mapping=shapes.label_mapping, bounds=None, outputs="ce_by_label"
     )
     instance_tracker = InstanceTracker(
         index="index",
