@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
                 None,
             ]
         ),
-        RepeatScheduler([ImageSaver(inputs="saliency", save_dir=save_dir, dpi=96), None]),
+        ImageSaver(inputs="saliency", save_dir=save_dir, dpi=96),
     ]
     estimator = xk.Estimator(pipeline=pipeline, network=network, epochs=5, traces=traces, log_steps=50)
     estimator.fit()

@@ -82,7 +82,7 @@ def test_saliency_in_repeat_scheduler_saves_scheduled_epochs(tmp_path, capsys):
         RepeatScheduler([sal, None]),
         LabelTracker("y", "sample_ce", bounds="range"),
         InstanceTracker("idx", "sample_ce", n_max_to_keep=1, n_min_to_keep=1),
-        RepeatScheduler([saver, None]),  # like Saliency: the run checks that its inputs exist
+        saver,  # runs after the others; no need to schedule it like Saliency
     ]
     est = Estimator(ImagePipeline(), ScoreNetwork(), epochs=3, traces=traces, log_steps=None)
     est.fit()
@@ -104,6 +104,15 @@ def test_saliency_in_repeat_scheduler_saves_scheduled_epochs(tmp_path, capsys):
     by_idx = traces[2].summaries
     assert [s.name for s in by_idx] == [0, 3]
     assert by_idx[0].history["eval"]["sample_ce"] == pytest.approx({3: 1 / 2, 6: 1 / 3, 9: 1 / 4})
+
+
+def test_saver_warns_about_keys_never_written(tmp_path):
+    saver = ImageSaver(["thing", "typo"], save_dir=tmp_path)
+    assert saver.inputs == ["*"] and saver.keys == ["thing", "typo"]
+    saver.system = System()
+    saver.on_epoch_end(Data({"thing": []}))
+    with pytest.warns(UserWarning, match=r"no trace wrote \['typo'\] during the run"):
+        saver.on_end(Data())
 
 
 def test_saver_skips_missing_and_rejects_unknown(tmp_path):

@@ -173,7 +173,7 @@ def run_demo(
         RepeatScheduler([saliency, *off]),
         label_tracker,
         instance_tracker,
-        RepeatScheduler([saver, *off]),
+        saver,
     ]
     estimator = xk.Estimator(
         pipeline=pipeline, network=network, epochs=epochs, traces=traces, log_steps=log_steps

@@ -9,13 +9,14 @@ Painting goes through :mod:`xaikit.viz` (headless, atomic files).
 
 Example:
     >>> from xaikit.trace.io import ImageSaver
-    >>> ImageSaver(inputs=["saliency", "ce_by_y"], save_dir="runs/images").inputs
+    >>> ImageSaver(inputs=["saliency", "ce_by_y"], save_dir="runs/images").keys
     ['saliency', 'ce_by_y']
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,10 @@ class ImageSaver(Trace):
     matplotlib figure as it is. Keys that are absent (e.g. a ``Saliency`` switched off by its
     scheduler this epoch) are skipped.
 
+    The saver runs after every other trace (its ``inputs`` is ``"*"``; the keys are in
+    :attr:`keys`), so it does not need the same scheduler as the trace it draws; at the end of
+    the run it warns about keys that no trace ever wrote (a typo, usually).
+
     Args:
         inputs: the key(s) to save.
         save_dir: the folder (created when needed).
@@ -72,23 +77,34 @@ class ImageSaver(Trace):
         keys = to_list(inputs, "inputs")
         if not keys:
             raise XaikitValueError("inputs must name at least one key to save; got none")
-        super().__init__(inputs=keys, mode=mode, ds_id=ds_id)
+        # "*": run after every trace that writes something, and do not require the keys to be
+        # written in every epoch (the trace drawing them may be switched off by a scheduler)
+        super().__init__(inputs="*", mode=mode, ds_id=ds_id)
+        self.keys = keys
         self.save_dir = _check_dir(save_dir, "save_dir")
         self.dpi = _check_dpi(dpi)
         self.saved: list[str] = []
+        self._found: set[str] = set()
 
     def on_epoch_end(self, data: Data) -> None:
         self._output(data)
 
     def on_end(self, data: Data) -> None:
         self._output(data)
+        never = [k for k in self.keys if k not in self._found]
+        if never:
+            warnings.warn(
+                f"{type(self).__name__}: no trace wrote {never} during the run; check the key names",
+                stacklevel=2,
+            )
 
     def _figures(self, data: Data) -> Iterable[tuple[str, Any]]:
         from xaikit.viz._output import paint_value
 
-        for key in self.inputs:
+        for key in self.keys:
             if key not in data:
                 continue
+            self._found.add(key)
             value = data[key]
             fig = paint_value(value, title=key, dpi=self.dpi)
             if fig is None:
