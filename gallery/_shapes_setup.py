@@ -15,7 +15,7 @@ from xaikit.op.tensorop import CrossEntropy, LambdaOp, ModelOp, UpdateOp
 label_mapping = shapes.label_mapping
 
 
-def setup(n_train: int = 3000, n_eval: int = 500, seed: int = 0, index: bool = False):
+def setup(n_train: int = 6000, n_eval: int = 500, seed: int = 0, index: bool = False):
     """``(train, eval, pipeline, model, network)``; the network writes ``sample_ce`` and ``ce``."""
     limit_threads("torch", 1)
     seed_everything("torch", seed)
