@@ -297,3 +297,50 @@ def test_tutorial_flow_without_traces(framework, tmp_path):
     mask = to_number(images["saliency"])
     mask = mask if framework == "tf" else np.moveaxis(mask, 1, -1)
     np.testing.assert_allclose(np.asarray(img["SmInt saliency"][0]).reshape(mask.shape), mask, atol=1e-5)
+
+
+class _RegionModel:
+    """Class 0 scores the sum of pixels in rows 0-3, columns 5-7 (an off-centre, non-square
+    region); class 1 a constant. The vanilla mask must be exactly that region."""
+
+    @staticmethod
+    def make(framework: str):
+        if framework == "torch":
+            import torch
+
+            class Region(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = torch.nn.Conv2d(3, 1, 1, bias=False)
+                    torch.nn.init.ones_(self.conv.weight)
+
+                def forward(self, x):
+                    s = self.conv(x)[:, 0, 0:4, 5:8].sum(dim=(1, 2))
+                    return torch.stack([s, torch.full_like(s, -1e3)], dim=-1)
+
+            return Region()
+        import keras
+
+        inp = keras.Input((8, 8, 3))
+        s = keras.layers.Lambda(lambda t: keras.ops.sum(t[:, 0:4, 5:8, :], axis=(1, 2, 3)))(inp)
+        out = keras.layers.Lambda(lambda v: keras.ops.stack([v, v * 0.0 - 1e3], axis=-1))(s)
+        return keras.Model(inp, out)
+
+
+def test_masks_are_aligned_with_the_image(framework):
+    """Layout check: channel-last numpy samples for a channel-first torch model come back as
+    masks on the right pixels (no transposition), in every column and in the overlay."""
+    model = _RegionModel.make(framework)
+    rng = np.random.default_rng(0)
+    x = rng.random((2, 8, 8, 3), dtype=np.float32) + 0.5
+    trace = Saliency(model, "x", "y_pred", samples={"x": x}, smoothing=0, integrating=0)
+    img = run_epoch(trace, [])["saliency"]
+    mask = np.asarray(img["saliency"][0]).reshape(2, 8, 8)
+    region = np.zeros((8, 8), bool)
+    region[0:4, 5:8] = True
+    for m in mask:
+        assert m[region].min() > 0.99 and m[~region].max() == 0.0
+    over = np.asarray(img["x saliency"][0])
+    from xaikit.viz import overlay
+
+    np.testing.assert_allclose(over, overlay(x, mask), atol=1e-6)
