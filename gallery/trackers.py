@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     sample = train_data[hardest]
     images = xk.ImgData(y=[f"{names[int(sample['y'])]} (#{hardest})"], x=sample["x"][None])
     target = out / "hardest_sample.png"
-    images.paint_figure(save_path=target)
+    images.paint_figure(save_path=target, cell_size=2.4)
     written.append(target)
     for path in written:
         print(f"wrote {path}")
