@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -15,7 +16,25 @@ from xaikit.op.tensorop import CrossEntropy, ModelOp, UpdateOp
 MAX_EPOCHS = 12  # 94 steps of 64 images each; reaching 0.9 takes about 6-10 epochs
 
 
+@pytest.fixture
+def one_torch_thread(framework: str) -> Iterator[None]:
+    """One intra-op thread for torch: on a small shared CPU (and under ``pytest -n 2``) several
+    spinning threads per process made steps up to 5x slower."""
+    if framework != "torch":
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")
 def test_lenet_learns_shapes(framework: str) -> None:
     if framework == "torch":
         from xaikit.architecture.torch import LeNet
