@@ -218,3 +218,20 @@ def test_tensorboard_bad_arguments():
         TensorBoard(update_freq="batch")
     with pytest.raises(XaikitTypeError, match="write_images must be None, a string"):
         TensorBoard(write_images=5)
+
+
+def test_viewer_with_display_shows_and_saves_nothing(tmp_path, monkeypatch):
+    import xaikit.viz._output as output
+    from xaikit.viz import ImgData
+
+    shown = []
+    monkeypatch.setattr(output, "can_show", lambda: True)
+    monkeypatch.setattr(output, "show_figure", lambda fig: shown.append(fig))
+    viewer = ImageViewer(["img", "hist"], save_dir=tmp_path / "never")
+    viewer.system = System()
+    s = Summary("a")
+    s.write("eval", "loss", 3, 0.25)
+    viewer.on_epoch_end(Data({"img": ImgData(x=np.zeros((2, 4, 4)))}))
+    viewer.on_end(Data({"hist": [s]}))
+    assert len(shown) == 2 and not (tmp_path / "never").exists() and viewer.saved == []
+    assert shown[1].axes[0].get_title() == "loss"
