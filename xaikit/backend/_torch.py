@@ -178,9 +178,11 @@ class TorchBackend(Backend):
         return ("contiguous",)
 
     def to_layout(self, t: T, name: str) -> T:
-        if name == "channels_last" and t.ndim == 4:
+        if t.ndim != 4:
+            return t
+        if name == "channels_last":
             return t.contiguous(memory_format=self.torch.channels_last)
-        return t
+        return t.contiguous()
 
     @contextlib.contextmanager
     def layout(self, model: Any, name: str) -> Iterator[None]:

@@ -40,7 +40,7 @@ def to_display(raw: np.ndarray, channel_axis: int | None, percentile: float = 99
         >>> m = to_display(np.array([[[[1.0], [-3.0]]]]), channel_axis=3)
         >>> m.shape, m.ravel().tolist()
         ((1, 1, 2, 1), [0.0, 1.0])
-        >>> to_display(np.ones((2, 1, 4, 4)), channel_axis=1).max()
+        >>> float(to_display(np.ones((2, 1, 4, 4)), channel_axis=1).max())
         0.0
     """
     mag = np.abs(np.asarray(raw, dtype=np.float64))

@@ -87,6 +87,8 @@ class _PathCache:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.items: dict[int, tuple[list[T], list[T] | None, list[T] | None]] = {}
+        #: memory layout new items are stored in, so chunk rows built from them inherit it
+        self.layout = "contiguous"
 
     def get(self, s: int) -> tuple[list[T], list[T] | None, list[T] | None]:
         if s not in self.items:
@@ -99,8 +101,11 @@ class _PathCache:
                 ]
             bases = diffs = None
             if job.alphas is not None and job.baselines is not None:
-                bases = job.baselines(s)
+                bases = [bk.to_layout(b, self.layout) for b in job.baselines(s)]
+                ends = [bk.to_layout(e, self.layout) for e in ends]
                 diffs = [e - b for e, b in zip(ends, bases)]
+            else:
+                ends = [bk.to_layout(e, self.layout) for e in ends]
             self.items[s] = (ends, bases, diffs)
         return self.items[s]
 
@@ -174,20 +179,21 @@ class _Sweep:
                     rows.append(ends[i][b0:b1])
             return rows, job.targets[b0:b1]
         k = len(s_idx)
-        local = bk.index(s_idx - s0, self.device)
+        # Runs of consecutive slices that share a noise sample: one broadcast op per run.
+        starts = np.flatnonzero(np.r_[True, s_idx[1:] != s_idx[:-1]])
+        runs = [(int(s_idx[a]), m_idx[a:b]) for a, b in zip(starts, [*starts[1:], k])]
         for i, x in enumerate(job.inputs):
             shape = tuple(int(d) for d in x.shape[1:])
-            if not path:
-                stack = bk.cat([bk.reshape(p[0][i], (1, B, *shape)) for p in parts])
-                rows.append(bk.reshape(bk.gather(stack, local), (k * B, *shape)))
-                continue
-            bases = bk.cat([bk.reshape(p[1][i], (1, B, *shape)) for p in parts])  # type: ignore[index]
-            diffs = bk.cat([bk.reshape(p[2][i], (1, B, *shape)) for p in parts])  # type: ignore[index]
-            alpha = self._col(self.a[m_idx], diffs)
-            if len(parts) > 1:
-                bases, diffs = bk.gather(bases, local), bk.gather(diffs, local)
-            sliced = bases + alpha * diffs
-            rows.append(bk.reshape(sliced, (k * B, *shape)))
+            pieces = []
+            for s, ms in runs:
+                ends, bases, diffs = self.cache.get(s)
+                if not path:
+                    pieces.append(ends[i])  # no path: one step per noise sample
+                    continue
+                alpha = self._col(self.a[ms], bk.reshape(diffs[i], (1, B, *shape)))  # type: ignore[index]
+                run = bk.reshape(bases[i], (1, B, *shape)) + alpha * bk.reshape(diffs[i], (1, B, *shape))  # type: ignore[index]
+                pieces.append(bk.reshape(run, (len(ms) * B, *shape)))
+            rows.append(bk.cat(pieces))
         targets = job.targets if k == 1 else bk.cat([job.targets] * k)
         return rows, targets
 
@@ -337,6 +343,7 @@ def sweep(job: Job) -> Result:
     sizes: list[int] = []
     while r0 < total:
         size, layout = plan.next(total - r0)
+        state.cache.layout = layout
         r1 = min(total, state.align(r0, size))
         try:
             t0 = time.perf_counter()

@@ -1,0 +1,171 @@
+"""Bad input gets an XaikitError naming the argument or key, what was expected and what came."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xaikit as xk
+from tests.xai.models import images, model_for
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError
+
+
+@pytest.fixture
+def net_and_batch(framework: str, rng: np.random.Generator):
+    model, layout = model_for(framework)
+    return model, xk.xai.SaliencyNet(model, "x", "y_pred", seed=0), {"x": layout(images(rng, batch=3))}
+
+
+def test_wrong_input_key(net_and_batch) -> None:
+    model, _, batch = net_and_batch
+    net = xk.xai.SaliencyNet(model, "image", "y_pred")
+    with pytest.raises(
+        XaikitValueError,
+        match=r"model_inputs key\(s\) \['image'\] not found in the batch; the batch has keys \['x'\]",
+    ):
+        net.get_masks(batch)
+
+
+def test_outputs_must_match_inputs(net_and_batch) -> None:
+    model, _, _ = net_and_batch
+    with pytest.raises(
+        XaikitValueError, match=r"outputs must name one mask per model input \(1: \['x'\]\); got \['a', 'b'\]"
+    ):
+        xk.xai.SaliencyNet(model, "x", "y", outputs=["a", "b"])
+    with pytest.raises(XaikitTypeError, match="model_outputs must be a non-empty string"):
+        xk.xai.SaliencyNet(model, "x", [])
+
+
+def test_model_outputs_naming_an_output_the_model_lacks(net_and_batch) -> None:
+    model, _, batch = net_and_batch
+    net = xk.xai.SaliencyNet(model, "x", ["y_pred", "aux"])
+    with pytest.raises(XaikitValueError, match="the model returned a single tensor; output 1 does not exist"):
+        net.get_masks(batch)
+
+
+def test_class_key_missing(net_and_batch) -> None:
+    model, _, batch = net_and_batch
+    net = xk.xai.SaliencyNet(model, "x", "y_pred", class_key="label")
+    with pytest.raises(XaikitValueError, match=r"class_key 'label' not found in the batch"):
+        net.get_smoothed_masks(batch, nsamples=2)
+
+
+def test_batch_must_be_a_dict(net_and_batch) -> None:
+    _, net, batch = net_and_batch
+    with pytest.raises(
+        XaikitTypeError,
+        match=r"batch must be a dict of arrays or tensors keyed by name; got ndarray of shape \(3,",
+    ):
+        net.get_masks(batch["x"])
+
+
+def test_non_finite_input(net_and_batch) -> None:
+    _, net, batch = net_and_batch
+    bad = np.array(batch["x"], copy=True)
+    bad[1, 0, 0, 0] = np.nan
+    bad[2, 0, 0, 0] = np.inf
+    with pytest.raises(
+        XaikitValueError, match=r"model input 'x' holds NaN or infinite values \(samples \[1, 2\]\)"
+    ):
+        net.get_integrated_masks({"x": bad})
+
+
+def test_empty_batch_and_wrong_types(net_and_batch) -> None:
+    _, net, batch = net_and_batch
+    with pytest.raises(XaikitValueError, match="model input 'x' must be a non-empty batch"):
+        net.get_masks({"x": batch["x"][:0]})
+    with pytest.raises(XaikitTypeError, match="model input 'x' must be an array or tensor; got str"):
+        net.get_masks({"x": "pixels"})
+    with pytest.raises(XaikitTypeError, match="model input 'x' must hold floating-point values"):
+        net.get_masks({"x": np.array([["a", "b"]])})
+
+
+@pytest.mark.parametrize(
+    "call,kwargs,message",
+    [
+        ("get_smoothed_masks", {"nsamples": 0}, r"nsamples must be an integer >= 1; got 0"),
+        ("get_smoothed_masks", {"nsamples": 2.5}, r"nsamples must be an integer >= 1; got 2.5"),
+        ("get_integrated_masks", {"nsamples": -3}, r"nsamples must be an integer >= 1; got -3"),
+        (
+            "get_smoothed_masks",
+            {"nsamples": 2, "nintegration": -1},
+            r"nintegration must be an integer >= 1; got -1",
+        ),
+        (
+            "get_smoothed_masks",
+            {"stdev_spread": -0.1},
+            r"stdev_spread must be a finite number >= 0; got -0.1",
+        ),
+        (
+            "get_integrated_masks",
+            {"baseline": "gray"},
+            r"baseline must be one of 'uniform', 'zeros', 'black', 'blur' or an array; got 'gray'",
+        ),
+        (
+            "get_integrated_masks",
+            {"quadrature": "simpson"},
+            r"quadrature must be one of 'gausslegendre', .*; got 'simpson'",
+        ),
+        (
+            "get_integrated_masks",
+            {"nsamples": 1, "quadrature": "riemann_trapezoid"},
+            r"'riemann_trapezoid' needs at least 2 steps; got 1",
+        ),
+        (
+            "get_masks",
+            {"target": 5},
+            r"target classes must lie in \[0, 4\] for a model with 5 outputs; got values \[5\]",
+        ),
+        ("get_masks", {"target": [0, 1]}, r"target must be one class or one class per sample \(3\)"),
+        ("get_integrated_masks", {"target": [0.5, 1, 2]}, r"target must be integer class indices"),
+        (
+            "get_integrated_masks",
+            {"baseline": np.zeros((2, 2))},
+            r"baseline for input 'x' must broadcast to the input's shape",
+        ),
+    ],
+)
+def test_bad_options(net_and_batch, call: str, kwargs: dict, message: str) -> None:
+    _, net, batch = net_and_batch
+    with pytest.raises(XaikitError, match=message):
+        getattr(net, call)(batch, **kwargs)
+
+
+def test_model_output_must_be_batch_by_classes(framework: str, rng: np.random.Generator) -> None:
+    x = rng.random((2, 6)).astype(np.float32)
+    if framework == "torch":
+        import torch
+
+        model = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Unflatten(1, (3, 2)))
+    else:
+        import tensorflow as tf
+
+        model = tf.keras.Sequential(
+            [tf.keras.layers.Input((6,)), tf.keras.layers.Dense(6), tf.keras.layers.Reshape((3, 2))]
+        )
+    with pytest.raises(
+        XaikitValueError,
+        match=r"must have shape \(batch, classes\) = \(2, classes\); it returned .* of shape \(2, 3, 2\)",
+    ):
+        xk.xai.explain(model, x, method="vanilla")
+
+
+def test_explain_rejects_unknown_methods_and_options(net_and_batch) -> None:
+    model, _, batch = net_and_batch
+    with pytest.raises(
+        XaikitValueError,
+        match=r"method must be one of 'vanilla', 'smoothgrad', 'integrated', 'smint'; got 'lime'",
+    ):
+        xk.xai.explain(model, batch["x"], method="lime")
+    with pytest.raises(XaikitTypeError, match=r"explain\(\) got unknown option\(s\) \['n_steps'\]"):
+        xk.xai.explain(model, batch["x"], method="integrated", n_steps=5)
+    with pytest.raises(XaikitValueError, match="max_batch must be 'auto' or an integer >= 1; got 0"):
+        xk.xai.explain(model, batch["x"], method="vanilla", max_batch=0)
+
+
+def test_model_of_no_framework() -> None:
+    with pytest.raises(
+        XaikitTypeError,
+        match=r"model must be a torch.nn.Module, a Keras model or a TensorFlow callable .*got function",
+    ):
+        xk.xai.SaliencyNet(lambda x: x, "x", "y")
