@@ -346,3 +346,22 @@ def test_progress_bar_only_on_a_terminal(monkeypatch, capsys) -> None:
     est.fit()
     err = capsys.readouterr().err
     assert "train 1" in err and "eval 1" in err
+
+
+def test_reader_of_a_scheduled_writer_runs_when_the_writer_is_off() -> None:
+    class Writer(Trace):
+        def on_epoch_end(self, data):
+            data.write_without_log("grid", self.system.epoch_idx)
+
+    class Reader(Trace):
+        def __init__(self):
+            super().__init__(inputs="grid", mode="eval")
+            self.seen = []
+
+        def on_epoch_end(self, data):
+            self.seen.append(data["grid"] if "grid" in data else None)
+
+    reader = Reader()
+    est, _, _ = make(epochs=4, traces=[reader, RepeatScheduler([Writer(outputs="grid", mode="eval"), None])])
+    est.fit()
+    assert reader.seen == [1, None, 3, None]

@@ -233,3 +233,19 @@ def test_metric_state_pickles_midway(multiclass) -> None:
     d = Data()
     back.on_epoch_end(d)
     assert d["accuracy"] == pytest.approx(np.mean(y == p.argmax(1)))
+
+
+def test_mcc_edge_cases() -> None:
+    one_class = run_metric(MCC(), [(np.array([0, 0, 0]), np.array([0, 0, 0]))])["mcc"]
+    assert one_class == 0.0
+    perfect = run_metric(MCC(), [(np.array([0, 1, 2, 1]), np.array([0, 1, 2, 1]))])["mcc"]
+    assert perfect == pytest.approx(1.0)
+    y, p = np.array([0, 1, 0, 1, 1]), np.array([1, 0, 1, 0, 0])
+    assert run_metric(MCC(), [(y, p)])["mcc"] == pytest.approx(skm.matthews_corrcoef(y, p))
+
+
+def test_macro_average_ignores_absent_classes() -> None:
+    y = np.array([0, 0, 1, 1])
+    p = np.eye(3, dtype=np.float32)[[0, 1, 1, 1]]  # three score columns, class 2 absent
+    got = run_metric(Precision(average="macro"), [(y, p)])["precision"]
+    assert got == pytest.approx(skm.precision_score(y, p.argmax(1), average="macro")) == pytest.approx(5 / 6)

@@ -249,11 +249,23 @@ class Estimator:
                 break
 
     def _check_inputs(self, traces: list[Trace], data: Data, mode: str, epoch: int, ds_id: str) -> None:
-        try:
-            sort_traces(traces, [ds_id], available_keys=set(data.keys()))
-        except XaikitValueError as err:
-            where = f"mode {mode!r}, epoch {epoch}" + (f", dataset {ds_id!r}" if ds_id else "")
-            raise XaikitValueError(f"{err} ({where})") from None
+        """Fail early on a trace input that nothing can ever provide (a typo, a missing op).
+
+        Keys written by a trace of this run that is off in this epoch or mode (a scheduled
+        ``Saliency``, say) are allowed: the reading trace must cope with their absence.
+        """
+        written = {k for t in self.system.traces for k in t.get_outputs([ds_id])}
+        for trace in traces:
+            if getattr(trace, "_runs_first", False) or "*" in trace.inputs:
+                continue
+            for key in trace.inputs:
+                if key not in data and key not in written:
+                    where = f"mode {mode!r}, epoch {epoch}" + (f", dataset {ds_id!r}" if ds_id else "")
+                    raise XaikitValueError(
+                        f"trace {type(trace).__name__} reads key {key!r}, which no trace of this run writes "
+                        f"and the data does not hold; data keys: {sorted(data.keys())}; keys written by "
+                        f"traces: {sorted(written)} ({where})"
+                    )
 
     def _progress(
         self, loader: Iterable[Any], mode: str, epoch: int, ds_id: str, max_steps: int | None

@@ -247,3 +247,12 @@ def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monke
     monkeypatch.setattr(bk, "grad_step", always)
     with pytest.raises(FakeOOM):
         xk.xai.explain(model, x, method="vanilla", max_batch=4)
+
+
+def test_tf_xla_step_gives_the_same_attributions(rng: np.random.Generator) -> None:
+    pytest.importorskip("tensorflow")
+    model, _ = model_for("tf")
+    x = images(rng, batch=3)
+    plain = xk.xai.explain(model, x, method="integrated", nsamples=8, baseline="zeros")
+    compiled = xk.xai.explain(model, x, method="integrated", nsamples=8, baseline="zeros", xla=True)
+    np.testing.assert_allclose(compiled, plain, rtol=1e-4, atol=1e-6)

@@ -158,9 +158,14 @@ class MCC(_Metric):
     default_name = "mcc"
 
     def compute(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
-        from sklearn.metrics import matthews_corrcoef
-
-        return float(matthews_corrcoef(y_true, y_pred))
+        # multi-class MCC from the confusion matrix; 0 when either side has a single class
+        n = len(self._labels(y_true, y_pred))
+        cm = np.zeros((n, n), dtype=np.float64)
+        np.add.at(cm, (y_true, y_pred), 1.0)
+        t, p = cm.sum(axis=1), cm.sum(axis=0)
+        total, correct = cm.sum(), np.trace(cm)
+        denom = np.sqrt((total**2 - p @ p) * (total**2 - t @ t))
+        return float((correct * total - t @ p) / denom) if denom > 0 else 0.0
 
 
 class _PerClass(_Metric):
@@ -191,8 +196,10 @@ class _PerClass(_Metric):
         if average == "binary":
             value = self._sklearn()(y_true, y_pred, average="binary", pos_label=1, zero_division=0)
             return float(value)
-        value = self._sklearn()(y_true, y_pred, labels=labels, average=average, zero_division=0)
-        return float(value) if average is not None else np.asarray(value, dtype=np.float64)
+        if average is not None:  # averages over the classes that occur, like scikit-learn
+            return float(self._sklearn()(y_true, y_pred, average=average, zero_division=0))
+        value = self._sklearn()(y_true, y_pred, labels=labels, average=None, zero_division=0)
+        return np.asarray(value, dtype=np.float64)
 
 
 class Precision(_PerClass):

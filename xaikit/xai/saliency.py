@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,20 @@ def _as_list(value: str | Sequence[str], name: str) -> list[str]:
     return items
 
 
+@contextlib.contextmanager
+def _xla(bk: Any, enabled: bool) -> Iterator[None]:
+    """Compile TF chunk steps with XLA inside the block (no effect on torch)."""
+    if not hasattr(bk, "jit_compile"):
+        yield
+        return
+    before = bk.jit_compile
+    bk.jit_compile = bool(enabled)
+    try:
+        yield
+    finally:
+        bk.jit_compile = before
+
+
 def _fresh_seed() -> int:
     return int(np.random.SeedSequence().entropy % (2**63))  # type: ignore[operator]
 
@@ -51,6 +66,7 @@ class SaliencyNet:
         max_batch: rows per fused forward+backward, or ``"auto"``.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain Python function.
         channel_axis: channel axis of 4-D inputs when the shape is ambiguous (1 or -1).
+        xla: compile the TensorFlow chunk step with XLA (``jit_compile``); ignored for torch.
 
     Example:
         >>> import torch
@@ -72,8 +88,10 @@ class SaliencyNet:
         max_batch: int | str = "auto",
         framework: str | None = None,
         channel_axis: int | None = None,
+        xla: bool = False,
     ) -> None:
         self.bk = get_backend(model, framework)
+        self.xla = bool(xla)
         self.model = model
         self._inputs = _as_list(model_inputs, "model_inputs")
         self._outputs = _as_list(model_outputs, "model_outputs")
@@ -206,7 +224,7 @@ class SaliencyNet:
             target = batch[self.class_key]
         inp = prepare(self.bk, self.model, [batch[k] for k in self._inputs], self._inputs, self.channel_axis)
         seed = (self.seed if self.seed is not None else _fresh_seed()) if seed is None else seed
-        with self.bk.inference(self.model):
+        with self.bk.inference(self.model), _xla(self.bk, self.xla):
             result, predictions = _explain(
                 inp, method, target, seed, self.max_batch, raw, options, len(self._outputs)
             )
@@ -254,6 +272,7 @@ def explain(
     seed: int | None = 0,
     max_batch: int | str = "auto",
     return_delta: bool = False,
+    xla: bool = False,
     **options: Any,
 ) -> Any:
     """Raw, signed attributions of a model for a batch: the stateless form of ``SaliencyNet``.
@@ -267,6 +286,7 @@ def explain(
         seed: seed of noise and random baselines (default 0: reproducible).
         max_batch: rows per fused chunk, or ``"auto"``.
         return_delta: also return the completeness delta (B,) of IG-based methods.
+        xla: compile the TensorFlow chunk step with XLA; ignored for torch.
         **options: the options of the matching ``SaliencyNet`` method: ``nsamples``,
             ``nintegration``, ``stdev_spread``, ``magnitude``, ``baseline``, ``quadrature``,
             ``output`` (which model output to explain when it returns several).
@@ -306,7 +326,7 @@ def explain(
         opts.setdefault("nintegration", 50)
     inp = prepare(bk, model, values, keys)
     seed = _fresh_seed() if seed is None else seed
-    with bk.inference(model):
+    with bk.inference(model), _xla(bk, xla):
         if target is None:
             out = logits(inp, output)
             targets = bk.index(

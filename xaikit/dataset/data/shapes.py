@@ -38,6 +38,7 @@ _MIN_OBJECT_DISTANCE = 0.6  # RGB distance between the object and the background
 _MIN_DISTRACTOR_DISTANCE = 0.45  # RGB distance between the object and each distractor blob
 _GRADIENT = 0.10  # largest gradient offset per channel, either side of the base colour
 _NOISE = 0.04  # largest pixel noise per channel
+_TRIANGLE_SCALE = 1.2  # triangles' circumradius / radius, so their area is like the others'
 
 
 def load_data(
@@ -112,11 +113,12 @@ def _object_masks(y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndar
     """Boolean (N, H, W) object masks, one shape per label."""
     n = y.shape[0]
     scale = size / 32.0
-    radius = np.asarray(rng.uniform(5.5, 10.0, size=n)) * scale
-    margin = 1.2 * radius + 1.0
+    radius = np.asarray(rng.uniform(6.0, 10.0, size=n)) * scale
+    extent = np.where(y == label_mapping["triangle"], _TRIANGLE_SCALE, 1.0)  # farthest point / radius
+    margin = extent * radius + 1.0
     cy = np.asarray(rng.uniform(margin, size - 1 - margin))
     cx = np.asarray(rng.uniform(margin, size - 1 - margin))
-    angle = np.asarray(rng.uniform(-np.pi / 8, np.pi / 8, size=n))
+    angle = np.asarray(rng.uniform(-np.pi / 12, np.pi / 12, size=n))
     grid = np.arange(size, dtype=np.float64)
     dy = grid[None, :, None] - cy[:, None, None]
     dx = grid[None, None, :] - cx[:, None, None]
@@ -128,7 +130,7 @@ def _object_masks(y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndar
     shape_masks = {
         "circle": dist <= r,
         "square": np.maximum(np.abs(u), np.abs(v)) <= 0.8 * r,
-        "triangle": _triangle(u, v, 1.2 * r),
+        "triangle": _triangle(u, v, _TRIANGLE_SCALE * r),
         "cross": ((np.abs(u) <= 0.3 * r) & (np.abs(v) <= r)) | ((np.abs(v) <= 0.3 * r) & (np.abs(u) <= r)),
         "ring": (dist <= r) & (dist >= 0.55 * r),
     }

@@ -1,0 +1,118 @@
+"""ActivationStats: the tracker inside a (simulated) Estimator training loop."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from inspect_models import N_MODULES, N_PARAMS, Kit
+
+from xaikit.errors import XaikitValueError
+from xaikit.inspect import read_log
+
+
+class _StubTrace:
+    """The interface of ``xaikit.trace.base.Trace`` that ActivationStats relies on."""
+
+    def __init__(self, inputs: Any = None, outputs: Any = None, mode: Any = None, ds_id: Any = None) -> None:
+        self.inputs = [] if inputs is None else list(inputs)
+        self.outputs = [] if outputs is None else list(outputs)
+        self.mode = {mode} if isinstance(mode, str) else set(mode or ())
+
+    def on_begin(self, data: Any) -> None: ...
+    def on_epoch_begin(self, data: Any) -> None: ...
+    def on_batch_begin(self, data: Any) -> None: ...
+    def on_batch_end(self, data: Any) -> None: ...
+    def on_epoch_end(self, data: Any) -> None: ...
+    def on_end(self, data: Any) -> None: ...
+
+
+class _Data(dict):  # type: ignore[type-arg]
+    def __init__(self) -> None:
+        super().__init__()
+        self.logged: dict[str, Any] = {}
+
+    def write_with_log(self, key: str, value: Any) -> None:
+        self[key] = self.logged[key] = value
+
+    def write_without_log(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+@pytest.fixture
+def activation_stats(monkeypatch: pytest.MonkeyPatch) -> type:
+    """The ActivationStats class, built on the real Trace base when present, else on a stub."""
+    import xaikit.inspect.trace as mod
+
+    try:
+        import xaikit.trace.base  # noqa: F401
+    except ImportError:
+        package = types.ModuleType("xaikit.trace")
+        base = types.ModuleType("xaikit.trace.base")
+        base.Trace = _StubTrace  # type: ignore[attr-defined]
+        package.base = base  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "xaikit.trace", package)
+        monkeypatch.setitem(sys.modules, "xaikit.trace.base", base)
+    monkeypatch.setattr(mod, "_CLASS", None)
+    return mod.ActivationStats
+
+
+def test_activation_stats_records_sampled_training_steps(
+    activation_stats: type, framework: str, rng: np.random.Generator, tmp_path: Path
+) -> None:
+    kit = Kit(framework)
+    trace = activation_stats(kit.model, tmp_path, every_n_steps=3)
+    assert trace.outputs == ["activation_stats", "activation_stats_flags"]
+    trace.system = types.SimpleNamespace(global_step=0, mode="train", epoch_idx=1)
+    x = rng.normal(size=(2, 16, 16, 3)).astype(np.float32)
+    trace.on_begin(_Data())
+    trace.on_epoch_begin(_Data())
+    seen = []
+    for _ in range(7):
+        trace.system.global_step += 1
+        data = _Data()
+        trace.on_batch_begin(data)
+        if framework == "torch":
+            kit.model.zero_grad()
+            (kit.model(kit.tensor(x)) ** 2).sum().backward()
+        else:
+            kit.forward(x)
+        trace.on_batch_end(data)
+        seen.append("activation_stats" in data)
+        # no hooks left between batches
+        if framework == "torch":
+            assert all(not m._forward_hooks and not m._forward_pre_hooks for m in kit.model.modules())
+        else:
+            assert all("call" not in layer.__dict__ for layer in kit.model._flatten_layers())
+    end = _Data()
+    trace.on_epoch_end(end)
+    trace.on_end(_Data())
+    assert seen == [True, False, True, False, False, True, False]
+    df = read_log(tmp_path)
+    assert sorted(set(df["step"])) == [1, 3, 6]
+    per_step = 2 * N_MODULES + 2 * N_PARAMS
+    assert len(df) == 3 * per_step
+    grads = df[df["kind"] == "grad"]
+    assert grads["absent"].tolist() == [framework != "torch"] * 3 * N_PARAMS
+    assert end.logged == {"activation_stats_flags": len(trace.tracker.flags)}
+
+
+def test_activation_stats_skips_eval_and_checks_arguments(
+    activation_stats: type, framework: str, rng: np.random.Generator, tmp_path: Path
+) -> None:
+    kit = Kit(framework)
+    trace = activation_stats(kit.model, tmp_path, every_n_steps=1)
+    trace.system = types.SimpleNamespace(global_step=5, mode="eval", epoch_idx=1)
+    data = _Data()
+    trace.on_batch_begin(data)
+    kit.forward(rng.normal(size=(1, 16, 16, 3)).astype(np.float32))
+    trace.on_batch_end(data)
+    assert "activation_stats" not in data and len(trace.tracker.df) == 0
+    with pytest.raises(XaikitValueError, match="every_n_steps must be a positive int"):
+        activation_stats(kit.model, tmp_path, every_n_steps=0)
+    with pytest.raises(XaikitValueError, match=r"unknown options \['dead'\]"):
+        activation_stats(kit.model, tmp_path, dead=0.5)

@@ -1,0 +1,124 @@
+"""Storage of the module tracker: a run folder with JSON-lines statistics and JSON side files.
+
+Layout of a run folder::
+
+    <log_dir>/
+        stats.jsonl   one JSON object per line: one tensor statistic record (see ModuleTracker)
+        tree.json     the module tree
+        meta.json     framework, model class, settings, start time
+
+``stats.jsonl`` is strict JSON (no NaN / Infinity: non-finite numbers are written as ``null``) and
+is only ever appended to, one ``write`` + ``flush`` of complete lines at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+
+STATS_FILE = "stats.jsonl"
+TREE_FILE = "tree.json"
+META_FILE = "meta.json"
+
+#: leading columns of the DataFrames, in this order (others follow in order of appearance)
+COLUMNS = ("step", "call", "module", "class", "kind", "tname", "shape", "dtype")
+#: trailing columns, last in this order
+TRAILING = ("flags", "time")
+
+
+def clean(value: Any) -> Any:
+    """``value`` with non-finite floats replaced by None (recursively), ready for strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    return value
+
+
+def append_lines(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Append rows as JSON lines with one write and one flush."""
+    text = "".join(json.dumps(row, allow_nan=False, separators=(",", ":")) + "\n" for row in rows)
+    if not text:
+        return
+    with path.open("a", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write a JSON file atomically (temp file in the same folder, then ``os.replace``)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, allow_nan=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def frame(rows: list[dict[str, Any]]) -> Any:
+    """A pandas DataFrame of statistic rows with the leading columns first."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=list(COLUMNS))
+    lead = [c for c in COLUMNS if c in df.columns]
+    tail = [c for c in TRAILING if c in df.columns]
+    df = df[lead + [c for c in df.columns if c not in lead and c not in tail] + tail]
+    if "call" in df.columns:
+        df["call"] = df["call"].astype("Int64")
+    return df
+
+
+def read_log(path: str | os.PathLike[str]) -> Any:
+    """Load the statistics of a tracker run into a pandas DataFrame.
+
+    Args:
+        path: a run folder (its ``stats.jsonl`` is read) or a JSON-lines file.
+
+    Returns:
+        One row per record, with the columns ``step, call, module, class, kind, tname, shape,
+        dtype`` first, then the statistics (``mean, std, min, max, zero_frac, nonfinite, ...``),
+        ``flags`` and ``time``. A last line cut short by a crash mid-write is ignored.
+
+    Raises:
+        XaikitValueError: the path does not exist, or a line other than the last is not JSON.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (d / "stats.jsonl").write_text('{"step": 0, "kind": "output", "mean": 1.5}\\n')
+        >>> read_log(d)["mean"].tolist()
+        [1.5]
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise XaikitTypeError(f"path must be a str or path-like; got {describe(path)}")
+    p = Path(path)
+    if p.is_dir():
+        p = p / STATS_FILE
+    if not p.is_file():
+        raise XaikitValueError(
+            f"path must be a tracker run folder or a JSON-lines file; {str(p)!r} does not exist"
+        )
+    lines = p.read_text(encoding="utf-8").split("\n")
+    rows: list[dict[str, Any]] = []
+    last = len(lines) - 1
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == last:  # no newline after it: a write that never finished
+                break
+            raise XaikitValueError(f"line {i + 1} of {str(p)!r} is not a JSON object: {e}") from None
+    return frame(rows)

@@ -1,0 +1,130 @@
+"""``ActivationStats``: the module tracker as a trace of the Estimator's training loop.
+
+The class derives from :class:`xaikit.trace.Trace`, which is imported when the class is first
+used (``xk.inspect.ActivationStats`` or ``from xaikit.inspect.trace import ActivationStats``), so
+importing :mod:`xaikit.inspect` does not load the trace machinery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.inspect._tracker import KINDS, ModuleTracker, StatFn
+
+__all__ = ["ActivationStats"]  # noqa: F822 - built on first access by __getattr__
+
+
+def _build() -> type:
+    from xaikit.trace.base import Trace
+
+    class ActivationStats(Trace):  # type: ignore[misc]
+        """Record module statistics of a model every N training steps, inside an Estimator run.
+
+        On a sampled training batch (global step 1 and every ``every_n_steps``-th step) the trace
+        attaches a :class:`~xaikit.inspect.ModuleTracker` in ``on_batch_begin``, lets the network
+        step run, records weights and gradients in ``on_batch_end`` (torch reads ``.grad``, which
+        the update left in place; Keras gradients are not visible to traces and are recorded as
+        absent), writes the records under the step's ``global_step`` and detaches again. Other
+        batches run with no hooks at all.
+
+        The latest step's records (a pandas DataFrame) are written to the data under ``outputs``
+        (without logging); the number of flags raised during an epoch is logged as
+        ``"<outputs>_flags"`` at the end of each training epoch.
+
+        Args:
+            model: the torch or Keras model to watch (the one the network trains).
+            log_dir: the run folder (default ``./runs/inspect/<ModelClass>_<timestamp>``).
+            every_n_steps: record every n-th training step.
+            stats: custom statistic functions per kind (see ``ModuleTracker``).
+            kinds: which kinds to record.
+            outputs: the data key of the latest records.
+            mode: only ``"train"`` makes sense (gradients); kept for symmetry with other traces.
+            **tracker_options: ``dead_threshold``, ``explode_threshold``, ``vanish_threshold``.
+
+        Attributes:
+            tracker: the :class:`ModuleTracker` (``tracker.df``, ``tracker.flags``, ``tracker.tree``).
+        """
+
+        def __init__(
+            self,
+            model: Any,
+            log_dir: str | Path | None = None,
+            every_n_steps: int = 100,
+            stats: Mapping[str, StatFn] | None = None,
+            kinds: Sequence[str] = KINDS,
+            outputs: str = "activation_stats",
+            mode: str | Iterable[str] | None = "train",
+            **tracker_options: Any,
+        ) -> None:
+            if not isinstance(outputs, str) or not outputs:
+                raise XaikitTypeError(f"outputs must be a non-empty string; got {describe(outputs)}")
+            super().__init__(inputs=None, outputs=[outputs, f"{outputs}_flags"], mode=mode)
+            allowed = {"dead_threshold", "explode_threshold", "vanish_threshold"}
+            unknown = sorted(set(tracker_options) - allowed)
+            if unknown:
+                raise XaikitValueError(
+                    f"ActivationStats got unknown options {unknown}; expected some of {sorted(allowed)}"
+                )
+            if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps < 1:
+                raise XaikitValueError(f"every_n_steps must be a positive int; got {describe(every_n_steps)}")
+            self.every_n_steps = every_n_steps
+            self.key = outputs
+            # validates every argument now; hooks go on only for sampled batches
+            self.tracker = ModuleTracker(
+                model,
+                log_dir,
+                every_n_steps=1,
+                stats=stats,
+                kinds=kinds,
+                attach=False,
+                **tracker_options,
+            )
+            self._epoch_flags = 0
+            self._active = False
+
+        def _sampled(self) -> bool:
+            step = int(self.system.global_step)
+            return self.system.mode == "train" and (step == 1 or step % self.every_n_steps == 0)
+
+        def on_epoch_begin(self, data: Any) -> None:
+            self._epoch_flags = len(self.tracker.flags)
+
+        def on_batch_begin(self, data: Any) -> None:
+            if self._sampled():
+                self.tracker.current_step = int(self.system.global_step)
+                self.tracker.attach()
+                self._active = True
+
+        def on_batch_end(self, data: Any) -> None:
+            if not self._active:
+                return
+            self._active = False
+            self.tracker.step()
+            self.tracker.detach()
+            data.write_without_log(self.key, self.tracker.latest_df)
+
+        def on_epoch_end(self, data: Any) -> None:
+            if self.system.mode == "train":
+                data.write_with_log(f"{self.key}_flags", len(self.tracker.flags) - self._epoch_flags)
+
+        def on_end(self, data: Any) -> None:
+            self.tracker.detach()
+
+    ActivationStats.__qualname__ = "ActivationStats"
+    ActivationStats.__module__ = __name__
+    return ActivationStats
+
+
+_CLASS: type | None = None
+
+
+def __getattr__(name: str) -> Any:
+    global _CLASS
+    if name == "ActivationStats":
+        if _CLASS is None:
+            _CLASS = _build()
+        return _CLASS
+    raise AttributeError(f"module 'xaikit.inspect.trace' has no attribute {name!r}")

@@ -1,0 +1,235 @@
+"""The model side of training: :func:`build` a model with its optimizer, and a :class:`Network`
+of tensor ops that runs one step per batch.
+
+Framework code lives in ``xaikit.backend._torch_train`` and ``xaikit.backend._tf_train``; this
+module is plain Python and loads a framework only when it meets one of its models.
+
+* TensorFlow: each step (all ops, and in training the optimizer updates) is one
+  ``tf.function``, traced once per mode, set of ops and input dtypes/shapes (the batch axis is
+  left free); models run with ``training=True`` only in train mode.
+* PyTorch: steps run eagerly; ``model.train()`` in train mode, otherwise ``model.eval()`` under
+  ``torch.no_grad()``.
+* Channel layout (torch): batches come from the pipeline channel-last ``(B, H, W, C)``. A 4-D
+  floating input of a ModelOp is permuted to ``(B, C, H, W)`` when the model's first
+  ``Conv2d`` expects ``C`` input channels, the input's last axis is ``C`` and its axis 1 is not.
+  Channel-first inputs, and models without a ``Conv2d``, are passed as they are.
+* Dtypes: float64 batch values become float32; integer or bool model inputs are cast to
+  float32 (so raw uint8 images work); labels stay integers.
+* :meth:`Network.run_step` returns the keys written by the ops, as numpy arrays.
+
+Example:
+    >>> import numpy as np, torch
+    >>> from xaikit.op.tensorop import CrossEntropy, ModelOp, UpdateOp
+    >>> model = build(lambda: torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Softmax(-1)), "sgd")
+    >>> net = Network([ModelOp(model, "x", "y_pred"), CrossEntropy(("y_pred", "y"), "ce"),
+    ...                UpdateOp(model, "ce")])
+    >>> out = net.run_step({"x": np.ones((4, 3), np.float32), "y": np.zeros(4, np.int64)}, "train")
+    >>> sorted(out), out["y_pred"].shape
+    (['ce', 'y_pred'], (4, 2))
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import framework_of, load_backend
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.op.op import all_values, resolve
+from xaikit.op.tensorop import ModelOp, TensorOp, UpdateOp
+
+__all__ = ["Network", "build", "get_lr", "get_weights", "load_model", "save_model", "set_lr", "set_weights"]
+
+_NAMES = itertools.count()
+
+
+def _module(framework: str) -> ModuleType:
+    load_backend(framework)  # a clear error when the framework is missing
+    return importlib.import_module(
+        "xaikit.backend._torch_train" if framework == "torch" else "xaikit.backend._tf_train"
+    )
+
+
+def _module_of(model: Any) -> ModuleType:
+    fw = framework_of(model)
+    if fw is None:
+        raise XaikitTypeError(f"model must be a torch.nn.Module or a Keras model; got {describe(model)}")
+    return _module(fw)
+
+
+def build(
+    model_fn: Callable[[], Any],
+    optimizer_fn: str | Callable[..., Any] | None = "adam",
+    model_name: str | None = None,
+) -> Any:
+    """Make a model and give it an optimizer (``model.optimizer``) and a name (``model.model_name``).
+
+    Args:
+        model_fn: makes the model (a ``torch.nn.Module`` or a Keras model), e.g. ``LeNet``.
+        optimizer_fn: ``"adam"``, ``"adamw"``, ``"sgd"``, ``"rmsprop"``, ``"adagrad"`` (framework
+            defaults; SGD with lr 0.01), a callable (torch: ``lambda params: torch.optim.Adam(params,
+            lr=...)``; TF: ``lambda: tf.keras.optimizers.Adam(...)``), or None for no optimizer.
+        model_name: a name for logs and saved files (default ``"model"``, then ``"model1"``, ...).
+
+    Returns:
+        The model, with ``optimizer`` and ``model_name`` attributes.
+    """
+    if not callable(model_fn):
+        raise XaikitTypeError(f"model_fn must be a function that makes the model; got {describe(model_fn)}")
+    model = model_fn()
+    if framework_of(model) is None or not _module_of(model).is_model(model):
+        raise XaikitTypeError(
+            f"model_fn must return a torch.nn.Module or a Keras model; got {describe(model)}"
+        )
+    model.optimizer = _module_of(model).make_optimizer(model, optimizer_fn)
+    if model_name is None:
+        n = next(_NAMES)
+        model_name = "model" if n == 0 else f"model{n}"
+    model.model_name = str(model_name)
+    return model
+
+
+def _check_optimizer(model: Any) -> None:
+    if getattr(model, "optimizer", None) is None:
+        raise XaikitValueError(
+            f"the model has no optimizer; make it with xk.build(...); got {describe(model)}"
+        )
+
+
+def get_lr(model: Any) -> float:
+    """The learning rate of the model's optimizer."""
+    _check_optimizer(model)
+    return float(_module_of(model).get_lr(model))
+
+
+def set_lr(model: Any, lr: float) -> None:
+    """Set the learning rate of the model's optimizer."""
+    _check_optimizer(model)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or lr < 0:
+        raise XaikitValueError(f"lr must be a non-negative number; got {lr!r}")
+    _module_of(model).set_lr(model, float(lr))
+
+
+def get_weights(model: Any) -> Any:
+    """An exact in-memory copy of the model's weights (and buffers), for :func:`set_weights`."""
+    return _module_of(model).get_weights(model)
+
+
+def set_weights(model: Any, weights: Any) -> None:
+    """Restore weights from :func:`get_weights`."""
+    _module_of(model).set_weights(model, weights)
+
+
+def save_model(model: Any, path: str) -> str:
+    """Write the model's weights to ``path`` atomically and return the file path.
+
+    ``path`` may be a folder: the file is then ``<model_name>.pt`` (torch) or
+    ``<model_name>.weights.h5`` (Keras; Keras file names must end that way).
+    """
+    return str(_module_of(model).save_model(model, str(path)))
+
+
+def load_model(model: Any, path: str) -> None:
+    """Load weights written by :func:`save_model` into the model."""
+    _module_of(model).load_model(model, str(path))
+
+
+class Network:
+    """Tensor ops run once per batch: models, losses and updates.
+
+    Args:
+        ops: TensorOps (``ModelOp``, ``CrossEntropy``, ``LambdaOp``, ``UpdateOp``, ...) or
+            schedulers of them (anything with ``get_current_value(epoch)``), run in order.
+
+    Raises:
+        XaikitTypeError: an op that is not a TensorOp.
+        XaikitValueError: models of both frameworks in one network.
+    """
+
+    def __init__(self, ops: Iterable[Any]) -> None:
+        self.ops = list(ops)
+        models: list[Any] = []
+        for item in self.ops:
+            for op in all_values(item):
+                if not isinstance(op, TensorOp):
+                    raise XaikitTypeError(
+                        f"Network ops must be TensorOps (or schedulers of them); got {describe(op)}"
+                    )
+                if isinstance(op, (ModelOp, UpdateOp)) and not any(op.model is m for m in models):
+                    models.append(op.model)
+        self.models = models
+        frameworks = {framework_of(m) for m in models}
+        if len(frameworks) > 1:
+            raise XaikitValueError(
+                f"a Network's models must all be of one framework; got {sorted(map(str, frameworks))}"
+            )
+        self.framework: str | None = frameworks.pop() if frameworks else None
+        self._mod: ModuleType | None = None
+        self._stepper: Any = None
+        self._loaded: tuple[str, int, list[Any]] | None = None
+
+    # ---- epochs ---------------------------------------------------------------------------------
+    def load_epoch(self, mode: str, epoch: int) -> None:
+        """Resolve schedulers and modes for an epoch; later :meth:`run_step` calls use them."""
+        self._loaded = (mode, int(epoch), resolve(self.ops, mode, int(epoch)))
+
+    def unload_epoch(self) -> None:
+        """Forget the loaded epoch."""
+        self._loaded = None
+
+    def get_loss_keys(self) -> set[str]:
+        """The keys that UpdateOps minimize (in any epoch)."""
+        return {op.loss_name for item in self.ops for op in all_values(item) if isinstance(op, UpdateOp)}
+
+    # ---- steps ------------------------------------------------------------------------------------
+    def _ops_for(self, mode: str) -> list[Any]:
+        if self._loaded is not None and self._loaded[0] == mode:
+            return self._loaded[2]
+        epoch = self._loaded[1] if self._loaded is not None else 1
+        return resolve(self.ops, mode, epoch)
+
+    def run_step(self, batch: dict[str, Any], mode: str) -> dict[str, Any]:
+        """Run the ops of ``mode`` on one batch (training when ``mode == "train"``).
+
+        Returns:
+            The keys written by the ops (predictions, losses), as numpy arrays.
+        """
+        return self._run(self._ops_for(mode), batch, mode)
+
+    def transform(self, batch: dict[str, Any], mode: str = "infer", epoch: int = 1) -> dict[str, Any]:
+        """The batch plus the network's outputs, for ad-hoc use (no training unless mode is train)."""
+        return {**batch, **self._run(resolve(self.ops, mode, epoch), batch, mode)}
+
+    def _run(self, ops: list[Any], batch: dict[str, Any], mode: str) -> dict[str, Any]:
+        if not isinstance(batch, dict):
+            raise XaikitTypeError(f"batch must be a dict of arrays; got {describe(batch)}")
+        if self.framework is None:
+            raise XaikitValueError("the Network has no model (no ModelOp), so it has no framework to run in")
+        needed: list[str] = []
+        produced: set[str] = set()
+        for op in ops:
+            for k in op.inputs:
+                if k in produced or k in needed:
+                    continue
+                if k not in batch:
+                    raise XaikitValueError(
+                        f"{type(op).__name__} reads key {k!r}, which is neither in the batch nor written by "
+                        f"an earlier op; batch keys: {sorted(batch)}"
+                    )
+                needed.append(k)
+            produced.update(op.outputs)
+        if self._mod is None:
+            self._mod = _module(self.framework)
+            if self.framework == "tf":
+                self._stepper = self._mod.Stepper()
+        if self._stepper is not None:
+            return dict(self._stepper.run_step(ops, batch, mode, needed, self.models))
+        return dict(self._mod.run_step(ops, batch, mode, needed, self.models))
+
+    def __repr__(self) -> str:
+        return f"Network({len(self.ops)} ops, models={[getattr(m, 'model_name', '?') for m in self.models]})"
