@@ -179,3 +179,33 @@ def test_traces_in_the_estimator_loop(rng: np.random.Generator) -> None:
     # the trained model looks at the square
     maps = xk.xai.explain(model, x[:16].transpose(0, 3, 1, 2), target=y[:16], method="vanilla")
     assert np.mean(xk.evaluate.localization(maps, square_mask(16))["energy"]) > 12 / 64
+
+
+@pytest.mark.slow
+def test_gallery_script_writes_the_table_and_grid(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "gallery" / "evaluate_methods.py"
+    args = [
+        "--out-dir",
+        str(tmp_path),
+        "--n-train",
+        "64",
+        "--epochs",
+        "1",
+        "--samples",
+        "4",
+        "--threads",
+        "1",
+    ]
+    subprocess.run(
+        [sys.executable, str(script), *args, "--frameworks", "torch"], check=True, capture_output=True
+    )
+    table = (tmp_path / "evaluate_table.md").read_text()
+    for name in ("vanilla", "SmoothGrad", "Integrated Gradients", "SmInt", "random map (chance)"):
+        assert f"| {name} |" in table
+    assert "| 5 | conv1 |" in table  # the per-layer table of the grid
+    png = (tmp_path / "img" / "randomization_grid.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
