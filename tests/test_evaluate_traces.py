@@ -41,7 +41,7 @@ def _run_epoch(trace: Any, batches: list[dict[str, np.ndarray]], epoch: int) -> 
 
 @pytest.mark.parametrize(
     ("samples", "expect"),
-    [(None, slice(0, 4)), (6, slice(0, 6)), (2, slice(0, 2)), (12, slice(0, 12))],
+    [(None, slice(0, 4)), (6, slice(0, 6)), (2, slice(0, 2)), (12, slice(0, 12)), (50, slice(0, 12))],
 )
 def test_sample_selection(framework: str, rng: np.random.Generator, samples: Any, expect: slice) -> None:
     model = linear(framework, square_weights(rng))

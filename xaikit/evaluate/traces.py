@@ -11,7 +11,8 @@ Both explain the same samples every time (collected once, like the ``Saliency`` 
 
 Sample selection (the semantics of the XAI traces' sample collector): ``samples=None`` takes
 the first batch the trace sees; an int ``n`` the first ``n`` samples (across batches if
-needed); a dict ``{key: array}`` gives the samples directly.
+needed; the set is frozen at the end of the first epoch, with fewer samples if fewer came by);
+a dict ``{key: array}`` gives the samples directly.
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ class _Samples:
             self.parts[k].append(arr if take is None else arr[:take])
         have = sum(len(p) for p in self.parts[self.keys[0]])
         if self.want is None or have >= self.want:
+            self.finish()
+
+    def finish(self) -> None:
+        """Freeze what was collected (at the end of the first epoch, even if fewer than the
+        requested number of samples came by)."""
+        if self.ready is None and self.parts[self.keys[0]]:
             self.ready = {k: np.concatenate(v) for k, v in self.parts.items()}
             self.parts = {k: [] for k in self.keys}
 
@@ -123,6 +130,7 @@ class _FixedSampleTrace(Trace):
         self.samples.offer(data)
 
     def _inputs(self) -> tuple[np.ndarray, np.ndarray | None] | None:
+        self.samples.finish()
         ready = self.samples.ready
         if ready is None:
             return None
