@@ -19,14 +19,14 @@ demo: $(STAMP)
 	$(VENV)/bin/xaikit demo --out runs/demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --doctest-modules xaikit tests
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist loadfile --doctest-modules xaikit tests -m "not slow"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check xaikit tests benchmarks gallery
-	$(VENV)/bin/ruff format --check xaikit tests benchmarks gallery
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 docs: $(STAMP)

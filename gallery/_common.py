@@ -42,11 +42,16 @@ def train_lenet(framework: str, epochs: int = 6, n_train: int = 6000, seed: int 
 
         tf.keras.utils.set_random_seed(seed)
     train, evaluation = shapes.load_data(n_train=n_train, n_eval=500, seed=seed)
-    pipeline = xk.Pipeline(train_data=train, eval_data=evaluation, batch_size=64, ops=[Minmax("x", "x")], seed=seed)
+    pipeline = xk.Pipeline(
+        train_data=train, eval_data=evaluation, batch_size=64, ops=[Minmax("x", "x")], seed=seed
+    )
     model = xk.build(lambda: LeNet(input_shape=(32, 32, 3), classes=len(shapes.label_mapping)), "adam")
-    network = xk.Network([ModelOp(model, "x", "y_pred"), CrossEntropy(("y_pred", "y"), "ce"), UpdateOp(model, "ce")])
-    xk.Estimator(pipeline, network, epochs=epochs, traces=[xk.trace.metric.Accuracy("y", "y_pred")],
-                 log_steps=None).fit()
+    network = xk.Network(
+        [ModelOp(model, "x", "y_pred"), CrossEntropy(("y_pred", "y"), "ce"), UpdateOp(model, "ce")]
+    )
+    xk.Estimator(
+        pipeline, network, epochs=epochs, traces=[xk.trace.metric.Accuracy("y", "y_pred")], log_steps=None
+    ).fit()
     x = evaluation["x"].astype(np.float32) / 255.0
     return model, {"x": x, "y": evaluation["y"], "mask": evaluation["mask"]}
 

@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> str:
             "SmoothGrad (25)": smooth["saliency"],
             "IG (50, black)": ig["saliency"],
             "SmInt (6x50)": smint["saliency"],
-            "x SmInt": xk.viz.overlay(x, smint["saliency"] if args.framework == "tf" else smint["saliency"].transpose(0, 2, 3, 1)),
+            "x SmInt": xk.viz.overlay(
+                x, smint["saliency"] if args.framework == "tf" else smint["saliency"].transpose(0, 2, 3, 1)
+            ),
         },
         colormap="inferno",
         colormaps={"object mask": "gray"},

@@ -66,3 +66,22 @@ def test_bad_arguments() -> None:
         plot_module_stats([1, 2])
     with pytest.raises(XaikitValueError, match="save_path must end in"):
         plot_module_stats(_log(), save_path="x.jpg")
+
+
+@pytest.mark.slow
+def test_gallery_script_runs(tmp_path: Path) -> None:
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "gallery" / "inspect_stats.py"
+    spec = importlib.util.spec_from_file_location("inspect_stats_gallery", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.main(
+        ["--out", str(tmp_path / "s.png"), "--steps", "6", "--every", "2", "--log-dir", str(tmp_path)]
+    )
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    from xaikit.inspect import read_log
+
+    df = read_log(tmp_path)
+    assert sorted(set(df["step"])) == [0, 2, 4] and set(df["kind"]) == {"output", "grad"}

@@ -116,3 +116,24 @@ def test_activation_stats_skips_eval_and_checks_arguments(
         activation_stats(kit.model, tmp_path, every_n_steps=0)
     with pytest.raises(XaikitValueError, match=r"unknown options \['dead'\]"):
         activation_stats(kit.model, tmp_path, dead=0.5)
+
+
+@pytest.mark.slow
+def test_activation_stats_in_a_real_estimator_run(framework: str, tmp_path: Path) -> None:
+    from test_estimator_integration import setup  # the shared small LeNet-on-shapes set-up
+
+    import xaikit as xk
+
+    pipeline, model, network = setup(framework)  # 64 training samples, batch 16: 4 steps
+    trace = xk.inspect.ActivationStats(model, tmp_path, every_n_steps=2)
+    xk.Estimator(pipeline, network, epochs=1, traces=[trace], log_steps=None).fit()
+    df = read_log(tmp_path)
+    assert sorted(set(df["step"])) == [1, 2, 4]
+    counts = df.groupby("kind").size().to_dict()
+    assert counts["weight"] == counts["grad"] == 3 * 10  # LeNet: 5 layers with weight and bias
+    if framework == "torch":
+        assert counts["output"] == 3 * 8  # 7 modules, the shared pool called twice
+        assert not df.loc[df["kind"] == "grad", "absent"].any()
+    else:  # the Keras network step runs in a tf.function: only eager calls are recorded
+        assert "output" not in counts
+        assert df.loc[df["kind"] == "grad", "absent"].all()

@@ -28,7 +28,8 @@ def _build() -> type:
         step run, records weights and gradients in ``on_batch_end`` (torch reads ``.grad``, which
         the update left in place; Keras gradients are not visible to traces and are recorded as
         absent), writes the records under the step's ``global_step`` and detaches again. Other
-        batches run with no hooks at all.
+        batches run with no hooks at all. A Keras network step runs inside a ``tf.function``,
+        where layer calls are symbolic, so for Keras models only the weights are recorded.
 
         The latest step's records (a pandas DataFrame) are written to the data under ``outputs``
         (without logging); the number of flags raised during an epoch is logged as
