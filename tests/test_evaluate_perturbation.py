@@ -199,3 +199,26 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         xk.evaluate.deletion(model, xs, sal, target=7)
     with pytest.raises(XaikitTypeError, match=r"saliency must be an array or tensor; got NoneType None"):
         xk.evaluate.deletion(model, xs, None)
+
+
+def test_tabular_inputs_and_tensor_arguments(framework: str, rng: np.random.Generator) -> None:
+    from tests.xai.models import analytic
+
+    w = rng.normal(size=(3, 6))
+    x = rng.uniform(0.5, 1.5, size=(4, 6)).astype(np.float32)
+    model = analytic(framework, "linear", w)
+    sal = np.abs(w[[2]]).repeat(4, axis=0)  # features ranked by |w_2|
+    if framework == "torch":
+        import torch
+
+        xs, ss = torch.as_tensor(x), torch.as_tensor(sal)
+    else:
+        import tensorflow as tf
+
+        xs, ss = tf.constant(x), tf.constant(sal)
+    d = xk.evaluate.deletion(model, xs, ss, target=2, steps=3, baseline="zeros", framework=framework)
+    order = np.argsort(-np.abs(w[2]))
+    contrib = w[2] * x.astype(np.float64)
+    expected = [contrib.sum(axis=1) - contrib[:, order[: 2 * k]].sum(axis=1) for k in range(4)]
+    np.testing.assert_allclose(d.scores, np.stack(expected, axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(d.fractions, [0, 1 / 3, 2 / 3, 1])
