@@ -1,0 +1,66 @@
+"""Models with known answers for the ``xaikit.evaluate`` tests, in both frameworks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+SIZE = 8
+CHANNELS = 3
+SQUARE = (slice(2, 5), slice(3, 7))  # rows 2..4, cols 3..6: 12 pixels
+
+
+def square_weights(rng: np.random.Generator, classes: int = 3) -> np.ndarray:
+    """Channel-last weights (classes, H, W, C): class 0 looks only at the square (positive,
+    distinct magnitudes); the other classes look everywhere."""
+    w = rng.normal(size=(classes, SIZE, SIZE, CHANNELS))
+    w[0] = 0.0
+    region = w[0][SQUARE]
+    w[0][SQUARE] = rng.uniform(0.5, 2.0, size=region.shape)
+    return w.astype(np.float32)
+
+
+def square_mask(batch: int) -> np.ndarray:
+    m = np.zeros((batch, SIZE, SIZE), dtype=bool)
+    m[:, SQUARE[0], SQUARE[1]] = True
+    return m
+
+
+def linear(framework: str, w: np.ndarray) -> Any:
+    """f_c(x) = <w_c, x>: a bias-free linear model on images (torch channel-first input,
+    Keras channel-last); ``w`` is channel-last (classes, H, W, C)."""
+    classes = w.shape[0]
+    if framework == "torch":
+        import torch
+
+        model = torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(SIZE * SIZE * CHANNELS, classes, bias=False)
+        )
+        with torch.no_grad():
+            model[1].weight.copy_(torch.as_tensor(w.transpose(0, 3, 1, 2).reshape(classes, -1)))
+        return model
+    import tensorflow as tf
+
+    layers = tf.keras.layers
+    model = tf.keras.Sequential(
+        [layers.Input((SIZE, SIZE, CHANNELS)), layers.Flatten(), layers.Dense(classes, use_bias=False)]
+    )
+    model.layers[-1].set_weights([w.reshape(classes, -1).T])
+    return model
+
+
+def layout(framework: str, x: np.ndarray) -> np.ndarray:
+    """Channel-last numpy images -> the framework's layout."""
+    return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if framework == "torch" else x
+
+
+def contributions(w: np.ndarray, x: np.ndarray, target: int) -> np.ndarray:
+    """Per-pixel contributions (B, H, W) of channel-last x to class ``target``."""
+    return (w[target][None].astype(np.float64) * x.astype(np.float64)).sum(axis=-1)
+
+
+def weights_of(framework: str, model: Any) -> list[np.ndarray]:
+    if framework == "torch":
+        return [t.detach().clone().numpy() for t in list(model.parameters()) + list(model.buffers())]
+    return [np.array(v.numpy(), copy=True) for v in model.weights]

@@ -1,0 +1,85 @@
+"""TensorFlow / Keras helpers for ``xaikit.evaluate``: weighted layers, exact weight snapshots,
+re-drawing a layer's weights, and the masked blend of perturbation curves.
+
+Imported lazily by :mod:`xaikit.evaluate` (never at ``import xaikit`` time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from xaikit.backend._base import T
+
+
+def _sublayers(layer: Any) -> list[Any]:
+    subs = getattr(layer, "layers", None)
+    return list(subs) if isinstance(subs, (list, tuple)) else []
+
+
+def weighted_layers(model: Any) -> list[tuple[str, Any]]:
+    """``(name, layer)`` of every leaf layer with trainable weights, in ``model.layers`` order
+    (nested models are walked; their layers are named ``"outer/inner"``)."""
+    out: list[tuple[str, Any]] = []
+
+    def walk(layer: Any, prefix: str) -> None:
+        for sub in _sublayers(layer):
+            name = f"{prefix}{sub.name}"
+            if _sublayers(sub):
+                walk(sub, name + "/")
+            elif list(getattr(sub, "trainable_weights", []) or []):
+                out.append((name, sub))
+
+    walk(model, "")
+    return out
+
+
+def _variables(model: Any) -> list[Any]:
+    found = getattr(model, "weights", None)
+    if found is None:
+        found = getattr(model, "variables", None) or []
+    return list(found)
+
+
+def snapshot(model: Any) -> list[tuple[Any, np.ndarray]]:
+    """Exact copies of every variable of the model (trainable or not)."""
+    seen: set[int] = set()
+    out = []
+    for v in _variables(model):
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        out.append((v, np.array(v.numpy(), copy=True)))
+    return out
+
+
+def restore(saved: list[tuple[Any, np.ndarray]]) -> None:
+    """Assign the saved values back to the same variables (bit for bit)."""
+    for v, value in saved:
+        v.assign(value)
+
+
+def randomize(layer: Any, rng: np.random.Generator) -> list[str]:
+    """Re-draw the layer's trainable weights from a zero-mean normal with each tensor's standard
+    deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
+    the names of the re-drawn variables."""
+    weights = list(layer.trainable_weights)
+    values = [np.asarray(v.numpy(), dtype=np.float64) for v in weights]
+    spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
+    names = []
+    for v, a in zip(weights, values):
+        std = float(a.std()) if a.size > 1 else 0.0
+        std = std if std > 0 else (spread if spread > 0 else 1.0)
+        dtype = getattr(v.dtype, "name", v.dtype)
+        v.assign(rng.normal(0.0, std, size=a.shape).astype(str(dtype)))
+        names.append(str(getattr(v, "path", None) or v.name))
+    return names
+
+
+def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
+    """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the input
+    (insertion, the rest being the baseline); exact values, no arithmetic blending."""
+    mask = tf.broadcast_to(rank < threshold, tf.shape(x))
+    return tf.where(mask, x, base) if insert else tf.where(mask, base, x)

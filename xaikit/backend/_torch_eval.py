@@ -1,0 +1,72 @@
+"""PyTorch helpers for ``xaikit.evaluate``: weighted layers, exact weight snapshots, re-drawing a
+layer's weights, and the masked blend of perturbation curves.
+
+Imported lazily by :mod:`xaikit.evaluate` (never at ``import xaikit`` time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from xaikit.backend._base import T
+
+
+def weighted_layers(model: Any) -> list[tuple[str, Any]]:
+    """``(name, module)`` of every module that owns parameters itself, in registration order
+    (the order of ``named_modules``, taken as the forward order)."""
+    if not isinstance(model, torch.nn.Module):
+        return []
+    out = []
+    for name, module in model.named_modules():
+        if any(True for _ in module.parameters(recurse=False)):
+            out.append((name or "(model)", module))
+    return out
+
+
+def snapshot(model: Any) -> list[tuple[Any, Any]]:
+    """Exact copies of every parameter and buffer (bit-identical restore with :func:`restore`)."""
+    if not isinstance(model, torch.nn.Module):
+        return []
+    tensors = list(model.parameters()) + [b for b in model.buffers() if b is not None]
+    seen: set[int] = set()
+    out = []
+    for t in tensors:
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        out.append((t, t.detach().clone()))
+    return out
+
+
+def restore(saved: list[tuple[Any, Any]]) -> None:
+    """Write the saved values back into the same tensors (in place, bit for bit)."""
+    with torch.no_grad():
+        for t, value in saved:
+            t.copy_(value)
+
+
+def randomize(layer: Any, rng: np.random.Generator) -> list[str]:
+    """Re-draw the layer's own parameters from a zero-mean normal with each tensor's standard
+    deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
+    the names of the re-drawn tensors."""
+    params = list(layer.named_parameters(recurse=False))
+    values = [p.detach().cpu().double().numpy() for _, p in params]
+    spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
+    names = []
+    with torch.no_grad():
+        for (name, p), a in zip(params, values):
+            std = float(a.std()) if a.size > 1 else 0.0
+            std = std if std > 0 else (spread if spread > 0 else 1.0)
+            p.copy_(torch.as_tensor(rng.normal(0.0, std, size=a.shape), dtype=p.dtype, device=p.device))
+            names.append(name)
+    return names
+
+
+def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
+    """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the input
+    (insertion, the rest being the baseline); exact values, no arithmetic blending."""
+    mask = rank < threshold
+    return torch.where(mask, x, base) if insert else torch.where(mask, base, x)

@@ -1,0 +1,130 @@
+"""Shared pieces of ``xaikit.evaluate``: input layouts, saliency-map reduction, similarity."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import Backend, framework_of, to_number
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.xai._display import channel_axis_of
+
+
+def eval_ops(bk: Backend) -> ModuleType:
+    """The framework module of evaluation helpers (``_torch_eval`` or ``_tf_eval``)."""
+    return importlib.import_module(f"xaikit.backend._{bk.name}_eval")
+
+
+def host(value: Any, name: str) -> np.ndarray:
+    """A numpy copy of an array or tensor, with a clear error for anything else."""
+    if value is None or isinstance(value, (str, bytes, dict)):
+        raise XaikitTypeError(f"{name} must be an array or tensor; got {describe(value)}")
+    try:
+        return np.asarray(to_number(value))
+    except Exception as exc:
+        raise XaikitTypeError(f"{name} must be an array or tensor; got {describe(value)}") from exc
+
+
+def input_layout(x: Any, bk: Backend) -> tuple[tuple[int, ...], int | None]:
+    """The shape of an input batch and its channel axis (None for inputs without one)."""
+    shape = tuple(int(d) for d in getattr(x, "shape", np.shape(x)))
+    if len(shape) < 2 or shape[0] == 0:
+        raise XaikitValueError(
+            f"x must be a non-empty batch (batch, ...) with at least 2 axes; got {describe(x)}"
+        )
+    prefer_first = bk.channel_first if framework_of(x) is None else framework_of(x) == "torch"
+    return shape, channel_axis_of(shape, prefer_first)
+
+
+def spatial_shape(shape: tuple[int, ...], channel_axis: int | None) -> tuple[int, ...]:
+    return tuple(d for a, d in enumerate(shape) if a != 0 and a != channel_axis)
+
+
+def to_spatial(
+    saliency: Any,
+    spatial: tuple[int, ...],
+    batch: int,
+    name: str = "saliency",
+    channels: int | None = None,
+    absolute: bool = True,
+) -> np.ndarray:
+    """Reduce a saliency batch to one value per spatial position, shape (B, *spatial).
+
+    Accepted shapes: ``(B, *spatial)``, ``(B, *spatial, C)`` or ``(B, C, *spatial)`` (C = 1, or
+    the input's channel count; any size when ``channels`` is None). Channels are summed by magnitude
+    (``absolute=True``) or with their signs; a single-channel map keeps its values, then takes
+    the magnitude when ``absolute``.
+    """
+    arr = host(saliency, name).astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise XaikitValueError(f"{name} holds NaN or infinite values")
+    n = len(spatial)
+    size = "any size" if channels is None else f"size {' or '.join(map(str, sorted({1, channels})))}"
+    expect = (
+        f"({batch}, {', '.join(map(str, spatial))}), optionally with a channel axis of {size} first or last"
+    )
+    if arr.ndim == 0 or arr.shape[0] != batch:
+        raise XaikitValueError(
+            f"{name} must have one map per sample, shape {expect}; got {describe(saliency)}"
+        )
+    shape = arr.shape[1:]
+    if shape == spatial:
+        out = np.abs(arr) if absolute else arr
+    elif len(shape) == n + 1 and shape[:n] == spatial and (channels is None or shape[-1] in (1, channels)):
+        out = (np.abs(arr) if absolute else arr).sum(axis=-1)
+    elif len(shape) == n + 1 and shape[1:] == spatial and (channels is None or shape[0] in (1, channels)):
+        out = (np.abs(arr) if absolute else arr).sum(axis=1)
+    else:
+        raise XaikitValueError(f"{name} must have shape {expect}; got {describe(saliency)}")
+    return out
+
+
+def ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks of each row's values (ties get their average rank), shape (B, n)."""
+    from scipy.stats import rankdata
+
+    flat = np.asarray(values, dtype=np.float64).reshape(values.shape[0], -1)
+    return np.asarray(rankdata(flat, axis=1), dtype=np.float64)
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman rank correlation of each pair of rows of ``a`` and ``b`` (B,).
+
+    Convention for constant rows (where the correlation is undefined): two constant rows count
+    as identical (1.0); one constant row against a varying one as unrelated (0.0).
+    """
+    ra, rb = ranks(a), ranks(b)
+    ra -= ra.mean(axis=1, keepdims=True)
+    rb -= rb.mean(axis=1, keepdims=True)
+    na, nb = np.sqrt((ra * ra).sum(axis=1)), np.sqrt((rb * rb).sum(axis=1))
+    out = np.zeros(ra.shape[0])
+    both = (na > 0) & (nb > 0)
+    out[both] = (ra[both] * rb[both]).sum(axis=1) / (na[both] * nb[both])
+    out[(na == 0) & (nb == 0)] = 1.0
+    return np.clip(out, -1.0, 1.0)
+
+
+def ssim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """SSIM of each pair of maps in [0, 1] (B,), via scikit-image; NaN where a map is too small
+    (a side under 3) for a window."""
+    from skimage.metrics import structural_similarity
+
+    out = np.full(a.shape[0], np.nan)
+    if a.ndim < 2:
+        return out
+    side = min(a.shape[1:])
+    win = min(7, side if side % 2 else side - 1)
+    if win < 3:
+        return out
+    for i in range(a.shape[0]):
+        out[i] = structural_similarity(a[i], b[i], data_range=1.0, win_size=win)
+    return out
+
+
+def check_int(value: Any, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise XaikitValueError(f"{name} must be an integer >= {low}; got {value!r}")
+    return int(value)

@@ -1,0 +1,110 @@
+"""Localization: does the saliency map point at the object? (against ground-truth masks)
+
+* *energy* (the "energy-based pointing game" of Score-CAM, or Quantus's relevance mass
+  accuracy): the fraction of the map's positive mass that lies inside the mask.
+* *pointing game* (Zhang et al., 2016): whether the map's maximum lies inside the mask (grown
+  by ``tolerance`` pixels).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.evaluate._common import host, to_spatial
+
+__all__ = ["localization"]
+
+
+def _disk(radius: float, ndim: int) -> np.ndarray:
+    r = int(np.floor(radius))
+    grids = np.meshgrid(*[np.arange(-r, r + 1)] * ndim, indexing="ij")
+    dist2 = np.sum([g.astype(np.float64) ** 2 for g in grids], axis=0)
+    return np.asarray(dist2 <= radius**2 + 1e-9)
+
+
+def _masks(mask: Any, batch: int | None) -> np.ndarray:
+    arr = host(mask, "mask")
+    if arr.dtype.kind not in "biuf":
+        raise XaikitTypeError(f"mask must hold booleans or 0/1 numbers; got {describe(mask)}")
+    if arr.ndim >= 3 and arr.shape[-1] == 1:
+        arr = arr[..., 0]
+    elif arr.ndim >= 4 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim < 2 or arr.shape[0] == 0:
+        raise XaikitValueError(f"mask must be a batch of masks (B, H, W); got {describe(mask)}")
+    if arr.dtype.kind != "b":
+        values = np.unique(arr)
+        if not np.all(np.isin(values, (0, 1))):
+            raise XaikitValueError(
+                f"mask must hold booleans or 0/1 values; got values {values[:6].tolist()}"
+                + (" ..." if values.size > 6 else "")
+            )
+    return arr.astype(bool)
+
+
+def localization(
+    saliency: Any, mask: Any, tolerance: float = 0.0, absolute: bool = True
+) -> dict[str, np.ndarray]:
+    """Energy inside the mask and the pointing game, per sample.
+
+    Args:
+        saliency: one map per sample: ``(B, H, W)``, ``(B, H, W, C)`` or ``(B, C, H, W)`` (raw
+            attributions or display masks; channels are summed by magnitude).
+        mask: ground-truth object masks ``(B, H, W)`` (``(B, H, W, 1)`` / ``(B, 1, H, W)`` too),
+            booleans or 0/1.
+        tolerance: the pointing game counts a hit within this many pixels (Euclidean) of the
+            mask (Zhang et al. use 15 px on full-size images).
+        absolute: score the magnitude of the map (default); with False, channels are summed with
+            their signs and only the positive part counts as mass.
+
+    Returns:
+        ``{"energy": (B,) float, "pointing": (B,) bool}``. ``energy`` is the positive mass inside
+        the mask divided by the total positive mass (NaN for a map without positive mass).
+        ``pointing`` is True when the map's maximum lies inside the (grown) mask; when several
+        positions share the maximum (e.g. clipped display masks), when at least half of them
+        do; a constant map points nowhere (False).
+
+    Example:
+        >>> sal = np.zeros((1, 4, 4)); sal[0, 1, 1] = 3.0; sal[0, 3, 3] = 1.0
+        >>> gt = np.zeros((1, 4, 4), dtype=bool); gt[0, :2, :2] = True
+        >>> out = localization(sal, gt)
+        >>> out["energy"].tolist(), out["pointing"].tolist()
+        ([0.75], [True])
+    """
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float, np.integer, np.floating)):
+        raise XaikitTypeError(f"tolerance must be a number of pixels >= 0; got {describe(tolerance)}")
+    if not np.isfinite(tolerance) or tolerance < 0:
+        raise XaikitValueError(f"tolerance must be a number of pixels >= 0; got {tolerance!r}")
+    masks = _masks(mask, None)
+    batch, spatial = masks.shape[0], tuple(masks.shape[1:])
+    sal_shape = tuple(getattr(saliency, "shape", np.shape(saliency)))
+    if not sal_shape or sal_shape[0] != batch:
+        raise XaikitValueError(
+            f"saliency and mask must have the same batch size; mask has {batch} masks of shape {spatial}, "
+            f"saliency is {describe(saliency)}"
+        )
+    try:
+        smap = to_spatial(saliency, spatial, batch, channels=None, absolute=absolute)
+    except XaikitValueError as exc:
+        raise XaikitValueError(f"{exc} (the mask's shape is {masks.shape})") from None
+    pos = np.maximum(smap, 0.0).reshape(batch, -1)
+    inside = masks.reshape(batch, -1)
+    total = pos.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        energy = np.where(total > 0, (pos * inside).sum(axis=1) / np.where(total > 0, total, 1.0), np.nan)
+    if tolerance > 0:
+        from scipy.ndimage import binary_dilation
+
+        disk = _disk(float(tolerance), len(spatial))
+        grown = np.stack([binary_dilation(m, structure=disk) for m in masks]).reshape(batch, -1)
+    else:
+        grown = inside
+    flat = smap.reshape(batch, -1)
+    top = flat.max(axis=1, keepdims=True)
+    ties = flat == top
+    hit_share = (ties & grown).sum(axis=1) / ties.sum(axis=1)
+    pointing = (hit_share >= 0.5) & (flat.min(axis=1) < top[:, 0])
+    return {"energy": energy.astype(np.float64), "pointing": pointing.astype(bool)}

@@ -1,0 +1,289 @@
+"""Deletion and insertion curves (Petsiuk et al., "RISE", BMVC 2018, https://arxiv.org/abs/1806.07421).
+
+Pixels (spatial positions, all channels at once) are ranked by a saliency map, most salient
+first. *Deletion* replaces them with a baseline in ``steps`` equal steps and records the target
+class's score after each step: a faithful map makes the score fall fast (low AUC). *Insertion*
+starts from the baseline and puts the pixels back, most salient first: the score should rise
+fast (high AUC).
+
+All ``(steps + 1) x B`` perturbed images are built on the model's device, chunk by chunk, from
+one rank tensor (a pixel is replaced at step k exactly when its rank is below the step's pixel
+count), and scored in forward passes of ``max_batch`` rows: never one pass per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import get_backend
+from xaikit.backend._base import T
+from xaikit.errors import XaikitValueError, describe
+from xaikit.evaluate._common import check_int, eval_ops, host, input_layout, spatial_shape, to_spatial
+from xaikit.xai._baselines import baseline_array, gaussian_blur, spatial_axes
+from xaikit.xai._engine import forward_scores
+from xaikit.xai.methods import METHODS, logits, prepare, resolve_targets
+
+__all__ = ["BASELINES", "CurveResult", "deletion", "insertion"]
+
+#: baseline names of :func:`deletion` and :func:`insertion` (an array is accepted too)
+BASELINES = ("black", "zeros", "mean", "blur")
+_CPU_CHUNK = 256
+
+
+@dataclass
+class CurveResult:
+    """A deletion or insertion curve for each sample.
+
+    Attributes:
+        kind: ``"deletion"`` or ``"insertion"``.
+        fractions: (steps + 1,) the fraction of pixels deleted (inserted) at each step, from 0
+            to 1 (exact pixel counts divided by the number of pixels).
+        scores: (B, steps + 1) the target class's score (the model's output as it returns it,
+            e.g. a probability) at each step.
+        auc: (B,) area under each curve (trapezoid rule over ``fractions``).
+        targets: (B,) the class whose score is recorded.
+        chunks: rows of each forward pass that produced the scores.
+    """
+
+    kind: str
+    fractions: np.ndarray
+    scores: np.ndarray
+    auc: np.ndarray
+    targets: np.ndarray
+    chunks: list[int] = field(default_factory=list)
+
+    @property
+    def curve_mean(self) -> np.ndarray:
+        """(steps + 1,) the mean curve over samples."""
+        return self.scores.mean(axis=0)
+
+    @property
+    def auc_mean(self) -> float:
+        """The mean AUC over samples."""
+        return float(self.auc.mean())
+
+    def __repr__(self) -> str:
+        return (
+            f"CurveResult({self.kind}, samples={self.scores.shape[0]}, steps={len(self.fractions) - 1}, "
+            f"auc_mean={self.auc_mean:.4f})"
+        )
+
+
+def deletion(
+    model: Any,
+    x: Any,
+    saliency: Any,
+    target: Any = None,
+    steps: int = 20,
+    baseline: Any = "black",
+    max_batch: int | str = "auto",
+    *,
+    seed: int = 0,
+    output: int | str = 0,
+    framework: str | None = None,
+) -> CurveResult:
+    """The deletion curve: remove the most salient pixels first and watch the score fall.
+
+    Args:
+        model: a torch or Keras/TF model returning (batch, classes).
+        x: the input batch (numpy or tensor), in the model's layout.
+        saliency: one map per sample: ``(B, H, W)``, ``(B, H, W, 1)``, ``(B, 1, H, W)`` or x's
+            full shape (channels are summed by magnitude); raw or display masks. Pixels are
+            ranked by magnitude; ties are broken in a random order drawn from ``seed``. A method
+            name (``"vanilla"``, ``"integrated"``, ...) computes the maps with
+            :func:`xaikit.xai.explain` first.
+        target: class per sample (or one for all); None = the model's prediction on x.
+        steps: number of deletion steps (the curve has ``steps + 1`` points).
+        baseline: what a deleted pixel becomes: ``"black"`` (the sample's minimum), ``"zeros"``,
+            ``"mean"`` (the sample's mean colour), ``"blur"`` (a Gaussian blur of the sample) or
+            an array broadcastable to x's shape.
+        max_batch: rows per forward pass, or ``"auto"``.
+        seed: the tie-breaking order.
+        output: which model output to score when the model returns several.
+        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
+
+    Returns:
+        A :class:`CurveResult`; lower AUC means a more faithful map.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+        >>> x = torch.rand(3, 1, 4, 4)
+        >>> d = deletion(model, x, torch.rand(3, 4, 4), steps=4)
+        >>> d.fractions.tolist(), d.scores.shape, d.auc.shape
+        ([0.0, 0.25, 0.5, 0.75, 1.0], (3, 5), (3,))
+    """
+    return _curve("deletion", model, x, saliency, target, steps, baseline, max_batch, seed, output, framework)
+
+
+def insertion(
+    model: Any,
+    x: Any,
+    saliency: Any,
+    target: Any = None,
+    steps: int = 20,
+    baseline: Any = "blur",
+    max_batch: int | str = "auto",
+    *,
+    seed: int = 0,
+    output: int | str = 0,
+    framework: str | None = None,
+) -> CurveResult:
+    """The insertion curve: start from the baseline, put the most salient pixels back first.
+
+    Same arguments as :func:`deletion` (the default baseline is ``"blur"``: a blurred copy of
+    the image, as in RISE). Higher AUC means a more faithful map.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+        >>> ins = insertion(model, torch.rand(2, 1, 4, 4), torch.rand(2, 4, 4), steps=2, baseline="zeros")
+        >>> ins.scores.shape
+        (2, 3)
+    """
+    return _curve(
+        "insertion", model, x, saliency, target, steps, baseline, max_batch, seed, output, framework
+    )
+
+
+def pixel_counts(n_pixels: int, steps: int) -> np.ndarray:
+    """How many pixels are deleted (inserted) after each step: round(k * n / steps), k = 0..steps.
+
+    Example:
+        >>> pixel_counts(10, 4).tolist()
+        [0, 3, 5, 8, 10]
+    """
+    k = np.arange(steps + 1, dtype=np.int64)
+    return (2 * k * n_pixels + steps) // (2 * steps)  # round half up, exact integers
+
+
+def rank_positions(smap: np.ndarray, seed: int) -> np.ndarray:
+    """Per sample, the rank of each position (0 = most salient), ties in a seeded random order."""
+    b, n = smap.shape[0], int(np.prod(smap.shape[1:]))
+    flat = smap.reshape(b, n)
+    rng = np.random.default_rng(seed)
+    out = np.empty((b, n), dtype=np.int64)
+    for i in range(b):
+        perm = rng.permutation(n)
+        order = perm[np.argsort(-flat[i, perm], kind="stable")]
+        out[i, order] = np.arange(n)
+    return out.reshape(smap.shape)
+
+
+def _check_baseline(baseline: Any) -> None:
+    if isinstance(baseline, str):
+        if baseline not in BASELINES:
+            raise XaikitValueError(
+                f"baseline must be one of {', '.join(map(repr, BASELINES))} or an array; got {baseline!r}"
+            )
+    elif baseline is None or isinstance(baseline, (dict, bytes)):
+        raise XaikitValueError(
+            f"baseline must be one of {', '.join(map(repr, BASELINES))} or an array; got {describe(baseline)}"
+        )
+
+
+def baseline_values(x: np.ndarray, baseline: Any, channel_axis: int | None) -> np.ndarray:
+    """The baseline image of each sample, shape x.shape (float64)."""
+    _check_baseline(baseline)
+    x = np.asarray(x, dtype=np.float64)
+    axes = spatial_axes(x.ndim, channel_axis)
+    if isinstance(baseline, str):
+        if baseline == "zeros":
+            return np.zeros_like(x)
+        if baseline == "black":
+            low = x.reshape(x.shape[0], -1).min(axis=1)
+            return np.broadcast_to(low.reshape((-1,) + (1,) * (x.ndim - 1)), x.shape).copy()
+        if baseline == "mean":
+            return np.broadcast_to(x.mean(axis=axes, keepdims=True), x.shape).copy()
+        sigma = max(1.0, max(x.shape[a] for a in axes) / 8.0) if axes else 0.0
+        return gaussian_blur(x, sigma, axes)
+    return baseline_array(host(baseline, "baseline"), x.shape, "x")
+
+
+def _auto_chunk(bk: Any, device: Any, row_elems: int) -> int:
+    if not bk.is_accelerator(device):
+        return _CPU_CHUNK
+    free = bk.free_memory(device)
+    if not free:
+        return 1024
+    return int(max(64, min(8192, 0.25 * free / max(row_elems * 4 * 32, 1))))
+
+
+def _curve(
+    kind: str,
+    model: Any,
+    x: Any,
+    saliency: Any,
+    target: Any,
+    steps: int,
+    baseline: Any,
+    max_batch: int | str,
+    seed: int,
+    output: int | str,
+    framework: str | None,
+) -> CurveResult:
+    steps = check_int(steps, "steps", 1)
+    _check_baseline(baseline)
+    if max_batch != "auto":
+        max_batch = check_int(max_batch, "max_batch", 1)
+    bk = get_backend(model, framework)
+    shape, caxis = input_layout(x, bk)
+    batch = shape[0]
+    spatial = spatial_shape(shape, caxis)
+    if isinstance(saliency, str):
+        if saliency not in METHODS:
+            raise XaikitValueError(
+                f"saliency must be maps or a method name ({', '.join(map(repr, METHODS))}); got {saliency!r}"
+            )
+        from xaikit.xai import explain
+
+        saliency = explain(model, x, target=target, method=saliency, seed=seed, framework=framework)
+    channels = shape[caxis] if caxis is not None else None
+    smap = to_spatial(saliency, spatial, batch, channels=channels)
+    n_pixels = int(np.prod(spatial))
+    counts = pixel_counts(n_pixels, steps)
+    rank = rank_positions(smap, seed)
+    if caxis is not None:
+        rank = np.expand_dims(rank, caxis)
+    inp = prepare(bk, model, [x], ["x"])
+    xt = inp.tensors[0]
+    device = getattr(xt, "device", None)
+    base_host = baseline_values(bk.to_numpy(xt), baseline, caxis)
+    base_t = bk.as_tensor(base_host, device, inp.dtype)
+    rank_t = bk.as_tensor(rank, device, "float32")
+    ops = eval_ops(bk)
+    insert = kind == "insertion"
+    total = (steps + 1) * batch
+    chunk = _auto_chunk(bk, device, int(np.prod(shape[1:]))) if max_batch == "auto" else int(max_batch)
+    chunk = min(chunk, total)
+    ndim = len(shape)
+    sizes: list[int] = []
+    with bk.inference(model):
+        if target is None:
+            out = logits(inp, output)
+            targets = bk.index(bk.to_numpy(out).argmax(axis=1).astype(np.int64), device)
+        else:
+            targets = resolve_targets(inp, target, int(logits(inp, output).shape[1]))
+
+        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
+            r = np.arange(r0, r1)
+            idx = bk.index(r % batch, device)
+            thr = counts[r // batch].astype(np.float32).reshape((-1,) + (1,) * (ndim - 1))
+            rows = ops.blend(
+                bk.gather(xt, idx),
+                bk.gather(base_t, idx),
+                bk.gather(rank_t, idx),
+                bk.as_tensor(thr, device, "float32"),
+                insert,
+            )
+            sizes.append(r1 - r0)
+            return [rows], bk.gather(targets, idx)
+
+        flat = forward_scores(bk, model, rows_fn, total, chunk, output)
+    scores = bk.to_numpy(flat).astype(np.float64).reshape(steps + 1, batch).T
+    fractions = counts / float(n_pixels)
+    auc = np.asarray(np.trapezoid(scores, fractions, axis=1))
+    return CurveResult(kind, fractions, scores, auc, bk.to_numpy(targets).astype(np.int64), sizes)

@@ -1,0 +1,302 @@
+"""Faithfulness over training: traces that score the explanations of a fixed sample set.
+
+* :class:`DeletionAUC` logs the mean deletion AUC of the samples' maps each time it runs
+  (lower = the maps point at what the model really uses).
+* :class:`SaliencyStability` logs the Spearman rank correlation between the samples' maps now
+  and the last time it ran: "when did the explanation settle?"
+
+Both explain the same samples every time (collected once, like the ``Saliency`` trace), run in
+``eval`` mode by default, and can be wrapped in a scheduler (``EpochScheduler``,
+``RepeatScheduler``) to run only on some epochs.
+
+Sample selection (the semantics of the XAI traces' sample collector): ``samples=None`` takes
+the first batch the trace sees; an int ``n`` the first ``n`` samples (across batches if
+needed; the set is frozen at the end of the first epoch, with fewer samples if fewer came by);
+a dict ``{key: array}`` gives the samples directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import get_backend, to_number
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.evaluate._common import input_layout, spatial_shape, spearman, to_spatial
+from xaikit.trace.base import Data, Trace
+from xaikit.xai._display import channel_axis_of
+
+__all__ = ["DeletionAUC", "SaliencyStability"]
+
+
+class _Samples:
+    """A fixed set of samples taken from the batches a trace sees (or given up front)."""
+
+    def __init__(self, samples: int | Mapping[str, Any] | None, keys: list[str]) -> None:
+        self.keys = keys
+        self.want: int | None = None
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+        self.ready: dict[str, np.ndarray] | None = None
+        if samples is None:
+            return
+        if isinstance(samples, Mapping):
+            missing = [k for k in keys if k not in samples]
+            if missing:
+                raise XaikitValueError(
+                    f"samples is missing key(s) {missing}; it has {sorted(map(str, samples))}"
+                )
+            arrays = {k: np.asarray(to_number(samples[k])) for k in keys}
+            sizes = {len(a) for a in arrays.values()}
+            if len(sizes) != 1 or 0 in sizes:
+                raise XaikitValueError(
+                    f"samples must hold the same non-zero number of rows under every key; got "
+                    f"{ {k: describe(v) for k, v in arrays.items()} }"
+                )
+            self.ready = arrays
+            return
+        if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+            raise XaikitTypeError(
+                f"samples must be None (the first batch), a number of samples >= 1, or a dict of arrays; "
+                f"got {describe(samples)}"
+            )
+        self.want = int(samples)
+
+    def offer(self, data: Data) -> None:
+        """Take what is still needed from a batch."""
+        if self.ready is not None:
+            return
+        missing = [k for k in self.keys if k not in data]
+        if missing:
+            raise XaikitValueError(f"the batch has no key(s) {missing} to collect samples from")
+        have = sum(len(p) for p in self.parts[self.keys[0]])
+        take = None if self.want is None else self.want - have
+        for k in self.keys:
+            arr = np.asarray(to_number(data[k]))
+            self.parts[k].append(arr if take is None else arr[:take])
+        have = sum(len(p) for p in self.parts[self.keys[0]])
+        if self.want is None or have >= self.want:
+            self.finish()
+
+    def finish(self) -> None:
+        """Freeze what was collected (at the end of the first epoch, even if fewer than the
+        requested number of samples came by)."""
+        if self.ready is None and self.parts[self.keys[0]]:
+            self.ready = {k: np.concatenate(v) for k, v in self.parts.items()}
+            self.parts = {k: [] for k in self.keys}
+
+
+def model_layout(model: Any, x: np.ndarray) -> np.ndarray:
+    """Channel-last 4-D image batches (as pipelines produce them) become channel-first for torch
+    models, as the Network feeds them; anything else is returned as is."""
+    bk = get_backend(model)
+    if bk.name == "torch" and x.ndim == 4 and channel_axis_of(x.shape, False) == 3:
+        return np.ascontiguousarray(np.moveaxis(x, 3, 1))
+    return x
+
+
+class _FixedSampleTrace(Trace):
+    def __init__(
+        self,
+        model: Any,
+        model_inputs: str,
+        samples: int | Mapping[str, Any] | None,
+        class_key: str | None,
+        method: str,
+        outputs: str,
+        mode: Any,
+        ds_id: Any,
+        seed: int,
+        method_options: dict[str, Any],
+    ) -> None:
+        if not isinstance(model_inputs, str):
+            raise XaikitTypeError(f"model_inputs must be one batch key (str); got {describe(model_inputs)}")
+        keys = [model_inputs] + ([class_key] if class_key else [])
+        super().__init__(inputs=keys, outputs=outputs, mode=mode, ds_id=ds_id)
+        from xaikit.xai.methods import canonical_method
+
+        self.model = model
+        self.model_inputs = model_inputs
+        self.class_key = class_key
+        self.method = canonical_method(method)
+        self.seed = seed
+        self.method_options = dict(method_options)
+        self.samples = _Samples(samples, keys)
+        #: (epoch, value) pairs logged so far
+        self.history: list[tuple[int, float]] = []
+
+    def on_batch_end(self, data: Data) -> None:
+        self.samples.offer(data)
+
+    def _inputs(self) -> tuple[np.ndarray, np.ndarray | None] | None:
+        self.samples.finish()
+        ready = self.samples.ready
+        if ready is None:
+            return None
+        x = model_layout(self.model, ready[self.model_inputs])
+        if not self.class_key:
+            return x, None
+        labels = ready[self.class_key]
+        # integer labels, or one-hot / probability rows
+        target = labels.reshape(-1).astype(np.int64) if labels.ndim <= 1 or labels.shape[1:] == (1,) else None
+        if target is None:
+            target = labels.reshape(len(x), -1).argmax(axis=1).astype(np.int64)
+        return x, target
+
+    def _maps(self, x: np.ndarray, target: np.ndarray | None) -> np.ndarray:
+        from xaikit.xai import explain
+
+        return np.asarray(
+            explain(self.model, x, target=target, method=self.method, seed=self.seed, **self.method_options)
+        )
+
+    def _log(self, data: Data, value: float) -> None:
+        epoch = int(getattr(getattr(self, "system", None), "epoch_idx", 0) or 0)
+        self.history.append((epoch, value))
+        data.write_with_log(self.outputs[0], value)
+
+
+class DeletionAUC(_FixedSampleTrace):
+    """Log the mean deletion AUC of a fixed sample set's saliency maps each time it runs.
+
+    Args:
+        model: the torch or Keras model being trained.
+        model_inputs: the batch key of the model's input.
+        samples: None (the first batch seen), a number of samples, or a dict of arrays.
+        class_key: a batch key with the classes to explain and score (default: the model's
+            prediction at that time).
+        method: the saliency method (any name :func:`xaikit.xai.explain` accepts).
+        steps: deletion steps.
+        baseline: what deleted pixels become (see :func:`xaikit.evaluate.deletion`).
+        outputs: the logged key.
+        mode: modes it runs in (samples are collected from these modes' batches).
+        ds_id: dataset ids it runs on.
+        seed: seed of the method's noise and of tie-breaking.
+        max_batch: rows per forward pass of the curve.
+        **method_options: options of the method (``nsamples``, ...; the IG path's baseline is
+            ``ig_baseline`` here, since ``baseline`` is the deletion baseline).
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+        >>> trace = DeletionAUC(model, samples=2, steps=4)
+        >>> d = Data({"x": np.random.rand(4, 4, 4, 1).astype(np.float32)})
+        >>> trace.on_batch_end(d); trace.on_epoch_end(d)
+        >>> sorted(d.read_logs())
+        ['deletion_auc']
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        model_inputs: str = "x",
+        samples: int | Mapping[str, Any] | None = None,
+        class_key: str | None = None,
+        method: str = "vanilla",
+        steps: int = 10,
+        baseline: Any = "black",
+        outputs: str = "deletion_auc",
+        mode: Any = "eval",
+        ds_id: Any = None,
+        seed: int = 0,
+        max_batch: int | str = "auto",
+        **method_options: Any,
+    ) -> None:
+        from xaikit.evaluate._common import check_int
+        from xaikit.evaluate.perturbation import _check_baseline
+
+        self.steps = check_int(steps, "steps", 1)
+        _check_baseline(baseline)
+        self.baseline = baseline
+        self.max_batch = max_batch
+        if "ig_baseline" in method_options:
+            method_options["baseline"] = method_options.pop("ig_baseline")
+        super().__init__(
+            model, model_inputs, samples, class_key, method, outputs, mode, ds_id, seed, method_options
+        )
+        #: per-sample AUCs of the last run
+        self.last_auc: np.ndarray | None = None
+
+    def on_epoch_end(self, data: Data) -> None:
+        got = self._inputs()
+        if got is None:
+            return
+        from xaikit.evaluate.perturbation import deletion
+
+        x, target = got
+        maps = self._maps(x, target)
+        curve = deletion(
+            self.model, x, maps, target=target, steps=self.steps, baseline=self.baseline,
+            max_batch=self.max_batch, seed=self.seed,
+        )  # fmt: skip
+        self.last_auc = curve.auc
+        self._log(data, curve.auc_mean)
+
+
+class SaliencyStability(_FixedSampleTrace):
+    """Log how similar a fixed sample set's maps are to the last time the trace ran.
+
+    The value is the mean over samples of the Spearman rank correlation between the maps'
+    magnitudes (channels summed) now and at the previous run; nothing is logged the first time.
+    Values near 1 mean the explanation has settled.
+
+    Args:
+        model: the torch or Keras model being trained.
+        model_inputs: the batch key of the model's input.
+        samples: None (the first batch seen), a number of samples, or a dict of arrays.
+        class_key: a batch key with the classes to explain (default: the prediction at that
+            time, so a change of prediction shows up as instability).
+        method: the saliency method.
+        outputs: the logged key.
+        mode: modes it runs in.
+        ds_id: dataset ids it runs on.
+        seed: seed of the method's noise (the same every run, so noise does not count as change).
+        **method_options: options of the method.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+        >>> trace = SaliencyStability(model)
+        >>> d = Data({"x": np.random.rand(2, 4, 4, 1).astype(np.float32)})
+        >>> trace.on_batch_end(d); trace.on_epoch_end(d); d.read_logs()
+        {}
+        >>> trace.on_epoch_end(d); d.read_logs()
+        {'saliency_stability': 1.0}
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        model_inputs: str = "x",
+        samples: int | Mapping[str, Any] | None = None,
+        class_key: str | None = None,
+        method: str = "vanilla",
+        outputs: str = "saliency_stability",
+        mode: Any = "eval",
+        ds_id: Any = None,
+        seed: int = 0,
+        **method_options: Any,
+    ) -> None:
+        super().__init__(
+            model, model_inputs, samples, class_key, method, outputs, mode, ds_id, seed, method_options
+        )
+        self.previous: np.ndarray | None = None
+        #: per-sample correlations of the last run
+        self.last_spearman: np.ndarray | None = None
+
+    def on_epoch_end(self, data: Data) -> None:
+        got = self._inputs()
+        if got is None:
+            return
+        x, target = got
+        bk = get_backend(self.model)
+        shape, caxis = input_layout(x, bk)
+        channels = shape[caxis] if caxis is not None else None
+        current = to_spatial(self._maps(x, target), spatial_shape(shape, caxis), shape[0], channels=channels)
+        previous, self.previous = self.previous, current
+        if previous is None:
+            return
+        rho = spearman(previous, current)
+        self.last_spearman = rho
+        self._log(data, float(rho.mean()))
