@@ -60,7 +60,11 @@ class TraceCallback(keras.callbacks.Callback):
         validation_data: ``(x, y)`` arrays (or a dict of arrays holding ``x_key`` and
             ``y_key``) for the evaluation epochs; ``None``: training epochs only.
         batch_size: batch size of the evaluation epochs.
-        x_key, y_key, pred_key, loss_key, index_key: the names the traces read.
+        x_key: the name of the model input the traces read.
+        y_key: the name of the labels.
+        pred_key: the name of the predictions.
+        loss_key: the name of the per-sample loss.
+        index_key: the name of the sample indices.
         from_logits: whether the model outputs logits (for ``sample_ce``).
 
     Attributes:
