@@ -8,7 +8,10 @@ random map is scored too, as the chance level.
 
 Writes the table (markdown) and the randomization grid of the torch model (PNG).
 
-Usage: python gallery/evaluate_methods.py [--out-dir docs] [--n-train 3000] [--epochs 4] [--samples 24]
+Usage: python -m gallery.evaluate_methods [--out docs/img/randomization_grid.png]
+       [--table docs/evaluate_table.md] [--n-train 6000] [--epochs 8] [--samples 24]
+(or python gallery/evaluate_methods.py ...; ``--out-dir DIR`` = ``--out DIR/img/randomization_grid.png
+--table DIR/evaluate_table.md``).
 """
 
 from __future__ import annotations
@@ -155,10 +158,14 @@ def markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> 
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=None, help="the randomization grid (PNG)")
+    parser.add_argument("--table", default=None, help="the markdown table of the scores")
     parser.add_argument(
-        "--out-dir", default="docs", help="writes img/randomization_grid.png and evaluate_table.md"
+        "--out-dir",
+        default="docs",
+        help="defaults of the two: DIR/img/randomization_grid.png, DIR/evaluate_table.md",
     )
     parser.add_argument("--n-train", type=int, default=6000)
     parser.add_argument("--epochs", type=int, default=8)
@@ -167,7 +174,7 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=0, help="intra-op threads (0: the frameworks' default)"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         import torch
 
@@ -177,8 +184,10 @@ def main() -> None:
 
             tf.config.threading.set_intra_op_parallelism_threads(args.threads)
             tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    out = Path(args.out_dir)
-    (out / "img").mkdir(parents=True, exist_ok=True)
+    grid_path = Path(args.out or Path(args.out_dir) / "img" / "randomization_grid.png")
+    path = Path(args.table or Path(args.out_dir) / "evaluate_table.md")
+    grid_path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     train, test = load(args.n_train, max(args.samples, 500))
     x, mask = test["x"][: args.samples], test["mask"][: args.samples]
     tables, notes = {}, {}
@@ -208,7 +217,7 @@ def main() -> None:
             print("   ", {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
         if framework == "torch":
             rt = xk.evaluate.randomization_test(model, xs[:4], method="vanilla")
-            rt.grid.paint_figure(save_path=out / "img" / "randomization_grid.png", dpi=80, cell_size=1.3)
+            rt.grid.paint_figure(save_path=grid_path, dpi=80, cell_size=1.3)
             print(rt.table.to_string())
             layer_rows = [
                 "| step | layer randomized (cascading) | Spearman of abs maps | Spearman of signed maps | SSIM |",
@@ -225,7 +234,6 @@ def main() -> None:
             + "\n".join(layer_rows)
             + "\n"
         )
-    path = out / "evaluate_table.md"
     tmp = path.with_suffix(".md.tmp")
     tmp.write_text(table + "\n")
     os.replace(tmp, path)

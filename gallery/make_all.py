@@ -4,9 +4,9 @@
     python -m gallery.make_all --quick         # smallest sizes (seconds per script; for tests)
     python -m gallery.make_all --out-dir /tmp/pics --only saliency_methods
 
-Each job runs ``python -m gallery.<script> --out <out-dir>/<picture> [options]`` from the
-repository root. A new gallery script must be added to :data:`JOBS` (a test checks that every
-``gallery/*.py`` script is listed).
+Each job runs ``python -m gallery.<script> --out <out-dir>/<picture or folder> [options]`` from
+the repository root. A new gallery script must be added to :data:`JOBS` (or, if it paints
+nothing, to :data:`NOT_PICTURES`); a test checks that every ``gallery/*.py`` script is listed.
 """
 
 from __future__ import annotations
@@ -25,28 +25,42 @@ DOCS_IMG = ROOT / "docs" / "img"
 
 @dataclass(frozen=True)
 class Job:
-    """One run of one gallery script."""
+    """One run of one gallery script.
+
+    The script gets ``--out <out_dir>/<out>``: a picture's path, or a folder for a script that
+    writes several (``pictures`` lists what it writes, relative to ``out_dir``). In ``args`` and
+    ``quick``, ``{out_dir}`` is the pictures' folder and ``{docs_dir}`` the docs folder (the parent
+    of the pictures' folder when that is ``docs/img``, else the pictures' folder itself).
+    """
 
     script: str  #: module name under ``gallery/``
-    picture: str  #: file name of the picture it writes
+    out: str  #: what ``--out`` names, relative to the pictures' folder
     args: tuple[str, ...] = ()  #: options of the full-size run
     quick: tuple[str, ...] = ()  #: options of the ``--quick`` run (replace ``args``)
     frameworks: tuple[str, ...] = field(default=())  #: frameworks the job needs
+    pictures: tuple[str, ...] = ()  #: the pictures written (default: ``(out,)``)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return self.pictures or (self.out,)
 
     def argv(self, out_dir: Path, quick: bool, python: str = sys.executable) -> list[str]:
-        opts = self.quick if quick else self.args
-        return [python, "-m", f"gallery.{self.script}", "--out", str(out_dir / self.picture), *opts]
+        docs_dir = out_dir.parent if out_dir == DOCS_IMG else out_dir
+        opts = [o.format(out_dir=out_dir, docs_dir=docs_dir) for o in (self.quick if quick else self.args)]
+        return [python, "-m", f"gallery.{self.script}", "--out", str(out_dir / self.out), *opts]
 
+
+_TUTORIAL = (
+    "saliency_epoch_1.png",
+    "saliency_epoch_3.png",
+    "saliency_epoch_5.png",
+    "smint_without_traces.png",
+)
 
 JOBS: tuple[Job, ...] = (
     Job("imgdata_grid", "imgdata_grid.png"),
     Job("history_plot", "history_plot.png"),
-    Job(
-        "inspect_stats",
-        "inspect_stats.png",
-        quick=("--steps", "9", "--every", "2"),
-        frameworks=("torch",),
-    ),
+    Job("inspect_stats", "inspect_stats.png", quick=("--steps", "9", "--every", "2"), frameworks=("torch",)),
     Job(
         "saliency_methods",
         "saliency_methods_torch.png",
@@ -61,7 +75,45 @@ JOBS: tuple[Job, ...] = (
         quick=("--framework", "tf", "--epochs", "1", "--n-train", "256"),
         frameworks=("tf",),
     ),
+    Job(
+        "saliency_epochs",
+        "tutorial_xai",
+        quick=("--n-train", "64"),
+        frameworks=("torch",),
+        pictures=tuple(f"tutorial_xai/{name}" for name in _TUTORIAL),
+    ),
+    Job(
+        "trackers",
+        "tutorial_xai",
+        quick=("--n-train", "64"),
+        frameworks=("torch",),
+        pictures=tuple(
+            f"tutorial_xai/{name}"
+            for name in ("label_tracker.png", "instance_tracker.png", "hardest_sample.png")
+        ),
+    ),
+    Job(
+        "evaluate_methods",
+        "randomization_grid.png",
+        args=("--table", "{docs_dir}/evaluate_table.md"),
+        quick=(
+            "--table",
+            "{out_dir}/evaluate_table.md",
+            "--n-train",
+            "256",
+            "--epochs",
+            "1",
+            "--samples",
+            "4",
+        ),
+        frameworks=("torch", "tf"),
+    ),
 )
+
+#: gallery scripts that paint nothing, and why
+NOT_PICTURES: dict[str, str] = {
+    "tutorial_traces": "prints the logs quoted in docs/tutorial_traces.md; paints nothing",
+}
 
 
 def gallery_scripts() -> list[str]:
@@ -112,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.only or ()) - {j.script for j in JOBS})
     if unknown:
         parser.error(f"unknown script(s) {unknown}; known: {sorted({j.script for j in JOBS})}")
-    missing = sorted(set(gallery_scripts()) - {j.script for j in JOBS})
+    missing = sorted(set(gallery_scripts()) - {j.script for j in JOBS} - set(NOT_PICTURES))
     if missing:
         print(f"make_all: gallery script(s) {missing} have no job in gallery/make_all.py", file=sys.stderr)
     total = time.perf_counter()
@@ -120,14 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     for job in JOBS:
         if args.only is not None and job.script not in args.only:
             continue
-        print(f"make_all: {job.script} -> {out_dir / job.picture}", flush=True)
+        print(f"make_all: {job.script} -> {out_dir / job.out}", flush=True)
         try:
             seconds = run(job, out_dir, quick=args.quick)
         except subprocess.CalledProcessError as err:
             print(f"make_all: {job.script} failed (exit {err.returncode})", file=sys.stderr, flush=True)
-            failed.append(job.picture)
+            failed.append(job.out)
             continue
-        print(f"make_all: {job.picture} done in {seconds:.1f} s", flush=True)
+        print(f"make_all: {job.out} done in {seconds:.1f} s", flush=True)
     print(f"make_all: {len(failed)} failed, total {time.perf_counter() - total:.1f} s", flush=True)
     if failed:
         print(f"make_all: failed: {failed}", file=sys.stderr)

@@ -1,20 +1,24 @@
 """The XAI tutorial's saliency figures (docs/tutorial_xai.md): Saliency in a RepeatScheduler while
 LeNet learns ``shapes`` (grids at epochs 1, 3, 5), then SmInt masks without a trace.
 
-Usage: python gallery/saliency_epochs.py [--out docs/img/tutorial_xai]
+Usage: python -m gallery.saliency_epochs [--out docs/img/tutorial_xai] [--n-train 6000]
+(or python gallery/saliency_epochs.py ...); ``--out`` is a folder: the script writes four pictures.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from _shapes_setup import label_mapping, setup
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # also `python gallery/<script>.py`
 
 import xaikit as xk
+from gallery._shapes_setup import label_mapping, setup
 from xaikit.backend import to_number
 from xaikit.schedule import RepeatScheduler
 from xaikit.trace.io import ImageSaver
@@ -24,14 +28,19 @@ from xaikit.trace.xai import Saliency
 
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/img/tutorial_xai")
+    parser.add_argument("--out", default="docs/img/tutorial_xai", help="the folder of the pictures")
+    parser.add_argument("--n-train", type=int, default=6000, help="training images")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    save_dir = tempfile.mkdtemp()
+    with tempfile.TemporaryDirectory(prefix="saliency-epochs-") as save_dir:
+        return _paint(out, save_dir, args.n_train)
 
+
+def _paint(out: Path, save_dir: str, n_train: int) -> list[Path]:
+    """Train with the Saliency trace, then explain without it; returns the pictures written."""
     # --- with traces ---------------------------------------------------------------------------
-    _, _, pipeline, model, network = setup()
+    _, _, pipeline, model, network = setup(n_train=n_train)
     traces = [
         Accuracy(true_key="y", pred_key="y_pred"),
         RepeatScheduler(

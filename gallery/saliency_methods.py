@@ -5,11 +5,18 @@ writes ``docs/img/saliency_methods_<framework>.png``.
 
     python -m gallery.saliency_methods --framework torch
     python -m gallery.saliency_methods --framework tf [--out PATH] [--epochs 6] [--n-train 6000]
+
+(``python gallery/saliency_methods.py ...`` works too.)
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # also `python gallery/<script>.py`
 
 import xaikit as xk
 from gallery._common import CLASS_NAMES, model_layout, out_path, parser, pick_samples, train_lenet

@@ -1,19 +1,22 @@
 """The XAI tutorial's tracker figures (docs/tutorial_xai.md): per-class loss (LabelTracker) and
 the hardest training samples (InstanceTracker) while LeNet learns ``shapes``.
 
-Usage: python gallery/trackers.py [--out docs/img/tutorial_xai]
+Usage: python -m gallery.trackers [--out docs/img/tutorial_xai] [--n-train 6000]
+(or python gallery/trackers.py ...); ``--out`` is a folder: the script writes three pictures.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
-from _shapes_setup import label_mapping, setup
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # also `python gallery/<script>.py`
 
 import xaikit as xk
+from gallery._shapes_setup import label_mapping, setup
 from xaikit.trace.io import ImageSaver
 from xaikit.trace.metric import Accuracy
 from xaikit.trace.xai import InstanceTracker, LabelTracker
@@ -21,13 +24,18 @@ from xaikit.trace.xai import InstanceTracker, LabelTracker
 
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/img/tutorial_xai")
+    parser.add_argument("--out", default="docs/img/tutorial_xai", help="the folder of the pictures")
+    parser.add_argument("--n-train", type=int, default=6000, help="training images (at least 19)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    save_dir = tempfile.mkdtemp()
+    with tempfile.TemporaryDirectory(prefix="trackers-") as save_dir:
+        return _paint(out, save_dir, args.n_train)
 
-    train_data, _, pipeline, _, network = setup(index=True)
+
+def _paint(out: Path, save_dir: str, n_train: int) -> list[Path]:
+    """Train with the trackers; returns the pictures written."""
+    train_data, _, pipeline, _, network = setup(n_train=n_train, index=True)
     instances = InstanceTracker(
         index="index",
         metric="sample_ce",
@@ -54,7 +62,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     estimator.fit()
     written = []
     for key, name in (("ce_vs_y", "label_tracker.png"), ("ce_vs_idx", "instance_tracker.png")):
-        shutil.copyfile(Path(save_dir) / f"{key}_train_epoch_5.png", out / name)
+        (saved,) = Path(save_dir).glob(f"{key}_*_epoch_5.png")  # written at the end of training
+        shutil.copyfile(saved, out / name)
         written.append(out / name)
 
     hardest = instances.summaries[0].name  # highest final loss first
