@@ -18,13 +18,25 @@ CLASS_NAMES = {v: k for k, v in shapes.label_mapping.items()}
 
 
 def parser(description: str, default_out: str) -> argparse.ArgumentParser:
+    """The shared options; ``{framework}`` in ``default_out`` becomes the chosen framework."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--out", default=str(DOCS_IMG / default_out), help="where the figure is written")
+    p.add_argument(
+        "--out",
+        default=None,
+        help=f"where the figure is written (default: docs/img/{default_out})",
+    )
     p.add_argument("--framework", choices=["torch", "tf"], default="torch")
     p.add_argument("--epochs", type=int, default=6, help="training epochs of the LeNet")
     p.add_argument("--n-train", type=int, default=6000, help="training images")
     p.add_argument("--dpi", type=int, default=110)
     return p
+
+
+def out_path(args: argparse.Namespace, default_out: str) -> str:
+    """``--out`` as given, or the default picture of the docs for the chosen framework."""
+    if args.out:
+        return str(args.out)
+    return str(DOCS_IMG / default_out.format(framework=getattr(args, "framework", "torch")))
 
 
 def train_lenet(framework: str, epochs: int = 6, n_train: int = 6000, seed: int = 0) -> tuple[Any, Any]:

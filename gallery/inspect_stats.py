@@ -1,7 +1,7 @@
 """Train a torch LeNet a few steps on scikit-learn's digits with a ModuleTracker and plot the std
 of each layer's output and each weight's gradient norm over the steps.
 
-Usage: python gallery/inspect_stats.py [--out docs/img/inspect_stats.png] [--steps 120] [--every 4]
+Usage: python -m gallery.inspect_stats [--out docs/img/inspect_stats.png] [--steps 120] [--every 4]
 """
 
 from __future__ import annotations
@@ -55,9 +55,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--log-dir", default=None, help="run folder (default: a temporary folder)")
     parser.add_argument("--dpi", type=float, default=110)
     args = parser.parse_args(argv)
-    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="inspect-gallery-"))
-    tracker = train(args.steps, args.every, log_dir)
-    df = tracker.df
+    if args.log_dir:
+        df = train(args.steps, args.every, Path(args.log_dir)).df
+    else:  # the records are only needed for the picture
+        with tempfile.TemporaryDirectory(prefix="inspect-gallery-") as tmp:
+            df = train(args.steps, args.every, Path(tmp)).df
     # the shared pooling module (called twice per step) would be drawn as "model.pool #0" / "#1"
     layers = ["model.conv1", "model.conv2", "model.conv3", "model.fc1", "model.fc2"]
 
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> Path:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=args.dpi)
-    print(f"wrote {out} ({len(df)} records in {log_dir})")
+    print(f"wrote {out} ({len(df)} records{f' in {args.log_dir}' if args.log_dir else ''})")
     return out
 
 

@@ -3,8 +3,8 @@
 Trains a LeNet on the bundled data, explains a few evaluation images with every method and
 writes ``docs/img/saliency_methods_<framework>.png``.
 
-    python gallery/saliency_methods.py --framework torch
-    python gallery/saliency_methods.py --framework tf
+    python -m gallery.saliency_methods --framework torch
+    python -m gallery.saliency_methods --framework tf [--out PATH] [--epochs 6] [--n-train 6000]
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 import xaikit as xk
-from gallery._common import CLASS_NAMES, model_layout, parser, pick_samples, train_lenet
+from gallery._common import CLASS_NAMES, model_layout, out_path, parser, pick_samples, train_lenet
 
 
 def main(argv: list[str] | None = None) -> str:
-    args = parser(__doc__.splitlines()[0], "saliency_methods_torch.png").parse_args(argv)
-    out = args.out if args.framework == "torch" else args.out.replace("_torch", "_tf")
+    args = parser(__doc__.splitlines()[0], "saliency_methods_{framework}.png").parse_args(argv)
+    out = out_path(args, "saliency_methods_{framework}.png")
     model, data = train_lenet(args.framework, epochs=args.epochs, n_train=args.n_train)
     idx = pick_samples(data, 5)
     x = data["x"][idx]

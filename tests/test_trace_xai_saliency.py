@@ -1,0 +1,346 @@
+"""The Saliency trace and its SampleCollector: columns, fixed samples, fused calls, seeds, errors."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.trace.base import Data, System
+from xaikit.trace.xai import Saliency, SampleCollector
+
+MAPPING = {"circle": 0, "square": 1, "triangle": 2}
+
+
+def tiny_model(framework: str, channels: int = 3, size: int = 8, classes: int = 3):
+    if framework == "torch":
+        import torch
+
+        torch.manual_seed(0)
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(channels, 4, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.Flatten(),
+            torch.nn.Linear(4 * size * size, classes),
+        )
+    import keras
+
+    keras.utils.set_random_seed(0)
+    return keras.Sequential(
+        [
+            keras.Input((size, size, channels)),
+            keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(classes),
+        ]
+    )
+
+
+def predict(model, framework: str, x: np.ndarray) -> np.ndarray:
+    if framework == "torch":
+        import torch
+
+        with torch.no_grad():
+            return model(torch.as_tensor(np.moveaxis(x, -1, 1).copy())).numpy().argmax(-1)
+    return np.asarray(model(x)).argmax(-1)
+
+
+def batches(n_batches: int, bs: int = 2, size: int = 8, channels: int = 3, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in range(n_batches):
+        out.append(
+            {
+                "x": rng.random((bs, size, size, channels), dtype=np.float32),
+                "y": (np.arange(bs) + b * bs) % 3,
+                "idx": np.arange(b * bs, (b + 1) * bs),
+            }
+        )
+    return out
+
+
+def run_epoch(trace, data_batches, mode: str = "eval") -> Data:
+    if not hasattr(trace, "system"):
+        trace.system = System()
+    trace.system.mode = mode
+    for batch in data_batches:
+        trace.on_batch_end(Data(batch))
+    data = Data()
+    trace.on_epoch_end(data)
+    return data
+
+
+# ---- SampleCollector ------------------------------------------------------------------------------
+def test_collector_first_batch_int_and_dict():
+    bs = batches(3)
+    first = SampleCollector(None, keys=["idx"])
+    for b in bs:
+        first.collect("eval", b)
+    assert first.finish("eval")["idx"].tolist() == [0, 1]
+
+    n = SampleCollector(3, keys=["idx", "y"])
+    for b in bs:
+        n.collect("eval", b)
+    got = n.finish("eval")
+    assert got["idx"].tolist() == [0, 1, 2] and got["y"].tolist() == [0, 1, 2]
+    # frozen after the first finish; other modes collect on their own
+    n.collect("eval", batches(1, seed=5)[0] | {"idx": np.array([7, 8])})
+    assert n.finish("eval")["idx"].tolist() == [0, 1, 2]
+    assert n.get("test") is None
+    n.collect("test", {"idx": np.array([5, 6]), "y": np.array([1, 1])})
+    assert n.finish("test")["idx"].tolist() == [5, 6]
+
+    fixed = SampleCollector({"idx": [4, 5]}, keys=["idx"])
+    assert not fixed.wants("eval") and fixed.finish("eval")["idx"].tolist() == [4, 5]
+    # pickles with its state
+    again = pickle.loads(pickle.dumps(n))
+    assert again.get("eval")["idx"].tolist() == [0, 1, 2]
+
+
+def test_collector_keeps_only_what_it_needs():
+    c = SampleCollector(1, keys=["x"])
+    c.collect("eval", {"x": np.zeros((4, 2)), "big": np.zeros((4, 1000))})
+    assert c.finish("eval")["x"].shape == (1, 2)
+    assert not c.wants("eval")
+
+
+@pytest.mark.parametrize(
+    "samples, err, match",
+    [
+        ("five", XaikitTypeError, "samples must be None, an int"),
+        (1.5, XaikitTypeError, "samples must be None, an int"),
+        (True, XaikitTypeError, "samples must be None"),
+        (0, XaikitValueError, "samples must be >= 1"),
+        ({}, XaikitValueError, "at least one key"),
+        ({"x": np.zeros((2, 3)), "y": np.zeros(3)}, XaikitValueError, "same batch size"),
+    ],
+)
+def test_collector_bad_samples(samples, err, match):
+    with pytest.raises(err, match=match):
+        SampleCollector(samples)
+
+
+def test_collector_missing_key():
+    with pytest.raises(XaikitValueError, match=r"samples must hold the key\(s\) \['x'\]"):
+        SampleCollector({"y": [1]}, keys=["x"])
+    c = SampleCollector(None, keys=["x"])
+    with pytest.raises(XaikitValueError, match=r"no key\(s\) \['x'\]"):
+        c.collect("eval", {"y": np.zeros(2)})
+
+
+# ---- Saliency -------------------------------------------------------------------------------------
+def test_columns_labels_and_predictions(framework):
+    model = tiny_model(framework)
+    trace = Saliency(
+        model, "x", "y_pred", class_key="y", label_mapping=MAPPING, samples=3, smoothing=2, integrating=(4, 2)
+    )
+    bs = batches(3)
+    data = run_epoch(trace, bs)
+    img = data["saliency"]
+    assert img is trace.images
+    assert img.columns == [
+        "y",
+        "y_pred",
+        "x",
+        "x saliency",
+        "saliency",
+        "Smoothed saliency",
+        "Integrated saliency",
+        "SmInt saliency",
+    ]
+    assert img.batch_sizes == [3]
+    names = {v: k for k, v in MAPPING.items()}
+    assert img["y"][0] == ["circle", "square", "triangle"]
+    x3 = np.concatenate([b["x"] for b in bs])[:3]
+    assert img["y_pred"][0] == [names[int(c)] for c in predict(model, framework, x3)]
+    np.testing.assert_allclose(img["x"][0], x3)
+    for col in ("saliency", "Smoothed saliency", "Integrated saliency", "SmInt saliency"):
+        mask = np.asarray(img[col][0])
+        assert mask.shape[:3] == (3, 8, 8)  # channel-last like the image, whatever the framework
+        assert mask.min() >= 0 and mask.max() <= 1 and mask.max() > 0.5
+    # overlay = best mask (SmInt) over the image
+    from xaikit.viz import overlay
+
+    expected = overlay(x3, np.asarray(img["SmInt saliency"][0]))
+    np.testing.assert_allclose(np.asarray(img["x saliency"][0]), expected, atol=1e-6)
+    assert img._cmaps["SmInt saliency"].name == "inferno"  # masks: inferno
+
+
+def test_dropped_columns_and_overlay_choice(framework):
+    model = tiny_model(framework)
+    only = Saliency(model, "x", "y_pred", samples=2, smoothing=0, integrating=0)
+    img = run_epoch(only, batches(1))["saliency"]
+    assert img.columns == ["y_pred", "x", "x saliency", "saliency"]
+    from xaikit.viz import overlay
+
+    np.testing.assert_allclose(
+        np.asarray(img["x saliency"][0]),
+        overlay(batches(1)[0]["x"], np.asarray(img["saliency"][0])),
+        atol=1e-6,
+    )
+    smooth = Saliency(model, "x", "y_pred", samples=2, smoothing=2, integrating=3, outputs="sal")
+    assert (smooth.n_integration, smooth.n_smint) == (3, 2)
+    img = run_epoch(smooth, batches(1))["sal"]
+    assert img.columns == ["y_pred", "x", "x sal", "sal", "Smoothed sal", "Integrated sal", "SmInt sal"]
+    no_smint = Saliency(model, "x", "y_pred", samples=2, smoothing=2, integrating=(3, 0))
+    img = run_epoch(no_smint, batches(1))["saliency"]
+    assert img.columns[-1] == "Integrated saliency"
+
+
+def test_single_channel_is_grey_and_same_samples_each_epoch(framework):
+    model = tiny_model(framework, channels=1)
+    trace = Saliency(model, "x", "y_pred", class_key="y", samples=None, smoothing=2, integrating=0)
+    first = run_epoch(trace, batches(2, channels=1, seed=1))["saliency"]
+    assert first._cmaps["x"].name == "gray"
+    assert first.batch_sizes == [2]  # samples=None: the first batch only
+    later = run_epoch(trace, batches(2, channels=1, seed=9))["saliency"]  # new data: ignored
+    np.testing.assert_array_equal(np.asarray(first["x"][0]), np.asarray(later["x"][0]))
+    # seeded: the same model gives exactly the same masks
+    np.testing.assert_array_equal(
+        np.asarray(first["Smoothed saliency"][0]), np.asarray(later["Smoothed saliency"][0])
+    )
+
+
+def test_dict_samples_and_one_call_per_method(framework, monkeypatch):
+    model = tiny_model(framework)
+    fixed = batches(1, bs=4, seed=3)[0]
+    trace = Saliency(model, "x", "y_pred", class_key="y", samples=fixed, smoothing=2, integrating=(3, 2))
+    calls = []
+    for name in ("get_masks", "get_smoothed_masks", "get_integrated_masks"):
+        original = getattr(trace.salnet, name)
+
+        def spy(batch, *a, _orig=original, _name=name, **k):
+            calls.append((_name, len(batch["x"]), k.get("nintegration")))
+            return _orig(batch, *a, **k)
+
+        monkeypatch.setattr(trace.salnet, name, spy)
+    img = run_epoch(trace, batches(2))["saliency"]  # the batches are not used
+    assert calls == [
+        ("get_masks", 4, None),
+        ("get_smoothed_masks", 4, None),
+        ("get_integrated_masks", 4, None),
+        ("get_smoothed_masks", 4, 3),
+    ]
+    np.testing.assert_allclose(np.asarray(img["x"][0]), fixed["x"])
+    assert img["y"][0] == ["0", "1", "2", "0"]  # no label_mapping: numbers as text
+
+
+def test_nothing_seen_writes_nothing():
+    import torch
+
+    trace = Saliency(torch.nn.Linear(2, 2), "x", "y_pred")
+    trace.system = System()
+    trace.system.mode = "eval"
+    data = Data()
+    trace.on_epoch_end(data)
+    assert "saliency" not in data and trace.images is None
+
+
+def test_bad_arguments():
+    import torch
+
+    m = torch.nn.Linear(2, 2)
+    with pytest.raises(XaikitTypeError, match="samples must be None, an int"):
+        Saliency(m, "x", "y_pred", samples="all")
+    with pytest.raises(XaikitValueError, match="samples must be >= 1"):
+        Saliency(m, "x", "y_pred", samples=-2)
+    with pytest.raises(XaikitValueError, match=r"samples must hold the key\(s\) \['x'\]"):
+        Saliency(m, "x", "y_pred", samples={"image": np.zeros((2, 2))})
+    with pytest.raises(XaikitValueError, match="smoothing must be an int >= 0"):
+        Saliency(m, "x", "y_pred", smoothing=-1)
+    with pytest.raises(XaikitTypeError, match="integrating must be an int or"):
+        Saliency(m, "x", "y_pred", integrating=(1, 2, 3))
+    with pytest.raises(XaikitValueError, match="integrating values must be >= 0"):
+        Saliency(m, "x", "y_pred", integrating=(-1, 2))
+    with pytest.raises(XaikitTypeError, match="label_mapping must be a dict"):
+        Saliency(m, "x", "y_pred", label_mapping=["a", "b"])
+    trace = Saliency(m, "image", "y_pred")
+    trace.system = System()
+    trace.system.mode = "eval"
+    with pytest.raises(XaikitValueError, match=r"key\(s\) \['image'\].*not in the batch"):
+        trace.on_batch_end(Data({"x": np.zeros((2, 2), np.float32)}))
+
+
+def test_trace_wiring():
+    import torch
+
+    t = Saliency(torch.nn.Linear(2, 2), ["x"], "y_pred", class_key="y", outputs="sal", mode="test")
+    assert t.inputs == ["y", "x"] and t.outputs == ["sal"] and t.mode == {"test"}
+    assert Saliency(torch.nn.Linear(2, 2), "x", "p").mode == {"eval", "test"}
+
+
+def test_tutorial_flow_without_traces(framework, tmp_path):
+    """The XAI tutorial without traces: SmInt masks of a batch, mapped names, a saved grid."""
+    from xaikit.backend import squeeze, to_number, to_tensor
+    from xaikit.viz import ImgData
+    from xaikit.xai import SaliencyNet
+
+    model = tiny_model(framework)
+    batch = batches(1, bs=3, seed=4)[0]
+    x = batch["x"] if framework == "tf" else np.moveaxis(batch["x"], -1, 1)
+    tensors = to_tensor({"x": x, "y": batch["y"]}, framework)
+    net = SaliencyNet(model=model, model_inputs="x", model_outputs="y_pred", seed=0)
+    images = net.get_smoothed_masks(batch=tensors, nsamples=6, nintegration=100)
+    names = {v: k for k, v in MAPPING.items()}
+    y = np.array([names[c] for c in to_number(squeeze(tensors["y"])).tolist()])
+    y_pred = np.array([names[int(c)] for c in to_number(squeeze(images["y_pred"]))])
+    assert list(y_pred) == [names[int(c)] for c in predict(model, framework, batch["x"])]
+    grid = ImgData(colormap="inferno", y=y, y_pred=y_pred, x=tensors["x"], saliency=images["saliency"])
+    fig = grid.paint_figure(save_path=tmp_path / "t08a_saliency.png")
+    assert (tmp_path / "t08a_saliency.png").read_bytes()[:4] == b"\x89PNG"
+    assert len([ax for ax in fig.axes if ax.get_label().startswith("cell:saliency:")]) == 3
+    # the same call through the trace gives the same SmInt mask (same seed, same engine)
+    trace = Saliency(model, "x", "y_pred", samples={"x": batch["x"]}, smoothing=0, integrating=(100, 6))
+    img = run_epoch(trace, [])["saliency"]
+    mask = to_number(images["saliency"])
+    mask = mask if framework == "tf" else np.moveaxis(mask, 1, -1)
+    np.testing.assert_allclose(np.asarray(img["SmInt saliency"][0]).reshape(mask.shape), mask, atol=1e-5)
+
+
+class _RegionModel:
+    """Class 0 scores the sum of pixels in rows 0-3, columns 5-7 (an off-centre, non-square
+    region); class 1 a constant. The vanilla mask must be exactly that region."""
+
+    @staticmethod
+    def make(framework: str):
+        if framework == "torch":
+            import torch
+
+            class Region(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = torch.nn.Conv2d(3, 1, 1, bias=False)
+                    torch.nn.init.ones_(self.conv.weight)
+
+                def forward(self, x):
+                    s = self.conv(x)[:, 0, 0:4, 5:8].sum(dim=(1, 2))
+                    return torch.stack([s, torch.full_like(s, -1e3)], dim=-1)
+
+            return Region()
+        import keras
+
+        inp = keras.Input((8, 8, 3))
+        s = keras.layers.Lambda(lambda t: keras.ops.sum(t[:, 0:4, 5:8, :], axis=(1, 2, 3)))(inp)
+        out = keras.layers.Lambda(lambda v: keras.ops.stack([v, v * 0.0 - 1e3], axis=-1))(s)
+        return keras.Model(inp, out)
+
+
+def test_masks_are_aligned_with_the_image(framework):
+    """Layout check: channel-last numpy samples for a channel-first torch model come back as
+    masks on the right pixels (no transposition), in every column and in the overlay."""
+    model = _RegionModel.make(framework)
+    rng = np.random.default_rng(0)
+    x = rng.random((2, 8, 8, 3), dtype=np.float32) + 0.5
+    trace = Saliency(model, "x", "y_pred", samples={"x": x}, smoothing=0, integrating=0)
+    img = run_epoch(trace, [])["saliency"]
+    mask = np.asarray(img["saliency"][0]).reshape(2, 8, 8)
+    region = np.zeros((8, 8), bool)
+    region[0:4, 5:8] = True
+    for m in mask:
+        assert m[region].min() > 0.99 and m[~region].max() == 0.0
+    over = np.asarray(img["x saliency"][0])
+    from xaikit.viz import overlay
+
+    np.testing.assert_allclose(over, overlay(x, mask), atol=1e-6)

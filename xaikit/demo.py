@@ -1,0 +1,211 @@
+"""The main job: train LeNet on the bundled ``shapes`` data while explaining and tracking it.
+
+``xaikit demo`` (or ``python -m xaikit demo``) runs :func:`run_demo`: LeNet learns the five
+shape classes; every few epochs a :class:`~xaikit.trace.xai.Saliency` trace (in a
+``RepeatScheduler``) explains the same eval images; a ``LabelTracker`` follows the per-sample
+loss by class and an ``InstanceTracker`` the hardest and easiest eval samples; an
+``ImageSaver`` writes every figure, and ``summary.json`` records the final metrics, the
+settings, the files written and the time taken.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xaikit.errors import XaikitValueError
+
+__all__ = ["DEFAULTS", "run_demo"]
+
+DEFAULTS: dict[str, Any] = {
+    "framework": "torch",
+    "epochs": 7,
+    "seed": 0,
+    "out": "runs/demo",
+    "n_train": 6000,
+    "n_eval": 1000,
+    "batch_size": 32,
+    "saliency_every": 3,
+    "saliency_samples": 6,
+    "threads": 1,
+}
+
+_ARCH = {"torch": "xaikit.architecture.torch", "tf": "xaikit.architecture.tensorflow"}
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=_jsonable) + "\n")
+    os.replace(tmp, path)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def _final(summary: Any, mode: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, steps in summary.history.get(mode, {}).items():
+        if not steps or key in ("epoch",):
+            continue
+        value = steps[max(steps)]
+        arr = np.asarray(value, dtype=object if isinstance(value, str) else None)
+        if arr.dtype.kind in "iuf" and arr.size == 1:
+            out[key] = round(float(arr.reshape(())), 6)
+    return out
+
+
+def run_demo(
+    framework: str = DEFAULTS["framework"],
+    epochs: int = DEFAULTS["epochs"],
+    seed: int = DEFAULTS["seed"],
+    out: str | os.PathLike[str] = DEFAULTS["out"],
+    n_train: int = DEFAULTS["n_train"],
+    n_eval: int = DEFAULTS["n_eval"],
+    batch_size: int = DEFAULTS["batch_size"],
+    saliency_every: int = DEFAULTS["saliency_every"],
+    saliency_samples: int = DEFAULTS["saliency_samples"],
+    log_steps: int | None = 25,
+    threads: int | None = DEFAULTS["threads"],
+) -> dict[str, Any]:
+    """Train, explain and track LeNet on ``shapes``; write figures and ``summary.json`` to ``out``.
+
+    Args:
+        framework: ``"torch"`` or ``"tf"``.
+        epochs: training epochs (Saliency runs at epoch 1 and every ``saliency_every`` after).
+        seed: seeds the data, the model's initial weights, shuffling and the saliency noise.
+        out: the output folder.
+        n_train: training images.
+        n_eval: evaluation images.
+        batch_size: batch size.
+        saliency_every: the RepeatScheduler period of the Saliency trace.
+        saliency_samples: how many eval images Saliency explains.
+        log_steps: print a training line every this many steps (None: quiet).
+        threads: CPU threads for the framework's kernels (None: its default). One thread is the
+            default: LeNet's small kernels gain little from more, and a busy machine loses a lot.
+
+    Returns:
+        The content of ``summary.json``.
+    """
+    if framework not in _ARCH:
+        raise XaikitValueError(f"framework must be 'torch' or 'tf'; got {framework!r}")
+    for name, value in (
+        ("epochs", epochs),
+        ("n_train", n_train),
+        ("n_eval", n_eval),
+        ("batch_size", batch_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise XaikitValueError(f"{name} must be an int >= 1; got {value!r}")
+    start = time.perf_counter()
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    import xaikit as xk
+    from xaikit.backend import reduce_mean
+    from xaikit.backend._seeding import limit_threads, seed_everything
+    from xaikit.dataset.data import shapes
+    from xaikit.op.numpyop import Minmax
+    from xaikit.op.tensorop import CrossEntropy, LambdaOp, ModelOp, UpdateOp
+    from xaikit.schedule import RepeatScheduler
+    from xaikit.trace.io import ImageSaver
+    from xaikit.trace.metric import Accuracy
+    from xaikit.trace.xai import InstanceTracker, LabelTracker, Saliency
+
+    arch = importlib.import_module(_ARCH[framework])
+    if threads is not None:
+        limit_threads(framework, int(threads))
+    seed_everything(framework, seed)
+
+    train, evals = shapes.load_data(n_train=n_train, n_eval=n_eval, seed=seed)
+    train["index"] = np.arange(len(train), dtype=np.int64)
+    evals["index"] = np.arange(len(evals), dtype=np.int64)
+    size = int(train["x"].shape[1])
+    pipeline = xk.Pipeline(
+        train_data=train, eval_data=evals, batch_size=batch_size, ops=[Minmax("x", "x")], seed=seed
+    )
+    classes = len(shapes.label_mapping)
+    model = xk.build(lambda: arch.LeNet(input_shape=(size, size, 3), classes=classes), optimizer_fn="adam")
+    network = xk.Network(
+        [
+            ModelOp(model=model, inputs="x", outputs="y_pred"),
+            CrossEntropy(inputs=("y_pred", "y"), outputs="sample_ce", average_loss=False),
+            LambdaOp(fn=reduce_mean, inputs="sample_ce", outputs="ce"),
+            UpdateOp(model=model, loss_name="ce"),
+        ]
+    )
+    off = [None] * (max(int(saliency_every), 1) - 1)
+    saliency = Saliency(
+        model,
+        model_inputs="x",
+        model_outputs="y_pred",
+        class_key="y",
+        label_mapping=shapes.label_mapping,
+        samples=saliency_samples,
+        seed=seed,
+    )
+    saver = ImageSaver(inputs=["saliency", "ce_by_label", "ce_by_index"], save_dir=out_dir, dpi=110)
+    label_tracker = LabelTracker(
+        label="y", metric="sample_ce", label_mapping=shapes.label_mapping, bounds=None, outputs="ce_by_label"
+    )
+    instance_tracker = InstanceTracker(
+        index="index",
+        metric="sample_ce",
+        n_max_to_keep=4,
+        n_min_to_keep=2,
+        list_to_keep=[0],
+        outputs="ce_by_index",
+    )
+    traces = [
+        Accuracy(true_key="y", pred_key="y_pred"),
+        RepeatScheduler([saliency, *off]),
+        label_tracker,
+        instance_tracker,
+        saver,
+    ]
+    estimator = xk.Estimator(
+        pipeline=pipeline, network=network, epochs=epochs, traces=traces, log_steps=log_steps
+    )
+    summary = estimator.fit()
+    elapsed = time.perf_counter() - start
+
+    files = sorted(os.path.relpath(p, out_dir) for p in dict.fromkeys(saver.saved))
+    result: dict[str, Any] = {
+        "framework": framework,
+        "seed": seed,
+        "settings": {
+            "epochs": epochs,
+            "n_train": n_train,
+            "n_eval": n_eval,
+            "batch_size": batch_size,
+            "threads": threads,
+            "image_size": size,
+            "saliency_epochs": [
+                e for e in range(1, epochs + 1) if (e - 1) % max(int(saliency_every), 1) == 0
+            ],
+            "saliency_samples": saliency_samples,
+            "smoothing": saliency.smoothing,
+            "integrating": [saliency.n_integration, saliency.n_smint],
+            "classes": list(shapes.label_mapping),
+        },
+        "final_metrics": {"eval": _final(summary, "eval")},
+        "files": files,
+        "time_sec": round(elapsed, 2),
+        "python": platform.python_version(),
+        "platform": sys.platform,
+    }
+    _write_json(out_dir / "summary.json", result)
+    result["files"].append("summary.json")
+    return result

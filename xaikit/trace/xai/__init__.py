@@ -1,0 +1,14 @@
+"""Explanation traces: ``Saliency`` (masks of fixed samples over training), ``LabelTracker``
+(a per-sample metric grouped by label) and ``InstanceTracker`` (a per-sample metric by index).
+
+Example:
+    >>> from xaikit.trace.xai import Saliency, LabelTracker, InstanceTracker
+"""
+
+from __future__ import annotations
+
+from xaikit.trace.xai._samples import SampleCollector
+from xaikit.trace.xai.saliency import Saliency
+from xaikit.trace.xai.trackers import InstanceTracker, LabelTracker
+
+__all__ = ["InstanceTracker", "LabelTracker", "Saliency", "SampleCollector"]

@@ -1,0 +1,286 @@
+"""The ``Saliency`` trace: saliency masks of a few fixed samples, painted as an ``ImgData`` grid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import get_backend, to_number
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.trace.base import Data, Trace, to_list
+from xaikit.trace.xai._samples import SampleCollector
+
+__all__ = ["Saliency", "invert_mapping", "to_names"]
+
+
+def invert_mapping(label_mapping: Mapping[str, Any] | None, name: str = "label_mapping") -> dict[Any, str]:
+    """``{name: value}`` (the datasets' ``label_mapping``) → ``{value: name}`` for display."""
+    if label_mapping is None:
+        return {}
+    if not isinstance(label_mapping, Mapping):
+        raise XaikitTypeError(
+            f"{name} must be a dict {{class name: value}} or None; got {describe(label_mapping)}"
+        )
+    out: dict[Any, str] = {}
+    for key, value in label_mapping.items():
+        v = value.item() if isinstance(value, np.generic) else value
+        out[v] = str(key)
+    return out
+
+
+def _class_ids(value: Any) -> np.ndarray:
+    arr = to_number(value)
+    if arr.ndim >= 2 and arr.shape[-1] > 1:  # one-hot or scores
+        arr = arr.argmax(axis=-1)
+    return arr.reshape(arr.shape[0] if arr.ndim else 1, -1)[:, 0]
+
+
+def to_names(value: Any, inverse: Mapping[Any, str]) -> list[str]:
+    """Per-sample class ids (or one-hot / scores) as display strings, mapped through ``inverse``."""
+    out = []
+    for v in _class_ids(value).tolist():
+        key = int(v) if isinstance(v, float) and float(v).is_integer() else v
+        out.append(inverse.get(key, str(key)))
+    return out
+
+
+def _conv_in_channels(model: Any) -> int | None:
+    """The input channels of a torch model's first 2-D convolution (``None`` if it has none)."""
+    modules = getattr(model, "modules", None)
+    if not callable(modules):
+        return None
+    for m in modules():
+        if type(m).__name__ == "Conv2d" and hasattr(m, "in_channels"):
+            return int(m.in_channels)
+    return None
+
+
+def _parse_integrating(integrating: Any, smoothing: int) -> tuple[int, int]:
+    if isinstance(integrating, bool):
+        raise XaikitTypeError(
+            f"integrating must be an int or (n_integration, n_smoothing); got {integrating!r}"
+        )
+    if isinstance(integrating, (int, np.integer)):
+        return int(integrating), (int(smoothing) if integrating else 0)
+    if isinstance(integrating, Sequence) and not isinstance(integrating, str) and len(integrating) == 2:
+        pair = tuple(integrating)
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in pair):
+            return int(pair[0]), int(pair[1])
+    raise XaikitTypeError(
+        f"integrating must be an int or (n_integration, n_smoothing); got {describe(integrating)}"
+    )
+
+
+class Saliency(Trace):
+    """Explain the same few samples at the end of every epoch it runs and paint them as a grid.
+
+    Meant to run every few epochs inside a :class:`~xaikit.schedule.RepeatScheduler`; its output
+    (an :class:`~xaikit.viz.ImgData`, written without logging) is drawn by ``ImageSaver``,
+    ``ImageViewer`` or ``TensorBoard``.
+
+    Columns, left to right: the label (``class_key``, mapped to names), each model output's
+    predicted class (mapped), then for each model input: the image, ``"<input> <mask>"`` (the
+    most refined mask available, SmInt > integrated > smoothed > vanilla, overlaid on the image by
+    :func:`xaikit.viz.overlay`), ``<mask>`` (vanilla gradients), ``"Smoothed <mask>"``
+    (SmoothGrad), ``"Integrated <mask>"`` (Integrated Gradients), ``"SmInt <mask>"``. Single-channel
+    input images are drawn grey, masks with ``"inferno"``.
+
+    Each method is one fused :class:`~xaikit.xai.SaliencyNet` call over all the samples. The
+    class explained is the model's prediction (the label column shows the truth beside it).
+
+    Args:
+        model: the torch or Keras model to explain.
+        model_inputs: the batch key(s) fed to the model.
+        model_outputs: the key(s) under which the predicted class is shown.
+        class_key: a batch key with the true label, shown as the first column.
+        label_mapping: ``{class name: value}`` to show names instead of numbers; values missing
+            from it are shown as numbers.
+        outputs: the key the ``ImgData`` is written under (and the mask's name; with several
+            model inputs the masks are ``"<outputs>_<input>"``).
+        samples: ``None`` (the first batch of the first epoch it runs), an int ``n`` (the first
+            ``n`` samples) or a dict ``{key: array}`` of samples holding ``model_inputs`` (and
+            ``class_key``). The same samples are explained every time.
+        mode: modes to run in.
+        ds_id: dataset ids to run on.
+        smoothing: SmoothGrad noise samples (0: no smoothed column).
+        integrating: ``(n_integration, n_smoothing)``: Integrated Gradients steps and the noise
+            samples of SmInt (0: no SmInt column), or an int ``n_integration`` (SmInt then uses
+            ``smoothing`` samples); 0 drops both columns.
+        seed: seed of the noise and random baselines (the same masks for the same model).
+        stdev_spread: SmoothGrad noise level (fraction of each sample's value range).
+        max_batch: rows per fused forward+backward pass of the engine (``"auto"``).
+
+    Example:
+        >>> from xaikit.schedule import RepeatScheduler
+        >>> trace = RepeatScheduler([Saliency(model, "x", "y_pred", class_key="y", samples=5),
+        ...                          None, None])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        model_inputs: str | Sequence[str],
+        model_outputs: str | Sequence[str],
+        class_key: str | None = None,
+        label_mapping: Mapping[str, Any] | None = None,
+        outputs: str = "saliency",
+        samples: int | Mapping[str, Any] | None = None,
+        mode: str | Iterable[str] | None = ("eval", "test"),
+        ds_id: str | Iterable[str] | None = None,
+        smoothing: int = 25,
+        integrating: int | tuple[int, int] = (100, 6),
+        seed: int | None = 0,
+        stdev_spread: float = 0.15,
+        max_batch: int | str = "auto",
+    ) -> None:
+        inputs = to_list(model_inputs, "model_inputs")
+        outs = to_list(model_outputs, "model_outputs")
+        if not inputs:
+            raise XaikitValueError("model_inputs must name at least one batch key; got none")
+        if not outs:
+            raise XaikitValueError("model_outputs must name at least one key; got none")
+        if class_key is not None and (not isinstance(class_key, str) or not class_key):
+            raise XaikitTypeError(f"class_key must be a batch key (str) or None; got {describe(class_key)}")
+        if not isinstance(outputs, str) or not outputs:
+            raise XaikitTypeError(f"outputs must be a non-empty string; got {describe(outputs)}")
+        if isinstance(smoothing, bool) or not isinstance(smoothing, (int, np.integer)) or smoothing < 0:
+            raise XaikitValueError(f"smoothing must be an int >= 0; got {describe(smoothing)}")
+        n_int, n_smint = _parse_integrating(integrating, int(smoothing))
+        if n_int < 0 or n_smint < 0:
+            raise XaikitValueError(f"integrating values must be >= 0; got {integrating!r}")
+        super().__init__(
+            inputs=([class_key] if class_key else []) + inputs, outputs=outputs, mode=mode, ds_id=ds_id
+        )
+        self.model = model
+        self.model_inputs = inputs
+        self.model_outputs = outs
+        self.class_key = class_key
+        self._inverse = invert_mapping(label_mapping)
+        self.label_mapping = dict(label_mapping) if label_mapping is not None else None
+        self.smoothing = int(smoothing)
+        self.n_integration = n_int
+        self.n_smint = n_smint if n_int else 0
+        self.seed = seed
+        self.stdev_spread = stdev_spread
+        self.mask_keys = [outputs] if len(inputs) == 1 else [f"{outputs}_{k}" for k in inputs]
+        keys = inputs + ([class_key] if class_key else [])
+        self.collector = SampleCollector(samples, keys=keys)
+        from xaikit.xai import SaliencyNet
+
+        self.salnet = SaliencyNet(
+            model,
+            model_inputs=inputs,
+            model_outputs=outs,
+            outputs=self.mask_keys,
+            seed=seed,
+            max_batch=max_batch,
+        )
+        #: the last ImgData painted (``None`` before the first run)
+        self.images: Any = None
+
+    # ---- hooks -----------------------------------------------------------------------------------
+    def on_batch_end(self, data: Data) -> None:
+        if self.collector.wants(self.system.mode):
+            missing = [k for k in self.collector.keys or [] if k not in data]
+            if missing:
+                raise XaikitValueError(
+                    f"Saliency: key(s) {missing} (model_inputs/class_key) are not in the batch; "
+                    f"it has {sorted(map(str, data))}"
+                )
+            self.collector.collect(self.system.mode, data)
+
+    def on_epoch_end(self, data: Data) -> None:
+        samples = self.collector.finish(self.system.mode)
+        if samples is None:
+            return
+        self.images = self.explain(samples)
+        data.write_without_log(self.outputs[0], self.images)
+
+    # ---- work ------------------------------------------------------------------------------------
+    def _model_batch(self, samples: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[bool]]:
+        """The samples in the model's layout (torch convolutions want channel-first)."""
+        batch = dict(samples)
+        moved = []
+        needs_first = get_backend(self.model).name == "torch"
+        channels = _conv_in_channels(self.model) if needs_first else None
+        for key in self.model_inputs:
+            x = np.asarray(batch[key])
+            move = channels is not None and x.ndim == 4 and x.shape[-1] == channels and x.shape[1] != channels
+            if np.issubdtype(x.dtype, np.integer) or x.dtype == np.float64:
+                x = x.astype(np.float32)
+            batch[key] = np.ascontiguousarray(np.moveaxis(x, -1, 1)) if move else x
+            moved.append(move)
+        return batch, moved
+
+    def explain(self, samples: Mapping[str, Any]) -> Any:
+        """Compute every mask for ``samples`` (a dict holding ``model_inputs``) and build the grid.
+
+        Returns:
+            The :class:`~xaikit.viz.ImgData` the trace writes.
+        """
+        from xaikit.viz import ImgData, overlay
+
+        missing = [k for k in self.model_inputs if k not in samples]
+        if missing:
+            raise XaikitValueError(
+                f"Saliency: model input key(s) {missing} not found in the samples; they have {sorted(samples)}"
+            )
+        batch, moved = self._model_batch(samples)
+
+        def back(res: Mapping[str, Any]) -> list[np.ndarray]:
+            masks = []
+            for key, was_moved in zip(self.mask_keys, moved):
+                m = to_number(res[key]).astype(np.float32)
+                masks.append(np.moveaxis(m, 1, -1) if was_moved and m.ndim == 4 else m)
+            return masks
+
+        vanilla = self.salnet.get_masks(batch)
+        columns: dict[str, list[np.ndarray]] = {"": back(vanilla)}
+        if self.smoothing:
+            res = self.salnet.get_smoothed_masks(
+                batch, stdev_spread=self.stdev_spread, nsamples=self.smoothing
+            )
+            columns["Smoothed"] = back(res)
+        if self.n_integration:
+            res = self.salnet.get_integrated_masks(batch, nsamples=self.n_integration)
+            columns["Integrated"] = back(res)
+            if self.n_smint:
+                res = self.salnet.get_smoothed_masks(
+                    batch,
+                    stdev_spread=self.stdev_spread,
+                    nsamples=self.n_smint,
+                    nintegration=self.n_integration,
+                )
+                columns["SmInt"] = back(res)
+        best = list(columns)[-1]
+
+        cols: dict[str, Any] = {}
+        cmaps: dict[str, str] = {}
+        if self.class_key is not None and self.class_key in samples:
+            cols[self.class_key] = to_names(samples[self.class_key], self._inverse)
+        for key in self.model_outputs:
+            cols[key] = to_names(vanilla[key], self._inverse)
+        for i, key in enumerate(self.model_inputs):
+            image = np.asarray(samples[key])
+            cols[key] = image
+            single = image.ndim == 3 or (image.ndim == 4 and image.shape[-1] == 1)
+            if single:
+                cmaps[key] = "gray"
+            mask_key = self.mask_keys[i]
+            if image.ndim in (3, 4):
+                cols[f"{key} {mask_key}"] = overlay(image, columns[best][i])
+        for prefix, masks in columns.items():
+            for mask_key, mask in zip(self.mask_keys, masks):
+                name = f"{prefix} {mask_key}" if prefix else mask_key
+                cols[name] = mask
+                cmaps[name] = "inferno"
+        vranges = {name: (0.0, 1.0) for name, cmap in cmaps.items() if cmap == "inferno"}
+        return ImgData(cols, colormap="inferno", colormaps=cmaps, vranges=vranges)
+
+    def __repr__(self) -> str:
+        return (
+            f"Saliency(model_inputs={self.model_inputs}, model_outputs={self.model_outputs}, "
+            f"class_key={self.class_key!r}, outputs={self.outputs}, mode={sorted(self.mode)})"
+        )
