@@ -181,31 +181,55 @@ def test_traces_in_the_estimator_loop(rng: np.random.Generator) -> None:
     assert np.mean(xk.evaluate.localization(maps, square_mask(16))["energy"]) > 12 / 64
 
 
+def _gallery_module() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "gallery" / "evaluate_methods.py"
+    spec = importlib.util.spec_from_file_location("evaluate_methods_gallery", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gallery_tables_go_into_the_page_between_markers(tmp_path: Any) -> None:
+    module = _gallery_module()
+    page = tmp_path / "evaluate.md"
+    page.write_text(
+        "intro\n<!-- evaluate_methods:table -->\nold\n<!-- /evaluate_methods:table -->\nmiddle\n"
+        "<!-- evaluate_methods:layers -->\nold\nold\n<!-- /evaluate_methods:layers -->\nend\n"
+    )
+    picture = tmp_path / "img" / "grid.png"
+    picture.parent.mkdir()
+    out = module.write_tables({"table": "| a |\n", "layers": "| b |"}, picture, "auto")
+    assert out == page
+    assert page.read_text() == (
+        "intro\n<!-- evaluate_methods:table -->\n| a |\n<!-- /evaluate_methods:table -->\nmiddle\n"
+        "<!-- evaluate_methods:layers -->\n| b |\n<!-- /evaluate_methods:layers -->\nend\n"
+    )
+    # no page with markers: a file beside the picture
+    other = tmp_path / "elsewhere" / "pics" / "grid.png"
+    other.parent.mkdir(parents=True)
+    out = module.write_tables({"table": "| a |", "layers": "| b |"}, other, "auto")
+    assert out == other.with_name("evaluate_table.md") and out.read_text() == "| a |\n\n| b |\n"
+
+
 @pytest.mark.slow
 def test_gallery_script_writes_the_table_and_grid(tmp_path: Any) -> None:
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "gallery" / "evaluate_methods.py"
-    args = [
-        "--out-dir",
-        str(tmp_path),
-        "--n-train",
-        "64",
-        "--epochs",
-        "1",
-        "--samples",
-        "4",
-        "--threads",
-        "1",
-    ]
+    root = Path(__file__).resolve().parents[1]
+    picture = tmp_path / "img" / "randomization_grid.png"
+    args = ["--out", str(picture), "--n-train", "64", "--epochs", "1", "--samples", "4", "--threads", "1"]
     subprocess.run(
-        [sys.executable, str(script), *args, "--frameworks", "torch"], check=True, capture_output=True
-    )
-    table = (tmp_path / "evaluate_table.md").read_text()
+        [sys.executable, "-m", "gallery.evaluate_methods", *args, "--frameworks", "torch"],
+        check=True, capture_output=True, cwd=root,
+    )  # fmt: skip
+    table = (tmp_path / "img" / "evaluate_table.md").read_text()
     for name in ("vanilla", "SmoothGrad", "Integrated Gradients", "SmInt", "random map (chance)"):
         assert f"| {name} |" in table
     assert "| 5 | conv1 |" in table  # the per-layer table of the grid
-    png = (tmp_path / "img" / "randomization_grid.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
