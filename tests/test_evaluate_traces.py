@@ -48,14 +48,14 @@ def test_sample_selection(framework: str, rng: np.random.Generator, samples: Any
     batches = _batches(rng)
     trace = DeletionAUC(model, samples=samples, steps=4, class_key="y")
     _run_epoch(trace, batches, 1)
-    got = trace.samples.ready
+    got = trace.collector.get("train")  # System() starts in train mode
     assert got is not None
     every_x = np.concatenate([b["x"] for b in batches])
     np.testing.assert_array_equal(got["x"], every_x[expect])
     np.testing.assert_array_equal(got["y"], np.concatenate([b["y"] for b in batches])[expect])
     # fixed: a later epoch with other batches explains the same samples
     _run_epoch(trace, _batches(rng), 2)
-    np.testing.assert_array_equal(trace.samples.ready["x"], every_x[expect])
+    np.testing.assert_array_equal(trace.collector.get("train")["x"], every_x[expect])
 
 
 def test_deletion_auc_logs_the_one_call_value(framework: str, rng: np.random.Generator) -> None:
@@ -108,13 +108,15 @@ def test_stability_compares_consecutive_runs(framework: str, rng: np.random.Gene
 
 def test_trace_bad_arguments(rng: np.random.Generator) -> None:
     model = linear("torch", square_weights(rng))
-    with pytest.raises(
-        XaikitTypeError, match=r"samples must be None \(the first batch\), a number of samples >= 1"
-    ):
+    with pytest.raises(XaikitValueError, match=r"samples must be >= 1 when it is an int; got 0"):
         DeletionAUC(model, samples=0)
-    with pytest.raises(XaikitTypeError, match=r"samples must be None"):
+    with pytest.raises(
+        XaikitTypeError, match=r"samples must be None, an int >= 1 or a dict of arrays; got str"
+    ):
         SaliencyStability(model, samples="x")
-    with pytest.raises(XaikitValueError, match=r"samples is missing key\(s\) \['y'\]"):
+    with pytest.raises(
+        XaikitValueError, match=r"samples must hold the key\(s\) \['y'\]; the given samples have keys \['x'\]"
+    ):
         DeletionAUC(model, samples={"x": np.zeros((2, SIZE, SIZE, 3))}, class_key="y")
     with pytest.raises(XaikitValueError, match=r"steps must be an integer >= 1; got 0"):
         DeletionAUC(model, steps=0)
@@ -123,7 +125,10 @@ def test_trace_bad_arguments(rng: np.random.Generator) -> None:
     with pytest.raises(XaikitValueError, match=r"method must be one of"):
         SaliencyStability(model, method="lrp")
     trace = DeletionAUC(model, model_inputs="image")
-    with pytest.raises(XaikitValueError, match=r"the batch has no key\(s\) \['image'\]"):
+    with pytest.raises(
+        XaikitValueError,
+        match=r"the batch has no key\(s\) \['image'\] to collect samples from; it has \['x'\]",
+    ):
         trace.on_batch_end(Data({"x": np.zeros((1, SIZE, SIZE, 3))}))
 
 
