@@ -153,8 +153,9 @@ def test_keras_fit_callback():
         def on_batch_end(self, data):
             seen_loss.append(float(data["loss"]))
 
+    sal = Saliency(model, "x", "y_pred", class_key="y", samples=3, smoothing=2, integrating=(3, 2))
     cb = TraceCallback(
-        [Accuracy(true_key="y", pred_key="y_pred"), labels, LossWatcher()],
+        [Accuracy(true_key="y", pred_key="y_pred"), labels, LossWatcher(), RepeatScheduler([None, sal])],
         validation_data=(xv, yv),
         batch_size=10,
     )
@@ -163,6 +164,8 @@ def test_keras_fit_callback():
     p = np.asarray(model(xv))
     assert cb.history["val_accuracy"][-1] == pytest.approx(np.mean(p.argmax(-1) == yv))
     assert hist.history["val_accuracy"] == cb.history["val_accuracy"]
+    assert sal.images.columns[-1] == "SmInt saliency"  # ran in the eval epoch 2, inside fit
+    np.testing.assert_allclose(np.asarray(sal.images["x"][0]), xv[:3, ..., 0])  # grey images, (B, H, W)
     summaries = cb.outputs["sample_ce_by_y"]
     assert [s.name for s in summaries] == [0, 1, 2]
     ce = sample_cross_entropy(p, yv)

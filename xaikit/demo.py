@@ -58,7 +58,7 @@ def _jsonable(value: Any) -> Any:
 def _final(summary: Any, mode: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, steps in summary.history.get(mode, {}).items():
-        if not steps or key in ("epoch",):
+        if not steps or key == "epoch" or "time" in key or key == "steps/sec":
             continue
         value = steps[max(steps)]
         arr = np.asarray(value, dtype=object if isinstance(value, str) else None)
