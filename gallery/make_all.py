@@ -61,6 +61,12 @@ JOBS: tuple[Job, ...] = (
         quick=("--framework", "tf", "--epochs", "1", "--n-train", "256"),
         frameworks=("tf",),
     ),
+    Job(
+        "evaluate_methods",
+        "randomization_grid.png",
+        quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--frameworks", "torch"),
+        frameworks=("torch", "tf"),
+    ),
 )
 
 
