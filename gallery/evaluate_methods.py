@@ -6,12 +6,12 @@ SmInt on held-out images with ``xk.evaluate``: deletion and insertion AUC, point
 energy inside the ground-truth object mask, and the model-parameter randomization test. A
 random map is scored too, as the chance level.
 
-Writes the table (markdown) and the randomization grid of the torch model (PNG).
+Writes the randomization grid of the torch model (PNG) and the tables (markdown, into
+``docs/evaluate.md`` between its ``evaluate_methods`` markers when the picture goes to
+``docs/img``).
 
-Usage: python -m gallery.evaluate_methods [--out docs/img/randomization_grid.png]
-       [--table docs/evaluate_table.md] [--n-train 6000] [--epochs 8] [--samples 24]
-(or python gallery/evaluate_methods.py ...; ``--out-dir DIR`` = ``--out DIR/img/randomization_grid.png
---table DIR/evaluate_table.md``).
+Usage: python -m gallery.evaluate_methods [--out docs/img/randomization_grid.png] [--n-train 6000]
+    [--epochs 8] [--samples 24] [--frameworks torch,tf] [--threads 1]
 """
 
 from __future__ import annotations
@@ -158,14 +158,46 @@ def markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> 
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+MARKERS = ("table", "layers")
+
+
+def write_tables(tables: dict[str, str], picture: Path, target: str) -> Path:
+    """Put the generated tables into the docs page (between ``<!-- evaluate_methods:NAME -->``
+    and ``<!-- /evaluate_methods:NAME -->``) when the picture goes to that page's ``img/``
+    folder, else into ``evaluate_table.md`` beside the picture (or into ``target``)."""
+    page = picture.resolve().parent.parent / "evaluate.md"
+    if (
+        target == "auto"
+        and page.exists()
+        and all(f"<!-- evaluate_methods:{m} -->" in page.read_text() for m in MARKERS)
+    ):
+        text = page.read_text()
+        for name in MARKERS:
+            head, tail = f"<!-- evaluate_methods:{name} -->", f"<!-- /evaluate_methods:{name} -->"
+            before, rest = text.split(head, 1)
+            _, after = rest.split(tail, 1)
+            text = f"{before}{head}\n{tables[name].strip()}\n{tail}{after}"
+        path = page
+    else:
+        path = picture.with_name("evaluate_table.md") if target == "auto" else Path(target)
+        text = "\n\n".join(tables[m].strip() for m in MARKERS) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=None, help="the randomization grid (PNG)")
-    parser.add_argument("--table", default=None, help="the markdown table of the scores")
     parser.add_argument(
-        "--out-dir",
-        default="docs",
-        help="defaults of the two: DIR/img/randomization_grid.png, DIR/evaluate_table.md",
+        "--out", default=str(DOCS / "img" / "randomization_grid.png"), help="the grid picture"
+    )
+    parser.add_argument(
+        "--table",
+        default="auto",
+        help="where the tables go ('auto': into docs/evaluate.md when --out is in docs/img, else "
+        "evaluate_table.md beside the picture)",
     )
     parser.add_argument("--n-train", type=int, default=6000)
     parser.add_argument("--epochs", type=int, default=8)
@@ -175,69 +207,59 @@ def main(argv: list[str] | None = None) -> None:
         "--threads", type=int, default=0, help="intra-op threads (0: the frameworks' default)"
     )
     args = parser.parse_args(argv)
+    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-        if "tf" in args.frameworks:
+        if "tf" in frameworks:
             import tensorflow as tf
 
             tf.config.threading.set_intra_op_parallelism_threads(args.threads)
             tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    grid_path = Path(args.out or Path(args.out_dir) / "img" / "randomization_grid.png")
-    path = Path(args.table or Path(args.out_dir) / "evaluate_table.md")
-    grid_path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    picture = Path(args.out)
+    picture.parent.mkdir(parents=True, exist_ok=True)
     train, test = load(args.n_train, max(args.samples, 500))
     x, mask = test["x"][: args.samples], test["mask"][: args.samples]
     tables, notes = {}, {}
     layer_rows: list[str] = []
-    for framework in [f.strip() for f in args.frameworks.split(",") if f.strip()]:
+    for framework in frameworks:
         t0 = time.perf_counter()
         if framework == "torch":
             model = train_torch(train, test, args.epochs)
             xs = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+            x_all = np.ascontiguousarray(test["x"].transpose(0, 3, 1, 2))
             name = "PyTorch LeNet"
         else:
             model = train_keras(train, test, args.epochs)
-            xs = x
+            xs, x_all = x, test["x"]
             name = "Keras LeNet"
-        acc = accuracy(
-            model,
-            np.ascontiguousarray(test["x"].transpose(0, 3, 1, 2)) if framework == "torch" else test["x"],
-            test["y"],
-        )
+        acc = accuracy(model, x_all, test["y"])
         trained = time.perf_counter() - t0
         tables[name] = score(model, xs, mask)
         notes[name] = f"held-out accuracy {acc:.1%}, {args.samples} images scored"
-        print(
-            f"{name}: accuracy {acc:.3f}, trained in {trained:.0f} s, scored in {time.perf_counter() - t0 - trained:.0f} s"
-        )
+        scored = time.perf_counter() - t0 - trained
+        print(f"{name}: accuracy {acc:.3f}, trained in {trained:.0f} s, scored in {scored:.0f} s")
         for row in tables[name]:
             print("   ", {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
-        if framework == "torch":
+        if framework == "torch" or not layer_rows:
             rt = xk.evaluate.randomization_test(model, xs[:4], method="vanilla")
-            rt.grid.paint_figure(save_path=grid_path, dpi=80, cell_size=1.3)
+            rt.grid.paint_figure(save_path=picture, dpi=80, cell_size=1.3)
             print(rt.table.to_string())
             layer_rows = [
-                "| step | layer randomized (cascading) | Spearman of abs maps | Spearman of signed maps | SSIM |",
+                f"| step | layer randomized (cascading, {name}) | Spearman of abs maps | "
+                "Spearman of signed maps | SSIM |",
                 "|---:|---|---:|---:|---:|",
             ]
             for r in rt.table.itertuples():
                 layer_rows.append(
                     f"| {r.step} | {r.layer} | {r.spearman_abs:.3f} | {r.spearman:.3f} | {r.ssim:.3f} |"
                 )
-    table = markdown(tables, notes)
-    if layer_rows:
-        table += (
-            "\n**Vanilla gradients, PyTorch LeNet, the 4 samples of the grid**\n\n"
-            + "\n".join(layer_rows)
-            + "\n"
-        )
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(table + "\n")
-    os.replace(tmp, path)
-    print(table)
+    path = write_tables(
+        {"table": markdown(tables, notes), "layers": "\n".join(layer_rows)}, picture, args.table
+    )
+    print(f"tables written to {path}")
+    return path
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Regenerate every picture of the docs: each gallery script once, in its own process.
 
     python -m gallery.make_all                 # full sizes, into docs/img/
-    python -m gallery.make_all --quick         # smallest sizes (seconds per script; for tests)
+    python -m gallery.make_all --quick         # smallest sizes, into a temporary folder (a check)
     python -m gallery.make_all --out-dir /tmp/pics --only saliency_methods
 
 Each job runs ``python -m gallery.<script> --out <out-dir>/<picture or folder> [options]`` from
@@ -15,6 +15,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +29,7 @@ class Job:
     """One run of one gallery script.
 
     The script gets ``--out <out_dir>/<out>``: a picture's path, or a folder for a script that
-    writes several (``pictures`` lists what it writes, relative to ``out_dir``). In ``args`` and
-    ``quick``, ``{out_dir}`` is the pictures' folder and ``{docs_dir}`` the docs folder (the parent
-    of the pictures' folder when that is ``docs/img``, else the pictures' folder itself).
+    writes several (``pictures`` lists what it writes, relative to ``out_dir``).
     """
 
     script: str  #: module name under ``gallery/``
@@ -45,8 +44,7 @@ class Job:
         return self.pictures or (self.out,)
 
     def argv(self, out_dir: Path, quick: bool, python: str = sys.executable) -> list[str]:
-        docs_dir = out_dir.parent if out_dir == DOCS_IMG else out_dir
-        opts = [o.format(out_dir=out_dir, docs_dir=docs_dir) for o in (self.quick if quick else self.args)]
+        opts = self.quick if quick else self.args
         return [python, "-m", f"gallery.{self.script}", "--out", str(out_dir / self.out), *opts]
 
 
@@ -95,17 +93,7 @@ JOBS: tuple[Job, ...] = (
     Job(
         "evaluate_methods",
         "randomization_grid.png",
-        args=("--table", "{docs_dir}/evaluate_table.md"),
-        quick=(
-            "--table",
-            "{out_dir}/evaluate_table.md",
-            "--n-train",
-            "256",
-            "--epochs",
-            "1",
-            "--samples",
-            "4",
-        ),
+        quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--frameworks", "torch"),
         frameworks=("torch", "tf"),
     ),
 )
@@ -156,10 +144,17 @@ def run(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smallest sizes: fast, not for the docs")
-    parser.add_argument("--out-dir", default=str(DOCS_IMG), help="folder of the pictures (default: docs/img)")
+    parser.add_argument(
+        "--out-dir",
+        default=None,
+        help="folder of the pictures (default: docs/img; with --quick, a temporary folder)",
+    )
     parser.add_argument("--only", nargs="*", default=None, help="run only these scripts")
     args = parser.parse_args(argv)
-    out_dir = Path(args.out_dir).resolve()
+    if args.out_dir is not None:
+        out_dir = Path(args.out_dir).resolve()
+    else:  # small-model pictures never overwrite the docs' ones by accident
+        out_dir = Path(tempfile.gettempdir()) / "xaikit-gallery-quick" if args.quick else DOCS_IMG
     out_dir.mkdir(parents=True, exist_ok=True)
     unknown = sorted(set(args.only or ()) - {j.script for j in JOBS})
     if unknown:

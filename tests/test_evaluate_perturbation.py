@@ -199,6 +199,12 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         xk.evaluate.deletion(model, xs, sal, target=7)
     with pytest.raises(XaikitTypeError, match=r"saliency must be an array or tensor; got NoneType None"):
         xk.evaluate.deletion(model, xs, None)
+    with pytest.raises(
+        XaikitTypeError, match=r"x must be one input batch .* several inputs are not supported"
+    ):
+        xk.evaluate.deletion(model, [xs, xs], sal)
+    with pytest.raises(XaikitTypeError, match=r"x must be one input batch"):
+        xk.evaluate.randomization_test(model, [xs])
 
 
 def test_tabular_inputs_and_tensor_arguments(framework: str, rng: np.random.Generator) -> None:

@@ -48,14 +48,14 @@ def test_sample_selection(framework: str, rng: np.random.Generator, samples: Any
     batches = _batches(rng)
     trace = DeletionAUC(model, samples=samples, steps=4, class_key="y")
     _run_epoch(trace, batches, 1)
-    got = trace.samples.ready
+    got = trace.collector.get("train")  # System() starts in train mode
     assert got is not None
     every_x = np.concatenate([b["x"] for b in batches])
     np.testing.assert_array_equal(got["x"], every_x[expect])
     np.testing.assert_array_equal(got["y"], np.concatenate([b["y"] for b in batches])[expect])
     # fixed: a later epoch with other batches explains the same samples
     _run_epoch(trace, _batches(rng), 2)
-    np.testing.assert_array_equal(trace.samples.ready["x"], every_x[expect])
+    np.testing.assert_array_equal(trace.collector.get("train")["x"], every_x[expect])
 
 
 def test_deletion_auc_logs_the_one_call_value(framework: str, rng: np.random.Generator) -> None:
@@ -108,13 +108,15 @@ def test_stability_compares_consecutive_runs(framework: str, rng: np.random.Gene
 
 def test_trace_bad_arguments(rng: np.random.Generator) -> None:
     model = linear("torch", square_weights(rng))
-    with pytest.raises(
-        XaikitTypeError, match=r"samples must be None \(the first batch\), a number of samples >= 1"
-    ):
+    with pytest.raises(XaikitValueError, match=r"samples must be >= 1 when it is an int; got 0"):
         DeletionAUC(model, samples=0)
-    with pytest.raises(XaikitTypeError, match=r"samples must be None"):
+    with pytest.raises(
+        XaikitTypeError, match=r"samples must be None, an int >= 1 or a dict of arrays; got str"
+    ):
         SaliencyStability(model, samples="x")
-    with pytest.raises(XaikitValueError, match=r"samples is missing key\(s\) \['y'\]"):
+    with pytest.raises(
+        XaikitValueError, match=r"samples must hold the key\(s\) \['y'\]; the given samples have keys \['x'\]"
+    ):
         DeletionAUC(model, samples={"x": np.zeros((2, SIZE, SIZE, 3))}, class_key="y")
     with pytest.raises(XaikitValueError, match=r"steps must be an integer >= 1; got 0"):
         DeletionAUC(model, steps=0)
@@ -123,7 +125,10 @@ def test_trace_bad_arguments(rng: np.random.Generator) -> None:
     with pytest.raises(XaikitValueError, match=r"method must be one of"):
         SaliencyStability(model, method="lrp")
     trace = DeletionAUC(model, model_inputs="image")
-    with pytest.raises(XaikitValueError, match=r"the batch has no key\(s\) \['image'\]"):
+    with pytest.raises(
+        XaikitValueError,
+        match=r"the batch has no key\(s\) \['image'\] to collect samples from; it has \['x'\]",
+    ):
         trace.on_batch_end(Data({"x": np.zeros((1, SIZE, SIZE, 3))}))
 
 
@@ -181,31 +186,55 @@ def test_traces_in_the_estimator_loop(rng: np.random.Generator) -> None:
     assert np.mean(xk.evaluate.localization(maps, square_mask(16))["energy"]) > 12 / 64
 
 
+def _gallery_module() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "gallery" / "evaluate_methods.py"
+    spec = importlib.util.spec_from_file_location("evaluate_methods_gallery", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gallery_tables_go_into_the_page_between_markers(tmp_path: Any) -> None:
+    module = _gallery_module()
+    page = tmp_path / "evaluate.md"
+    page.write_text(
+        "intro\n<!-- evaluate_methods:table -->\nold\n<!-- /evaluate_methods:table -->\nmiddle\n"
+        "<!-- evaluate_methods:layers -->\nold\nold\n<!-- /evaluate_methods:layers -->\nend\n"
+    )
+    picture = tmp_path / "img" / "grid.png"
+    picture.parent.mkdir()
+    out = module.write_tables({"table": "| a |\n", "layers": "| b |"}, picture, "auto")
+    assert out == page
+    assert page.read_text() == (
+        "intro\n<!-- evaluate_methods:table -->\n| a |\n<!-- /evaluate_methods:table -->\nmiddle\n"
+        "<!-- evaluate_methods:layers -->\n| b |\n<!-- /evaluate_methods:layers -->\nend\n"
+    )
+    # no page with markers: a file beside the picture
+    other = tmp_path / "elsewhere" / "pics" / "grid.png"
+    other.parent.mkdir(parents=True)
+    out = module.write_tables({"table": "| a |", "layers": "| b |"}, other, "auto")
+    assert out == other.with_name("evaluate_table.md") and out.read_text() == "| a |\n\n| b |\n"
+
+
 @pytest.mark.slow
 def test_gallery_script_writes_the_table_and_grid(tmp_path: Any) -> None:
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "gallery" / "evaluate_methods.py"
-    args = [
-        "--out-dir",
-        str(tmp_path),
-        "--n-train",
-        "64",
-        "--epochs",
-        "1",
-        "--samples",
-        "4",
-        "--threads",
-        "1",
-    ]
+    root = Path(__file__).resolve().parents[1]
+    picture = tmp_path / "img" / "randomization_grid.png"
+    args = ["--out", str(picture), "--n-train", "64", "--epochs", "1", "--samples", "4", "--threads", "1"]
     subprocess.run(
-        [sys.executable, str(script), *args, "--frameworks", "torch"], check=True, capture_output=True
-    )
-    table = (tmp_path / "evaluate_table.md").read_text()
+        [sys.executable, "-m", "gallery.evaluate_methods", *args, "--frameworks", "torch"],
+        check=True, capture_output=True, cwd=root,
+    )  # fmt: skip
+    table = (tmp_path / "img" / "evaluate_table.md").read_text()
     for name in ("vanilla", "SmoothGrad", "Integrated Gradients", "SmInt", "random map (chance)"):
         assert f"| {name} |" in table
     assert "| 5 | conv1 |" in table  # the per-layer table of the grid
-    png = (tmp_path / "img" / "randomization_grid.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

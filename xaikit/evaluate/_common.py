@@ -30,6 +30,11 @@ def host(value: Any, name: str) -> np.ndarray:
 
 def input_layout(x: Any, bk: Backend) -> tuple[tuple[int, ...], int | None]:
     """The shape of an input batch and its channel axis (None for inputs without one)."""
+    if isinstance(x, (list, tuple, dict)):
+        raise XaikitTypeError(
+            f"x must be one input batch (array or tensor); models with several inputs are not supported "
+            f"here; got {describe(x)}"
+        )
     shape = tuple(int(d) for d in getattr(x, "shape", np.shape(x)))
     if len(shape) < 2 or shape[0] == 0:
         raise XaikitValueError(

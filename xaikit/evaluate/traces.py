@@ -9,10 +9,10 @@ Both explain the same samples every time (collected once, like the ``Saliency`` 
 ``eval`` mode by default, and can be wrapped in a scheduler (``EpochScheduler``,
 ``RepeatScheduler``) to run only on some epochs.
 
-Sample selection (the semantics of the XAI traces' sample collector): ``samples=None`` takes
-the first batch the trace sees; an int ``n`` the first ``n`` samples (across batches if
-needed; the set is frozen at the end of the first epoch, with fewer samples if fewer came by);
-a dict ``{key: array}`` gives the samples directly.
+Samples are chosen by the XAI traces' :class:`~xaikit.trace.xai.SampleCollector` (per mode):
+``samples=None`` takes the first batch the trace sees; an int ``n`` the first ``n`` samples
+(across batches if needed; the set is frozen at the end of the first epoch); a dict
+``{key: array}`` gives the samples directly.
 """
 
 from __future__ import annotations
@@ -22,69 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import get_backend, to_number
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.backend import get_backend
+from xaikit.errors import XaikitTypeError, describe
 from xaikit.evaluate._common import input_layout, spatial_shape, spearman, to_spatial
 from xaikit.trace.base import Data, Trace
+from xaikit.trace.xai._samples import SampleCollector
 from xaikit.xai._display import channel_axis_of
 
 __all__ = ["DeletionAUC", "SaliencyStability"]
-
-
-class _Samples:
-    """A fixed set of samples taken from the batches a trace sees (or given up front)."""
-
-    def __init__(self, samples: int | Mapping[str, Any] | None, keys: list[str]) -> None:
-        self.keys = keys
-        self.want: int | None = None
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-        self.ready: dict[str, np.ndarray] | None = None
-        if samples is None:
-            return
-        if isinstance(samples, Mapping):
-            missing = [k for k in keys if k not in samples]
-            if missing:
-                raise XaikitValueError(
-                    f"samples is missing key(s) {missing}; it has {sorted(map(str, samples))}"
-                )
-            arrays = {k: np.asarray(to_number(samples[k])) for k in keys}
-            sizes = {len(a) for a in arrays.values()}
-            if len(sizes) != 1 or 0 in sizes:
-                raise XaikitValueError(
-                    f"samples must hold the same non-zero number of rows under every key; got "
-                    f"{ {k: describe(v) for k, v in arrays.items()} }"
-                )
-            self.ready = arrays
-            return
-        if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
-            raise XaikitTypeError(
-                f"samples must be None (the first batch), a number of samples >= 1, or a dict of arrays; "
-                f"got {describe(samples)}"
-            )
-        self.want = int(samples)
-
-    def offer(self, data: Data) -> None:
-        """Take what is still needed from a batch."""
-        if self.ready is not None:
-            return
-        missing = [k for k in self.keys if k not in data]
-        if missing:
-            raise XaikitValueError(f"the batch has no key(s) {missing} to collect samples from")
-        have = sum(len(p) for p in self.parts[self.keys[0]])
-        take = None if self.want is None else self.want - have
-        for k in self.keys:
-            arr = np.asarray(to_number(data[k]))
-            self.parts[k].append(arr if take is None else arr[:take])
-        have = sum(len(p) for p in self.parts[self.keys[0]])
-        if self.want is None or have >= self.want:
-            self.finish()
-
-    def finish(self) -> None:
-        """Freeze what was collected (at the end of the first epoch, even if fewer than the
-        requested number of samples came by)."""
-        if self.ready is None and self.parts[self.keys[0]]:
-            self.ready = {k: np.concatenate(v) for k, v in self.parts.items()}
-            self.parts = {k: [] for k in self.keys}
 
 
 def model_layout(model: Any, x: np.ndarray) -> np.ndarray:
@@ -122,16 +67,18 @@ class _FixedSampleTrace(Trace):
         self.method = canonical_method(method)
         self.seed = seed
         self.method_options = dict(method_options)
-        self.samples = _Samples(samples, keys)
+        self.collector = SampleCollector(samples, keys=keys)
         #: (epoch, value) pairs logged so far
         self.history: list[tuple[int, float]] = []
 
+    def _mode(self) -> str:
+        return str(getattr(getattr(self, "system", None), "mode", None) or "eval")
+
     def on_batch_end(self, data: Data) -> None:
-        self.samples.offer(data)
+        self.collector.collect(self._mode(), data)
 
     def _inputs(self) -> tuple[np.ndarray, np.ndarray | None] | None:
-        self.samples.finish()
-        ready = self.samples.ready
+        ready = self.collector.finish(self._mode())
         if ready is None:
             return None
         x = model_layout(self.model, ready[self.model_inputs])
@@ -281,7 +228,8 @@ class SaliencyStability(_FixedSampleTrace):
         super().__init__(
             model, model_inputs, samples, class_key, method, outputs, mode, ds_id, seed, method_options
         )
-        self.previous: np.ndarray | None = None
+        #: the maps of the previous run, per mode
+        self.previous: dict[str, np.ndarray] = {}
         #: per-sample correlations of the last run
         self.last_spearman: np.ndarray | None = None
 
@@ -294,7 +242,8 @@ class SaliencyStability(_FixedSampleTrace):
         shape, caxis = input_layout(x, bk)
         channels = shape[caxis] if caxis is not None else None
         current = to_spatial(self._maps(x, target), spatial_shape(shape, caxis), shape[0], channels=channels)
-        previous, self.previous = self.previous, current
+        mode = self._mode()
+        previous, self.previous[mode] = self.previous.get(mode), current
         if previous is None:
             return
         rho = spearman(previous, current)

@@ -349,7 +349,7 @@ def sweep(job: Job) -> Result:
             t0 = time.perf_counter()
             rows, targets = state.build(r0, r1)
             n = r1 - r0
-            full = min(plan.size, state.align(0, plan.size)) if plan.size >= state.B else plan.size
+            full = _padded_rows(n, min(plan.size, state.align(0, plan.size)))
             padded = pad and n < full
             if padded:
                 rows, targets = _pad(bk, rows, targets, full - n)
@@ -375,6 +375,21 @@ def sweep(job: Job) -> Result:
     return Result(state.finish(), outputs, sizes, plan.layout)
 
 
+def _padded_rows(n: int, chunk: int) -> int:
+    """Rows a chunk of ``n`` real rows is padded to, for frameworks whose compiled step
+    retraces on every new shape: full chunks stay as they are, a smaller (tail or single)
+    chunk is padded to the next power of two, so a model sees at most log2(chunk) + 2 shapes
+    over its lifetime while padding wastes less than the chunk's own rows.
+
+    Example:
+        >>> _padded_rows(256, 256), _padded_rows(32, 256), _padded_rows(33, 256), _padded_rows(200, 256)
+        (256, 32, 64, 256)
+    """
+    if n >= chunk:
+        return n
+    return min(chunk, 1 << max(0, (n - 1).bit_length()))
+
+
 def _pad(bk: Backend, rows: list[T], targets: T, extra: int) -> tuple[list[T], T]:
     padded = [
         bk.cat([x, bk.zeros((extra,) + tuple(x.shape[1:]), _device_of(x), bk.dtype_name(x))]) for x in rows
@@ -394,13 +409,13 @@ def forward_scores(
     """Target-class scores of ``total`` rows built by ``rows_fn(r0, r1)``: forward only, ``chunk``
     rows at a time, on the device; returns a (total,) tensor."""
     chunk = max(1, int(chunk))
-    pad = bk.pads_chunks() and total > chunk
+    pad = bk.pads_chunks()
     out: list[T] = []
     for r0 in range(0, total, chunk):
         r1 = min(total, r0 + chunk)
         rows, targets = rows_fn(r0, r1)
-        if pad and r1 - r0 < chunk:
-            rows, targets = _pad(bk, rows, targets, chunk - (r1 - r0))
+        if pad and (size := _padded_rows(r1 - r0, chunk)) > r1 - r0:
+            rows, targets = _pad(bk, rows, targets, size - (r1 - r0))
         out.append(bk.scores(model, rows, targets, output)[: r1 - r0])
     return bk.cat(out)
 
