@@ -25,6 +25,7 @@ class Settings:
     pair_smoothgrad: bool = True
     smint_loop: bool = True  # sequential loop at the SmInt settings too (not only the reference call)
     unchunked_max_rows: int = 6400  # captum NoiseTunnel(IG) in one pass only up to this many rows
+    memory: bool = True
     memory_b: int = 4  # the memory sweep runs on the first model only
     memory_sweep: tuple[tuple[int, int], ...] = ((8, 10), (8, 50), (16, 100))
     quick: bool = False

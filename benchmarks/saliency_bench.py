@@ -89,7 +89,7 @@ def run_model(fw: str, name: str, st: Settings) -> dict[str, Any]:
         if st.smint_loop:
             cases.append(mod.loop_case(model, name, b, st.smint_s, st.smint_m, "smint"))
     cases.append(mod.loop_case(model, name, st.ref_b, st.ref_s, st.ref_m, "ref"))
-    memory_runs = name == st.models[0]
+    memory_runs = st.memory and name == st.models[0]
 
     warm(cases, log)
     if fw == "tf":
@@ -419,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", help="comma list of lenet,resnet")
     p.add_argument("--batches", help="comma list of batch sizes")
     p.add_argument("--reps", type=int, help="timed rounds")
+    p.add_argument("--no-memory-sweep", action="store_true", help="skip the peak-memory sweep")
     p.add_argument(
         "--threads",
         type=int,
@@ -443,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         st.batches = tuple(int(s) for s in args.batches.split(",") if s.strip())
     if args.reps:
         st.reps = args.reps
+    if args.no_memory_sweep:
+        st.memory = False
     for fw in st.frameworks:
         if fw not in ("torch", "tf"):
             p.error(f"--frameworks: unknown framework {fw!r}; expected torch and/or tf")
