@@ -12,6 +12,7 @@ computed between medians of the same run. See ``benchmarks/README.md`` for what 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import importlib
 import json
@@ -320,6 +321,19 @@ def write_doc(path: Path, body: list[str], meta: dict[str, Any], st: Settings, f
         "",
         "## Machine and versions",
         "",
+        *(
+            [
+                f"**Taken on a shared machine (load average {m['load_avg_start'][0]} on {m.get('cores')} "
+                "cores at the start): the timings are noisy and some ratios are distorted; re-run it on a "
+                "quiet machine for figures to quote.**",
+                "",
+            ]
+            if m.get("load_avg_start") and m["load_avg_start"][0] > (m.get("cores") or 1)
+            else []
+        ),
+        f"- Command: `python benchmarks/saliency_bench.py {meta.get('argv', '')}`"
+        f" — frameworks {', '.join(st.frameworks)}; models {', '.join(st.models)}; batches "
+        f"{', '.join(map(str, st.batches))}; {st.reps} timed rounds; whole run {meta.get('wall_s')} s.",
         f"- CPU: {m.get('cpu')}, {m.get('cores')} cores visible, {m.get('ram_gib')} GiB RAM; "
         f"load average at start {m.get('load_avg_start')}, at end {m.get('load_avg_end')} "
         "(a load far above the core count means the machine was shared and the timings are noisy).",
@@ -410,6 +424,53 @@ FE_NOTE = (
 )
 
 
+def _case_from(d: dict[str, Any]) -> Case:
+    extra: dict[str, Any] = {k: d[k] for k in ("chunk", "layout", "S", "M", "tool") if k in d}
+    case = Case(d["name"], d["group"], d["framework"], d["model"], d["batch"], d["rows"], lambda: None)
+    case.method, case.note, case.extra = d["method"], d["note"], extra
+    case.times, case.rss, case.gpu = (
+        list(d["times_s"]),
+        list(d["peak_rss_increase_bytes"]),
+        list(d["peak_gpu_bytes"]),
+    )
+    return case
+
+
+def _settings_from(d: dict[str, Any]) -> Settings:
+    names = {f.name for f in dataclasses.fields(Settings)}
+    kwargs: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in names}
+    return Settings(**kwargs)
+
+
+def render(paths: list[Path], out: Path) -> None:
+    """Rebuild the Markdown report from one or more ``--json`` files (e.g. runs of different models)."""
+    runs = [json.loads(p.read_text()) for p in paths]
+    numbers: dict[tuple[str, str], dict[str, Any]] = {}
+    facts: dict[tuple[str, str], Any] = {}
+    results_md: list[str] = ["## Results", ""]
+    for run in runs:
+        st = _settings_from(run["settings"])
+        groups: dict[tuple[str, str], list[Case]] = {}
+        for d in run["cases"]:
+            groups.setdefault((d["framework"], d["model"]), []).append(_case_from(d))
+        for (fw, name), cases in groups.items():
+            f = run["facts"][f"{fw}/{name}"]
+            lines, num = analyse(fw, name, {"cases": cases, "facts": f}, st)
+            results_md += lines
+            numbers[(fw, name)] = num
+            facts[(fw, name)] = f
+    meta = dict(runs[0])
+    if len(runs) > 1:
+        meta["argv"] = "` and `python benchmarks/saliency_bench.py ".join(r["argv"] for r in runs)
+        meta["wall_s"] = " + ".join(str(r["wall_s"]) for r in runs)
+    body = [*targets(numbers, facts), "", *results_md]
+    st = _settings_from(runs[0]["settings"])
+    st.models = tuple(dict.fromkeys(m for r in runs for m in r["settings"]["models"]))
+    st.frameworks = tuple(dict.fromkeys(f for r in runs for f in r["settings"]["frameworks"]))
+    st.batches = tuple(dict.fromkeys(b for r in runs for b in r["settings"]["batches"]))
+    write_doc(out, body, meta, st, FE_NOTE)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smoke run: reduced settings, well under a minute")
@@ -419,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", help="comma list of lenet,resnet")
     p.add_argument("--batches", help="comma list of batch sizes")
     p.add_argument("--reps", type=int, help="timed rounds")
+    p.add_argument("--render", help="comma list of --json files: rewrite --out from them, measure nothing")
     p.add_argument("--no-memory-sweep", action="store_true", help="skip the peak-memory sweep")
     p.add_argument(
         "--threads",
@@ -427,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
 
+    if args.render:
+        render([Path(s) for s in args.render.split(",") if s.strip()], args.out)
+        log(f"wrote {args.out}")
+        return 0
     if any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()) and not os.environ.get("XK_BENCH_CHILD"):
         env = {**os.environ, **MALLOC_ENV, "XK_BENCH_CHILD": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
         if args.threads:
@@ -451,11 +517,13 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--frameworks: unknown framework {fw!r}; expected torch and/or tf")
 
     t_start = time.perf_counter()
+    meta_argv = " ".join(argv if argv is not None else sys.argv[1:])
     mach = machine()
     meta: dict[str, Any] = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {**mach, "load_avg_start": mach.get("load_avg")},
         "versions": _versions(),
+        "argv": meta_argv,
         "settings": dict(st.__dict__),
     }
     body: list[str] = []
@@ -492,7 +560,6 @@ def main(argv: list[str] | None = None) -> int:
     meta["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     meta["wall_s"] = round(time.perf_counter() - t_start, 1)
     body = [*target_lines, "", *results_md]
-    body.append(f"Whole run: {meta['wall_s']} s.")
     write_doc(args.out, body, meta, st, FE_NOTE)
     log(f"wrote {args.out}")
     if args.json:
