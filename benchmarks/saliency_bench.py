@@ -461,8 +461,8 @@ def render(paths: list[Path], out: Path) -> None:
             facts[(fw, name)] = f
     meta = dict(runs[0])
     if len(runs) > 1:
-        meta["argv"] = "` and `python benchmarks/saliency_bench.py ".join(r["argv"] for r in runs)
-        meta["wall_s"] = " + ".join(str(r["wall_s"]) for r in runs)
+        meta["argv"] = "` and `python benchmarks/saliency_bench.py ".join(r.get("argv", "") for r in runs)
+        meta["wall_s"] = " + ".join(str(r.get("wall_s", "?")) for r in runs)
     body = [*targets(numbers, facts), "", *results_md]
     st = _settings_from(runs[0]["settings"])
     st.models = tuple(dict.fromkeys(m for r in runs for m in r["settings"]["models"]))
