@@ -471,6 +471,32 @@ def render(paths: list[Path], out: Path) -> None:
     write_doc(out, body, meta, st, FE_NOTE)
 
 
+def _write(
+    args: argparse.Namespace,
+    meta: dict[str, Any],
+    st: Settings,
+    numbers: dict[tuple[str, str], dict[str, Any]],
+    facts: dict[tuple[str, str], Any],
+    results_md: list[str],
+    raw: list[dict[str, Any]],
+    t_start: float,
+) -> None:
+    meta["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    meta["wall_s"] = round(time.perf_counter() - t_start, 1)
+    write_doc(args.out, [*targets(numbers, facts), "", *results_md], meta, st, FE_NOTE)
+    if args.json:
+        payload = {
+            **meta,
+            "facts": {f"{k[0]}/{k[1]}": v for k, v in facts.items()},
+            "summary": {f"{k[0]}/{k[1]}": v for k, v in numbers.items()},
+            "cases": raw,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.json.with_name(args.json.name + ".tmp")
+        tmp.write_text(json.dumps(payload, indent=1, default=str))
+        os.replace(tmp, args.json)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smoke run: reduced settings, well under a minute")
@@ -480,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", help="comma list of lenet,resnet")
     p.add_argument("--batches", help="comma list of batch sizes")
     p.add_argument("--reps", type=int, help="timed rounds")
+    p.add_argument("--chunks", help="comma list of chunk sizes for the bound search")
+    p.add_argument("--bound-rows", type=int, help="rows per bound measurement (at least two chunks)")
     p.add_argument("--render", help="comma list of --json files: rewrite --out from them, measure nothing")
     p.add_argument("--no-memory-sweep", action="store_true", help="skip the peak-memory sweep")
     p.add_argument(
@@ -510,6 +538,10 @@ def main(argv: list[str] | None = None) -> int:
         st.batches = tuple(int(s) for s in args.batches.split(",") if s.strip())
     if args.reps:
         st.reps = args.reps
+    if args.chunks:
+        st.chunks = tuple(int(s) for s in args.chunks.split(",") if s.strip())
+    if args.bound_rows:
+        st.bound_rows = args.bound_rows
     if args.no_memory_sweep:
         st.memory = False
     for fw in st.frameworks:
@@ -526,7 +558,6 @@ def main(argv: list[str] | None = None) -> int:
         "argv": meta_argv,
         "settings": dict(st.__dict__),
     }
-    body: list[str] = []
     raw: list[dict[str, Any]] = []
     numbers: dict[tuple[str, str], dict[str, Any]] = {}
     facts: dict[tuple[str, str], Any] = {}
@@ -555,25 +586,10 @@ def main(argv: list[str] | None = None) -> int:
             facts[(fw, name)] = res["facts"]
             raw += [{**c.as_dict()} for c in res["cases"]]
             print("\n".join(lines), flush=True)
-    target_lines = targets(numbers, facts)
-    print("\n".join(target_lines), flush=True)
-    meta["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
-    meta["wall_s"] = round(time.perf_counter() - t_start, 1)
-    body = [*target_lines, "", *results_md]
-    write_doc(args.out, body, meta, st, FE_NOTE)
-    log(f"wrote {args.out}")
-    if args.json:
-        payload = {
-            **meta,
-            "facts": {f"{k[0]}/{k[1]}": v for k, v in facts.items()},
-            "summary": {f"{k[0]}/{k[1]}": v for k, v in numbers.items()},
-            "cases": raw,
-        }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_name(args.json.name + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=1, default=str))
-        os.replace(tmp, args.json)
-        log(f"wrote {args.json}")
+            _write(args, meta, st, numbers, facts, results_md, raw, t_start)  # after each model: a
+            # run cut short still leaves its finished part behind
+    print("\n".join(targets(numbers, facts)), flush=True)
+    log(f"wrote {args.out}" + (f" and {args.json}" if args.json else ""))
     return 0
 
 
