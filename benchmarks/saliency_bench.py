@@ -509,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunks", help="comma list of chunk sizes for the bound search")
     p.add_argument("--bound-rows", type=int, help="rows per bound measurement (at least two chunks)")
     p.add_argument("--render", help="comma list of --json files: rewrite --out from them, measure nothing")
+    p.add_argument("--no-pair", action="store_true", help="skip the PAIR saliency peers")
     p.add_argument("--no-memory-sweep", action="store_true", help="skip the peak-memory sweep")
     p.add_argument(
         "--threads",
@@ -542,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
         st.chunks = tuple(int(s) for s in args.chunks.split(",") if s.strip())
     if args.bound_rows:
         st.bound_rows = args.bound_rows
+    if args.no_pair:
+        st.pair = st.pair_smoothgrad = False
     if args.no_memory_sweep:
         st.memory = False
     for fw in st.frameworks:
