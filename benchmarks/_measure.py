@@ -1,0 +1,201 @@
+"""Timing and memory helpers of the saliency benchmark: interleaved repetitions, medians, and the
+peak resident-set-size increase of one call, sampled from ``/proc/self/status`` in a thread."""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+
+
+def rss_bytes() -> int:
+    """The process's current resident set size (VmRSS), in bytes; 0 where /proc is missing."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class PeakRSS:
+    """Context manager: the peak VmRSS increase over the value at entry, sampled every ``period`` s.
+
+    The sampler thread holds the GIL only for a file read; it cannot see a spike shorter than
+    the period, so the figure is a lower bound of the true peak (accurate for anything that
+    lives for more than a millisecond, which every tensor of a chunk does).
+    """
+
+    def __init__(self, period: float = 0.001) -> None:
+        self.period = period
+        self.base = 0
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_bytes())
+            time.sleep(self.period)
+
+    def __enter__(self) -> PeakRSS:
+        gc.collect()
+        self.base = self.peak = rss_bytes()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.peak = max(self.peak, rss_bytes())
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def increase(self) -> int:
+        return max(0, self.peak - self.base)
+
+
+@dataclass
+class Case:
+    """One benchmarked call: ``fn()`` does the whole work of the case once."""
+
+    name: str
+    group: str  # "bound", "xaikit", "peer", "loop", "memory"
+    framework: str
+    model: str
+    batch: int
+    rows: int  # forward+backward rows the case evaluates (its own work, not normalized)
+    fn: Callable[[], Any]
+    method: str = ""  # which xaikit method it compares with ("vanilla", "smint", "ref", ...)
+    note: str = ""
+    sync: Callable[[], None] | None = None
+    gpu_peak: Callable[[], int | None] | None = None
+    gpu_reset: Callable[[], None] | None = None
+    times: list[float] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+    gpu: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    handle: Any = None  # an object the report may inspect (not serialized)
+    warmed: bool = False
+
+    def run_once(self, measure_memory: bool = True) -> None:
+        gc.collect()
+        if self.gpu_reset is not None:
+            self.gpu_reset()
+        probe = PeakRSS() if measure_memory else None
+        if probe is not None:
+            probe.__enter__()
+        t0 = time.perf_counter()
+        self.fn()
+        if self.sync is not None:
+            self.sync()
+        elapsed = time.perf_counter() - t0
+        if probe is not None:
+            probe.__exit__(None, None, None)
+            self.rss.append(probe.increase)
+        self.times.append(elapsed)
+        if self.gpu_peak is not None:
+            peak = self.gpu_peak()
+            if peak is not None:
+                self.gpu.append(peak)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times) if self.times else float("nan")
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.median if self.times else float("nan")
+
+    @property
+    def peak_rss(self) -> int:
+        return max(self.rss) if self.rss else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "group": self.group,
+            "framework": self.framework,
+            "model": self.model,
+            "batch": self.batch,
+            "rows": self.rows,
+            "method": self.method,
+            "note": self.note,
+            "times_s": self.times,
+            "median_s": self.median,
+            "rows_per_s": self.rate,
+            "peak_rss_increase_bytes": self.rss,
+            "peak_gpu_bytes": self.gpu,
+            **self.extra,
+        }
+
+
+def interleave(cases: list[Case], reps: int, warmup: bool = True, log: Callable[[str], None] = print) -> None:
+    """One untimed warm-up call of every case, then ``reps`` rounds that each call every case
+    once, in the same order, so that slow phases of a shared machine hit all cases alike."""
+    if warmup:
+        warm(cases, log)
+    rounds(cases, reps, log)
+
+
+def warm(cases: list[Case], log: Callable[[str], None] = print) -> None:
+    """Call every case once, untimed (tracing, tuning, first-call allocations)."""
+    for case in cases:
+        if case.warmed:
+            continue
+        t0 = time.perf_counter()
+        case.fn()
+        case.warmed = True
+        log(
+            f"  warm-up {case.framework}/{case.model}/B={case.batch} {case.name}: {time.perf_counter() - t0:.2f}s"
+        )
+
+
+def rounds(cases: list[Case], reps: int, log: Callable[[str], None] = print) -> None:
+    """``reps`` timed rounds, each calling every case once in the same order."""
+    for r in range(reps):
+        t0 = time.perf_counter()
+        for case in cases:
+            case.run_once()
+        log(f"  round {r + 1}/{reps}: {time.perf_counter() - t0:.1f}s")
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores and RAM of this machine."""
+    info: dict[str, Any] = {"cores": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    info["ram_gib"] = round(int(line.split()[1]) / 2**20, 1)
+                    break
+        info["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    info.setdefault("cpu", "unknown")
+    return info
+
+
+def tuned_chunk(model: Any) -> tuple[int, str]:
+    """The chunk size and layout that xaikit's ``max_batch="auto"`` settled on for this model
+    (read from the engine's cache, read-only; the engine's CPU default where nothing was cached)."""
+    from xaikit.xai import _engine
+
+    found = list(_engine._TUNED.get(model, {}).values())
+    return found[0] if found else (_engine._CPU_DEFAULT, "channels_last")
