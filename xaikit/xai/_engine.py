@@ -252,7 +252,7 @@ class _Sweep:
 # ---- chunk sizing ---------------------------------------------------------------------------------
 _TUNED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[int, str]]] = weakref.WeakKeyDictionary()
 _CPU_DEFAULT = 256
-_CANDIDATES = (128, 256, 512)
+_CANDIDATES = (128, 256)  # larger chunks lose on CPU: cache misses and allocator churn
 
 
 def _tuned(model: Any) -> dict[tuple[Any, ...], tuple[int, str]]:
