@@ -169,3 +169,14 @@ def test_model_of_no_framework() -> None:
         match=r"model must be a torch.nn.Module, a Keras model or a TensorFlow callable .*got function",
     ):
         xk.xai.SaliencyNet(lambda x: x, "x", "y")
+
+
+def test_input_the_model_cannot_take(framework: str, rng: np.random.Generator) -> None:
+    """A wrong image size fails inside the model: the error names the inputs and their shapes."""
+    model, layout = model_for(framework)  # built for 12x12 images
+    x = layout(rng.random((2, 20, 20, 3)).astype(np.float32))
+    net = xk.xai.SaliencyNet(model, "x", "y_pred")
+    with pytest.raises(
+        XaikitValueError, match=r"the model could not be called on the model inputs \('x': \(2, "
+    ):
+        net.get_integrated_masks({"x": x})

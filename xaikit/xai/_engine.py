@@ -18,7 +18,6 @@ carried to the next chunk. Only one chunk of rows is alive at a time.
 
 from __future__ import annotations
 
-import math
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -57,7 +56,6 @@ class Job:
     seed: int = 0
     output: int | str = 0
     max_batch: int | str = "auto"
-    keep_outputs: bool = False  # return the model outputs of every row (vanilla predictions)
     dtype: str = "float32"
 
     @property
@@ -76,7 +74,6 @@ class Job:
 @dataclass
 class Result:
     attributions: list[T]
-    outputs: T | None = None
     chunks: list[int] = field(default_factory=list)
     layout: str = "contiguous"
 
@@ -142,7 +139,6 @@ class _Sweep:
         self.device = _device_of(job.inputs[0])
         self.acc: list[T] | None = None
         self.carry: list[T] | None = None
-        self.outputs: list[T] = []
         self.w = np.ones(1) if job.weights is None else np.asarray(job.weights, dtype=np.float64)
         self.a = np.ones(1) if job.alphas is None else np.asarray(job.alphas, dtype=np.float64)
 
@@ -354,12 +350,10 @@ def sweep(job: Job) -> Result:
             if padded:
                 rows, targets = _pad(bk, rows, targets, full - n)
             rows = [bk.to_layout(x, layout) for x in rows]
-            _scores, grads, outputs = bk.grad_step(job.model, rows, targets, job.output)
+            _scores, grads, _outputs = bk.grad_step(job.model, rows, targets, job.output)
             if padded:
-                grads, outputs = [g[:n] for g in grads], outputs[:n]
+                grads = [g[:n] for g in grads]
             state.reduce(grads, r0, r1)
-            if job.keep_outputs:
-                state.outputs.append(outputs)
             if plan.trials:
                 bk.synchronize(device)
             plan.record(n, layout, time.perf_counter() - t0)
@@ -371,8 +365,7 @@ def sweep(job: Job) -> Result:
             continue
         sizes.append(r1 - r0)
         r0 = r1
-    outputs = bk.cat(state.outputs) if job.keep_outputs else None
-    return Result(state.finish(), outputs, sizes, plan.layout)
+    return Result(state.finish(), sizes, plan.layout)
 
 
 def _padded_rows(n: int, chunk: int) -> int:
@@ -418,10 +411,6 @@ def forward_scores(
             rows, targets = _pad(bk, rows, targets, size - (r1 - r0))
         out.append(bk.scores(model, rows, targets, output)[: r1 - r0])
     return bk.cat(out)
-
-
-def n_chunks(total: int, size: int) -> int:
-    return math.ceil(total / max(1, size))
 
 
 def endpoint_scores(job: Job, chunk: int) -> tuple[T, T]:

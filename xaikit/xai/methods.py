@@ -19,7 +19,7 @@ import numpy as np
 
 from xaikit.backend import Backend
 from xaikit.backend._base import T
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._baselines import baseline_array, check_baseline, gaussian_blur, spatial_axes
 from xaikit.xai._display import channel_axis_of
 from xaikit.xai._engine import Job, endpoint_scores, stream_seed, sweep
@@ -108,7 +108,21 @@ def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
     bk = inp.bk
     parts = []
     for r0 in range(0, inp.batch, chunk):
-        parts.append(bk.forward(inp.model, [t[r0 : r0 + chunk] for t in inp.tensors], output))
+        rows = [t[r0 : r0 + chunk] for t in inp.tensors]
+        try:
+            parts.append(bk.forward(inp.model, rows, output))
+        except XaikitError:
+            raise
+        except Exception as exc:
+            if bk.is_oom(exc):
+                raise
+            shapes = ", ".join(
+                f"{k!r}: {tuple(int(d) for d in t.shape)}" for k, t in zip(inp.keys, inp.tensors)
+            )
+            raise XaikitValueError(
+                f"the model could not be called on the model inputs ({shapes}); "
+                f"check their shape and layout. The model raised {type(exc).__name__}: {exc}"
+            ) from exc
     return bk.cat(parts)
 
 
@@ -207,7 +221,6 @@ class Attribution:
     delta: np.ndarray | None
     chunks: list[int]
     layout: str
-    outputs: T | None = None
 
 
 def attribute(
@@ -225,7 +238,6 @@ def attribute(
     max_batch: int | str = "auto",
     output: int | str = 0,
     with_delta: bool = False,
-    keep_outputs: bool = False,
 ) -> Attribution:
     """Run one method on validated inputs and return raw, signed attributions.
 
@@ -242,7 +254,6 @@ def attribute(
         seed=seed,
         output=output,
         max_batch=max_batch,
-        keep_outputs=keep_outputs,
         dtype=inp.dtype,
     )
     if method in ("smoothgrad", "smint"):
@@ -276,4 +287,4 @@ def attribute(
         total = sum(bk.sample_sum(a) for a in result.attributions)
         delta = bk.to_numpy(total - gap).astype(np.float64)
     arrays = [bk.to_numpy(a) for a in result.attributions]
-    return Attribution(arrays, delta, result.chunks, result.layout, result.outputs)
+    return Attribution(arrays, delta, result.chunks, result.layout)
