@@ -6,8 +6,7 @@ import numpy as np
 
 import xaikit as xk
 from xaikit.architecture.torch import LeNet
-from xaikit.backend import reduce_mean
-from xaikit.backend._seeding import limit_threads, seed_everything
+from xaikit.backend import load_backend, reduce_mean
 from xaikit.dataset.data import shapes
 from xaikit.op.numpyop import Minmax
 from xaikit.op.tensorop import CrossEntropy, LambdaOp, ModelOp, UpdateOp
@@ -17,8 +16,8 @@ label_mapping = shapes.label_mapping
 
 def setup(n_train: int = 6000, n_eval: int = 500, seed: int = 0, index: bool = False):
     """``(train, eval, pipeline, model, network)``; the network writes ``sample_ce`` and ``ce``."""
-    limit_threads("torch", 1)
-    seed_everything("torch", seed)
+    load_backend("torch").limit_threads(1)
+    load_backend("torch").seed(seed)
     train_data, eval_data = shapes.load_data(n_train=n_train, n_eval=n_eval, seed=seed)
     if index:
         train_data["index"] = np.arange(len(train_data))

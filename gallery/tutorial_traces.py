@@ -10,8 +10,7 @@ from sklearn.metrics import fbeta_score
 
 import xaikit as xk
 from xaikit.architecture.torch import LeNet
-from xaikit.backend import to_number
-from xaikit.backend._seeding import limit_threads, seed_everything
+from xaikit.backend import load_backend, to_number
 from xaikit.dataset.data import digits
 from xaikit.op.numpyop import Minmax
 from xaikit.op.tensorop import CrossEntropy, ModelOp, UpdateOp
@@ -85,8 +84,8 @@ class MonitorPred(Trace):
 
 
 def main() -> None:
-    limit_threads("torch", 1)
-    seed_everything("torch", 0)
+    load_backend("torch").limit_threads(1)
+    load_backend("torch").seed(0)
     print("### F-beta")
     pipeline, _, network = get_pipeline_model_network()
     traces = FBetaScore(true_key="y", pred_key="y_pred", beta=2, output_name="f2_score", mode="eval")

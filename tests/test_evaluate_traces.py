@@ -58,13 +58,19 @@ def test_sample_selection(framework: str, rng: np.random.Generator, samples: Any
     np.testing.assert_array_equal(trace.collector.get("train")["x"], every_x[expect])
 
 
+def _model_batches(framework: str, rng: np.random.Generator) -> list[dict[str, np.ndarray]]:
+    """Batches in the layout of ``linear``'s model: it has no convolution, so (as the Network
+    does) the traces feed it the batch as it comes."""
+    return [dict(b, x=layout(framework, b["x"])) for b in _batches(rng)]
+
+
 def test_deletion_auc_logs_the_one_call_value(framework: str, rng: np.random.Generator) -> None:
     model = linear(framework, square_weights(rng))
-    batches = _batches(rng)
+    batches = _model_batches(framework, rng)
     trace = DeletionAUC(model, samples=5, steps=8, baseline="zeros", class_key="y")
     logs = _run_epoch(trace, batches, 1).read_logs()
     assert list(logs) == ["deletion_auc"]
-    x = layout(framework, np.concatenate([b["x"] for b in batches])[:5])
+    x = np.concatenate([b["x"] for b in batches])[:5]
     y = np.concatenate([b["y"] for b in batches])[:5]
     maps = xk.xai.explain(model, x, target=y, method="vanilla")
     want = xk.evaluate.deletion(model, x, maps, target=y, steps=8, baseline="zeros")
@@ -72,10 +78,10 @@ def test_deletion_auc_logs_the_one_call_value(framework: str, rng: np.random.Gen
     np.testing.assert_allclose(trace.last_auc, want.auc, rtol=1e-6)
     assert trace.history == [(1, logs["deletion_auc"])]
     # given samples, an IG method with its own baseline
-    given = {"x": np.concatenate([b["x"] for b in batches])[:3]}
+    given = {"x": np.concatenate([b["x"] for b in batches])[:3]}  # already in the model's layout
     ig = DeletionAUC(model, samples=given, method="integrated", nsamples=4, ig_baseline="zeros", steps=4)
     got = _run_epoch(ig, [], 1).read_logs()["deletion_auc"]
-    xs = layout(framework, given["x"])
+    xs = given["x"]
     maps = xk.xai.explain(model, xs, method="integrated", nsamples=4, baseline="zeros")
     assert got == pytest.approx(xk.evaluate.deletion(model, xs, maps, steps=4).auc_mean, rel=1e-6)
 
@@ -83,7 +89,7 @@ def test_deletion_auc_logs_the_one_call_value(framework: str, rng: np.random.Gen
 def test_stability_compares_consecutive_runs(framework: str, rng: np.random.Generator) -> None:
     w = square_weights(rng)
     model = linear(framework, w)
-    batches = _batches(rng)
+    batches = _model_batches(framework, rng)
     trace = SaliencyStability(model, samples=4, class_key="y")
     assert _run_epoch(trace, batches, 1).read_logs() == {}  # nothing to compare with yet
     assert _run_epoch(trace, batches, 2).read_logs() == {"saliency_stability": pytest.approx(1.0, abs=1e-12)}

@@ -30,7 +30,8 @@ def test_trace_normalises_arguments() -> None:
     assert t.inputs == ["x"] and t.outputs == ["a", "b"]
     assert t.mode == {"eval"} and t.ds_id == {"d1", "d2"}
     t = Trace()
-    assert t.inputs == [] and t.outputs == [] and t.mode == set() and t.ds_id == set()
+    assert t.inputs == [] and t.outputs == [] and t.ds_id == set()
+    assert t.mode == {"train", "eval", "test", "infer"}
     assert xk.trace.Trace is Trace
 
 
@@ -40,7 +41,7 @@ def test_trace_normalises_arguments() -> None:
         ("!train", {"eval", "test", "infer"}),
         (["!train", "!infer"], {"eval", "test"}),
         (("eval", "test"), {"eval", "test"}),
-        (None, set()),
+        (None, {"train", "eval", "test", "infer"}),
     ],
 )
 def test_modes(mode, expected) -> None:

@@ -114,8 +114,7 @@ def run_demo(
     out_dir.mkdir(parents=True, exist_ok=True)
 
     import xaikit as xk
-    from xaikit.backend import reduce_mean
-    from xaikit.backend._seeding import limit_threads, seed_everything
+    from xaikit.backend import load_backend, reduce_mean
     from xaikit.dataset.data import shapes
     from xaikit.op.numpyop import Minmax
     from xaikit.op.tensorop import CrossEntropy, LambdaOp, ModelOp, UpdateOp
@@ -125,9 +124,10 @@ def run_demo(
     from xaikit.trace.xai import InstanceTracker, LabelTracker, Saliency
 
     arch = importlib.import_module(_ARCH[framework])
+    bk = load_backend(framework)
     if threads is not None:
-        limit_threads(framework, int(threads))
-    seed_everything(framework, seed)
+        bk.limit_threads(int(threads))
+    bk.seed(seed)
 
     train, evals = shapes.load_data(n_train=n_train, n_eval=n_eval, seed=seed)
     train["index"] = np.arange(len(train), dtype=np.int64)

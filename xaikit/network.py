@@ -1,8 +1,9 @@
 """The model side of training: :func:`build` a model with its optimizer, and a :class:`Network`
 of tensor ops that runs one step per batch.
 
-Framework code lives in ``xaikit.backend._torch_train`` and ``xaikit.backend._tf_train``; this
-module is plain Python and loads a framework only when it meets one of its models.
+Framework code lives in the backend's training facet (``get_backend(model).train``); this module
+is plain Python and loads a framework only when it meets one of its models. It hands the facet
+the forward ops and the updates as plain ``(model, loss key)`` pairs.
 
 * TensorFlow: each step (all ops, and in training the optimizer updates) is one
   ``tf.function``, traced once per mode, set of ops and input dtypes/shapes (the batch axis is
@@ -10,9 +11,9 @@ module is plain Python and loads a framework only when it meets one of its model
 * PyTorch: steps run eagerly; ``model.train()`` in train mode, otherwise ``model.eval()`` under
   ``torch.no_grad()``.
 * Channel layout (torch): batches come from the pipeline channel-last ``(B, H, W, C)``. A 4-D
-  floating input of a ModelOp is permuted to ``(B, C, H, W)`` when the model's first
-  ``Conv2d`` expects ``C`` input channels, the input's last axis is ``C`` and its axis 1 is not.
-  Channel-first inputs, and models without a ``Conv2d``, are passed as they are.
+  floating input of a ModelOp is moved to the model's layout by the rule of
+  :mod:`xaikit.layout` (``(B, C, H, W)`` when the model's first ``Conv2d`` reads ``C`` channels,
+  the input's last axis is ``C`` and its axis 1 is not); anything else is passed as it is.
 * Dtypes: float64 batch values become float32; integer or bool model inputs are cast to
   float32 (so raw uint8 images work); labels stay integers.
 * :meth:`Network.run_step` returns the keys written by the ops, as numpy arrays.
@@ -30,15 +31,14 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from collections.abc import Callable, Iterable
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from xaikit.backend import framework_of, load_backend
+from xaikit.backend import Backend, framework_of, load_backend
+from xaikit.backend.facets import TrainFacet
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.op.op import all_values, resolve
 from xaikit.op.tensorop import ModelOp, TensorOp, UpdateOp
@@ -48,18 +48,15 @@ __all__ = ["Network", "build", "get_lr", "get_weights", "load_model", "save_mode
 _NAMES = itertools.count()
 
 
-def _module(framework: str) -> ModuleType:
-    load_backend(framework)  # a clear error when the framework is missing
-    return importlib.import_module(
-        "xaikit.backend._torch_train" if framework == "torch" else "xaikit.backend._tf_train"
-    )
-
-
-def _module_of(model: Any) -> ModuleType:
+def _backend_of(model: Any) -> Backend:
     fw = framework_of(model)
     if fw is None:
         raise XaikitTypeError(f"model must be a torch.nn.Module or a Keras model; got {describe(model)}")
-    return _module(fw)
+    return load_backend(fw)
+
+
+def _train_of(model: Any) -> TrainFacet:
+    return _backend_of(model).train
 
 
 def build(
@@ -82,11 +79,11 @@ def build(
     if not callable(model_fn):
         raise XaikitTypeError(f"model_fn must be a function that makes the model; got {describe(model_fn)}")
     model = model_fn()
-    if framework_of(model) is None or not _module_of(model).is_model(model):
+    if framework_of(model) is None or not _train_of(model).is_model(model):
         raise XaikitTypeError(
             f"model_fn must return a torch.nn.Module or a Keras model; got {describe(model)}"
         )
-    model.optimizer = _module_of(model).make_optimizer(model, optimizer_fn)
+    model.optimizer = _train_of(model).make_optimizer(model, optimizer_fn)
     if model_name is None:
         n = next(_NAMES)
         model_name = "model" if n == 0 else f"model{n}"
@@ -104,7 +101,7 @@ def _check_optimizer(model: Any) -> None:
 def get_lr(model: Any) -> float:
     """The learning rate of the model's optimizer."""
     _check_optimizer(model)
-    return float(_module_of(model).get_lr(model))
+    return float(_train_of(model).get_lr(model))
 
 
 def set_lr(model: Any, lr: float) -> None:
@@ -112,17 +109,17 @@ def set_lr(model: Any, lr: float) -> None:
     _check_optimizer(model)
     if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or lr < 0:
         raise XaikitValueError(f"lr must be a non-negative number; got {lr!r}")
-    _module_of(model).set_lr(model, float(lr))
+    _train_of(model).set_lr(model, float(lr))
 
 
 def get_weights(model: Any) -> Any:
     """An exact in-memory copy of the model's weights (and buffers), for :func:`set_weights`."""
-    return _module_of(model).get_weights(model)
+    return _train_of(model).get_weights(model)
 
 
 def set_weights(model: Any, weights: Any) -> None:
     """Restore weights from :func:`get_weights`."""
-    _module_of(model).set_weights(model, weights)
+    _train_of(model).set_weights(model, weights)
 
 
 def save_model(model: Any, path: str) -> str:
@@ -131,12 +128,12 @@ def save_model(model: Any, path: str) -> str:
     ``path`` may be a folder: the file is then ``<model_name>.pt`` (torch) or
     ``<model_name>.weights.h5`` (Keras; Keras file names must end that way).
     """
-    return str(_module_of(model).save_model(model, str(path)))
+    return str(_train_of(model).save_model(model, str(path)))
 
 
 def load_model(model: Any, path: str) -> None:
     """Load weights written by :func:`save_model` into the model."""
-    _module_of(model).load_model(model, str(path))
+    _train_of(model).load_model(model, str(path))
 
 
 class Network:
@@ -169,7 +166,6 @@ class Network:
                 f"a Network's models must all be of one framework; got {sorted(map(str, frameworks))}"
             )
         self.framework: str | None = frameworks.pop() if frameworks else None
-        self._mod: ModuleType | None = None
         self._stepper: Any = None
         self._loaded: tuple[str, int, list[Any]] | None = None
 
@@ -223,13 +219,11 @@ class Network:
                     )
                 needed.append(k)
             produced.update(op.outputs)
-        if self._mod is None:
-            self._mod = _module(self.framework)
-            if self.framework == "tf":
-                self._stepper = self._mod.Stepper()
-        if self._stepper is not None:
-            return dict(self._stepper.run_step(ops, batch, mode, needed, self.models))
-        return dict(self._mod.run_step(ops, batch, mode, needed, self.models))
+        if self._stepper is None:
+            self._stepper = load_backend(self.framework).train.stepper()
+        forward = [op for op in ops if not isinstance(op, UpdateOp)]
+        updates = [(op.model, op.loss_name) for op in ops if isinstance(op, UpdateOp)]
+        return dict(self._stepper.run_step(forward, updates, batch, mode, needed, self.models))
 
     def __repr__(self) -> str:
         return f"Network({len(self.ops)} ops, models={[getattr(m, 'model_name', '?') for m in self.models]})"

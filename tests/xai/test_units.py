@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from xaikit.xai._baselines import gaussian_blur
-from xaikit.xai._display import channel_axis_of, to_display
+from xaikit.layout import channel_axis_of
+from xaikit.xai._display import to_display
 from xaikit.xai._engine import stream_seed
 from xaikit.xai._quadrature import QUADRATURES, quadrature
 
@@ -38,11 +39,11 @@ def test_display_normalization() -> None:
 
 
 def test_layout_detection() -> None:
-    assert channel_axis_of((2, 3, 8, 8), channel_first_default=False) == 1
-    assert channel_axis_of((2, 8, 8, 1), channel_first_default=True) == 3
-    assert channel_axis_of((2, 3, 8, 3), channel_first_default=True) == 1
-    assert channel_axis_of((2, 3, 8, 3), channel_first_default=False) == 3
-    assert channel_axis_of((2, 8, 8), channel_first_default=True) is None
+    assert channel_axis_of((2, 3, 8, 8), prefer_first=False) == 1
+    assert channel_axis_of((2, 8, 8, 1), prefer_first=True) == 3
+    assert channel_axis_of((2, 3, 8, 3), prefer_first=True) == 1
+    assert channel_axis_of((2, 3, 8, 3), prefer_first=False) == 3
+    assert channel_axis_of((2, 8, 8), prefer_first=True) is None
 
 
 def test_blur_keeps_mass_and_smooths() -> None:

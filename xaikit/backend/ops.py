@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend._registry import framework_of, load_backend
+from xaikit.backend.registry import framework_of, load_backend
 from xaikit.errors import XaikitValueError
 
 __all__ = ["reduce_mean", "squeeze", "to_number", "to_tensor"]

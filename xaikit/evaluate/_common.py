@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from xaikit.backend import Backend, framework_of, to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.xai._display import channel_axis_of
-
-
-def eval_ops(bk: Backend) -> ModuleType:
-    """The framework module of evaluation helpers (``_torch_eval`` or ``_tf_eval``)."""
-    return importlib.import_module(f"xaikit.backend._{bk.name}_eval")
+from xaikit.layout import channel_axis_of
 
 
 def host(value: Any, name: str) -> np.ndarray:

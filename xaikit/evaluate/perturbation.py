@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import get_backend
-from xaikit.backend._base import T
+from xaikit.backend import T, get_backend
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import check_int, eval_ops, host, input_layout, spatial_shape, to_spatial
+from xaikit.evaluate._common import check_int, host, input_layout, spatial_shape, to_spatial
+from xaikit.layout import move, move_back
 from xaikit.xai._baselines import baseline_array, gaussian_blur, spatial_axes
 from xaikit.xai._engine import forward_scores
-from xaikit.xai.methods import METHODS, logits, prepare, resolve_targets
+from xaikit.xai.methods import METHODS, pin_targets, prepare
 
 __all__ = ["BASELINES", "CurveResult", "deletion", "insertion"]
 
@@ -249,12 +249,12 @@ def _curve(
     if caxis is not None:
         rank = np.expand_dims(rank, caxis)
     inp = prepare(bk, model, [x], ["x"])
-    xt = inp.tensors[0]
+    xt, how = inp.tensors[0], inp.moves[0]  # how: x's channel axis moved to fit the model
     device = getattr(xt, "device", None)
-    base_host = baseline_values(bk.to_numpy(xt), baseline, caxis)
-    base_t = bk.as_tensor(base_host, device, inp.dtype)
-    rank_t = bk.as_tensor(rank, device, "float32")
-    ops = eval_ops(bk)
+    base_host = baseline_values(move_back(bk.to_numpy(xt), how), baseline, caxis)
+    base_t = bk.as_tensor(move(base_host, how), device, inp.dtype)
+    rank_t = bk.as_tensor(move(rank, how), device, "float32")
+    ops = bk.eval
     insert = kind == "insertion"
     total = (steps + 1) * batch
     chunk = _auto_chunk(bk, device, int(np.prod(shape[1:]))) if max_batch == "auto" else int(max_batch)
@@ -262,11 +262,7 @@ def _curve(
     ndim = len(shape)
     sizes: list[int] = []
     with bk.inference(model):
-        if target is None:
-            out = logits(inp, output)
-            targets = bk.index(bk.to_numpy(out).argmax(axis=1).astype(np.int64), device)
-        else:
-            targets = resolve_targets(inp, target, int(logits(inp, output).shape[1]))
+        targets, _ = pin_targets(inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)

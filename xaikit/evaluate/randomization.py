@@ -23,10 +23,10 @@ import numpy as np
 
 from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import eval_ops, host, input_layout, spatial_shape, spearman, ssim, to_spatial
+from xaikit.evaluate._common import host, input_layout, spatial_shape, spearman, ssim, to_spatial
 from xaikit.xai import _display
 from xaikit.xai import saliency as _saliency
-from xaikit.xai.methods import canonical_method, logits, prepare, resolve_targets
+from xaikit.xai.methods import canonical_method, pin_targets, prepare
 
 __all__ = ["RandomizationResult", "model_layers", "randomization_test"]
 
@@ -99,7 +99,7 @@ def model_layers(model: Any, framework: str | None = None) -> list[str]:
         ['0', '2']
     """
     bk = get_backend(model, framework)
-    return [name for name, _ in eval_ops(bk).weighted_layers(model)]
+    return [name for name, _ in bk.eval.weighted_layers(model)]
 
 
 def _select(available: list[tuple[str, Any]], layers: Any) -> list[tuple[str, Any]]:
@@ -178,7 +178,7 @@ def randomization_test(
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {order!r}")
     method = canonical_method(method)
     bk = get_backend(model, framework)
-    ops = eval_ops(bk)
+    ops = bk.eval
     chosen = _select(ops.weighted_layers(model), layers)
     index = {name: i for i, (name, _) in enumerate(ops.weighted_layers(model))}
     shape, caxis = input_layout(x, bk)
@@ -187,12 +187,8 @@ def randomization_test(
     x_host = host(x, "x")
     inp = prepare(bk, model, [x], ["x"])
     with bk.inference(model):
-        out = logits(inp, method_options.get("output", 0))
-        n_classes = int(out.shape[1])
-        if target is None:
-            targets = bk.to_numpy(out).argmax(axis=1).astype(np.int64)
-        else:
-            targets = bk.to_numpy(resolve_targets(inp, target, n_classes)).astype(np.int64)
+        pinned, _ = pin_targets(inp, target, method_options.get("output", 0))
+        targets = bk.to_numpy(pinned).astype(np.int64)
 
     def run() -> np.ndarray:
         return np.asarray(

@@ -27,18 +27,8 @@ from xaikit.errors import XaikitTypeError, describe
 from xaikit.evaluate._common import input_layout, spatial_shape, spearman, to_spatial
 from xaikit.trace.base import Data, Trace
 from xaikit.trace.xai._samples import SampleCollector
-from xaikit.xai._display import channel_axis_of
 
 __all__ = ["DeletionAUC", "SaliencyStability"]
-
-
-def model_layout(model: Any, x: np.ndarray) -> np.ndarray:
-    """Channel-last 4-D image batches (as pipelines produce them) become channel-first for torch
-    models, as the Network feeds them; anything else is returned as is."""
-    bk = get_backend(model)
-    if bk.name == "torch" and x.ndim == 4 and channel_axis_of(x.shape, False) == 3:
-        return np.ascontiguousarray(np.moveaxis(x, 3, 1))
-    return x
 
 
 class _FixedSampleTrace(Trace):
@@ -81,7 +71,7 @@ class _FixedSampleTrace(Trace):
         ready = self.collector.finish(self._mode())
         if ready is None:
             return None
-        x = model_layout(self.model, ready[self.model_inputs])
+        x = ready[self.model_inputs]  # explain() and the curves move it into the model's layout
         if not self.class_key:
             return x, None
         labels = ready[self.class_key]
@@ -205,7 +195,7 @@ class SaliencyStability(_FixedSampleTrace):
         >>> import torch
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
         >>> trace = SaliencyStability(model)
-        >>> d = Data({"x": np.random.rand(2, 4, 4, 1).astype(np.float32)})
+        >>> d = Data({"x": np.random.rand(2, 1, 4, 4).astype(np.float32)})
         >>> trace.on_batch_end(d); trace.on_epoch_end(d); d.read_logs()
         {}
         >>> trace.on_epoch_end(d); d.read_logs()

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xaikit.backend._inspect_base import DEAD_UNITS, DEFAULT_STATS
+from xaikit.backend.inspector import DEAD_UNITS, DEFAULT_STATS
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.inspect._log import META_FILE, STATS_FILE, TREE_FILE, append_lines, clean, frame, write_json
 
@@ -71,24 +71,12 @@ def _check_threshold(
 
 
 def _inspector(model: Any, root_name: str) -> Any:
-    from xaikit.backend import framework_of
+    from xaikit.backend import framework_of, load_backend
 
     name = framework_of(model)
-    if name == "torch":
-        from xaikit.backend._torch_inspect import TorchInspector
-
-        if not hasattr(model, "named_modules"):
-            raise XaikitTypeError(f"model must be a torch.nn.Module or a Keras model; got {describe(model)}")
-        return TorchInspector(model, root_name)
-    if name == "tf":
-        from xaikit.backend._tf_inspect import KerasInspector
-
-        if not hasattr(model, "_flatten_layers"):
-            raise XaikitTypeError(
-                f"model must be a torch.nn.Module or a Keras 3 model / layer; got {describe(model)}"
-            )
-        return KerasInspector(model, root_name)
-    raise XaikitTypeError(f"model must be a torch.nn.Module or a Keras model; got {describe(model)}")
+    if name is None:
+        raise XaikitTypeError(f"model must be a torch.nn.Module or a Keras model; got {describe(model)}")
+    return load_backend(name).inspector(model, root_name)
 
 
 class ModuleTracker:

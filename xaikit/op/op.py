@@ -5,50 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.modes import ALL_MODES, parse_modes, to_list
 
 __all__ = ["ALL_MODES", "Op", "all_values", "keys_of", "parse_modes", "resolve"]
 
-#: every mode an op can run in
-ALL_MODES = frozenset({"train", "eval", "test", "infer"})
-
-
-def parse_modes(mode: str | Iterable[str] | None) -> set[str] | None:
-    """Normalize a mode argument to a set of modes (None: every mode).
-
-    A mode may be negated with ``!``: ``"!train"`` means every mode except ``"train"``.
-
-    Example:
-        >>> sorted(parse_modes("!train"))
-        ['eval', 'infer', 'test']
-        >>> sorted(parse_modes(["eval", "test"]))
-        ['eval', 'test']
-    """
-    if mode is None:
-        return None
-    items = [mode] if isinstance(mode, str) else list(mode)
-    out: set[str] = set()
-    for item in items:
-        if not isinstance(item, str):
-            raise XaikitTypeError(f"mode must be a str or a list of str; got {describe(item)}")
-        name = item[1:] if item.startswith("!") else item
-        if name not in ALL_MODES:
-            raise XaikitValueError(
-                f"mode must be one of {sorted(ALL_MODES)} (optionally with '!'); got {item!r}"
-            )
-        out |= set(ALL_MODES - {name}) if item.startswith("!") else {name}
-    return out
-
 
 def keys_of(keys: str | Iterable[str] | None, what: str) -> list[str]:
-    """A list of key names from a str, a list/tuple of str, or None (empty)."""
-    if keys is None:
-        return []
-    items = [keys] if isinstance(keys, str) else list(keys)
-    for k in items:
-        if not isinstance(k, str):
-            raise XaikitTypeError(f"{what} must be a key name or a list of key names; got {describe(k)}")
-    return items
+    """A list of key names from a str, a list/tuple of str, or None (empty); repeats are kept."""
+    return to_list(keys, what, unique=False)
 
 
 class Op:
@@ -68,14 +32,16 @@ class Op:
     ) -> None:
         self.inputs: list[str] = keys_of(inputs, "inputs")
         self.outputs: list[str] = keys_of(outputs, "outputs")
-        self.mode: set[str] | None = parse_modes(mode)
+        self.mode: frozenset[str] = parse_modes(mode)
 
     def runs_in(self, mode: str) -> bool:
         """Whether the op runs in ``mode``."""
-        return self.mode is None or mode in self.mode
+        return mode in self.mode
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(inputs={self.inputs}, outputs={self.outputs}, mode={self.mode})"
+        return (
+            f"{type(self).__name__}(inputs={self.inputs}, outputs={self.outputs}, mode={sorted(self.mode)})"
+        )
 
 
 def resolve(items: Iterable[Any], mode: str, epoch: int) -> list[Any]:

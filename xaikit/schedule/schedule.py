@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.modes import parse_modes
 
 __all__ = ["EpochScheduler", "RepeatScheduler", "Scheduler", "get_current_items"]
 
@@ -122,8 +123,6 @@ def _mode_ok(item: Any, modes: set[str] | None) -> bool:
     if item_modes is None:
         return True
     if isinstance(item_modes, str):
-        from xaikit.trace.base import parse_modes
-
         item_modes = parse_modes(item_modes)
     item_modes = set(item_modes)
     return not item_modes or bool(item_modes & modes)

@@ -16,8 +16,8 @@ Example:
     ...     def on_epoch_end(self, data):
     ...         data.write_with_log("n_batches", self.n)
     >>> t = CountBatches()
-    >>> t.mode, t.outputs
-    ({'eval'}, ['n_batches'])
+    >>> sorted(t.mode), t.outputs
+    (['eval'], ['n_batches'])
 """
 
 from __future__ import annotations
@@ -28,65 +28,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.modes import ALL_MODES, MODES, parse_modes, to_list
 from xaikit.summary import Summary
 
 __all__ = ["MODES", "DSData", "Data", "System", "Trace", "parse_ds_ids", "parse_modes", "to_list"]
-
-MODES = ("train", "eval", "test", "infer")
-"""Every mode a trace or an op can run in."""
-
-
-def to_list(value: str | Iterable[str] | None, name: str = "inputs") -> list[str]:
-    """Turn ``None``, a string or an iterable of strings into a list of strings (order kept).
-
-    Example:
-        >>> to_list("x"), to_list(("x", "y")), to_list(None)
-        (['x'], ['x', 'y'], [])
-    """
-    if value is None:
-        return []
-    if isinstance(value, str):
-        items = [value]
-    elif isinstance(value, Iterable) and not isinstance(value, Mapping):
-        items = list(value)
-    else:
-        raise XaikitTypeError(
-            f"{name} must be None, a string or an iterable of strings; got {describe(value)}"
-        )
-    for item in items:
-        if not isinstance(item, str) or not item:
-            raise XaikitTypeError(f"{name} must hold non-empty strings; got {describe(item)} in {items!r}")
-    # keep the first occurrence of each key
-    return list(dict.fromkeys(items))
-
-
-def parse_modes(mode: str | Iterable[str] | None) -> set[str]:
-    """Resolve a mode argument into the set of modes it covers (empty set = every mode).
-
-    ``"!train"`` means every mode except ``train``; several negations remove several modes. A
-    negation cannot be mixed with plain modes.
-
-    Example:
-        >>> sorted(parse_modes("!train"))
-        ['eval', 'infer', 'test']
-        >>> sorted(parse_modes(["eval", "test"]))
-        ['eval', 'test']
-        >>> parse_modes(None)
-        set()
-    """
-    items = to_list(mode, "mode")
-    negated = [m[1:] for m in items if m.startswith("!")]
-    plain = [m for m in items if not m.startswith("!")]
-    for m in negated + plain:
-        if m not in MODES:
-            raise XaikitValueError(
-                f"mode must be one of {list(MODES)} (optionally prefixed by '!'); got {m!r}"
-            )
-    if negated and plain:
-        raise XaikitValueError(f"mode cannot mix negated and plain modes; got {items!r}")
-    if negated:
-        return set(MODES) - set(negated)
-    return set(plain)
 
 
 def parse_ds_ids(ds_id: str | Iterable[str] | None) -> set[str]:
@@ -319,7 +264,7 @@ class Trace:
     system: System
     inputs: list[str]
     outputs: list[str]
-    mode: set[str]
+    mode: frozenset[str]
     ds_id: set[str]
 
     def __init__(
@@ -363,7 +308,7 @@ class Trace:
 
     def runs_in(self, mode: str | None = None, ds_id: str | None = None) -> bool:
         """Whether this trace runs in ``mode`` (and on dataset ``ds_id`` when given)."""
-        if mode is not None and self.mode and mode not in self.mode:
+        if mode is not None and mode not in self.mode:
             return False
         return ds_id is None or ds_id_matches(self.ds_id, ds_id)
 
@@ -389,7 +334,7 @@ class Trace:
             parts.append(f"inputs={self.inputs}")
         if self.outputs:
             parts.append(f"outputs={self.outputs}")
-        if self.mode:
+        if self.mode != ALL_MODES:
             parts.append(f"mode={sorted(self.mode)}")
         if self.ds_id:
             parts.append(f"ds_id={sorted(self.ds_id)}")

@@ -5,29 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def channel_axis_of(shape: tuple[int, ...], channel_first_default: bool) -> int | None:
-    """The channel axis of a batch of inputs, or None when it has none.
-
-    4-D batches are images: an axis of size 1, 3 or 4 at position 1 (and not at the end) means
-    channel-first, at the end (and not at 1) channel-last; when both or neither fit, the
-    framework's convention decides. 3-D batches (B, H, W) and 2-D batches have no channel axis.
-
-    Example:
-        >>> channel_axis_of((8, 3, 32, 32), False), channel_axis_of((8, 32, 32, 3), True)
-        (1, 3)
-        >>> channel_axis_of((8, 3, 5, 3), True), channel_axis_of((8, 28, 28), True) is None
-        (1, True)
-    """
-    if len(shape) != 4:
-        return None
-    first, last = shape[1] in (1, 3, 4), shape[-1] in (1, 3, 4)
-    if first and not last:
-        return 1
-    if last and not first:
-        return 3
-    return 1 if channel_first_default else 3
-
-
 def to_display(raw: np.ndarray, channel_axis: int | None, percentile: float = 99.0) -> np.ndarray:
     """Greyscale display masks: abs, summed over channels, scaled per sample to [0, 1].
 

@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import Backend
-from xaikit.backend._base import T
+from xaikit.backend import Backend, T
 from xaikit.errors import XaikitError, XaikitValueError
 
 BaselineFn = Callable[[int], list[T]]
@@ -46,7 +45,7 @@ class Job:
     bk: Backend
     model: Any
     inputs: list[T]  # clean inputs, (B, ...) each, on the model's device
-    targets: T  # int64 (B,), -1 = each row's own predicted class
+    targets: T  # int64 (B,), the class explained for each sample
     n_noise: int = 1  # S
     sigma: list[T] | None = None  # per-input (B, 1, ...) noise std; None = no noise
     alphas: np.ndarray | None = None  # (M,) path nodes; None = plain gradients at the input
@@ -57,6 +56,7 @@ class Job:
     output: int | str = 0
     max_batch: int | str = "auto"
     dtype: str = "float32"
+    xla: bool = False  # compile the TF step with XLA
 
     @property
     def batch(self) -> int:
@@ -350,7 +350,7 @@ def sweep(job: Job) -> Result:
             if padded:
                 rows, targets = _pad(bk, rows, targets, full - n)
             rows = [bk.to_layout(x, layout) for x in rows]
-            _scores, grads, _outputs = bk.grad_step(job.model, rows, targets, job.output)
+            _scores, grads, _outputs = bk.grad_step(job.model, rows, targets, job.output, job.xla)
             if padded:
                 grads = [g[:n] for g in grads]
             state.reduce(grads, r0, r1)
@@ -398,6 +398,7 @@ def forward_scores(
     total: int,
     chunk: int,
     output: int | str = 0,
+    xla: bool = False,
 ) -> T:
     """Target-class scores of ``total`` rows built by ``rows_fn(r0, r1)``: forward only, ``chunk``
     rows at a time, on the device; returns a (total,) tensor."""
@@ -409,7 +410,7 @@ def forward_scores(
         rows, targets = rows_fn(r0, r1)
         if pad and (size := _padded_rows(r1 - r0, chunk)) > r1 - r0:
             rows, targets = _pad(bk, rows, targets, size - (r1 - r0))
-        out.append(bk.scores(model, rows, targets, output)[: r1 - r0])
+        out.append(bk.scores(model, rows, targets, output, xla)[: r1 - r0])
     return bk.cat(out)
 
 
@@ -435,6 +436,6 @@ def endpoint_scores(job: Job, chunk: int) -> tuple[T, T]:
         cache.forget_before(s1)
         return rows, bk.gather(job.targets, bk.index(b_idx, device))
 
-    scores = forward_scores(bk, job.model, rows_fn, 2 * B * job.n_noise, chunk, job.output)
+    scores = forward_scores(bk, job.model, rows_fn, 2 * B * job.n_noise, chunk, job.output, job.xla)
     scores = bk.reshape(scores, (job.n_noise, 2, B))
     return scores[:, 0], scores[:, 1]

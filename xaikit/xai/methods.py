@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import Backend
-from xaikit.backend._base import T
+from xaikit.backend import Backend, T
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
+from xaikit.layout import Move, channel_axis_of, model_move, move_back
 from xaikit.xai._baselines import baseline_array, check_baseline, gaussian_blur, spatial_axes
-from xaikit.xai._display import channel_axis_of
 from xaikit.xai._engine import Job, endpoint_scores, stream_seed, sweep
 from xaikit.xai._quadrature import QUADRATURES, quadrature
 
@@ -46,7 +45,12 @@ def canonical_method(method: str) -> str:
 
 @dataclass
 class Inputs:
-    """Validated model inputs on the model's device."""
+    """Validated model inputs on the model's device, in the model's layout.
+
+    ``moves`` says, per input, how its channel axis was moved to fit the model (see
+    :mod:`xaikit.layout`; None: passed as given); :meth:`to_user` moves results back.
+    ``channel_axes`` are the channel axes of ``tensors`` (the model's layout).
+    """
 
     bk: Backend
     model: Any
@@ -54,19 +58,34 @@ class Inputs:
     tensors: list[T]
     channel_axes: list[int | None]
     dtype: str
+    moves: list[Move | None]
 
     @property
     def batch(self) -> int:
         return int(self.tensors[0].shape[0])
 
+    @property
+    def user_axes(self) -> list[int | None]:
+        """The channel axis of each input as the caller gave it."""
+        return [a if m is None else m[0] for a, m in zip(self.channel_axes, self.moves)]
+
+    def to_user(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Per-input results with the inputs' shapes, moved back to the caller's layout."""
+        return [move_back(a, m) for a, m in zip(arrays, self.moves)]
+
 
 def prepare(
     bk: Backend, model: Any, values: Sequence[Any], keys: Sequence[str], channel_axis: int | None = None
 ) -> Inputs:
-    """Check the inputs (floating, finite, same non-zero batch size) and move them to the device."""
+    """Check the inputs (floating, finite, same non-zero batch size), move them to the device and
+    into the model's layout (a channel-last image batch for a channel-first torch CNN is moved,
+    by the rule of :mod:`xaikit.layout`)."""
     device = bk.model_device(model)
     dtype = bk.model_dtype(model)
-    tensors, axes = [], []
+    layout = bk.model_layout(model)
+    tensors: list[T] = []
+    axes: list[int | None] = []
+    moves: list[Move | None] = []
     batch = None
     for key, value in zip(keys, values):
         if value is None or isinstance(value, (str, bytes, Mapping)):
@@ -84,6 +103,12 @@ def prepare(
                 f"model input {key!r} must be a non-empty batch (batch, ...) with at least 2 axes; "
                 f"got {describe(value)}"
             )
+        if len(shape) == 3 and layout.channels == 1:
+            raise XaikitValueError(
+                f"model input {key!r} is a batch of grayscale images without a channel axis, shape "
+                f"{shape}, but the model's first convolution reads 1 channel: add one, e.g. x[:, None] "
+                f"(channel-first) or x[..., None] (channel-last)"
+            )
         if batch is not None and shape[0] != batch:
             raise XaikitValueError(
                 f"all model inputs must have the same batch size; {keys[0]!r} has {batch}, {key!r} has {shape[0]}"
@@ -94,13 +119,18 @@ def prepare(
         if not np.all(np.isfinite(finite)):
             bad = [int(i) for i in np.flatnonzero(~np.isfinite(finite))[:5]]
             raise XaikitValueError(f"model input {key!r} holds NaN or infinite values (samples {bad})")
+        how = model_move(shape, layout)
+        if how is not None:
+            t = bk.moveaxis(t, how[0], how[1])
         tensors.append(t)
-        axes.append(
-            channel_axis
-            if channel_axis is not None and len(shape) == 4
-            else channel_axis_of(shape, bk.channel_first)
-        )
-    return Inputs(bk, model, list(keys), tensors, axes, dtype)
+        moves.append(how)
+        if how is not None:
+            axes.append(how[1])
+        elif channel_axis is not None and len(shape) == 4:
+            axes.append(channel_axis)
+        else:
+            axes.append(channel_axis_of(shape, bk.channel_first))
+    return Inputs(bk, model, list(keys), tensors, axes, dtype, moves)
 
 
 def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
@@ -119,35 +149,60 @@ def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
             shapes = ", ".join(
                 f"{k!r}: {tuple(int(d) for d in t.shape)}" for k, t in zip(inp.keys, inp.tensors)
             )
+            hint = ""
+            if any(len(t.shape) == 3 for t in inp.tensors):
+                hint = (
+                    " A (batch, H, W) input is read as images without a channel axis: for grayscale "
+                    "images add one, e.g. x[:, None] (channel-first) or x[..., None] (channel-last)."
+                )
             raise XaikitValueError(
                 f"the model could not be called on the model inputs ({shapes}); "
-                f"check their shape and layout. The model raised {type(exc).__name__}: {exc}"
+                f"check their shape and layout.{hint} The model raised {type(exc).__name__}: {exc}"
             ) from exc
     return bk.cat(parts)
 
 
-def resolve_targets(inp: Inputs, target: Any, n_classes: int | None) -> T:
-    """Per-sample target classes as an int64 (B,) tensor; -1 = predicted class (vanilla only)."""
-    bk, B = inp.bk, inp.batch
-    device = getattr(inp.tensors[0], "device", None)
+def pin_targets(inp: Inputs, target: Any, output: int | str = 0) -> tuple[T, np.ndarray]:
+    """The class explained for each sample, fixed once for all of its rows.
+
+    Args:
+        inp: the prepared inputs.
+        target: None (each sample's predicted class on the clean input, so that noisy and
+            interpolated rows keep explaining the same class), one class for all, or one per sample.
+        output: which model output to read when the model returns several.
+
+    Returns:
+        ``(targets, predictions)``: int64 (B,) classes on the model's device, and the model's
+        predicted classes for the clean inputs (numpy).
+    """
+    bk = inp.bk
+    scores = logits(inp, output)
+    predictions = bk.to_numpy(scores).argmax(axis=1).astype(np.int64)
     if target is None:
-        return bk.index(np.full(B, -1, dtype=np.int64), device)
+        classes = predictions
+    else:
+        classes = _check_targets(bk, target, inp.batch, int(scores.shape[1]))
+    return bk.index(classes, getattr(inp.tensors[0], "device", None)), predictions
+
+
+def _check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.ndarray:
+    """User-given classes as int64 (B,), checked against the batch and the class count."""
     host = np.asarray(bk.to_numpy(target) if bk.is_tensor(target) else target)
     if host.dtype.kind not in "iu" and not (host.dtype.kind == "f" and np.all(host == np.round(host))):
         raise XaikitTypeError(f"target must be integer class indices; got {describe(target)}")
     host = host.astype(np.int64).reshape(-1) if host.ndim <= 2 else host
-    if host.ndim != 1 or host.size not in (1, B):
+    if host.ndim != 1 or host.size not in (1, batch):
         raise XaikitValueError(
-            f"target must be one class or one class per sample ({B}); got {describe(target)}"
+            f"target must be one class or one class per sample ({batch}); got {describe(target)}"
         )
     if host.size == 1:
-        host = np.full(B, int(host[0]), dtype=np.int64)
-    if n_classes is not None and (host.min() < 0 or host.max() >= n_classes):
+        host = np.full(batch, int(host[0]), dtype=np.int64)
+    if host.min() < 0 or host.max() >= n_classes:
         raise XaikitValueError(
             f"target classes must lie in [0, {n_classes - 1}] for a model with {n_classes} outputs; "
             f"got values {sorted(set(host.tolist()))[:10]}"
         )
-    return bk.index(host, device)
+    return host
 
 
 def _baseline_fn(inp: Inputs, baseline: Any, seed: int) -> Any:
@@ -214,8 +269,8 @@ def _positive_int(value: Any, name: str) -> int:
 
 @dataclass
 class Attribution:
-    """Raw attributions (one numpy array per input), the completeness delta of IG-based
-    methods (B,) when asked for, and the rows each chunk held."""
+    """Raw attributions (one numpy array per input, in the caller's layout), the completeness
+    delta of IG-based methods (B,) when asked for, and the rows each chunk held."""
 
     arrays: list[np.ndarray]
     delta: np.ndarray | None
@@ -238,6 +293,7 @@ def attribute(
     max_batch: int | str = "auto",
     output: int | str = 0,
     with_delta: bool = False,
+    xla: bool = False,
 ) -> Attribution:
     """Run one method on validated inputs and return raw, signed attributions.
 
@@ -255,6 +311,7 @@ def attribute(
         output=output,
         max_batch=max_batch,
         dtype=inp.dtype,
+        xla=bool(xla),
     )
     if method in ("smoothgrad", "smint"):
         job.n_noise = _positive_int(nsamples, "nsamples")
@@ -286,5 +343,5 @@ def attribute(
         gap = bk.sum0(f_end - f_base) / float(job.n_noise)
         total = sum(bk.sample_sum(a) for a in result.attributions)
         delta = bk.to_numpy(total - gap).astype(np.float64)
-    arrays = [bk.to_numpy(a) for a in result.attributions]
+    arrays = inp.to_user([bk.to_numpy(a) for a in result.attributions])
     return Attribution(arrays, delta, result.chunks, result.layout)

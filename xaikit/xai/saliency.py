@@ -2,47 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.modes import to_list
 from xaikit.xai._display import to_display
-from xaikit.xai.methods import (
-    Attribution,
-    Inputs,
-    attribute,
-    canonical_method,
-    logits,
-    prepare,
-    resolve_targets,
-)
+from xaikit.xai.methods import Attribution, Inputs, attribute, canonical_method, logits, pin_targets, prepare
 
 __all__ = ["SaliencyNet", "explain"]
 
 
 def _as_list(value: str | Sequence[str], name: str) -> list[str]:
-    items = [value] if isinstance(value, str) else list(value)
-    if not items or not all(isinstance(v, str) and v for v in items):
-        raise XaikitTypeError(f"{name} must be a non-empty string or list of strings; got {value!r}")
-    return items
-
-
-@contextlib.contextmanager
-def _xla(bk: Any, enabled: bool) -> Iterator[None]:
-    """Compile TF chunk steps with XLA inside the block (no effect on torch)."""
-    if not hasattr(bk, "jit_compile"):
-        yield
-        return
-    before = bk.jit_compile
-    bk.jit_compile = bool(enabled)
-    try:
-        yield
-    finally:
-        bk.jit_compile = before
+    return to_list(value, name, allow_empty=False)
 
 
 def _fresh_seed() -> int:
@@ -122,16 +97,27 @@ class SaliencyNet:
 
     # ---- public methods ---------------------------------------------------------------------------
     def get_masks(
-        self, batch: Mapping[str, Any], *, target: Any = None, raw: bool = False, seed: int | None = None
+        self,
+        batch: Mapping[str, Any],
+        *,
+        target: Any = None,
+        raw: bool = False,
+        seed: int | None = None,
+        max_batch: int | str | None = None,
     ) -> dict[str, Any]:
         """Vanilla gradients of the target score with respect to each input.
+
+        Keyword arguments shared by the three methods: ``target`` (classes to explain instead of
+        the prediction), ``raw`` (signed attributions instead of display masks), ``seed`` (this
+        call's seed instead of the net's) and ``max_batch`` (this call's rows per chunk instead
+        of the net's).
 
         Returns:
             The batch's keys, each ``model_outputs`` key as the predicted class per sample, and
             each mask under its ``outputs`` key: display masks in [0, 1] (or, with ``raw=True``,
             signed gradients with the input's shape).
         """
-        return self._run(batch, "vanilla", target=target, raw=raw, seed=seed)
+        return self._run(batch, "vanilla", target=target, raw=raw, seed=seed, max_batch=max_batch)
 
     def get_smoothed_masks(
         self,
@@ -146,21 +132,25 @@ class SaliencyNet:
         seed: int | None = None,
         baseline: Any = "uniform",
         quadrature: str = "gausslegendre",
+        max_batch: int | str | None = None,
     ) -> dict[str, Any]:
         """SmoothGrad: gradients averaged over ``nsamples`` noisy copies of each input.
 
         The noise is Gaussian with sigma = ``stdev_spread`` x (max - min) of each sample. With
-        ``magnitude`` the squared gradients are averaged. With ``nintegration`` each noisy copy
-        is explained by Integrated Gradients with that many steps instead (SmInt). The target
-        class is pinned to the clean input's prediction (or ``target`` / ``class_key``).
+        ``magnitude`` the squared gradients are averaged. With ``nintegration`` (an integer >= 1)
+        each noisy copy is explained by Integrated Gradients with that many steps instead
+        (SmInt); ``None`` (the default) means plain SmoothGrad, and 0 or a negative number is an
+        error. The target class is pinned to the clean input's prediction (or ``target`` /
+        ``class_key``).
         """
-        method = "smoothgrad" if not nintegration else "smint"
+        method = "smoothgrad" if nintegration is None else "smint"
         return self._run(
             batch,
             method,
             target=target,
             raw=raw,
             seed=seed,
+            max_batch=max_batch,
             nsamples=nsamples,
             nintegration=nintegration,
             stdev_spread=stdev_spread,
@@ -179,6 +169,7 @@ class SaliencyNet:
         target: Any = None,
         raw: bool = False,
         seed: int | None = None,
+        max_batch: int | str | None = None,
     ) -> dict[str, Any]:
         """Integrated Gradients with ``nsamples`` path steps from ``baseline`` to the input.
 
@@ -191,6 +182,7 @@ class SaliencyNet:
             target=target,
             raw=raw,
             seed=seed,
+            max_batch=max_batch,
             nsamples=nsamples,
             baseline=baseline,
             quadrature_rule=quadrature,
@@ -205,6 +197,7 @@ class SaliencyNet:
         target: Any,
         raw: bool,
         seed: int | None,
+        max_batch: int | str | None,
         **options: Any,
     ) -> dict[str, Any]:
         if not isinstance(batch, Mapping):
@@ -224,15 +217,16 @@ class SaliencyNet:
             target = batch[self.class_key]
         inp = prepare(self.bk, self.model, [batch[k] for k in self._inputs], self._inputs, self.channel_axis)
         seed = (self.seed if self.seed is not None else _fresh_seed()) if seed is None else seed
-        with self.bk.inference(self.model), _xla(self.bk, self.xla):
+        chunk = self.max_batch if max_batch is None else max_batch
+        with self.bk.inference(self.model):
             result, predictions = _explain(
-                inp, method, target, seed, self.max_batch, raw, options, len(self._outputs)
+                inp, method, target, seed, chunk, raw, options, len(self._outputs), self.xla
             )
         self.last_chunks = result.chunks
         out = dict(batch)
         for key, pred in zip(self._outputs, predictions):
             out[key] = pred
-        for key, arr, axis in zip(self.outputs, result.arrays, inp.channel_axes):
+        for key, arr, axis in zip(self.outputs, result.arrays, inp.user_axes):
             out[key] = arr if raw else to_display(arr, axis)
         if raw and result.delta is not None:
             out[f"{self.outputs[0]}_delta"] = result.delta
@@ -248,18 +242,16 @@ def _explain(
     raw: bool,
     options: dict[str, Any],
     n_outputs: int,
+    xla: bool,
 ) -> tuple[Attribution, list[np.ndarray]]:
     """Predictions of every model output and the attributions, inside inference mode."""
     bk = inp.bk
-    all_outputs = [logits(inp, k) for k in range(n_outputs)]
-    first = all_outputs[0]
-    predictions = [bk.to_numpy(o).argmax(axis=1).astype(np.int64) for o in all_outputs]
-    n_classes = int(first.shape[1])
-    targets = resolve_targets(inp, target, n_classes)
-    if target is None:  # pin the clean prediction for every noisy / interpolated row
-        targets = bk.index(predictions[0], getattr(inp.tensors[0], "device", None))
-    result = attribute(inp, targets, method, seed=seed, max_batch=max_batch, with_delta=raw, **options)
-    return result, predictions
+    targets, first = pin_targets(inp, target, 0)
+    others = [bk.to_numpy(logits(inp, k)).argmax(axis=1).astype(np.int64) for k in range(1, n_outputs)]
+    result = attribute(
+        inp, targets, method, seed=seed, max_batch=max_batch, with_delta=raw, xla=xla, **options
+    )
+    return result, [first, *others]
 
 
 def explain(
@@ -326,15 +318,8 @@ def explain(
         opts.setdefault("nintegration", 50)
     inp = prepare(bk, model, values, keys)
     seed = _fresh_seed() if seed is None else seed
-    with bk.inference(model), _xla(bk, xla):
-        if target is None:
-            out = logits(inp, output)
-            targets = bk.index(
-                bk.to_numpy(out).argmax(axis=1).astype(np.int64), getattr(inp.tensors[0], "device", None)
-            )
-        else:
-            n_classes = int(logits(inp, output).shape[1])
-            targets = resolve_targets(inp, target, n_classes)
+    with bk.inference(model):
+        targets, _ = pin_targets(inp, target, output)
         result = attribute(
             inp,
             targets,
@@ -343,6 +328,7 @@ def explain(
             max_batch=max_batch,
             output=output,
             with_delta=return_delta,
+            xla=xla,
             **opts,
         )
     arrays = result.arrays if multi else result.arrays[0]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import get_backend, to_number
+from xaikit.backend import to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
@@ -44,17 +44,6 @@ def to_names(value: Any, inverse: Mapping[Any, str]) -> list[str]:
         key = int(v) if isinstance(v, float) and float(v).is_integer() else v
         out.append(inverse.get(key, str(key)))
     return out
-
-
-def _conv_in_channels(model: Any) -> int | None:
-    """The input channels of a torch model's first 2-D convolution (``None`` if it has none)."""
-    modules = getattr(model, "modules", None)
-    if not callable(modules):
-        return None
-    for m in modules():
-        if type(m).__name__ == "Conv2d" and hasattr(m, "in_channels"):
-            return int(m.in_channels)
-    return None
 
 
 def _parse_integrating(integrating: Any, smoothing: int) -> tuple[int, int]:
@@ -199,20 +188,16 @@ class Saliency(Trace):
         data.write_without_log(self.outputs[0], self.images)
 
     # ---- work ------------------------------------------------------------------------------------
-    def _model_batch(self, samples: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[bool]]:
-        """The samples in the model's layout (torch convolutions want channel-first)."""
+    def _model_batch(self, samples: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The samples as float32 arrays (SaliencyNet moves them into the model's layout and
+        gives the masks back in theirs)."""
         batch = dict(samples)
-        moved = []
-        needs_first = get_backend(self.model).name == "torch"
-        channels = _conv_in_channels(self.model) if needs_first else None
         for key in self.model_inputs:
             x = np.asarray(batch[key])
-            move = channels is not None and x.ndim == 4 and x.shape[-1] == channels and x.shape[1] != channels
             if np.issubdtype(x.dtype, np.integer) or x.dtype == np.float64:
                 x = x.astype(np.float32)
-            batch[key] = np.ascontiguousarray(np.moveaxis(x, -1, 1)) if move else x
-            moved.append(move)
-        return batch, moved
+            batch[key] = x
+        return batch
 
     def explain(self, samples: Mapping[str, Any]) -> Any:
         """Compute every mask for ``samples`` (a dict holding ``model_inputs``) and build the grid.
@@ -227,14 +212,10 @@ class Saliency(Trace):
             raise XaikitValueError(
                 f"Saliency: model input key(s) {missing} not found in the samples; they have {sorted(samples)}"
             )
-        batch, moved = self._model_batch(samples)
+        batch = self._model_batch(samples)
 
         def back(res: Mapping[str, Any]) -> list[np.ndarray]:
-            masks = []
-            for key, was_moved in zip(self.mask_keys, moved):
-                m = to_number(res[key]).astype(np.float32)
-                masks.append(np.moveaxis(m, 1, -1) if was_moved and m.ndim == 4 else m)
-            return masks
+            return [to_number(res[key]).astype(np.float32) for key in self.mask_keys]
 
         vanilla = self.salnet.get_masks(batch)
         columns: dict[str, list[np.ndarray]] = {"": back(vanilla)}

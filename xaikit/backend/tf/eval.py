@@ -1,7 +1,7 @@
-"""TensorFlow / Keras helpers for ``xaikit.evaluate``: weighted layers, exact weight snapshots,
+"""TensorFlow / Keras evaluation facet (``get_backend(model).eval``): exact weight snapshots,
 re-drawing a layer's weights, and the masked blend of perturbation curves.
 
-Imported lazily by :mod:`xaikit.evaluate` (never at ``import xaikit`` time).
+Loaded the first time ``xaikit.evaluate`` needs it (never at ``import xaikit`` time).
 """
 
 from __future__ import annotations
@@ -11,29 +11,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from xaikit.backend._base import T
-
-
-def _sublayers(layer: Any) -> list[Any]:
-    subs = getattr(layer, "layers", None)
-    return list(subs) if isinstance(subs, (list, tuple)) else []
-
-
-def weighted_layers(model: Any) -> list[tuple[str, Any]]:
-    """``(name, layer)`` of every leaf layer with trainable weights, in ``model.layers`` order
-    (nested models are walked; their layers are named ``"outer/inner"``)."""
-    out: list[tuple[str, Any]] = []
-
-    def walk(layer: Any, prefix: str) -> None:
-        for sub in _sublayers(layer):
-            name = f"{prefix}{sub.name}"
-            if _sublayers(sub):
-                walk(sub, name + "/")
-            elif list(getattr(sub, "trainable_weights", []) or []):
-                out.append((name, sub))
-
-    walk(model, "")
-    return out
+from xaikit.backend.base import T
+from xaikit.backend.facets import EvalFacet
+from xaikit.backend.tf.layers import weighted_layers
 
 
 def _variables(model: Any) -> list[Any]:
@@ -83,3 +63,13 @@ def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
     (insertion, the rest being the baseline); exact values, no arithmetic blending."""
     mask = tf.broadcast_to(rank < threshold, tf.shape(x))
     return tf.where(mask, x, base) if insert else tf.where(mask, base, x)
+
+
+class Eval(EvalFacet):
+    """The evaluation facet of the TensorFlow backend (the functions of this module)."""
+
+    weighted_layers = staticmethod(weighted_layers)
+    snapshot = staticmethod(snapshot)
+    restore = staticmethod(restore)
+    randomize = staticmethod(randomize)
+    blend = staticmethod(blend)

@@ -1,7 +1,8 @@
 """The framework side of :mod:`xaikit.inspect`: walking a model, hooking its calls, and reducing
 tensors to statistics on the device.
 
-One small subclass per framework (``_torch_inspect.py``, ``_tf_inspect.py``). The tracker itself
+One small subclass per framework (``torch/inspect.py``, ``tf/inspect.py``), reached with
+``get_backend(model).inspector(model)``. The tracker itself
 (:class:`xaikit.inspect.ModuleTracker`) is framework-neutral and talks only to this interface.
 
 Statistics stay on the device as 1-D float64 tensors until :meth:`Inspector.to_host` copies the

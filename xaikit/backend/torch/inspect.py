@@ -9,7 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from xaikit.backend._inspect_base import EnterHook, ExitHook, Inspector, ModuleInfo, T
+from xaikit.backend.inspector import EnterHook, ExitHook, Inspector, ModuleInfo, T
+from xaikit.errors import XaikitTypeError, describe
 
 
 class TorchInspector(Inspector):
@@ -120,3 +121,10 @@ class TorchInspector(Inspector):
         device = parts[0].device
         joined = torch.cat([p.to(device) for p in parts])
         return joined.cpu().numpy()
+
+
+def inspector(model: Any, root_name: str = "model") -> Inspector:
+    """The inspector facet of this backend for ``model``."""
+    if not isinstance(model, nn.Module):
+        raise XaikitTypeError(f"model must be a torch.nn.Module or a Keras model; got {describe(model)}")
+    return TorchInspector(model, root_name)

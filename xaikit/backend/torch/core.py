@@ -1,15 +1,20 @@
-"""PyTorch implementation of the backend protocol."""
+"""PyTorch implementation of the backend's core: tensors, the gradient step, memory and layout.
+
+The facets live beside this file (``train.py``, ``eval.py``, ``inspect.py``, ``layers.py``).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from xaikit.backend._base import Backend, T
-from xaikit.backend._outputs import select_output
+from xaikit.backend.base import Backend, T
+from xaikit.backend.outputs import select_output
+from xaikit.layout import ModelLayout
 
 
 class TorchBackend(Backend):
@@ -17,11 +22,33 @@ class TorchBackend(Backend):
 
     name = "torch"
     channel_first = True
+    package = "xaikit.backend.torch"
 
     def __init__(self) -> None:
         import torch
 
         self.torch = torch
+        self._layouts: weakref.WeakKeyDictionary[Any, ModelLayout] = weakref.WeakKeyDictionary()
+
+    # ---- process-wide settings and model facts -----------------------------------------------
+    def _seed_framework(self, seed: int) -> None:
+        self.torch.manual_seed(seed)
+
+    def limit_threads(self, threads: int) -> None:
+        self.torch.set_num_threads(int(threads))
+
+    def model_layout(self, model: Any) -> ModelLayout:
+        """Channel-first; the input channels of the model's first ``Conv2d`` (cached per model)."""
+        if not isinstance(model, self.torch.nn.Module):
+            return ModelLayout(channel_first=True)
+        if model not in self._layouts:
+            channels = None
+            for m in model.modules():
+                if isinstance(m, self.torch.nn.Conv2d):
+                    channels = int(m.in_channels)
+                    break
+            self._layouts[model] = ModelLayout(channel_first=True, channels=channels)
+        return self._layouts[model]
 
     # ---- ownership and placement -------------------------------------------------------------
     def owns(self, obj: Any) -> bool:
@@ -84,6 +111,9 @@ class TorchBackend(Backend):
     def reshape(self, t: T, shape: Sequence[int]) -> T:
         return t.reshape(tuple(shape))
 
+    def moveaxis(self, t: T, source: int, destination: int) -> T:
+        return self.torch.movedim(t, source, destination).contiguous()
+
     def sum0(self, t: T) -> T:
         return t.sum(dim=0)
 
@@ -130,20 +160,20 @@ class TorchBackend(Backend):
         with self.torch.no_grad():
             return select_output(self._call(model, inputs), output, len(inputs[0]))
 
-    def scores(self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0) -> T:
+    def scores(
+        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+    ) -> T:
         out = self.forward(model, inputs, output)
-        chosen = self.torch.where(targets < 0, out.argmax(dim=1), targets)
-        return out.gather(1, chosen[:, None]).squeeze(1)
+        return out.gather(1, targets[:, None]).squeeze(1)
 
     def grad_step(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0
+        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
     ) -> tuple[T, list[T], T]:
         torch = self.torch
         with torch.enable_grad():
             xs = [x.detach().requires_grad_(True) for x in inputs]
             out = select_output(self._call(model, xs), output, len(xs[0]))
-            chosen = torch.where(targets < 0, out.argmax(dim=1), targets)
-            scores = out.gather(1, chosen[:, None]).squeeze(1)
+            scores = out.gather(1, targets[:, None]).squeeze(1)
             grads = torch.autograd.grad(scores.sum(), xs, allow_unused=True)
         grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
         return scores.detach(), list(grads), out.detach()

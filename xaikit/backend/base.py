@@ -1,10 +1,20 @@
-"""The backend protocol: the few tensor operations and the one gradient primitive that the
-saliency engine (``xaikit.xai``) is written against.
+"""The backend protocol: one object per framework, reached with
+:func:`xaikit.backend.get_backend`, that holds everything xaikit does with that framework.
 
-Each framework has one small module implementing :class:`Backend` (``_torch.py``,
-``_tf.py``). The engine never imports a framework itself; it receives a backend from
-:func:`xaikit.backend.get_backend` and works on that framework's tensors, on the model's
-device, until the very end.
+Its core (this class) is the few tensor operations and the one gradient primitive that the
+saliency engine (``xaikit.xai``) is written against. The rest comes in lazily loaded facets,
+each one file of the framework's package (``backend/torch/``, ``backend/tf/``):
+
+* ``bk.train``: optimizers, weights I/O and the training step of :class:`xaikit.Network`
+  (``train.py``);
+* ``bk.eval``: weight snapshots, re-drawing a layer, masked blends for ``xaikit.evaluate``
+  (``eval.py``), over the layer walks of ``layers.py``;
+* ``bk.inspector(model)``: hooks and on-device statistics for ``xaikit.inspect``
+  (``inspect.py``);
+* ``bk.seed(n)``, ``bk.limit_threads(n)``, ``bk.model_layout(model)``.
+
+The engine never imports a framework itself; it receives a backend and works on that
+framework's tensors, on the model's device, until the very end.
 
 Conventions:
 
@@ -17,10 +27,19 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
+import importlib
+import random
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from xaikit.layout import ModelLayout
+
+if TYPE_CHECKING:
+    from xaikit.backend.facets import EvalFacet, TrainFacet
+    from xaikit.backend.inspector import Inspector
 
 T = Any  # a framework tensor; kept loose so that no framework is imported for typing
 
@@ -32,6 +51,45 @@ class Backend(abc.ABC):
     name: str = ""
     #: the framework's conventional image layout: True for (B, C, H, W)
     channel_first: bool = False
+    #: the package holding this framework's facet files (``train.py``, ``eval.py``, ...)
+    package: str = ""
+
+    # ---- facets (each imported the first time it is used) -------------------------------------
+    def _facet_module(self, name: str) -> Any:
+        return importlib.import_module(f"{self.package}.{name}")
+
+    @functools.cached_property
+    def train(self) -> TrainFacet:
+        """Optimizers, weights I/O and the training step (see :class:`~xaikit.backend.facets.TrainFacet`)."""
+        return self._facet_module("train").Train()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def eval(self) -> EvalFacet:
+        """Weight snapshots, layer re-drawing and masked blends (:class:`~xaikit.backend.facets.EvalFacet`)."""
+        return self._facet_module("eval").Eval()  # type: ignore[no-any-return]
+
+    def inspector(self, model: Any, root_name: str = "model") -> Inspector:
+        """A hookable view of ``model`` for :mod:`xaikit.inspect` (see :class:`~xaikit.backend.inspector.Inspector`)."""
+        return self._facet_module("inspect").inspector(model, root_name)  # type: ignore[no-any-return]
+
+    def seed(self, seed: int) -> None:
+        """Seed Python's, numpy's and this framework's global random state from ``seed``."""
+        random.seed(seed)
+        np.random.seed(seed % (2**32))  # noqa: NPY002 (user code may use the global generator)
+        self._seed_framework(int(seed))
+
+    @abc.abstractmethod
+    def _seed_framework(self, seed: int) -> None:
+        """Seed the framework's own global generator."""
+
+    @abc.abstractmethod
+    def limit_threads(self, threads: int) -> None:
+        """Use at most ``threads`` CPU threads for this framework's kernels (call before it starts work)."""
+
+    @abc.abstractmethod
+    def model_layout(self, model: Any) -> ModelLayout:
+        """Which image layout the model takes: channel-first or -last, and how many channels
+        its first convolution reads (None when it has none or it cannot be told)."""
 
     # ---- ownership and placement -------------------------------------------------------------
     @abc.abstractmethod
@@ -92,6 +150,10 @@ class Backend(abc.ABC):
         """Reshape."""
 
     @abc.abstractmethod
+    def moveaxis(self, t: T, source: int, destination: int) -> T:
+        """The tensor with one axis moved (like :func:`numpy.moveaxis`), contiguous."""
+
+    @abc.abstractmethod
     def sum0(self, t: T) -> T:
         """Sum over the first axis."""
 
@@ -126,20 +188,23 @@ class Backend(abc.ABC):
         """The selected model output for ``inputs``, without gradients, in inference mode."""
 
     @abc.abstractmethod
-    def scores(self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0) -> T:
-        """Forward only: the target-class score of each row (``-1`` = its predicted class)."""
+    def scores(
+        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+    ) -> T:
+        """Forward only: the target-class score of each row (``targets``: int64 (rows,))."""
 
     @abc.abstractmethod
     def grad_step(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0
+        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
     ) -> tuple[T, list[T], T]:
         """The fused forward+backward of one chunk of rows.
 
         Args:
             model: the model.
             inputs: one tensor per model input, rows first.
-            targets: int64 (rows,) class per row; ``-1`` means the row's own predicted class.
+            targets: int64 (rows,) class of each row.
             output: which model output to explain when the model returns several.
+            xla: compile the step with XLA (TensorFlow; ignored elsewhere).
 
         Returns:
             ``(scores, grads, outputs)``: the differentiated score of each row (rows,), the

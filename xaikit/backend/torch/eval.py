@@ -1,7 +1,7 @@
-"""PyTorch helpers for ``xaikit.evaluate``: weighted layers, exact weight snapshots, re-drawing a
+"""PyTorch evaluation facet (``get_backend(model).eval``): exact weight snapshots, re-drawing a
 layer's weights, and the masked blend of perturbation curves.
 
-Imported lazily by :mod:`xaikit.evaluate` (never at ``import xaikit`` time).
+Loaded the first time ``xaikit.evaluate`` needs it (never at ``import xaikit`` time).
 """
 
 from __future__ import annotations
@@ -11,19 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaikit.backend._base import T
-
-
-def weighted_layers(model: Any) -> list[tuple[str, Any]]:
-    """``(name, module)`` of every module that owns parameters itself, in registration order
-    (the order of ``named_modules``, taken as the forward order)."""
-    if not isinstance(model, torch.nn.Module):
-        return []
-    out = []
-    for name, module in model.named_modules():
-        if any(True for _ in module.parameters(recurse=False)):
-            out.append((name or "(model)", module))
-    return out
+from xaikit.backend.base import T
+from xaikit.backend.facets import EvalFacet
+from xaikit.backend.torch.layers import weighted_layers
 
 
 def snapshot(model: Any) -> list[tuple[Any, Any]]:
@@ -70,3 +60,13 @@ def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
     (insertion, the rest being the baseline); exact values, no arithmetic blending."""
     mask = rank < threshold
     return torch.where(mask, x, base) if insert else torch.where(mask, base, x)
+
+
+class Eval(EvalFacet):
+    """The evaluation facet of the torch backend (the functions of this module)."""
+
+    weighted_layers = staticmethod(weighted_layers)
+    snapshot = staticmethod(snapshot)
+    restore = staticmethod(restore)
+    randomize = staticmethod(randomize)
+    blend = staticmethod(blend)

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from xaikit.backend._inspect_base import EnterHook, ExitHook, Inspector, ModuleInfo, T
+from xaikit.backend.inspector import EnterHook, ExitHook, Inspector, ModuleInfo, T
+from xaikit.errors import XaikitTypeError, describe
 
 _MISSING = object()
 
@@ -173,3 +174,12 @@ class KerasInspector(Inspector):
         if not parts:
             return np.zeros(0)
         return tf.concat(list(parts), axis=0).numpy()
+
+
+def inspector(model: Any, root_name: str = "model") -> Inspector:
+    """The inspector facet of this backend for ``model``."""
+    if not hasattr(model, "_flatten_layers"):
+        raise XaikitTypeError(
+            f"model must be a torch.nn.Module or a Keras 3 model / layer; got {describe(model)}"
+        )
+    return KerasInspector(model, root_name)

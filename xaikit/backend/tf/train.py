@@ -1,23 +1,25 @@
-"""TensorFlow / Keras side of :mod:`xaikit.network`: optimizers, compiled steps, weights I/O.
+"""TensorFlow / Keras training facet (``get_backend(model).train``): optimizers, compiled steps,
+weights I/O.
 
-Each (mode, set of ops, input keys and dtypes) gets one ``tf.function`` that runs every op and,
-in training, applies one optimizer step per ``UpdateOp`` inside the same graph. Its input
+Each (mode, set of ops, updates, input keys and dtypes) gets one ``tf.function`` that runs every
+op and, in training, applies one optimizer step per ``(model, loss key)`` update inside the
+same graph. Its input
 signature leaves the batch axis free, so it is traced once and reused for every batch size.
 Models are called with ``training=True`` in train mode and ``training=False`` otherwise.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from xaikit.backend.facets import Stepper, TrainFacet, Update
 from xaikit.errors import XaikitValueError, describe
+from xaikit.files import atomic_path
 
 _OPTIMIZERS: dict[str, Callable[[], Any]] = {
     "adam": lambda: tf.keras.optimizers.Adam(learning_rate=1e-3),
@@ -28,68 +30,59 @@ _OPTIMIZERS: dict[str, Callable[[], Any]] = {
 }
 
 
-def is_model(obj: Any) -> bool:
-    return isinstance(obj, (tf.keras.Model, tf.Module))
+class Train(TrainFacet):
+    """The training facet of the TensorFlow backend."""
 
+    def is_model(self, obj: Any) -> bool:
+        return isinstance(obj, (tf.keras.Model, tf.Module))
 
-def make_optimizer(model: Any, optimizer_fn: Any) -> Any:
-    if optimizer_fn is None:
-        return None
-    if isinstance(optimizer_fn, str):
-        if optimizer_fn.lower() not in _OPTIMIZERS:
+    def make_optimizer(self, model: Any, optimizer_fn: Any) -> Any:
+        if optimizer_fn is None:
+            return None
+        if isinstance(optimizer_fn, str):
+            if optimizer_fn.lower() not in _OPTIMIZERS:
+                raise XaikitValueError(
+                    f"optimizer_fn must be one of {sorted(_OPTIMIZERS)} or a callable; got {optimizer_fn!r}"
+                )
+            opt = _OPTIMIZERS[optimizer_fn.lower()]()
+        else:
+            opt = optimizer_fn()
+        opt.build(model.trainable_variables)
+        return opt
+
+    def get_lr(self, model: Any) -> float:
+        lr = model.optimizer.learning_rate
+        value = lr.numpy() if hasattr(lr, "numpy") else lr
+        return float(str(np.float32(value)))  # the float32 value, printed as the user wrote it
+
+    def set_lr(self, model: Any, lr: float) -> None:
+        var = model.optimizer.learning_rate
+        if not hasattr(var, "assign"):
             raise XaikitValueError(
-                f"optimizer_fn must be one of {sorted(_OPTIMIZERS)} or a callable; got {optimizer_fn!r}"
+                f"the optimizer of {getattr(model, 'model_name', 'model')} has a fixed schedule as learning rate"
             )
-        opt = _OPTIMIZERS[optimizer_fn.lower()]()
-    else:
-        opt = optimizer_fn()
-    opt.build(model.trainable_variables)
-    return opt
+        var.assign(float(lr))
 
+    def get_weights(self, model: Any) -> list[np.ndarray]:
+        return [np.array(w, copy=True) for w in model.get_weights()]
 
-def get_lr(model: Any) -> float:
-    lr = model.optimizer.learning_rate
-    value = lr.numpy() if hasattr(lr, "numpy") else lr
-    return float(str(np.float32(value)))  # the float32 value, printed as the user wrote it
+    def set_weights(self, model: Any, weights: Any) -> None:
+        model.set_weights(weights)
 
+    def save_model(self, model: Any, path: str) -> str:
+        if os.path.isdir(path):
+            path = os.path.join(path, f"{getattr(model, 'model_name', 'model')}.weights.h5")
+        if not path.endswith(".weights.h5"):
+            raise XaikitValueError(f"Keras weight files must end in '.weights.h5'; got path {path!r}")
+        with atomic_path(path) as tmp:
+            model.save_weights(tmp, overwrite=True)
+        return path
 
-def set_lr(model: Any, lr: float) -> None:
-    var = model.optimizer.learning_rate
-    if not hasattr(var, "assign"):
-        raise XaikitValueError(
-            f"the optimizer of {getattr(model, 'model_name', 'model')} has a fixed schedule as learning rate"
-        )
-    var.assign(float(lr))
+    def load_model(self, model: Any, path: str) -> None:
+        model.load_weights(path)
 
-
-def get_weights(model: Any) -> list[np.ndarray]:
-    return [np.array(w, copy=True) for w in model.get_weights()]
-
-
-def set_weights(model: Any, weights: Any) -> None:
-    model.set_weights(weights)
-
-
-def save_model(model: Any, path: str) -> str:
-    if os.path.isdir(path):
-        path = os.path.join(path, f"{getattr(model, 'model_name', 'model')}.weights.h5")
-    if not path.endswith(".weights.h5"):
-        raise XaikitValueError(f"Keras weight files must end in '.weights.h5'; got path {path!r}")
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".weights.h5")
-    os.close(fd)
-    try:
-        model.save_weights(tmp, overwrite=True)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-    return path
-
-
-def load_model(model: Any, path: str) -> None:
-    model.load_weights(path)
+    def stepper(self) -> Stepper:
+        return TFStepper()
 
 
 class Functions:
@@ -140,17 +133,17 @@ def _as_array(value: Any, key: str) -> np.ndarray:
     return arr
 
 
-class Stepper:
-    """The compiled steps of one Network, cached by mode, ops and input signature."""
+class TFStepper(Stepper):
+    """The compiled steps of one Network, cached by mode, ops, updates and input signature."""
 
     def __init__(self) -> None:
         self.steps: dict[Any, tuple[Any, list[str]]] = {}
-        #: how many times a step function was traced (a test checks that it stays at one)
         self.trace_count = 0
 
     def run_step(
         self,
         ops: Sequence[Any],
+        updates: Sequence[Update],
         batch: dict[str, Any],
         mode: str,
         needed: Sequence[str],
@@ -158,19 +151,18 @@ class Stepper:
     ) -> dict[str, Any]:
         arrays = {k: _as_array(batch[k], k) for k in needed}
         sig = tuple((k, a.dtype.str, a.shape[1:]) for k, a in arrays.items())
-        key = (mode, tuple(id(op) for op in ops), sig)
+        todo = list(updates) if mode == "train" else []
+        key = (mode, tuple(id(op) for op in ops), tuple((id(m), k) for m, k in todo), sig)
         if key not in self.steps:
-            self.steps[key] = self._compile(list(ops), mode, arrays)
+            self.steps[key] = self._compile(list(ops), todo, mode, arrays)
         fn, written = self.steps[key]
         out = fn({k: tf.convert_to_tensor(a) for k, a in arrays.items()})
         return {k: np.asarray(out[k].numpy()) for k in written}
 
-    def _compile(self, ops: list[Any], mode: str, arrays: dict[str, np.ndarray]) -> tuple[Any, list[str]]:
-        from xaikit.op.tensorop import UpdateOp
-
+    def _compile(
+        self, forward_ops: list[Any], updates: list[Update], mode: str, arrays: dict[str, np.ndarray]
+    ) -> tuple[Any, list[str]]:
         training = mode == "train"
-        forward_ops = [op for op in ops if not isinstance(op, UpdateOp)]
-        updates = [op for op in ops if isinstance(op, UpdateOp)] if training else []
         written: list[str] = []
         for op in forward_ops:
             for k in op.outputs:
@@ -189,12 +181,12 @@ class Stepper:
                     for k, v in zip(op.outputs, outs):
                         data[k] = v
             grads = []
-            for op in updates:
-                loss = data[op.loss_name]
+            for model, loss_key in updates:
+                loss = data[loss_key]
                 if loss.shape.rank:
                     loss = tf.reduce_mean(loss)
-                variables = op.model.trainable_variables
-                grads.append((op.model, variables, tape.gradient(loss, variables)))
+                variables = model.trainable_variables
+                grads.append((model, variables, tape.gradient(loss, variables)))
             for model, variables, g in grads:
                 model.optimizer.apply_gradients(zip(g, variables))
             return {k: data[k] for k in written}

@@ -1,4 +1,6 @@
-"""TensorFlow / Keras implementation of the backend protocol.
+"""TensorFlow / Keras implementation of the backend's core: tensors, the gradient step, memory.
+
+The facets live beside this file (``train.py``, ``eval.py``, ``inspect.py``, ``layers.py``).
 
 The chunk step (forward + backward of one chunk of rows) is a ``tf.function`` traced once per
 input shape and cached per model, across calls and across ``SaliencyNet`` instances. The engine
@@ -14,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend._base import Backend, T
-from xaikit.backend._outputs import select_output
+from xaikit.backend.base import Backend, T
+from xaikit.backend.outputs import select_output
+from xaikit.backend.tf.layers import all_layers
+from xaikit.layout import ModelLayout
 
 
 class TFBackend(Backend):
@@ -23,6 +27,7 @@ class TFBackend(Backend):
 
     name = "tf"
     channel_first = False
+    package = "xaikit.backend.tf"
 
     def __init__(self) -> None:
         import tensorflow as tf
@@ -32,7 +37,36 @@ class TFBackend(Backend):
         self._fallback_steps: dict[int, dict[tuple[Any, ...], Any]] = {}
         #: number of times a step was traced, per (model id, "grad" | "scores") (tests, benchmarks)
         self.trace_counts: dict[tuple[int, str], int] = {}
-        self.jit_compile = False
+
+    # ---- process-wide settings and model facts -----------------------------------------------
+    def _seed_framework(self, seed: int) -> None:
+        import keras
+
+        keras.utils.set_random_seed(seed)
+
+    def limit_threads(self, threads: int) -> None:
+        tf = self.tf
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(int(threads))
+            tf.config.threading.set_inter_op_parallelism_threads(max(int(threads), 2))
+        except RuntimeError:  # TF already initialized: keep its settings
+            pass
+
+    def model_layout(self, model: Any) -> ModelLayout:
+        """Channel-last (Keras' default ``data_format``, or the first convolution's own), and the
+        channels of the model's declared input when it has one."""
+        channel_first = False
+        for layer in all_layers(model):
+            fmt = getattr(layer, "data_format", None)
+            if fmt in ("channels_first", "channels_last") and hasattr(layer, "kernel_size"):
+                channel_first = fmt == "channels_first"
+                break
+        channels = None
+        shape = _input_shape(model)
+        if shape is not None and len(shape) == 4:
+            c = shape[1] if channel_first else shape[-1]
+            channels = int(c) if c is not None else None
+        return ModelLayout(channel_first=channel_first, channels=channels)
 
     # ---- ownership and placement -------------------------------------------------------------
     def owns(self, obj: Any) -> bool:
@@ -101,6 +135,11 @@ class TFBackend(Backend):
     def reshape(self, t: T, shape: Sequence[int]) -> T:
         return self.tf.reshape(t, tuple(shape))
 
+    def moveaxis(self, t: T, source: int, destination: int) -> T:
+        order = list(range(t.shape.rank))
+        order.insert(destination, order.pop(source))
+        return self.tf.transpose(t, order)
+
     def sum0(self, t: T) -> T:
         return self.tf.reduce_sum(t, axis=0)
 
@@ -146,9 +185,9 @@ class TFBackend(Backend):
     def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
         return select_output(self._caller(model)(inputs), output, int(inputs[0].shape[0]))
 
-    def _step(self, model: Any, n_inputs: int, output: int | str, kind: str = "grad") -> Any:
+    def _step(self, model: Any, n_inputs: int, output: int | str, kind: str, xla: bool) -> Any:
         tf = self.tf
-        key = (kind, n_inputs, output, self.jit_compile)
+        key = (kind, n_inputs, output, bool(xla))
         try:
             table = self._steps.setdefault(model, {})
         except TypeError:  # not weak-referenceable
@@ -166,8 +205,7 @@ class TFBackend(Backend):
                 for x in inputs:
                     tape.watch(x)
                 out = select_output(self._caller(m)(inputs), output, int(inputs[0].shape[0]))
-                chosen = tf.where(targets < 0, tf.argmax(out, axis=1, output_type=tf.int64), targets)
-                scores = tf.gather(out, chosen, axis=1, batch_dims=1)
+                scores = tf.gather(out, targets, axis=1, batch_dims=1)
             grads = tape.gradient(scores, inputs)
             grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
             return scores, grads, out
@@ -175,22 +213,23 @@ class TFBackend(Backend):
         def forward_scores(inputs: list[T], targets: T) -> T:
             counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
             out = select_output(self._caller(ref())(inputs), output, int(inputs[0].shape[0]))
-            chosen = tf.where(targets < 0, tf.argmax(out, axis=1, output_type=tf.int64), targets)
-            return tf.gather(out, chosen, axis=1, batch_dims=1)
+            return tf.gather(out, targets, axis=1, batch_dims=1)
 
         fn = tf.function(
-            step if kind == "grad" else forward_scores, jit_compile=self.jit_compile, reduce_retracing=False
+            step if kind == "grad" else forward_scores, jit_compile=bool(xla), reduce_retracing=False
         )
         table[key] = fn
         return fn
 
-    def scores(self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0) -> T:
-        return self._step(model, len(inputs), output, "scores")(list(inputs), targets)
+    def scores(
+        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+    ) -> T:
+        return self._step(model, len(inputs), output, "scores", xla)(list(inputs), targets)
 
     def grad_step(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0
+        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
     ) -> tuple[T, list[T], T]:
-        scores, grads, out = self._step(model, len(inputs), output)(list(inputs), targets)
+        scores, grads, out = self._step(model, len(inputs), output, "grad", xla)(list(inputs), targets)
         return scores, list(grads), out
 
     def traces(self, model: Any, kind: str = "grad") -> int:
@@ -206,6 +245,18 @@ class TFBackend(Backend):
 
     def pads_chunks(self) -> bool:
         return True
+
+
+def _input_shape(model: Any) -> tuple[Any, ...] | None:
+    """The declared input shape of a built single-input Keras model, or None."""
+    try:
+        inputs = getattr(model, "inputs", None)
+    except (AttributeError, ValueError):
+        return None
+    if not isinstance(inputs, (list, tuple)) or len(inputs) != 1:
+        return None
+    shape = getattr(inputs[0], "shape", None)
+    return tuple(shape) if shape is not None else None
 
 
 def _weakrefable(obj: Any) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from xaikit.backend._base import Backend
+from xaikit.backend.base import Backend
 from xaikit.errors import XaikitTypeError, describe, missing_framework
 
 _FRAMEWORK_ROOTS = {"torch": "torch", "tensorflow": "tf", "keras": "tf", "tf_keras": "tf"}
@@ -46,18 +46,18 @@ def load_backend(name: str) -> Backend:
         except ImportError:
             raise missing_framework(module_name) from None
         if name == "torch":
-            from xaikit.backend._torch import TorchBackend
+            from xaikit.backend.torch import TorchBackend
 
             _BACKENDS[name] = TorchBackend()
         else:
-            from xaikit.backend._tf import TFBackend
+            from xaikit.backend.tf import TFBackend
 
             _BACKENDS[name] = TFBackend()
     return _BACKENDS[name]
 
 
 def get_backend(obj: Any, framework: str | None = None) -> Backend:
-    """The backend for a model or tensor.
+    """The backend object for a model or tensor: one per framework, shared by every caller.
 
     Args:
         obj: a ``torch.nn.Module``, a Keras model, a TF callable, or a tensor.

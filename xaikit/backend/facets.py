@@ -1,0 +1,123 @@
+"""The facets of a backend: what training and evaluation need from a framework.
+
+Each framework implements them in its own package (``backend/torch/train.py``,
+``backend/tf/eval.py``, ...); a backend loads a facet the first time it is used
+(``get_backend(model).train``), so ``import xaikit`` never loads a framework.
+
+The training facet knows nothing of the loop above it: :class:`xaikit.Network` hands it the
+forward ops (objects with ``inputs``, ``outputs`` and ``forward(data, state)``) and the updates
+as plain ``(model, loss key)`` pairs.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+T = Any  # a framework tensor
+
+#: one optimizer step: the model whose trainable weights minimize the (mean of the) loss key
+Update = tuple[Any, str]
+
+__all__ = ["EvalFacet", "Stepper", "TrainFacet", "Update"]
+
+
+class Stepper(abc.ABC):
+    """Runs one network step per batch; keeps whatever a framework caches between steps."""
+
+    #: how many times a compiled step was traced (0 for eager frameworks; a test checks it stays 1)
+    trace_count: int = 0
+
+    @abc.abstractmethod
+    def run_step(
+        self,
+        ops: Sequence[Any],
+        updates: Sequence[Update],
+        batch: dict[str, Any],
+        mode: str,
+        needed: Sequence[str],
+        models: Sequence[Any],
+    ) -> dict[str, Any]:
+        """Run the ops on a batch and, when ``mode == "train"``, one optimizer step per update
+        (the gradients of every loss are computed first, then applied).
+
+        Args:
+            ops: forward ops, in order.
+            updates: ``(model, loss key)`` pairs (ignored outside training).
+            batch: the batch, numpy arrays by key.
+            mode: ``"train"``, ``"eval"``, ``"test"`` or ``"infer"``.
+            needed: the batch keys the ops read.
+            models: every model of the network (put in train or inference mode).
+
+        Returns:
+            The keys written by the ops, as numpy arrays.
+        """
+
+
+class TrainFacet(abc.ABC):
+    """Optimizers, learning rates, weights and the step runner of one framework."""
+
+    @abc.abstractmethod
+    def is_model(self, obj: Any) -> bool:
+        """Whether ``obj`` is a trainable model of this framework."""
+
+    @abc.abstractmethod
+    def make_optimizer(self, model: Any, optimizer_fn: Any) -> Any:
+        """An optimizer for ``model`` from a name (``"adam"``, ...), a callable, or None."""
+
+    @abc.abstractmethod
+    def get_lr(self, model: Any) -> float:
+        """The learning rate of ``model.optimizer``."""
+
+    @abc.abstractmethod
+    def set_lr(self, model: Any, lr: float) -> None:
+        """Set the learning rate of ``model.optimizer``."""
+
+    @abc.abstractmethod
+    def get_weights(self, model: Any) -> Any:
+        """An exact in-memory copy of the weights (and buffers)."""
+
+    @abc.abstractmethod
+    def set_weights(self, model: Any, weights: Any) -> None:
+        """Restore weights from :meth:`get_weights`."""
+
+    @abc.abstractmethod
+    def save_model(self, model: Any, path: str) -> str:
+        """Write the weights to ``path`` (a file, or a folder) atomically; returns the file."""
+
+    @abc.abstractmethod
+    def load_model(self, model: Any, path: str) -> None:
+        """Load weights written by :meth:`save_model`."""
+
+    @abc.abstractmethod
+    def stepper(self) -> Stepper:
+        """A new step runner (one per network: compiled steps are cached in it)."""
+
+
+class EvalFacet(abc.ABC):
+    """What ``xaikit.evaluate`` does to a model: walk, snapshot, re-draw, restore."""
+
+    @abc.abstractmethod
+    def weighted_layers(self, model: Any) -> list[tuple[str, Any]]:
+        """``(name, layer)`` of every layer owning trainable weights, in forward order."""
+
+    @abc.abstractmethod
+    def snapshot(self, model: Any) -> list[tuple[Any, Any]]:
+        """Exact copies of every weight and buffer, for :meth:`restore`."""
+
+    @abc.abstractmethod
+    def restore(self, saved: list[tuple[Any, Any]]) -> None:
+        """Write a snapshot back into the same variables, bit for bit."""
+
+    @abc.abstractmethod
+    def randomize(self, layer: Any, rng: np.random.Generator) -> list[str]:
+        """Re-draw a layer's trainable weights (zero-mean normal, each tensor's std); returns their
+        names."""
+
+    @abc.abstractmethod
+    def blend(self, x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
+        """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the
+        input (insertion, the rest being the baseline); exact values, no arithmetic blending."""

@@ -1,0 +1,77 @@
+"""Atomic file writes: the one way xaikit writes a file.
+
+A file is written to a temporary file in the destination folder, then moved over the
+destination with :func:`os.replace`: a reader never sees a half-written file, and a failure
+leaves neither a partial file nor the temporary one behind. The temporary file's mode follows
+the umask like any other new file (unlike :func:`tempfile.mkstemp`, which is always 0600).
+
+Example:
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> write_text(folder / "a" / "note.txt", "hello")
+    PosixPath('.../a/note.txt')
+    >>> (folder / "a" / "note.txt").read_text(), sorted(p.name for p in (folder / "a").iterdir())
+    ('hello', ['note.txt'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_path", "write_json", "write_text"]
+
+
+def _temp_name(path: Path) -> str:
+    for _ in range(100):
+        tmp = str(path.parent / f".tmp-{secrets.token_hex(6)}.{path.name}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file next to {str(path)!r}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """A temporary path to write to; it replaces ``path`` when the block ends without error.
+
+    The temporary file keeps the destination's suffix (writers such as Keras' ``save_weights``
+    choose the format from it). Missing parent folders are created.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> dest = pathlib.Path(tempfile.mkdtemp()) / "x.bin"
+        >>> with atomic_path(dest) as tmp:
+        ...     _ = pathlib.Path(tmp).write_bytes(b"123")
+        >>> dest.read_bytes()
+        b'123'
+    """
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(dest)
+    try:
+        yield tmp
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically and return the path."""
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike[str], obj: Any, **dump_options: Any) -> Path:
+    """Write ``obj`` as indented JSON to ``path`` atomically (options go to :func:`json.dumps`)."""
+    return write_text(path, json.dumps(obj, indent=2, **dump_options) + "\n")
