@@ -88,9 +88,9 @@ def test_localization_bad_inputs() -> None:
         xk.evaluate.localization(sal, np.array([[[0, 0.5], [1, 1]]] * 2).repeat(2, 1).repeat(2, 2))
     with pytest.raises(XaikitValueError, match=r"mask must be a batch of masks \(B, H, W\)"):
         xk.evaluate.localization(sal, np.ones(4, dtype=bool))
-    with pytest.raises(XaikitValueError, match=r"tolerance must be a number of pixels >= 0; got -1"):
+    with pytest.raises(XaikitValueError, match=r"tolerance \(in pixels\) must be a number >= 0; got int -1"):
         xk.evaluate.localization(sal, gt, tolerance=-1)
-    with pytest.raises(XaikitTypeError, match=r"tolerance must be a number of pixels >= 0; got str"):
+    with pytest.raises(XaikitTypeError, match=r"tolerance \(in pixels\) must be a number >= 0; got str"):
         xk.evaluate.localization(sal, gt, tolerance="2")
     with pytest.raises(XaikitTypeError, match=r"mask must be an array or tensor; got NoneType None"):
         xk.evaluate.localization(sal, None)

@@ -165,14 +165,14 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
     _w, x, model = _setup(framework, rng, batch=2)
     xs, sal = layout(framework, x), rng.random((2, SIZE, SIZE))
     for steps in (0, -3):
-        with pytest.raises(XaikitValueError, match=r"steps must be an integer >= 1; got"):
+        with pytest.raises(XaikitValueError, match=r"steps must be an int >= 1; got"):
             xk.evaluate.deletion(model, xs, sal, steps=steps)
     for steps in (2.5, True):
-        with pytest.raises(XaikitValueError, match=r"steps must be an integer >= 1"):
+        with pytest.raises(XaikitValueError, match=r"steps must be an int >= 1"):
             xk.evaluate.insertion(model, xs, sal, steps=steps)
     with pytest.raises(
         XaikitValueError,
-        match=r"baseline must be one of 'black', 'zeros', 'mean', 'blur' or an array; got 'white'",
+        match=r"baseline must be one of 'zeros', 'black', 'mean', 'blur' or an array; got 'white'",
     ):
         xk.evaluate.deletion(model, xs, sal, baseline="white")
     with pytest.raises(XaikitValueError, match=r"baseline must be one of .* got NoneType None"):
@@ -193,7 +193,7 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         xk.evaluate.deletion(model, xs, np.full((2, SIZE, SIZE), np.nan))
     with pytest.raises(XaikitValueError, match=r"saliency must be maps or a method name .* got 'gradcam'"):
         xk.evaluate.deletion(model, xs, "gradcam")
-    with pytest.raises(XaikitValueError, match=r"max_batch must be an integer >= 1; got 0"):
+    with pytest.raises(XaikitValueError, match=r"max_batch must be an int >= 1; got int 0"):
         xk.evaluate.deletion(model, xs, sal, max_batch=0)
     with pytest.raises(XaikitValueError, match=r"target classes must lie in \[0, 2\]"):
         xk.evaluate.deletion(model, xs, sal, target=7)

@@ -124,7 +124,7 @@ def test_trace_bad_arguments(rng: np.random.Generator) -> None:
         XaikitValueError, match=r"samples must hold the key\(s\) \['y'\]; the given samples have keys \['x'\]"
     ):
         DeletionAUC(model, samples={"x": np.zeros((2, SIZE, SIZE, 3))}, class_key="y")
-    with pytest.raises(XaikitValueError, match=r"steps must be an integer >= 1; got 0"):
+    with pytest.raises(XaikitValueError, match=r"steps must be an int >= 1; got int 0"):
         DeletionAUC(model, steps=0)
     with pytest.raises(XaikitValueError, match=r"baseline must be one of"):
         DeletionAUC(model, baseline="grey")

@@ -83,23 +83,23 @@ def test_empty_batch_and_wrong_types(net_and_batch) -> None:
 @pytest.mark.parametrize(
     "call,kwargs,message",
     [
-        ("get_smoothed_masks", {"nsamples": 0}, r"nsamples must be an integer >= 1; got 0"),
-        ("get_smoothed_masks", {"nsamples": 2.5}, r"nsamples must be an integer >= 1; got 2.5"),
-        ("get_integrated_masks", {"nsamples": -3}, r"nsamples must be an integer >= 1; got -3"),
+        ("get_smoothed_masks", {"nsamples": 0}, r"nsamples must be an int >= 1; got int 0"),
+        ("get_smoothed_masks", {"nsamples": 2.5}, r"nsamples must be an int >= 1; got float 2.5"),
+        ("get_integrated_masks", {"nsamples": -3}, r"nsamples must be an int >= 1; got int -3"),
         (
             "get_smoothed_masks",
             {"nsamples": 2, "nintegration": -1},
-            r"nintegration must be an integer >= 1; got -1",
+            r"nintegration must be an int >= 1; got int -1",
         ),
         (
             "get_smoothed_masks",
             {"stdev_spread": -0.1},
-            r"stdev_spread must be a finite number >= 0; got -0.1",
+            r"stdev_spread must be a number >= 0; got float -0.1",
         ),
         (
             "get_integrated_masks",
             {"baseline": "gray"},
-            r"baseline must be one of 'uniform', 'zeros', 'black', 'blur' or an array; got 'gray'",
+            r"baseline must be one of 'uniform', 'zeros', 'black', 'mean', 'blur' or an array; got 'gray'",
         ),
         (
             "get_integrated_masks",
@@ -159,7 +159,7 @@ def test_explain_rejects_unknown_methods_and_options(net_and_batch) -> None:
         xk.xai.explain(model, batch["x"], method="lime")
     with pytest.raises(XaikitTypeError, match=r"explain\(\) got unknown option\(s\) \['n_steps'\]"):
         xk.xai.explain(model, batch["x"], method="integrated", n_steps=5)
-    with pytest.raises(XaikitValueError, match="max_batch must be 'auto' or an integer >= 1; got 0"):
+    with pytest.raises(XaikitValueError, match="max_batch must be 'auto' or an int >= 1; got int 0"):
         xk.xai.explain(model, batch["x"], method="vanilla", max_batch=0)
 
 

@@ -120,9 +120,3 @@ def ssim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for i in range(a.shape[0]):
         out[i] = structural_similarity(a[i], b[i], data_range=1.0, win_size=win)
     return out
-
-
-def check_int(value: Any, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise XaikitValueError(f"{name} must be an integer >= {low}; got {value!r}")
-    return int(value)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, to_spatial
 
@@ -74,10 +75,7 @@ def localization(
         >>> out["energy"].tolist(), out["pointing"].tolist()
         ([0.75], [True])
     """
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float, np.integer, np.floating)):
-        raise XaikitTypeError(f"tolerance must be a number of pixels >= 0; got {describe(tolerance)}")
-    if not np.isfinite(tolerance) or tolerance < 0:
-        raise XaikitValueError(f"tolerance must be a number of pixels >= 0; got {tolerance!r}")
+    tolerance = check_number(tolerance, "tolerance (in pixels)", low=0, kind=XaikitTypeError)
     masks = _masks(mask, None)
     batch, spatial = masks.shape[0], tuple(masks.shape[1:])
     sal_shape = tuple(getattr(saliency, "shape", np.shape(saliency)))

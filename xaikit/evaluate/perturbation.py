@@ -19,18 +19,18 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import T, get_backend
-from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import check_int, host, input_layout, spatial_shape, to_spatial
+from xaikit.checks import check_int
+from xaikit.errors import XaikitValueError
+from xaikit.evaluate._common import host, input_layout, spatial_shape, to_spatial
 from xaikit.layout import move, move_back
-from xaikit.xai._baselines import baseline_array, gaussian_blur, spatial_axes
-from xaikit.xai._engine import forward_scores
+from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
+from xaikit.xai._engine import check_max_batch, default_rows, forward_scores
 from xaikit.xai.methods import METHODS, pin_targets, prepare
 
 __all__ = ["BASELINES", "CurveResult", "deletion", "insertion"]
 
 #: baseline names of :func:`deletion` and :func:`insertion` (an array is accepted too)
-BASELINES = ("black", "zeros", "mean", "blur")
-_CPU_CHUNK = 256
+BASELINES = FIXED_BASELINES
 
 
 @dataclass
@@ -174,42 +174,7 @@ def rank_positions(smap: np.ndarray, seed: int) -> np.ndarray:
 
 
 def _check_baseline(baseline: Any) -> None:
-    if isinstance(baseline, str):
-        if baseline not in BASELINES:
-            raise XaikitValueError(
-                f"baseline must be one of {', '.join(map(repr, BASELINES))} or an array; got {baseline!r}"
-            )
-    elif baseline is None or isinstance(baseline, (dict, bytes)):
-        raise XaikitValueError(
-            f"baseline must be one of {', '.join(map(repr, BASELINES))} or an array; got {describe(baseline)}"
-        )
-
-
-def baseline_values(x: np.ndarray, baseline: Any, channel_axis: int | None) -> np.ndarray:
-    """The baseline image of each sample, shape x.shape (float64)."""
-    _check_baseline(baseline)
-    x = np.asarray(x, dtype=np.float64)
-    axes = spatial_axes(x.ndim, channel_axis)
-    if isinstance(baseline, str):
-        if baseline == "zeros":
-            return np.zeros_like(x)
-        if baseline == "black":
-            low = x.reshape(x.shape[0], -1).min(axis=1)
-            return np.broadcast_to(low.reshape((-1,) + (1,) * (x.ndim - 1)), x.shape).copy()
-        if baseline == "mean":
-            return np.broadcast_to(x.mean(axis=axes, keepdims=True), x.shape).copy()
-        sigma = max(1.0, max(x.shape[a] for a in axes) / 8.0) if axes else 0.0
-        return gaussian_blur(x, sigma, axes)
-    return baseline_array(host(baseline, "baseline"), x.shape, "x")
-
-
-def _auto_chunk(bk: Any, device: Any, row_elems: int) -> int:
-    if not bk.is_accelerator(device):
-        return _CPU_CHUNK
-    free = bk.free_memory(device)
-    if not free:
-        return 1024
-    return int(max(64, min(8192, 0.25 * free / max(row_elems * 4 * 32, 1))))
+    check_baseline(baseline, BASELINES)
 
 
 def _curve(
@@ -227,8 +192,7 @@ def _curve(
 ) -> CurveResult:
     steps = check_int(steps, "steps", 1)
     _check_baseline(baseline)
-    if max_batch != "auto":
-        max_batch = check_int(max_batch, "max_batch", 1)
+    max_batch = check_max_batch(max_batch)
     bk = get_backend(model, framework)
     shape, caxis = input_layout(x, bk)
     batch = shape[0]
@@ -251,13 +215,19 @@ def _curve(
     inp = prepare(bk, model, [x], ["x"])
     xt, how = inp.tensors[0], inp.moves[0]  # how: x's channel axis moved to fit the model
     device = getattr(xt, "device", None)
+    if not isinstance(baseline, str):
+        baseline = host(baseline, "baseline")
     base_host = baseline_values(move_back(bk.to_numpy(xt), how), baseline, caxis)
     base_t = bk.as_tensor(move(base_host, how), device, inp.dtype)
     rank_t = bk.as_tensor(move(rank, how), device, "float32")
     ops = bk.eval
     insert = kind == "insertion"
     total = (steps + 1) * batch
-    chunk = _auto_chunk(bk, device, int(np.prod(shape[1:]))) if max_batch == "auto" else int(max_batch)
+    chunk = (
+        default_rows(bk, device, int(np.prod(shape[1:])), forward_only=True)
+        if max_batch == "auto"
+        else int(max_batch)
+    )
     chunk = min(chunk, total)
     ndim = len(shape)
     sizes: list[int] = []
@@ -275,10 +245,9 @@ def _curve(
                 bk.as_tensor(thr, device, "float32"),
                 insert,
             )
-            sizes.append(r1 - r0)
             return [rows], bk.gather(targets, idx)
 
-        flat = forward_scores(bk, model, rows_fn, total, chunk, output)
+        flat = forward_scores(bk, model, rows_fn, total, chunk, output, sizes=sizes)
     scores = bk.to_numpy(flat).astype(np.float64).reshape(steps + 1, batch).T
     fractions = counts / float(n_pixels)
     auc = np.asarray(np.trapezoid(scores, fractions, axis=1))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import get_backend
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, describe
 from xaikit.evaluate._common import input_layout, spatial_shape, spearman, to_spatial
 from xaikit.trace.base import Data, Trace
@@ -140,7 +141,7 @@ class DeletionAUC(_FixedSampleTrace):
         max_batch: int | str = "auto",
         **method_options: Any,
     ) -> None:
-        from xaikit.evaluate._common import check_int
+
         from xaikit.evaluate.perturbation import _check_baseline
 
         self.steps = check_int(steps, "steps", 1)

@@ -1,4 +1,12 @@
-"""Integrated Gradients baselines: where the path from "no information" to the input starts."""
+"""Baselines: what "no information" looks like, for Integrated Gradients' path start and for the
+pixels that deletion/insertion curves remove. One list of names, one checker, one blur rule.
+
+* ``"zeros"``: all zeros;  ``"black"``: each sample's minimum;  ``"mean"``: each sample's mean
+  colour (per channel);  ``"blur"``: a Gaussian blur of the sample, sigma = max(1, longest spatial
+  side / 8);  an array broadcastable to the batch;
+* ``"uniform"`` (Integrated Gradients only): uniform noise in each sample's value range, drawn
+  per noise sample from the call's seed.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,10 @@ import numpy as np
 
 from xaikit.errors import XaikitValueError, describe
 
-BASELINES = ("uniform", "zeros", "black", "blur")
+#: every baseline name; a function that takes baselines names which of them it accepts
+BASELINES = ("uniform", "zeros", "black", "mean", "blur")
+#: the baselines a deterministic image can be computed for (no random draw)
+FIXED_BASELINES = ("zeros", "black", "mean", "blur")
 
 
 def gaussian_blur(x: np.ndarray, sigma: float, spatial_axes: Sequence[int]) -> np.ndarray:
@@ -43,16 +54,46 @@ def spatial_axes(ndim: int, channel_axis: int | None) -> tuple[int, ...]:
     return tuple(a for a in range(1, ndim) if a != channel_axis)
 
 
-def check_baseline(baseline: object, name: str = "baseline") -> None:
-    """Reject unknown baseline names early (arrays are checked against the input later)."""
-    if isinstance(baseline, str) and baseline not in BASELINES:
-        raise XaikitValueError(
-            f"{name} must be one of {', '.join(map(repr, BASELINES))} or an array; got {baseline!r}"
-        )
-    if baseline is None:
-        raise XaikitValueError(
-            f"{name} must be one of {', '.join(map(repr, BASELINES))} or an array; got None"
-        )
+def check_baseline(baseline: object, allowed: Sequence[str] = BASELINES, name: str = "baseline") -> None:
+    """Reject a baseline that is neither one of the ``allowed`` names nor an array, early.
+
+    Arrays are checked against the input later (:func:`baseline_array`)."""
+    names = ", ".join(map(repr, allowed))
+    if isinstance(baseline, str):
+        if baseline not in allowed:
+            raise XaikitValueError(f"{name} must be one of {names} or an array; got {baseline!r}")
+    elif baseline is None or isinstance(baseline, (dict, bytes)):
+        raise XaikitValueError(f"{name} must be one of {names} or an array; got {describe(baseline)}")
+
+
+def blur_sigma(shape: tuple[int, ...], axes: Sequence[int]) -> float:
+    """The blur baseline's sigma: max(1, the longest spatial side / 8) (0: nothing to blur)."""
+    return max(1.0, max(shape[a] for a in axes) / 8.0) if axes else 0.0
+
+
+def baseline_values(x: np.ndarray, baseline: object, channel_axis: int | None, key: str = "x") -> np.ndarray:
+    """The baseline image of each sample of ``x`` (float64, x's shape) for a fixed baseline name
+    or an array.
+
+    Example:
+        >>> x = np.array([[[1.0, 3.0], [5.0, 7.0]]])  # one 2x2 sample, no channel axis
+        >>> baseline_values(x, "black", None).ravel().tolist(), baseline_values(x, "mean", None).ravel().tolist()
+        ([1.0, 1.0, 1.0, 1.0], [4.0, 4.0, 4.0, 4.0])
+    """
+    x = np.asarray(x, dtype=np.float64)
+    axes = spatial_axes(x.ndim, channel_axis)
+    if isinstance(baseline, str):
+        if baseline == "zeros":
+            return np.zeros_like(x)
+        if baseline == "black":
+            low = x.reshape(x.shape[0], -1).min(axis=1)
+            return np.broadcast_to(low.reshape((-1,) + (1,) * (x.ndim - 1)), x.shape).copy()
+        if baseline == "mean":
+            return np.broadcast_to(x.mean(axis=axes, keepdims=True), x.shape).copy()
+        if baseline == "blur":
+            return gaussian_blur(x, blur_sigma(x.shape, axes), axes)
+        raise XaikitValueError(f"baseline {baseline!r} has no fixed image; use one of {FIXED_BASELINES}")
+    return baseline_array(baseline, x.shape, key)
 
 
 def baseline_array(value: object, x_shape: tuple[int, ...], key: str) -> np.ndarray:

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T
-from xaikit.errors import XaikitError, XaikitValueError
+from xaikit.checks import check_int
+from xaikit.errors import XaikitError
 
 BaselineFn = Callable[[int], list[T]]
 
@@ -249,6 +250,8 @@ class _Sweep:
 _TUNED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[int, str]]] = weakref.WeakKeyDictionary()
 _CPU_DEFAULT = 256
 _CANDIDATES = (128, 256)  # larger chunks lose on CPU: cache misses and allocator churn
+#: a job probes chunk sizes and layouts only when the probe costs at most 1/_PROBE_SHARE of its rows
+_PROBE_SHARE = 8
 
 
 def _tuned(model: Any) -> dict[tuple[Any, ...], tuple[int, str]]:
@@ -258,12 +261,35 @@ def _tuned(model: Any) -> dict[tuple[Any, ...], tuple[int, str]]:
         return {}
 
 
+def check_max_batch(value: Any) -> int | str:
+    """``"auto"`` or an integer >= 1, else a clear error."""
+    if value == "auto":
+        return "auto"
+    return check_int(value, "max_batch", 1, alternative="'auto' or ")
+
+
+def default_rows(bk: Backend, device: Any, row_elems: int, forward_only: bool = False) -> int:
+    """Rows per chunk when nothing was measured: 256 on a CPU (the best of 64-1024 for CNNs
+    measured here); on an accelerator, what fits half its free memory by a rough per-row guess
+    (a forward pass alone needs about a quarter of a forward+backward)."""
+    if not bk.is_accelerator(device):
+        return _CPU_DEFAULT
+    free = bk.free_memory(device)
+    if not free:
+        return 1024
+    per_row = max(row_elems, 1) * 4 * (16 if forward_only else 64)  # activations guess
+    return int(max(32, min(8192, 0.5 * free / per_row)))
+
+
 class ChunkPlan:
     """Chooses the size (and, for torch, the memory layout) of each chunk.
 
-    ``max_batch`` given: that many rows per chunk. ``"auto"``: on a GPU, a size from free memory;
-    on a CPU, the best of a few sizes and layouts, tried on the job's own first chunks (no
-    wasted work) and remembered per model and input shape. Out-of-memory halves the size.
+    ``max_batch`` given: that many rows per chunk. ``"auto"``: the plan is fixed the first time
+    a model meets an input shape and reused for every later call, so a seeded call gives the
+    same bits the first time and every time after. On a CPU, a job large enough for it first
+    times a few sizes and layouts on throw-away copies of its first rows (at most 1/8 of its own
+    work) and keeps the fastest; smaller jobs, compiled (TF) steps and accelerators take
+    :func:`default_rows`. Out-of-memory halves the size.
     """
 
     def __init__(self, job: Job) -> None:
@@ -273,90 +299,92 @@ class ChunkPlan:
         device = _device_of(job.inputs[0])
         layouts = bk.layouts(job.inputs)
         self.trials: list[tuple[int, str]] = []
-        self.timings: dict[tuple[int, str], float] = {}
         if job.max_batch != "auto":
-            size = job.max_batch
-            if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
-                raise XaikitValueError(f"max_batch must be 'auto' or an integer >= 1; got {size!r}")
+            size = check_max_batch(job.max_batch)
             self.size, self.layout = int(size), layouts[-1] if not bk.is_accelerator(device) else layouts[0]
             return
         known = _tuned(job.model).get(self.key)
-        if bk.is_accelerator(device):
-            self.size, self.layout = known or (self._gpu_size(device), layouts[0])
-            return
         if known:
             self.size, self.layout = known
             return
-        self.size, self.layout = _CPU_DEFAULT, layouts[-1]
-        if bk.pads_chunks():  # every new size is a new compiled step: keep one size
-            return
-        trials = [(c, lay) for lay in layouts for c in _CANDIDATES]
-        if job.rows >= 3 * sum(c for c, _ in trials):
-            self.trials = [t for t in trials for _ in range(2)]  # two timings each, keep the best
+        if bk.is_accelerator(device):
+            row_elems = sum(int(np.prod(x.shape[1:])) for x in job.inputs)
+            self.size, self.layout = default_rows(bk, device, row_elems), layouts[0]
+        else:
+            self.size, self.layout = _CPU_DEFAULT, layouts[-1]
+            trials = [(c, lay) for lay in layouts for c in _CANDIDATES]
+            if not bk.pads_chunks() and job.rows >= _PROBE_SHARE * (
+                _CANDIDATES[0] + sum(c for c, _ in trials)
+            ):
+                self.trials = trials  # timed by probe() before the job's own rows
+        if not self.trials:
+            self._fix()
 
-    def _gpu_size(self, device: Any) -> int:
-        free = self.job.bk.free_memory(device)
-        per_row = sum(int(np.prod(x.shape[1:])) for x in self.job.inputs) * 4 * 64  # activations guess
-        if not free:
-            return 1024
-        return int(max(32, min(8192, 0.5 * free / max(per_row, 1))))
+    def _fix(self) -> None:
+        try:
+            _TUNED.setdefault(self.job.model, {})[self.key] = (self.size, self.layout)
+        except TypeError:
+            pass
 
-    def next(self, remaining: int) -> tuple[int, str]:
-        if self.trials:
-            size, layout = self.trials[0]
-            return min(size, remaining), layout
-        return min(self.size, remaining), self.layout
-
-    def record(self, size: int, layout: str, seconds: float) -> None:
+    def probe(self, timed: Callable[[int, str], float]) -> None:
+        """Time each candidate (after one warm-up) with ``timed(rows, layout) -> seconds`` on
+        throw-away rows, keep the fastest and fix the plan."""
         if not self.trials:
             return
-        planned = self.trials.pop(0)
-        if size == planned[0]:
-            rate = size / max(seconds, 1e-9)
-            self.timings[planned] = max(rate, self.timings.get(planned, 0.0))
-        if not self.trials and self.timings:
-            self.size, self.layout = max(self.timings, key=lambda k: self.timings[k])
-            try:
-                _TUNED.setdefault(self.job.model, {})[self.key] = (self.size, self.layout)
-            except TypeError:
-                pass
+        timed(*self.trials[0])  # warm-up: first-call allocations and kernel selection
+        rates = {t: t[0] / max(timed(*t), 1e-9) for t in self.trials}
+        self.size, self.layout = max(rates, key=lambda t: rates[t])
+        self.trials = []
+        self._fix()
+
+    def next(self, remaining: int) -> tuple[int, str]:
+        return min(self.size, remaining), self.layout
 
     def halve(self) -> None:
-        """After an out-of-memory error: stop trying sizes, halve the current one."""
+        """After an out-of-memory error: halve the size (and remember it)."""
         self.trials = []
         self.size = max(1, self.size // 2)
+        if self.job.max_batch == "auto":
+            self._fix()
 
 
 def sweep(job: Job) -> Result:
     """Run a job: all its rows, chunk by chunk, and the per-sample attributions (B, ...)."""
     bk = job.bk
     plan = ChunkPlan(job)
-    state = _Sweep(job)
     device = _device_of(job.inputs[0])
     total = job.rows
     pad = bk.pads_chunks()
+
+    def run(state: _Sweep, r0: int, r1: int, layout: str, keep: bool) -> None:
+        state.cache.layout = layout
+        rows, targets = state.build(r0, r1)
+        n = r1 - r0
+        full = _padded_rows(n, min(plan.size, state.align(0, plan.size)))
+        padded = pad and n < full
+        if padded:
+            rows, targets = _pad(bk, rows, targets, full - n)
+        rows = [bk.to_layout(x, layout) for x in rows]
+        _scores, grads, _outputs = bk.grad_step(job.model, rows, targets, job.output, job.xla)
+        if keep:
+            state.reduce([g[:n] for g in grads] if padded else grads, r0, r1)
+
+    def timed(size: int, layout: str) -> float:
+        probe_state = _Sweep(job)  # its own path cache: nothing of the job's state is touched
+        t0 = time.perf_counter()
+        run(probe_state, 0, min(total, probe_state.align(0, size)), layout, keep=False)
+        bk.synchronize(device)
+        return time.perf_counter() - t0
+
+    plan.probe(timed)
+    state = _Sweep(job)
     r0 = 0
     sizes: list[int] = []
     while r0 < total:
         size, layout = plan.next(total - r0)
-        state.cache.layout = layout
         r1 = min(total, state.align(r0, size))
         try:
-            t0 = time.perf_counter()
-            rows, targets = state.build(r0, r1)
-            n = r1 - r0
-            full = _padded_rows(n, min(plan.size, state.align(0, plan.size)))
-            padded = pad and n < full
-            if padded:
-                rows, targets = _pad(bk, rows, targets, full - n)
-            rows = [bk.to_layout(x, layout) for x in rows]
-            _scores, grads, _outputs = bk.grad_step(job.model, rows, targets, job.output, job.xla)
-            if padded:
-                grads = [g[:n] for g in grads]
-            state.reduce(grads, r0, r1)
-            if plan.trials:
-                bk.synchronize(device)
-            plan.record(n, layout, time.perf_counter() - t0)
+            run(state, r0, r1, layout, keep=True)
         except Exception as exc:
             if not bk.is_oom(exc) or plan.size <= 1:
                 raise
@@ -399,18 +427,31 @@ def forward_scores(
     chunk: int,
     output: int | str = 0,
     xla: bool = False,
+    sizes: list[int] | None = None,
 ) -> T:
     """Target-class scores of ``total`` rows built by ``rows_fn(r0, r1)``: forward only, ``chunk``
-    rows at a time, on the device; returns a (total,) tensor."""
+    rows at a time, on the device; returns a (total,) tensor. An out-of-memory error halves the
+    chunk and redoes the rows (``sizes``, when given, receives the rows of each pass)."""
     chunk = max(1, int(chunk))
     pad = bk.pads_chunks()
     out: list[T] = []
-    for r0 in range(0, total, chunk):
+    r0 = 0
+    while r0 < total:
         r1 = min(total, r0 + chunk)
-        rows, targets = rows_fn(r0, r1)
-        if pad and (size := _padded_rows(r1 - r0, chunk)) > r1 - r0:
-            rows, targets = _pad(bk, rows, targets, size - (r1 - r0))
-        out.append(bk.scores(model, rows, targets, output, xla)[: r1 - r0])
+        try:
+            rows, targets = rows_fn(r0, r1)
+            if pad and (size := _padded_rows(r1 - r0, chunk)) > r1 - r0:
+                rows, targets = _pad(bk, rows, targets, size - (r1 - r0))
+            out.append(bk.scores(model, rows, targets, output, xla)[: r1 - r0])
+        except Exception as exc:
+            if not bk.is_oom(exc) or chunk <= 1:
+                raise
+            bk.empty_cache(bk.model_device(model))
+            chunk = max(1, chunk // 2)
+            continue
+        if sizes is not None:
+            sizes.append(r1 - r0)
+        r0 = r1
     return bk.cat(out)
 
 

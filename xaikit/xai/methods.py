@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T
+from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
-from xaikit.layout import Move, channel_axis_of, model_move, move_back
-from xaikit.xai._baselines import baseline_array, check_baseline, gaussian_blur, spatial_axes
+from xaikit.layout import Move, channel_axis_of, model_move, move, move_back
+from xaikit.xai._baselines import baseline_array, baseline_values, check_baseline
 from xaikit.xai._engine import Job, endpoint_scores, stream_seed, sweep
 from xaikit.xai._quadrature import QUADRATURES, quadrature
 
@@ -224,27 +225,18 @@ def _baseline_fn(inp: Inputs, baseline: Any, seed: int) -> Any:
     else:
         specs = [baseline] * len(inp.keys)
     fixed: list[T | None] = []
-    for key, spec, x, axis in zip(inp.keys, specs, inp.tensors, inp.channel_axes):
-        if isinstance(spec, str) or spec is None:
-            check_baseline(spec)
-        device = getattr(x, "device", None)
+    for key, spec, x, axis, how in zip(inp.keys, specs, inp.tensors, inp.channel_axes, inp.moves):
+        check_baseline(spec)
+        if isinstance(spec, str) and spec == "uniform":
+            fixed.append(None)  # drawn per noise sample
+            continue
         if isinstance(spec, str):
-            if spec == "zeros":
-                fixed.append(x * 0.0)
-            elif spec == "black":
-                fixed.append(x * 0.0 + bk.sample_min(x))
-            elif spec == "blur":
-                host = bk.to_numpy(x)
-                axes = spatial_axes(host.ndim, axis if axis is None else axis % host.ndim)
-                sigma = max(1.0, max(host.shape[a] for a in axes) / 8.0) if axes else 0.0
-                fixed.append(bk.as_tensor(gaussian_blur(host, sigma, axes), device, inp.dtype))
-            else:
-                fixed.append(None)  # uniform: drawn per noise sample
-        else:
-            arr = bk.to_numpy(spec) if bk.is_tensor(spec) else spec
-            fixed.append(
-                bk.as_tensor(baseline_array(arr, tuple(int(d) for d in x.shape), key), device, inp.dtype)
-            )
+            values = baseline_values(bk.to_numpy(x), spec, axis, key)
+        else:  # an array in the caller's layout
+            arr = np.asarray(bk.to_numpy(spec) if bk.is_tensor(spec) else spec, dtype=np.float64)
+            shape = tuple(int(d) for d in x.shape)
+            values = move(baseline_array(arr, move_back(np.empty(shape), how).shape, key), how)
+        fixed.append(bk.as_tensor(values, getattr(x, "device", None), inp.dtype))
     lows = [bk.sample_min(x) for x in inp.tensors]
     spans = [bk.sample_max(x) - lo for x, lo in zip(inp.tensors, lows)]
 
@@ -259,12 +251,6 @@ def _baseline_fn(inp: Inputs, baseline: Any, seed: int) -> Any:
         return out
 
     return make
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise XaikitValueError(f"{name} must be an integer >= 1; got {value!r}")
-    return int(value)
 
 
 @dataclass
@@ -314,27 +300,23 @@ def attribute(
         xla=bool(xla),
     )
     if method in ("smoothgrad", "smint"):
-        job.n_noise = _positive_int(nsamples, "nsamples")
-        if (
-            isinstance(stdev_spread, bool)
-            or not isinstance(stdev_spread, (int, float))
-            or not np.isfinite(stdev_spread)
-            or stdev_spread < 0
-        ):
-            raise XaikitValueError(f"stdev_spread must be a finite number >= 0; got {stdev_spread!r}")
+        job.n_noise = check_int(nsamples, "nsamples", 1)
+        check_number(stdev_spread, "stdev_spread", low=0)
         job.sigma = [float(stdev_spread) * (bk.sample_max(x) - bk.sample_min(x)) for x in inp.tensors]
         job.magnitude = bool(magnitude)
     if method in ("integrated", "smint"):
-        steps = _positive_int(
+        steps = check_int(
             nsamples if method == "integrated" else nintegration,
             "nsamples" if method == "integrated" else "nintegration",
+            1,
         )
         if not isinstance(quadrature_rule, str) or quadrature_rule not in QUADRATURES:
             raise XaikitValueError(
                 f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {quadrature_rule!r}"
             )
         job.alphas, job.weights = quadrature(quadrature_rule, steps)
-        check_baseline(baseline) if isinstance(baseline, str) or baseline is None else None
+        if not isinstance(baseline, (Mapping, list, tuple)):
+            check_baseline(baseline)
         job.baselines = _baseline_fn(inp, baseline, seed)
     result = sweep(job)
     delta = None
