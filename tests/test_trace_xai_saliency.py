@@ -172,7 +172,9 @@ def test_columns_labels_and_predictions(framework):
     assert img._cmaps["SmInt saliency"].name == "inferno"  # masks: inferno
     fig = img.paint_figure(dpi=20)
     bars = {a.get_label().rsplit(":", 1)[0] for a in fig.axes if a.get_label().startswith("colorbar:")}
-    assert bars == {f"colorbar:{c}" for c in ("saliency", "Smoothed saliency", "Integrated saliency", "SmInt saliency")}
+    assert bars == {
+        f"colorbar:{c}" for c in ("saliency", "Smoothed saliency", "Integrated saliency", "SmInt saliency")
+    }
 
 
 def test_dropped_columns_and_overlay_choice(framework):
@@ -196,14 +198,18 @@ def test_dropped_columns_and_overlay_choice(framework):
     assert img.columns[-1] == "Integrated saliency"
     # overlay= picks the mask under the heat map
     for choice, column in (("smoothed", "Smoothed sal"), ("saliency", "sal"), ("smint", "SmInt sal")):
-        chosen = Saliency(model, "x", "y_pred", samples=2, smoothing=2, integrating=3, outputs="sal", overlay=choice)
+        chosen = Saliency(
+            model, "x", "y_pred", samples=2, smoothing=2, integrating=3, outputs="sal", overlay=choice
+        )
         img = run_epoch(chosen, batches(1))["sal"]
         np.testing.assert_allclose(
             np.asarray(img["x sal"][0]), overlay(batches(1)[0]["x"], np.asarray(img[column][0])), atol=1e-6
         )
     with pytest.raises(XaikitValueError, match=r"overlay must be None or one of \['integrated', 'saliency'"):
         Saliency(model, "x", "y_pred", overlay="gradcam")
-    with pytest.raises(XaikitValueError, match=r"overlay='smint' needs that mask.*computed: \['saliency', 'smoothed'\]"):
+    with pytest.raises(
+        XaikitValueError, match=r"overlay='smint' needs that mask.*computed: \['saliency', 'smoothed'\]"
+    ):
         Saliency(model, "x", "y_pred", integrating=0, overlay="smint")
 
 
@@ -213,7 +219,9 @@ def test_wrong_predictions_are_red_and_marked_in_the_painted_grid(framework):
     pred = predict(model, framework, x)
     labels = pred.copy()
     labels[[1, 3]] = (pred[[1, 3]] + 1) % 3  # rows 1 and 3 are wrong
-    trace = Saliency(model, "x", "y_pred", class_key="y", samples={"x": x, "y": labels}, smoothing=0, integrating=0)
+    trace = Saliency(
+        model, "x", "y_pred", class_key="y", samples={"x": x, "y": labels}, smoothing=0, integrating=0
+    )
     img = trace.explain({"x": x, "y": labels}, title="epoch 7")
     fig = img.paint_figure(dpi=20)
     for row in range(4):
@@ -249,13 +257,18 @@ def test_saliency_time_is_logged_on_the_line_of_its_epoch(framework, monkeypatch
             n = len(batch["x"])
             return {"saliency": np.zeros((n, 4), np.float32), "y_pred": np.zeros(n, np.int64)}
 
-    trace = Saliency(tiny_model(framework), "x", "y_pred", class_key="y", samples=4, smoothing=0, integrating=0)
+    trace = Saliency(
+        tiny_model(framework), "x", "y_pred", class_key="y", samples=4, smoothing=0, integrating=0
+    )
     trace.salnet = SlowNet()
     pipe = FakePipeline(train=blobs(16), eval=blobs(8, seed=1))
     est = xk.Estimator(pipe, FakeNetwork(), epochs=2, traces=[RepeatScheduler([trace, None])], log_steps=100)
     summary = est.fit()
     evals = [line for line in capsys.readouterr().out.splitlines() if line.startswith("xaikit-Eval")]
-    assert re.fullmatch(r"xaikit-Eval: step: 2; epoch: 1; ce: [\d.]+; epoch_time\(sec\): 0\.0; saliency_time\(sec\): 7\.0;", evals[0])
+    assert re.fullmatch(
+        r"xaikit-Eval: step: 2; epoch: 1; ce: [\d.]+; epoch_time\(sec\): 0\.0; saliency_time\(sec\): 7\.0;",
+        evals[0],
+    )
     assert "saliency_time" not in evals[1]
     assert summary.history["eval"]["saliency_time(sec)"] == {2: 7.0}
     assert trace.images.figure_title == "saliency: eval epoch 1"

@@ -38,7 +38,8 @@ class Layer:
     data: Any  # text: list[str]; boxes: (B, N, 4|5); image: (B, H, W) or (B, H, W, 3)
     batch: int
     fixed: Range | None = None  # fixed display range of the whole image array
-    flat: tuple[int, int] | None = None  # text read from a 2-D float array of this shape
+    flat: tuple[int, int] | None = None  # text read from a 2-D numeric array of this shape
+    flat_float: bool = False  # ... of floats
 
 
 def fmt(value: Any) -> str:
@@ -78,7 +79,7 @@ def parse_layer(
 
     ``strict=False``: ``channel_axis`` only applies to 4-D values. ``image_hint``: the column has
     image-only options, so a ``(B, H, 4|5)`` value is a batch of images, not of boxes.
-    ``flat_image``: a 2-D float array is one ``(H, W)`` image, not ``H`` rows of text.
+    ``flat_image``: a 2-D numeric array is one ``(H, W)`` image, not ``H`` rows of text.
     """
     if is_scalar(value):
         return Layer("text", [fmt(value)], 1)
@@ -94,8 +95,8 @@ def parse_layer(
         channel_axis = None
     if arr.dtype.kind == "c":
         raise XaikitValueError(f"column {name!r} cannot draw complex values; got {describe(arr)}")
-    flat_float = arr.ndim == 2 and arr.dtype.kind == "f" and channel_axis is None and 0 not in arr.shape
-    if flat_float and flat_image:
+    flat_num = arr.ndim == 2 and arr.dtype.kind in "biuf" and channel_axis is None and 0 not in arr.shape
+    if flat_num and flat_image:
         images = arr[None]
         return Layer("image", images, 1, fixed_range(images))
     if arr.dtype.kind in "USOV" or (arr.ndim <= 2 and channel_axis is None):
@@ -103,8 +104,9 @@ def parse_layer(
             return Layer("text", [fmt(arr)], 1)
         if arr.shape[0] == 0:
             raise XaikitValueError(f"column {name!r} is empty; got {describe(arr)}")
-        shape = (int(arr.shape[0]), int(arr.shape[1])) if flat_float else None
-        return Layer("text", [fmt(row) for row in arr], arr.shape[0], flat=shape)
+        shape = (int(arr.shape[0]), int(arr.shape[1])) if flat_num else None
+        rows = [fmt(row) for row in arr]
+        return Layer("text", rows, arr.shape[0], flat=shape, flat_float=flat_num and arr.dtype.kind == "f")
     if arr.shape[0] == 0:
         raise XaikitValueError(f"column {name!r} is empty; got {describe(arr)}")
     if arr.ndim == 3 and arr.shape[-1] in (4, 5) and channel_axis is None and not image_hint:
@@ -129,11 +131,21 @@ def split_layers(name: str, value: Any) -> list[Any]:
     return [value]
 
 
+def _maybe_flat_image(layers: list[Layer]) -> bool:
+    """A 2-D float array, or a 2-D numeric array stacked with images or boxes, read as text so far."""
+    if any(layer.flat_float for layer in layers):
+        return True
+    return any(layer.flat is not None for layer in layers) and any(layer.kind != "text" for layer in layers)
+
+
 def _flat_is_image(layers: list[Layer], sizes: set[int]) -> bool:
     """Whether a column whose 2-D float arrays were first read as text holds (H, W) images."""
     if any(layer.kind != "text" for layer in layers):
         return True  # drawn over (or under) an image or boxes: an image too
-    rows, cols = next(layer.flat for layer in layers if layer.flat is not None)  # type: ignore[misc]
+    floats = [layer.flat for layer in layers if layer.flat is not None and layer.flat_float]
+    if not floats:
+        return False  # integers and booleans alone are values, as before
+    rows, cols = floats[0]
     if rows in sizes:
         return False  # B rows of N values beside other columns of B samples
     return 1 in sizes or min(rows, cols) >= MIN_FLAT_IMAGE
@@ -154,9 +166,10 @@ def parse_columns(
     for key, value in raw.items():
         hint = key in named
         parsed[key] = [
-            parse_layer(key, v, axes.get(key), strict, hint, flat_image=hint) for v in split_layers(key, value)
+            parse_layer(key, v, axes.get(key), strict, hint, flat_image=hint)
+            for v in split_layers(key, value)
         ]
-    flat_cols = [k for k, layers in parsed.items() if any(layer.flat is not None for layer in layers)]
+    flat_cols = [k for k, layers in parsed.items() if _maybe_flat_image(layers)]
     sizes = {layers[0].batch for k, layers in parsed.items() if k not in flat_cols}
     for key in flat_cols:
         if _flat_is_image(parsed[key], sizes):

@@ -72,7 +72,9 @@ def single_channel_layer(layers: list[Layer]) -> Layer | None:
     return found
 
 
-def plan_group(columns: dict[str, list[Layer]], opts: GridOptions, cols: list[str], cell: float) -> dict[str, Any]:
+def plan_group(
+    columns: dict[str, list[Layer]], opts: GridOptions, cols: list[str], cell: float
+) -> dict[str, Any]:
     """Widths of the columns of one row group (same batch size), its row height and its size."""
     batch = columns[cols[0]][0].batch
     has_pictures = any(columns[c][0].kind != "text" for c in cols)

@@ -63,7 +63,9 @@ def check_vrange(key: str, vr: Any) -> tuple[float, float] | str:
     try:
         low, high = (float(v) for v in vr)
     except (TypeError, ValueError):
-        raise XaikitValueError(f"vranges[{key!r}] must be (low, high) or 'minmax'; got {describe(vr)}") from None
+        raise XaikitValueError(
+            f"vranges[{key!r}] must be (low, high) or 'minmax'; got {describe(vr)}"
+        ) from None
     if not (np.isfinite(low) and np.isfinite(high) and low < high):
         raise XaikitValueError(f"vranges[{key!r}] must be finite with low < high; got ({low}, {high})")
     return low, high

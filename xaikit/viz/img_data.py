@@ -118,7 +118,9 @@ class ImgData:
         )
         named = self._options.image_named(signed, colorbars)
         axes = channel_axes(channel_axis, names)
-        self._columns: dict[str, list[Layer]] = parse_columns(raw, axes, isinstance(channel_axis, Mapping), named)
+        self._columns: dict[str, list[Layer]] = parse_columns(
+            raw, axes, isinstance(channel_axis, Mapping), named
+        )
 
     # ----------------------------------------------------------------------------- access
     # Deliberately not a Mapping: helpers that recurse into mappings (to_tensor, loggers) must
@@ -174,57 +176,6 @@ class ImgData:
     @property
     def _cmaps(self) -> dict[str, Colormap]:
         return self._options.cmaps
-
-    # ----------------------------------------------------------------------------- painting
-    def paint_figure(
-        self, save_path: str | os.PathLike[str] | None = None, dpi: float = 96, cell_size: float = 1.6
-    ) -> Figure:
-        """Paint the grid into a new matplotlib figure (no pyplot, no display needed).
-
-        Args:
-            save_path: if given, also write the figure there (``.png``, ``.svg`` or ``.pdf``),
-                atomically: a temporary file in the same folder is renamed over the target.
-            dpi: dots per inch of the figure and of the saved raster.
-            cell_size: height of an image row in inches (the width follows the image's aspect).
-
-        Returns:
-            The figure; its axes are labelled ``"cell:<column>:<row>"`` (rows counted inside the
-            column's row group) and ``"colorbar:<column>:<row>"``.
-        """
-        if not self._columns:
-            raise XaikitValueError("ImgData has no columns to paint; pass at least one column")
-        if not isinstance(cell_size, (int, float)) or not cell_size > 0:
-            raise XaikitValueError(f"cell_size must be a positive number of inches; got {cell_size!r}")
-        if not isinstance(dpi, (int, float)) or not dpi > 0:
-            raise XaikitValueError(f"dpi must be a positive number; got {dpi!r}")
-        groups = [[k for k, v in self._columns.items() if v[0].batch == b] for b in self.batch_sizes]
-        plans = [self._plan_group(cols, float(cell_size)) for cols in groups]
-        width = 2 * _MARGIN + max(p["width"] for p in plans)
-        height = 2 * _MARGIN + sum(p["height"] for p in plans) + _GROUP_GAP * (len(plans) - 1)
-        fig = new_figure(width, height, dpi)
-        top = _MARGIN
-        for plan in plans:
-            self._paint_group(fig, plan, top, width, height)
-            top += plan["height"] + _GROUP_GAP
-        if save_path is not None:
-            save_figure(fig, save_path, dpi=dpi)
-        return fig
-
-    def paint_numpy(self, dpi: float = 96, cell_size: float = 1.6) -> np.ndarray:
-        """Paint the grid on an Agg canvas and return it as a ``(1, H, W, 3)`` uint8 array.
-
-        Example:
-            >>> import numpy as np
-            >>> ImgData(x=np.zeros((1, 4, 4))).paint_numpy(dpi=10).shape[-1]
-            3
-        """
-        fig = self.paint_figure(dpi=dpi, cell_size=cell_size)
-        canvas = fig.canvas
-        canvas.draw()
-        rgba = np.asarray(canvas.buffer_rgba())  # type: ignore[attr-defined]
-        out = np.array(rgba[..., :3], dtype=np.uint8)[None]
-        fig.clear()
-        return out
 
     # ----------------------------------------------------------------------------- painting
     def paint_figure(
