@@ -70,7 +70,7 @@ def build_grid(samples: dict[str, np.ndarray]) -> ImgData:
         "y": samples["y"],
         "prediction": samples["y_pred"],
         "x": x,
-        "x saliency": overlay(x, samples["mask"], alpha=0.7),
+        "x saliency": overlay(x, samples["mask"]),
         "saliency": samples["mask"],
         "attribution": samples["attr"],
         "x + boxes": [x, samples["boxes"]],

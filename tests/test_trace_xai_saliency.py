@@ -154,7 +154,11 @@ def test_columns_labels_and_predictions(framework):
     names = {v: k for k, v in MAPPING.items()}
     assert img["y"][0] == ["circle", "square", "triangle"]
     x3 = np.concatenate([b["x"] for b in bs])[:3]
-    assert img["y_pred"][0] == [names[int(c)] for c in predict(model, framework, x3)]
+    pred = predict(model, framework, x3)
+    wrong = pred != np.arange(3)
+    assert img["y_pred"][0] == [names[int(c)] + (" ✗" if w else "") for c, w in zip(pred, wrong)]
+    assert [img.text_color("y_pred", r) for r in range(3)] == ["red" if w else None for w in wrong]
+    assert img.figure_title == "saliency: eval epoch 0"
     np.testing.assert_allclose(img["x"][0], x3)
     for col in ("saliency", "Smoothed saliency", "Integrated saliency", "SmInt saliency"):
         mask = np.asarray(img[col][0])
@@ -166,6 +170,11 @@ def test_columns_labels_and_predictions(framework):
     expected = overlay(x3, np.asarray(img["SmInt saliency"][0]))
     np.testing.assert_allclose(np.asarray(img["x saliency"][0]), expected, atol=1e-6)
     assert img._cmaps["SmInt saliency"].name == "inferno"  # masks: inferno
+    fig = img.paint_figure(dpi=20)
+    bars = {a.get_label().rsplit(":", 1)[0] for a in fig.axes if a.get_label().startswith("colorbar:")}
+    assert bars == {
+        f"colorbar:{c}" for c in ("saliency", "Smoothed saliency", "Integrated saliency", "SmInt saliency")
+    }
 
 
 def test_dropped_columns_and_overlay_choice(framework):
@@ -187,6 +196,82 @@ def test_dropped_columns_and_overlay_choice(framework):
     no_smint = Saliency(model, "x", "y_pred", samples=2, smoothing=2, integrating=(3, 0))
     img = run_epoch(no_smint, batches(1))["saliency"]
     assert img.columns[-1] == "Integrated saliency"
+    # overlay= picks the mask under the heat map
+    for choice, column in (("smoothed", "Smoothed sal"), ("saliency", "sal"), ("smint", "SmInt sal")):
+        chosen = Saliency(
+            model, "x", "y_pred", samples=2, smoothing=2, integrating=3, outputs="sal", overlay=choice
+        )
+        img = run_epoch(chosen, batches(1))["sal"]
+        np.testing.assert_allclose(
+            np.asarray(img["x sal"][0]), overlay(batches(1)[0]["x"], np.asarray(img[column][0])), atol=1e-6
+        )
+    with pytest.raises(XaikitValueError, match=r"overlay must be None or one of \['integrated', 'saliency'"):
+        Saliency(model, "x", "y_pred", overlay="gradcam")
+    with pytest.raises(
+        XaikitValueError, match=r"overlay='smint' needs that mask.*computed: \['saliency', 'smoothed'\]"
+    ):
+        Saliency(model, "x", "y_pred", integrating=0, overlay="smint")
+
+
+def test_wrong_predictions_are_red_and_marked_in_the_painted_grid(framework):
+    model = tiny_model(framework)
+    x = batches(1, bs=4)[0]["x"]
+    pred = predict(model, framework, x)
+    labels = pred.copy()
+    labels[[1, 3]] = (pred[[1, 3]] + 1) % 3  # rows 1 and 3 are wrong
+    trace = Saliency(
+        model, "x", "y_pred", class_key="y", samples={"x": x, "y": labels}, smoothing=0, integrating=0
+    )
+    img = trace.explain({"x": x, "y": labels}, title="epoch 7")
+    fig = img.paint_figure(dpi=20)
+    for row in range(4):
+        (text,) = [t for a in fig.axes if a.get_label() == f"cell:y_pred:{row}" for t in a.texts]
+        is_wrong = row in (1, 3)
+        assert text.get_text().endswith("✗") is is_wrong
+        assert (text.get_color() == "red") is is_wrong
+        (label,) = [t for a in fig.axes if a.get_label() == f"cell:y:{row}" for t in a.texts]
+        assert label.get_color() != "red" and "✗" not in label.get_text()
+    assert fig.get_suptitle() == "epoch 7"
+    # without a label nothing is marked
+    plain = Saliency(model, "x", "y_pred", samples={"x": x}, smoothing=0, integrating=0).explain({"x": x})
+    assert all(plain.text_color("y_pred", r) is None for r in range(4)) and plain.figure_title is None
+
+
+def test_saliency_time_is_logged_on_the_line_of_its_epoch(framework, monkeypatch, capsys):
+    """A fake slow explainer advances a fake clock by 7 s: the eval line of the epoch the trace ran
+    in says so, the other epoch has no such value, and the summary records it at that step."""
+    import re
+    import time
+
+    from loop_fakes import FakeNetwork, FakePipeline, blobs
+
+    import xaikit as xk
+    from xaikit.schedule import RepeatScheduler
+
+    clock = [1000.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+
+    class SlowNet:
+        def get_masks(self, batch):
+            clock[0] += 7.0
+            n = len(batch["x"])
+            return {"saliency": np.zeros((n, 4), np.float32), "y_pred": np.zeros(n, np.int64)}
+
+    trace = Saliency(
+        tiny_model(framework), "x", "y_pred", class_key="y", samples=4, smoothing=0, integrating=0
+    )
+    trace.salnet = SlowNet()
+    pipe = FakePipeline(train=blobs(16), eval=blobs(8, seed=1))
+    est = xk.Estimator(pipe, FakeNetwork(), epochs=2, traces=[RepeatScheduler([trace, None])], log_steps=100)
+    summary = est.fit()
+    evals = [line for line in capsys.readouterr().out.splitlines() if line.startswith("xaikit-Eval")]
+    assert re.fullmatch(
+        r"xaikit-Eval: step: 2; epoch: 1; ce: [\d.]+; epoch_time\(sec\): 0\.0; saliency_time\(sec\): 7\.0;",
+        evals[0],
+    )
+    assert "saliency_time" not in evals[1]
+    assert summary.history["eval"]["saliency_time(sec)"] == {2: 7.0}
+    assert trace.images.figure_title == "saliency: eval epoch 1"
 
 
 def test_single_channel_is_grey_and_same_samples_each_epoch(framework):
@@ -267,7 +352,7 @@ def test_trace_wiring():
     import torch
 
     t = Saliency(torch.nn.Linear(2, 2), ["x"], "y_pred", class_key="y", outputs="sal", mode="test")
-    assert t.inputs == ["y", "x"] and t.outputs == ["sal"] and t.mode == {"test"}
+    assert t.inputs == ["y", "x"] and t.outputs == ["sal", "sal_time(sec)"] and t.mode == {"test"}
     assert Saliency(torch.nn.Linear(2, 2), "x", "p").mode == {"eval", "test"}
 
 

@@ -617,3 +617,76 @@ def test_text_overlay_and_colorbar_of_an_overlay_mask() -> None:
     # colorbars of RGB-only columns are not drawn (nothing to scale)
     fig = ImgData(x=rgb, colorbars=True).paint_figure(dpi=20)
     assert all(a.get_label().startswith("cell:") for a in fig.axes)
+
+
+def _cell_images(fig: Figure, col: str) -> list[np.ndarray]:
+    return [
+        np.asarray(im.get_array())
+        for a in fig.axes
+        if a.get_label().startswith(f"cell:{col}:")
+        for im in a.get_images()
+    ]
+
+
+def test_2d_float_array_is_one_greyscale_image() -> None:
+    hw = np.linspace(0.0, 1.0, 32 * 28).reshape(32, 28)
+    img = ImgData(x=hw)  # alone: one image, not 32 rows of numbers
+    assert img.kinds("x") == ["image"] and img.batch_sizes == [1]
+    (painted,) = _cell_images(img.paint_figure(dpi=20), "x")
+    assert painted.shape == (32, 28)
+    np.testing.assert_allclose(painted, hw, atol=1e-6)
+    # where a batch of one is expected, even a small (H, W) is an image
+    small = np.arange(12, dtype=np.float32).reshape(3, 4)
+    img = ImgData(y=["cat"], x=small)
+    assert img.kinds("x") == ["image"] and img.batch_sizes == [1]
+    (painted,) = _cell_images(img.paint_figure(dpi=20), "x")
+    np.testing.assert_array_equal(painted, small)
+    # an (H, W) image with a mask over it
+    fig = ImgData(y=["cat"], x=[hw, hw > 0.5]).paint_figure(dpi=20)
+    assert [p.shape for p in _cell_images(fig, "x")] == [(32, 28), (32, 28)]
+    # named by an image-only option: an image whatever its size
+    assert ImgData(m=small, colorbars={"m"}).kinds("m") == ["image"]
+
+
+def test_3d_float_array_is_a_batch_of_greyscale_images() -> None:
+    bhw = np.random.default_rng(0).random((3, 6, 7))
+    img = ImgData(y=np.array([1, 2, 3]), x=bhw)
+    assert img.kinds("x") == ["image"] and img.batch_sizes == [3]
+    painted = _cell_images(img.paint_figure(dpi=20), "x")
+    assert [p.shape for p in painted] == [(6, 7)] * 3
+    np.testing.assert_allclose(painted[2], bhw[2], atol=1e-6)
+
+
+def test_2d_arrays_that_stay_text() -> None:
+    scores = np.random.default_rng(0).random((10, 10))
+    # B rows of N values beside columns of B samples: per-row text as before
+    img = ImgData(y=np.arange(10), scores=scores)
+    assert img.kinds("scores") == ["text"] and img.batch_sizes == [10]
+    # a short lone vector table, integers, booleans: text
+    assert ImgData(s=np.ones((4, 3))).kinds("s") == ["text"]
+    assert ImgData(s=np.ones((12, 12), dtype=np.int64)).kinds("s") == ["text"]
+    assert ImgData(s=np.ones((12, 12), dtype=bool)).kinds("s") == ["text"]
+
+
+def test_figure_title_and_text_colors() -> None:
+    img = ImgData(
+        y=["a", "b"], x=np.zeros((2, 4, 4)), text_colors={"y": [None, "red"]}, figure_title="epoch 3"
+    )
+    fig = img.paint_figure(dpi=20)
+    assert fig.get_suptitle() == "epoch 3" and img.figure_title == "epoch 3"
+    colors = [
+        t.get_color() for r in range(2) for a in fig.axes if a.get_label() == f"cell:y:{r}" for t in a.texts
+    ]
+    assert colors[1] == "red" and colors[0] != "red"
+    assert img.text_color("y", 1) == "red" and img.text_color("y", 0) is None
+    # the title makes room: the figure is taller than without it
+    assert (
+        fig.get_size_inches()[1]
+        > ImgData(y=["a", "b"], x=np.zeros((2, 4, 4))).paint_figure(dpi=20).get_size_inches()[1]
+    )
+    with pytest.raises(XaikitValueError, match=r"text_colors\['y'\] holds 'nocolour'"):
+        ImgData(y=["a"], text_colors={"y": ["nocolour"]})
+    with pytest.raises(XaikitValueError, match=r"text_colors names unknown column\(s\) \['z'\]"):
+        ImgData(y=["a"], text_colors={"z": ["red"]})
+    with pytest.raises(XaikitTypeError, match="figure_title must be a string or None; got int"):
+        ImgData(y=["a"], figure_title=3)  # type: ignore[arg-type]

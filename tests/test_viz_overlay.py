@@ -16,12 +16,38 @@ def test_formula_on_unit_images(rng: np.random.Generator) -> None:
     img[:, 0, 0] = (0.0, 0.0, 0.0)
     img[:, 0, 1] = (1.0, 1.0, 1.0)  # image spans [0, 1] -> used as is
     mask = rng.random((2, 5, 6, 1))
-    out = overlay(img, mask, alpha=0.4, colormap="viridis")
+    out = overlay(img, mask, alpha=0.4, colormap="viridis", gamma=0.7)
     heat = colormaps["viridis"](mask[..., 0])[..., :3]
-    w = 0.4 * mask
-    np.testing.assert_allclose(out, (1 - w) * img + w * heat, atol=1e-6)
+    grey = img @ np.array([0.299, 0.587, 0.114])
+    w = 0.4 * mask**0.7
+    np.testing.assert_allclose(out, (1 - w) * grey[..., None] + w * heat, atol=1e-6)
     assert out.dtype == np.float32 and out.shape == (2, 5, 6, 3)
     assert out.min() >= 0.0 and out.max() <= 1.0
+    # the colour-keeping formula of xaikit 0.x
+    old = overlay(img, mask, alpha=0.4, colormap="viridis", gamma=1.0, grey=False)
+    np.testing.assert_allclose(old, (1 - 0.4 * mask) * img + 0.4 * mask * heat, atol=1e-6)
+
+
+def test_default_heat_dominates_high_mask_and_zero_mask_is_the_grey_image() -> None:
+    img = np.zeros((1, 3, 3, 3), dtype=np.float32)
+    img[0, :, :] = (0.9, 0.2, 0.1)  # a red-orange image; its luma is 0.399
+    mask = np.zeros((1, 3, 3))
+    mask[0, 1, 1] = 1.0
+    mask[0, 0, 0] = 0.25
+    out = overlay(img, mask)
+    luma = 0.299 * 0.9 + 0.587 * 0.2 + 0.114 * 0.1
+    # zero mask: exactly the desaturated image, no colour left
+    np.testing.assert_allclose(out[0, 2, 2], [luma] * 3, atol=1e-6)
+    # full mask: the colormap's top colour (turbo: dark red) with weight 0.85
+    top = np.array(colormaps["turbo"](1.0)[:3])
+    np.testing.assert_allclose(out[0, 1, 1], 0.85 * top + 0.15 * luma, atol=1e-6)
+    assert np.abs(out[0, 1, 1] - top).max() < 0.1 < np.abs(out[0, 1, 1] - luma).max()
+    # a quarter of the mask gets half the full weight (gamma 0.5): a visible tint, not a speckle
+    quarter = np.array(colormaps["turbo"](0.25)[:3])
+    np.testing.assert_allclose(out[0, 0, 0], 0.425 * quarter + 0.575 * luma, atol=1e-6)
+    # a grey single-channel image is its own greyscale
+    single = overlay(img[..., 0], np.zeros((1, 3, 3)))
+    np.testing.assert_allclose(single, 0.9, atol=1e-6)
 
 
 def test_zero_mask_gives_the_image_and_normalized_inputs_are_rescaled() -> None:
@@ -46,11 +72,14 @@ def test_channel_first_framework_input_keeps_layout(framework: str) -> None:
     if framework == "torch":
         out = overlay(to_tensor(x, "torch"), to_tensor(mask, "torch"))
         assert out.shape == (2, 3, 4, 5)
-        np.testing.assert_allclose(out[:, 1], 1.0)
+        np.testing.assert_allclose(out, 0.587, atol=1e-6)  # the green image's grey
     else:
         out = overlay(to_tensor(np.moveaxis(x, 1, -1), "tf"), to_tensor(np.moveaxis(mask, 1, -1), "tf"))
         assert out.shape == (2, 4, 5, 3)
-        np.testing.assert_allclose(out[..., 1], 1.0)
+        np.testing.assert_allclose(out, 0.587, atol=1e-6)
+    colour = overlay(x, mask, grey=False, channel_axis=1)
+    np.testing.assert_allclose(colour[:, 1], 1.0)
+    np.testing.assert_allclose(colour[:, 0], 0.0)
     assert ImgData({"x saliency": out}).batch_sizes == [2]
 
 
@@ -68,6 +97,8 @@ def test_bad_inputs() -> None:
         overlay(np.zeros((4, 4)), np.zeros((4, 4)))
     with pytest.raises(XaikitValueError, match="alpha must be a number in \\[0, 1\\]; got 2"):
         overlay(img, np.zeros((2, 4, 4)), alpha=2)
+    with pytest.raises(XaikitValueError, match="gamma must be a positive number; got 0"):
+        overlay(img, np.zeros((2, 4, 4)), gamma=0)
     with pytest.raises(XaikitValueError, match="colormap must be a matplotlib colormap name; got 'nope'"):
         overlay(img, np.zeros((2, 4, 4)), colormap="nope")
     with pytest.raises(XaikitTypeError, match="colormap must be a colormap name or Colormap; got int 1"):

@@ -94,6 +94,8 @@ def _natural(key: str) -> list[Any]:
 def _order(key: str) -> tuple[int, list[Any]]:
     if key in _TIMING_KEYS:
         return 1, [_TIMING_KEYS.index(key)]
+    if key.endswith("_time(sec)"):  # a trace's own time (e.g. saliency_time(sec)): after epoch_time
+        return 1, [1.5, key]
     if key.endswith("_lr"):
         return 2, _natural(key)
     return 0, _natural(key)

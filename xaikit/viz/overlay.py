@@ -1,4 +1,4 @@
-"""Blend a [0, 1] saliency mask over its image (the Saliency trace's "x saliency" column)."""
+"""Blend a [0, 1] saliency mask as a heat map over its greyscale image ("x saliency" columns)."""
 
 from __future__ import annotations
 
@@ -14,34 +14,54 @@ from xaikit.viz._image import display_range, fixed_range, is_channel_first, to_c
 
 __all__ = ["overlay"]
 
+_LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601 luma weights
+
 
 def overlay(
     image: Any,
     mask: Any,
-    alpha: float = 0.6,
-    colormap: str | Colormap = "inferno",
+    alpha: float = 0.85,
+    colormap: str | Colormap = "turbo",
     channel_axis: int | None = None,
+    *,
+    gamma: float = 0.5,
+    grey: bool = True,
 ) -> np.ndarray:
-    """Colour ``image`` by a saliency ``mask``: the image where the mask is 0, heat where it is 1.
+    """A heat-map blend of a saliency ``mask`` over its ``image``, as Grad-CAM tools draw it.
 
     For each sample, with ``m`` the mask (clipped to [0, 1]) and ``heat = colormap(m)`` as RGB:
 
     1. the image is brought to [0, 1] by the ImgData display rule (:func:`display_range`):
        uint8 / [0, 1] / [-1, 1] arrays as such, anything else (e.g. ``Normalize()``-d inputs)
-       by the sample's own minimum and maximum; a single-channel image becomes grey RGB;
-    2. ``out = (1 - alpha * m) * image + alpha * m * heat``.
+       by the sample's own minimum and maximum;
+    2. ``grey=True`` (default) desaturates it: ``base = 0.299 R + 0.587 G + 0.114 B`` repeated
+       in the three channels (a single-channel image is grey already), so that every colour in
+       the picture is saliency;
+    3. the mask weighs the heat: ``a = alpha * m ** gamma`` and
+       ``out = (1 - a) * base + a * heat``.
 
-    ``out`` is a convex combination of two values in [0, 1], so it stays in [0, 1]; where the
-    mask is 0 the picture is exactly the (rescaled) image.
+    Where the mask is 0 the picture is exactly the grey image; where it is 1 the heat colour
+    has weight ``alpha`` (0.85). ``gamma < 1`` lifts the many small values of a sparse, speckled
+    gradient mask so that the salient region reads as an area (``m = 0.25`` gets half the
+    weight of ``m = 1`` with the default 0.5). The default ``"turbo"`` colormap is the
+    jet-like rainbow that Grad-CAM users know (blue = low, red = high) with a smoother
+    lightness ramp than ``"jet"``; its saturated hues stand out against the grey base, where a
+    dark-to-bright map such as ``"inferno"`` would blend into a grey image.
+
+    ``out`` is a convex combination of two values in [0, 1], so it stays in [0, 1]. The
+    colour-keeping formula of xaikit 0.x is ``overlay(image, mask, alpha=0.6,
+    colormap="inferno", gamma=1.0, grey=False)``.
 
     Args:
         image: ``(B, H, W)``, ``(B, H, W, C)`` or ``(B, C, H, W)`` images, C in {1, 3}; numpy,
             torch or TF; any value range.
         mask: ``(B, H, W)``, ``(B, H, W, 1)`` or ``(B, 1, H, W)`` values in [0, 1], as the
             saliency engine returns them for display.
-        alpha: the mask's weight where it is 1, in [0, 1].
+        alpha: the heat's weight where the mask is 1, in [0, 1].
         colormap: colormap name or object for the heat.
         channel_axis: the image's channel axis when its layout is ambiguous.
+        gamma: exponent applied to the mask in the weight (> 0; 1 = linear).
+        grey: desaturate the image under the heat (``False``: keep its colours).
 
     Returns:
         float32 RGB in [0, 1]: ``(B, 3, H, W)`` if the image was channel-first, else
@@ -49,13 +69,15 @@ def overlay(
 
     Example:
         >>> import numpy as np
-        >>> out = overlay(np.zeros((1, 2, 2, 3)), np.array([[[0.0, 1.0], [0.0, 0.0]]]), alpha=1.0,
-        ...               colormap="gray")
-        >>> out.shape, out[0, 0, 1].tolist(), out[0, 0, 0].tolist()
-        ((1, 2, 2, 3), [1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
+        >>> img = np.zeros((1, 2, 2, 3)); img[0, 0, 0] = (1.0, 0.0, 0.0)  # one red pixel
+        >>> out = overlay(img, np.array([[[0.0, 1.0], [0.0, 0.0]]]), alpha=1.0, colormap="gray")
+        >>> out.shape, out[0, 0, 1].tolist(), [round(v, 3) for v in out[0, 0, 0].tolist()]
+        ((1, 2, 2, 3), [1.0, 1.0, 1.0], [0.299, 0.299, 0.299])
     """
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
         raise XaikitValueError(f"alpha must be a number in [0, 1]; got {alpha!r}")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 < gamma < np.inf:
+        raise XaikitValueError(f"gamma must be a positive number; got {gamma!r}")
     if isinstance(colormap, str):
         try:
             cmap = _mpl_colormaps[colormap]
@@ -90,9 +112,11 @@ def overlay(
     m = np.clip(np.nan_to_num(m, nan=0.0), 0.0, 1.0)
     fixed = fixed_range(img)
     base = np.stack([to_unit(sample, display_range(sample, batch_range=fixed)) for sample in img])
+    if base.ndim == 4 and grey:
+        base = base @ np.array(_LUMA, dtype=np.float32)
     if base.ndim == 3:
         base = np.repeat(base[..., None], 3, axis=-1)
     heat = cmap(m)[..., :3]
-    weight = (alpha * m)[..., None]
+    weight = (alpha * m**gamma)[..., None]
     out = ((1.0 - weight) * base + weight * heat).astype(np.float32)
     return np.moveaxis(out, -1, 1) if first else out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,12 @@ from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
 
 __all__ = ["Saliency", "invert_mapping", "to_names"]
+
+#: ``overlay=`` choices → the mask column prefix ("" is the vanilla column)
+_OVERLAY_PREFIX = {"saliency": "", "smoothed": "Smoothed", "integrated": "Integrated", "smint": "SmInt"}
+#: the colour and mark of a prediction that differs from the label
+WRONG_COLOR = "red"
+WRONG_MARK = " ✗"
 
 
 def invert_mapping(label_mapping: Mapping[str, Any] | None, name: str = "label_mapping") -> dict[Any, str]:
@@ -70,11 +77,16 @@ class Saliency(Trace):
     ``ImageViewer`` or ``TensorBoard``.
 
     Columns, left to right: the label (``class_key``, mapped to names), each model output's
-    predicted class (mapped), then for each model input: the image, ``"<input> <mask>"`` (the
-    most refined mask available, SmInt > integrated > smoothed > vanilla, overlaid on the image by
-    :func:`xaikit.viz.overlay`), ``<mask>`` (vanilla gradients), ``"Smoothed <mask>"``
-    (SmoothGrad), ``"Integrated <mask>"`` (Integrated Gradients), ``"SmInt <mask>"``. Single-channel
-    input images are drawn grey, masks with ``"inferno"``.
+    predicted class (mapped; with ``class_key``, a prediction that differs from the label is red,
+    bold and marked ``✗``), then for each model input: the image, ``"<input> <mask>"`` (a mask as a
+    heat map over the greyscale image, by :func:`xaikit.viz.overlay`; ``overlay`` picks which),
+    ``<mask>`` (vanilla gradients), ``"Smoothed <mask>"`` (SmoothGrad), ``"Integrated <mask>"``
+    (Integrated Gradients), ``"SmInt <mask>"``. Single-channel input images are drawn grey, masks
+    with ``"inferno"`` and a colorbar. The grid's title names the mode and epoch.
+
+    The seconds spent computing the masks and building the grid are logged on the line of the
+    epoch the trace ran in, as ``saliency_time(sec)`` (``<outputs>_time(sec)`` for another
+    ``outputs``).
 
     Each method is one fused :class:`~xaikit.xai.SaliencyNet` call over all the samples. The
     class explained is the model's prediction (the label column shows the truth beside it).
@@ -100,6 +112,9 @@ class Saliency(Trace):
         seed: seed of the noise and random baselines (the same masks for the same model).
         stdev_spread: SmoothGrad noise level (fraction of each sample's value range).
         max_batch: rows per fused forward+backward pass of the engine (``"auto"``).
+        overlay: the mask drawn over the image: ``"smint"``, ``"integrated"``, ``"smoothed"`` or
+            ``"saliency"`` (vanilla); ``None`` (default): the most refined one computed, SmInt >
+            integrated > smoothed > vanilla.
 
     Example:
         >>> from xaikit.schedule import RepeatScheduler
@@ -123,6 +138,7 @@ class Saliency(Trace):
         seed: int | None = 0,
         stdev_spread: float = 0.15,
         max_batch: int | str = "auto",
+        overlay: str | None = None,
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
         outs = to_list(model_outputs, "model_outputs")
@@ -139,9 +155,26 @@ class Saliency(Trace):
         n_int, n_smint = _parse_integrating(integrating, int(smoothing))
         if n_int < 0 or n_smint < 0:
             raise XaikitValueError(f"integrating values must be >= 0; got {integrating!r}")
+        computed = {"saliency": True, "smoothed": bool(smoothing), "integrated": bool(n_int)}
+        computed["smint"] = bool(n_int and n_smint)
+        if overlay is not None and overlay not in _OVERLAY_PREFIX:
+            raise XaikitValueError(
+                f"overlay must be None or one of {sorted(_OVERLAY_PREFIX)}; got {describe(overlay)}"
+            )
+        if overlay is not None and not computed[overlay]:
+            raise XaikitValueError(
+                f"overlay={overlay!r} needs that mask, which this trace does not compute "
+                f"(smoothing={smoothing!r}, integrating={integrating!r}); computed: "
+                f"{[k for k, v in computed.items() if v]}"
+            )
+        self.time_key = f"{outputs}_time(sec)"
         super().__init__(
-            inputs=([class_key] if class_key else []) + inputs, outputs=outputs, mode=mode, ds_id=ds_id
+            inputs=([class_key] if class_key else []) + inputs,
+            outputs=[outputs, self.time_key],
+            mode=mode,
+            ds_id=ds_id,
         )
+        self.overlay = overlay
         self.model = model
         self.model_inputs = inputs
         self.model_outputs = outs
@@ -184,8 +217,11 @@ class Saliency(Trace):
         samples = self.collector.finish(self.system.mode)
         if samples is None:
             return
-        self.images = self.explain(samples)
+        start = time.perf_counter()
+        title = f"{self.outputs[0]}: {self.system.mode} epoch {self.system.epoch_idx}"
+        self.images = self.explain(samples, title=title)
         data.write_without_log(self.outputs[0], self.images)
+        data.write_with_log(self.time_key, round(time.perf_counter() - start, 2))
 
     # ---- work ------------------------------------------------------------------------------------
     def _model_batch(self, samples: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -199,14 +235,16 @@ class Saliency(Trace):
             batch[key] = x
         return batch
 
-    def explain(self, samples: Mapping[str, Any]) -> Any:
+    def explain(self, samples: Mapping[str, Any], title: str | None = None) -> Any:
         """Compute every mask for ``samples`` (a dict holding ``model_inputs``) and build the grid.
+
+        Args:
+            samples: ``{key: array}`` with the ``model_inputs`` (and ``class_key``).
+            title: the grid's title (``figure_title`` of the ImgData).
 
         Returns:
             The :class:`~xaikit.viz.ImgData` the trace writes.
         """
-        from xaikit.viz import ImgData, overlay
-
         missing = [k for k in self.model_inputs if k not in samples]
         if missing:
             raise XaikitValueError(
@@ -235,14 +273,34 @@ class Saliency(Trace):
                     nintegration=self.n_integration,
                 )
                 columns["SmInt"] = back(res)
-        best = list(columns)[-1]
+        best = list(columns)[-1] if self.overlay is None else _OVERLAY_PREFIX[self.overlay]
+        return self._grid(samples, vanilla, columns, best, title)
+
+    def _grid(
+        self,
+        samples: Mapping[str, Any],
+        vanilla: Mapping[str, Any],
+        columns: Mapping[str, list[np.ndarray]],
+        best: str,
+        title: str | None,
+    ) -> Any:
+        """The ImgData: labels, predictions (wrong ones red and marked), images, overlays, masks."""
+        from xaikit.viz import ImgData, overlay
 
         cols: dict[str, Any] = {}
         cmaps: dict[str, str] = {}
+        text_colors: dict[str, list[str | None]] = {}
+        labels = None
         if self.class_key is not None and self.class_key in samples:
+            labels = _class_ids(samples[self.class_key])
             cols[self.class_key] = to_names(samples[self.class_key], self._inverse)
         for key in self.model_outputs:
-            cols[key] = to_names(vanilla[key], self._inverse)
+            names = to_names(vanilla[key], self._inverse)
+            if labels is not None:
+                wrong = [bool(w) for w in _class_ids(vanilla[key]) != labels]
+                names = [n + WRONG_MARK if w else n for n, w in zip(names, wrong)]
+                text_colors[key] = [WRONG_COLOR if w else None for w in wrong]
+            cols[key] = names
         for i, key in enumerate(self.model_inputs):
             image = np.asarray(samples[key])
             cols[key] = image
@@ -257,8 +315,16 @@ class Saliency(Trace):
                 name = f"{prefix} {mask_key}" if prefix else mask_key
                 cols[name] = mask
                 cmaps[name] = "inferno"
-        vranges = {name: (0.0, 1.0) for name, cmap in cmaps.items() if cmap == "inferno"}
-        return ImgData(cols, colormap="inferno", colormaps=cmaps, vranges=vranges)
+        mask_cols = [name for name, cmap in cmaps.items() if cmap == "inferno"]
+        return ImgData(
+            cols,
+            colormap="inferno",
+            colormaps=cmaps,
+            vranges=dict.fromkeys(mask_cols, (0.0, 1.0)),
+            colorbars=mask_cols,
+            text_colors=text_colors,
+            figure_title=title,
+        )
 
     def __repr__(self) -> str:
         return (
