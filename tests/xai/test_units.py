@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xaikit.xai._baselines import gaussian_blur
 from xaikit.layout import channel_axis_of
+from xaikit.xai._baselines import gaussian_blur
 from xaikit.xai._display import to_display
 from xaikit.xai._engine import stream_seed
 from xaikit.xai._quadrature import QUADRATURES, quadrature
