@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.files import atomic_path
 
 __all__ = ["SAVE_FORMATS", "new_figure", "save_figure"]
 
@@ -23,19 +24,9 @@ def new_figure(width: float, height: float, dpi: float) -> Figure:
     return fig
 
 
-def _open_temp(path: Path) -> tuple[int, str]:
-    """Create a new temporary file next to ``path``; unlike ``mkstemp`` (always 0600) its mode
-    follows the umask like any other new file."""
-    for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"could not create a temporary file next to {str(path)!r}")
-
-
-def save_figure(fig: Figure, save_path: str | os.PathLike[str], dpi: float = 96) -> Path:
+def save_figure(
+    fig: Figure, save_path: str | os.PathLike[str], dpi: float = 96, **savefig_options: Any
+) -> Path:
     """Write ``fig`` to ``save_path`` atomically; the format comes from the extension.
 
     The figure is first written to a temporary file in the destination folder and then moved
@@ -47,6 +38,7 @@ def save_figure(fig: Figure, save_path: str | os.PathLike[str], dpi: float = 96)
         fig: the figure to write.
         save_path: destination ending in ``.png``, ``.svg`` or ``.pdf`` (any case).
         dpi: resolution for the raster parts.
+        **savefig_options: more options of ``Figure.savefig`` (e.g. ``bbox_inches="tight"``).
 
     Returns:
         The destination path.
@@ -64,16 +56,6 @@ def save_figure(fig: Figure, save_path: str | os.PathLike[str], dpi: float = 96)
         )
     if not isinstance(dpi, (int, float)) or dpi <= 0:
         raise XaikitValueError(f"dpi must be a positive number; got {dpi!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _open_temp(path)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format=fmt, dpi=dpi)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=dpi, **savefig_options)
     return path

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.viz._save import save_figure
 
 __all__ = ["plot_module_stats"]
 
@@ -123,18 +122,5 @@ def plot_module_stats(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     if save_path is not None:
-        path = Path(save_path)
-        fmt = path.suffix.lower().lstrip(".")
-        if fmt not in ("png", "svg", "pdf"):
-            raise XaikitValueError(f"save_path must end in .png, .svg or .pdf; got {str(path)!r}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{fmt}", dir=path.parent)
-        os.close(fd)
-        try:
-            fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        save_figure(fig, save_path, dpi=dpi, bbox_inches="tight")
     return fig
