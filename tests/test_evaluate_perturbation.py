@@ -193,7 +193,7 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         xk.evaluate.deletion(model, xs, np.full((2, SIZE, SIZE), np.nan))
     with pytest.raises(XaikitValueError, match=r"saliency must be maps or a method name .* got 'gradcam'"):
         xk.evaluate.deletion(model, xs, "gradcam")
-    with pytest.raises(XaikitValueError, match=r"max_batch must be an int >= 1; got int 0"):
+    with pytest.raises(XaikitValueError, match=r"max_batch must be 'auto' or an int >= 1; got int 0"):
         xk.evaluate.deletion(model, xs, sal, max_batch=0)
     with pytest.raises(XaikitValueError, match=r"target classes must lie in \[0, 2\]"):
         xk.evaluate.deletion(model, xs, sal, target=7)

@@ -180,7 +180,7 @@ def test_lr_get_set(framework: str) -> None:
     xn.set_lr(model, 0.25)
     assert xn.get_lr(model) == 0.25
     assert xn.get_lr(xn.build(_lenet(framework), "adam")) == 0.001
-    with pytest.raises(XaikitValueError, match="lr must be a non-negative number"):
+    with pytest.raises(XaikitValueError, match="lr must be a number >= 0"):
         xn.set_lr(model, -1.0)
     with pytest.raises(XaikitValueError, match="has no optimizer"):
         xn.get_lr(xn.build(_lenet(framework), None))

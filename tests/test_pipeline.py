@@ -191,7 +191,7 @@ def test_bad_inputs() -> None:
         Pipeline(train_data=_data(), ops=[Minmax("img")]).get_results()
     with pytest.raises(XaikitValueError, match="at least one of train_data"):
         Pipeline()
-    with pytest.raises(XaikitValueError, match="batch_size must be an int >= 1"):
+    with pytest.raises(XaikitValueError, match=r"batch_size \(or \{mode: int\}\) must be an int >= 1"):
         Pipeline(train_data=_data(), batch_size=0)
     with pytest.raises(XaikitValueError, match="batch_size has no entry for mode 'eval'"):
         Pipeline(train_data=_data(), eval_data=_data(), batch_size={"train": 2}).get_results(mode="eval")

@@ -150,7 +150,9 @@ def test_lr_scheduler_errors(api) -> None:
     with pytest.raises(XaikitTypeError, match="lr_fn must be a function"):
         LRScheduler(None, 0.1)
     net = FakeNetwork()
-    with pytest.raises(XaikitValueError, match=r"lr_fn\(epoch=1\) must return a number >= 0; got float -1.0"):
+    with pytest.raises(
+        XaikitValueError, match=r"lr_fn\(epoch=1\) \(its return value\) must be a number >= 0; got float -1.0"
+    ):
         run(LRScheduler(net.model, lambda epoch: -1.0), net=net, epochs=1)
 
 

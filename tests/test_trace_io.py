@@ -134,7 +134,7 @@ def test_saver_skips_missing_and_rejects_unknown(tmp_path):
     "kwargs, err, match",
     [
         ({"inputs": []}, XaikitValueError, "inputs must name at least one key"),
-        ({"inputs": "x", "dpi": 0}, XaikitValueError, "dpi must be a positive number"),
+        ({"inputs": "x", "dpi": 0}, XaikitValueError, "dpi must be a number > 0"),
         ({"inputs": "x", "save_dir": 3}, XaikitTypeError, "save_dir must be a folder path"),
     ],
 )

@@ -38,11 +38,15 @@ def test_epoch_values() -> None:
         (lambda: RepeatScheduler([RepeatScheduler([1])]), XaikitTypeError, "cannot itself be a scheduler"),
         (lambda: EpochScheduler({}), XaikitValueError, "at least one"),
         (lambda: EpochScheduler([1, 2]), XaikitTypeError, "epoch_dict must be a dict"),
-        (lambda: EpochScheduler({0: "a"}), XaikitValueError, "keys must be int epochs >= 1; got 0"),
-        (lambda: EpochScheduler({-2: "a"}), XaikitValueError, "got -2"),
-        (lambda: EpochScheduler({1.0: "a"}), XaikitTypeError, "got key float 1.0"),
-        (lambda: EpochScheduler({True: "a"}), XaikitTypeError, "got key bool True"),
-        (lambda: EpochScheduler({"1": "a"}), XaikitTypeError, "got key str '1'"),
+        (
+            lambda: EpochScheduler({0: "a"}),
+            XaikitValueError,
+            r"keys \(epochs\) must be an int >= 1; got int 0",
+        ),
+        (lambda: EpochScheduler({-2: "a"}), XaikitValueError, "got int -2"),
+        (lambda: EpochScheduler({1.0: "a"}), XaikitTypeError, "got float 1.0"),
+        (lambda: EpochScheduler({True: "a"}), XaikitTypeError, "got bool True"),
+        (lambda: EpochScheduler({"1": "a"}), XaikitTypeError, "got str '1'"),
         (lambda: EpochScheduler({1: EpochScheduler({1: 2})}), XaikitTypeError, "at epoch 1 cannot"),
     ],
 )
@@ -53,9 +57,9 @@ def test_bad_schedules(make, err, match) -> None:
 
 @pytest.mark.parametrize("epoch", [0, -1])
 def test_bad_epoch(epoch) -> None:
-    with pytest.raises(XaikitValueError, match="epoch must be an int >= 1"):
+    with pytest.raises(XaikitValueError, match=r"epoch \(epochs count from 1\) must be an int >= 1"):
         RepeatScheduler([1]).get_current_value(epoch)
-    with pytest.raises(XaikitValueError, match="epoch must be an int >= 1"):
+    with pytest.raises(XaikitValueError, match=r"epoch \(epochs count from 1\) must be an int >= 1"):
         EpochScheduler({1: 1}).get_current_value(epoch)
 
 

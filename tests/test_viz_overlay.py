@@ -95,7 +95,7 @@ def test_bad_inputs() -> None:
         overlay(img, np.zeros((2, 4, 4, 3)))
     with pytest.raises(XaikitValueError, match=r"image must be \(B, H, W\)"):
         overlay(np.zeros((4, 4)), np.zeros((4, 4)))
-    with pytest.raises(XaikitValueError, match="alpha must be a number in \\[0, 1\\]; got 2"):
+    with pytest.raises(XaikitValueError, match="alpha must be a number in \\[0, 1\\]; got int 2"):
         overlay(img, np.zeros((2, 4, 4)), alpha=2)
     with pytest.raises(XaikitValueError, match="gamma must be a positive number; got 0"):
         overlay(img, np.zeros((2, 4, 4)), gamma=0)

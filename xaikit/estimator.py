@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.schedule import Scheduler, get_current_items
 from xaikit.summary import Summary
@@ -27,10 +28,7 @@ __all__ = ["Estimator"]
 def _check_count(name: str, value: Any, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        expected = "None or an int >= 1" if allow_none else "an int >= 1"
-        raise XaikitValueError(f"{name} must be {expected}; got {describe(value)}")
-    return value
+    return check_int(value, name, 1, allow_none=allow_none)
 
 
 def _check_traces(traces: Any) -> list[Trace | Scheduler[Trace]]:

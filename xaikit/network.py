@@ -35,10 +35,9 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
-
 from xaikit.backend import Backend, framework_of, load_backend
 from xaikit.backend.facets import TrainFacet
+from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.op.op import all_values, resolve
 from xaikit.op.tensorop import ModelOp, TensorOp, UpdateOp
@@ -107,9 +106,7 @@ def get_lr(model: Any) -> float:
 def set_lr(model: Any, lr: float) -> None:
     """Set the learning rate of the model's optimizer."""
     _check_optimizer(model)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or lr < 0:
-        raise XaikitValueError(f"lr must be a non-negative number; got {lr!r}")
-    _train_of(model).set_lr(model, float(lr))
+    _train_of(model).set_lr(model, check_number(lr, "lr", low=0))
 
 
 def get_weights(model: Any) -> Any:

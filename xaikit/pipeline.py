@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import framework_of, to_number
+from xaikit.checks import check_int
 from xaikit.dataset.numpy_dataset import NumpyDataset
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.op.op import all_values, resolve
@@ -306,9 +307,7 @@ class Pipeline:
             if mode not in bs:
                 raise XaikitValueError(f"batch_size has no entry for mode {mode!r}: {dict(bs)}")
             bs = bs[mode]
-        if isinstance(bs, bool) or not isinstance(bs, (int, np.integer)) or bs < 1:
-            raise XaikitValueError(f"batch_size must be an int >= 1 (or {{mode: int}}); got {bs!r}")
-        return int(bs)
+        return int(check_int(bs, "batch_size (or {mode: int})", 1))
 
     def steps_per_epoch(self, mode: str, ds_id: str = "") -> int | None:
         """Number of batches in one epoch of ``mode`` (None when the dataset does not know)."""
@@ -334,9 +333,7 @@ class Pipeline:
         ``len`` when the dataset knows its size.
         """
         self._source(mode, ds_id)
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 1:
-            raise XaikitValueError(f"epoch must be an int >= 1; got {epoch!r}")
-        return _Loader(self, mode, int(epoch), ds_id)
+        return _Loader(self, mode, check_int(epoch, "epoch", 1), ds_id)
 
     def _iterate(self, mode: str, epoch: int, ds_id: str) -> Iterator[dict[str, np.ndarray]]:
         source, real_id = self._source(mode, ds_id)

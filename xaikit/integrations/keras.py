@@ -31,6 +31,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.integrations.runner import TraceRunner
 
@@ -86,8 +87,7 @@ class TraceCallback(keras.callbacks.Callback):
         from_logits: bool = False,
     ) -> None:
         super().__init__()
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise XaikitValueError(f"batch_size must be an int >= 1; got {describe(batch_size)}")
+        check_int(batch_size, "batch_size", 1)
         self.runner = TraceRunner(traces)
         self.batch_size = batch_size
         self.keys = {"x": x_key, "y": y_key, "pred": pred_key, "loss": loss_key, "index": index_key}

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xaikit.backend import framework_of, to_number
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.schedule import Scheduler, get_current_items
 from xaikit.trace.base import MODES, Data, System, Trace
@@ -100,8 +101,7 @@ class TraceRunner:
             raise XaikitValueError(f"mode must be one of {list(MODES)}; got {mode!r}")
         s = self.system
         if epoch is not None:
-            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
-                raise XaikitValueError(f"epoch must be an int >= 1; got {describe(epoch)}")
+            check_int(epoch, "epoch", 1)
             s.epoch_idx = epoch
         elif mode == "train" or s.epoch_idx == 0:
             s.epoch_idx += 1

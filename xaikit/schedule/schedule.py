@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import parse_modes
 
@@ -26,10 +27,7 @@ class Scheduler(Generic[T]):
 
 
 def _check_epoch(epoch: Any) -> int:
-    if isinstance(epoch, bool) or not isinstance(epoch, int):
-        raise XaikitTypeError(f"epoch must be an int >= 1; got {describe(epoch)}")
-    if epoch < 1:
-        raise XaikitValueError(f"epoch must be an int >= 1 (epochs count from 1); got {epoch}")
+    check_int(epoch, "epoch (epochs count from 1)", 1, kind=XaikitTypeError)
     return epoch
 
 
@@ -93,10 +91,7 @@ class EpochScheduler(Scheduler[T]):
         if not epoch_dict:
             raise XaikitValueError("epoch_dict must hold at least one {epoch: value} entry; got {}")
         for key, value in epoch_dict.items():
-            if isinstance(key, bool) or not isinstance(key, int):
-                raise XaikitTypeError(f"epoch_dict keys must be int epochs >= 1; got key {describe(key)}")
-            if key < 1:
-                raise XaikitValueError(f"epoch_dict keys must be int epochs >= 1; got {key}")
+            check_int(key, "epoch_dict keys (epochs)", 1, kind=XaikitTypeError)
             _check_not_scheduler(value, f"the value at epoch {key}")
         self.epoch_dict: dict[int, T | None] = dict(sorted(epoch_dict.items()))
 

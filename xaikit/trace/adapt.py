@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import framework_of
+from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.trace.base import Data, Trace
 
@@ -200,10 +201,7 @@ class LRScheduler(Trace):
 
     def _set(self, index: int) -> None:
         lr = self.lr_fn(index)
-        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating, np.integer)) or not lr >= 0:
-            raise XaikitValueError(
-                f"lr_fn({self.schedule_on}={index}) must return a number >= 0; got {describe(lr)}"
-            )
+        lr = check_number(lr, f"lr_fn({self.schedule_on}={index}) (its return value)", low=0)
         _network_api().set_lr(self.model, float(lr))
 
     def on_epoch_begin(self, data: Data) -> None:
@@ -251,10 +249,8 @@ class EarlyStopping(Trace):
     ) -> None:
         if not isinstance(monitor, str) or not monitor:
             raise XaikitTypeError(f"monitor must be a key name; got {describe(monitor)}")
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
-            raise XaikitValueError(f"patience must be an int >= 0; got {describe(patience)}")
-        if isinstance(min_delta, bool) or not isinstance(min_delta, (int, float)) or min_delta < 0:
-            raise XaikitValueError(f"min_delta must be a number >= 0; got {describe(min_delta)}")
+        check_int(patience, "patience", 0)
+        check_number(min_delta, "min_delta", low=0)
         super().__init__(inputs=monitor, mode="eval")
         self.monitor = monitor
         self.min_delta = float(min_delta)

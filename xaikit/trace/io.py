@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.trace.base import Data, Trace, to_list
 
@@ -30,9 +31,7 @@ __all__ = ["ImageSaver", "ImageViewer", "TensorBoard"]
 
 
 def _check_dpi(dpi: Any) -> float:
-    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or not dpi > 0:
-        raise XaikitValueError(f"dpi must be a positive number; got {describe(dpi)}")
-    return float(dpi)
+    return float(check_number(dpi, "dpi", low=0, low_open=True))
 
 
 def _check_dir(path: Any, name: str) -> str:
@@ -201,10 +200,8 @@ class TensorBoard(Trace):
         images = to_list(write_images, "write_images")
         super().__init__(inputs="*", outputs=None, mode=mode)
         self.log_dir = _check_dir(log_dir, "log_dir")
-        if update_freq != "epoch" and (
-            isinstance(update_freq, bool) or not isinstance(update_freq, (int, np.integer)) or update_freq < 1
-        ):
-            raise XaikitValueError(f"update_freq must be 'epoch' or an int >= 1; got {describe(update_freq)}")
+        if update_freq != "epoch":
+            check_int(update_freq, "update_freq", 1, alternative="'epoch' or ")
         self.update_freq = update_freq
         self.write_images = images
         self._writers: dict[str, Any] = {}

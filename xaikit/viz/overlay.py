@@ -9,6 +9,7 @@ from matplotlib import colormaps as _mpl_colormaps
 from matplotlib.colors import Colormap
 
 from xaikit.backend import framework_of, to_number
+from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.viz._image import display_range, fixed_range, is_channel_first, to_channels_last, to_unit
 
@@ -74,8 +75,7 @@ def overlay(
         >>> out.shape, out[0, 0, 1].tolist(), [round(v, 3) for v in out[0, 0, 0].tolist()]
         ((1, 2, 2, 3), [1.0, 1.0, 1.0], [0.299, 0.299, 0.299])
     """
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
-        raise XaikitValueError(f"alpha must be a number in [0, 1]; got {alpha!r}")
+    check_number(alpha, "alpha", low=0, high=1)
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 < gamma < np.inf:
         raise XaikitValueError(f"gamma must be a positive number; got {gamma!r}")
     if isinstance(colormap, str):

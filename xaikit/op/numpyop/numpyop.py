@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.op.op import Op
 
@@ -111,8 +112,7 @@ class Sometimes(NumpyOp):
     def __init__(self, numpy_op: NumpyOp, prob: float = 0.5, mode: str | Iterable[str] | None = None) -> None:
         if not isinstance(numpy_op, NumpyOp):
             raise XaikitTypeError(f"numpy_op must be a NumpyOp; got {describe(numpy_op)}")
-        if isinstance(prob, bool) or not isinstance(prob, (int, float)) or not 0.0 <= prob <= 1.0:
-            raise XaikitValueError(f"prob must be a number in [0, 1]; got {prob!r}")
+        check_number(prob, "prob", low=0, high=1)
         if len(numpy_op.inputs) != len(numpy_op.outputs):
             raise XaikitValueError(
                 f"Sometimes needs an op with as many outputs as inputs; {type(numpy_op).__name__} has "
