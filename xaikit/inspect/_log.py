@@ -18,6 +18,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,28 @@ META_FILE = "meta.json"
 COLUMNS = ("step", "call", "module", "class", "kind", "tname", "shape", "dtype")
 #: trailing columns, last in this order
 TRAILING = ("flags", "time")
+
+
+def make_run_dir(log_dir: str | Path | None, model: Any) -> Path:
+    """The run folder, created if needed (an existing folder is appended to).
+
+    None gives ``./runs/inspect/<ModelClass>_<YYYYmmdd-HHMMSS>`` (with ``_1``, ``_2``... when
+    that exists already).
+    """
+    if log_dir is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        base = Path("runs") / "inspect" / f"{type(model).__name__}_{stamp}"
+        path, i = base, 1
+        while path.exists():
+            path, i = base.with_name(f"{base.name}_{i}"), i + 1
+    elif isinstance(log_dir, (str, Path)):
+        path = Path(log_dir)
+    else:
+        raise XaikitTypeError(f"log_dir must be a str, a Path or None; got {describe(log_dir)}")
+    if path.exists() and not path.is_dir():
+        raise XaikitValueError(f"log_dir must be a folder; {str(path)!r} is a file")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def clean(value: Any) -> Any:
