@@ -239,6 +239,37 @@ def test_scheduled_ops(framework: str) -> None:
     assert "y2" not in net.run_step(_batch(2), "eval")
 
 
+def test_scheduled_lambda_ops_apply_their_functions(framework: str) -> None:
+    from xaikit.schedule import EpochScheduler, RepeatScheduler
+
+    model = xn.build(_lenet(framework), "sgd")
+    by_epoch = EpochScheduler(
+        {
+            1: LambdaOp(lambda p: p * 2, "y_pred", "a"),
+            3: LambdaOp(lambda p: p + 1, "y_pred", "a"),
+            5: None,
+        }
+    )
+    repeat = RepeatScheduler(
+        [LambdaOp(lambda p: p * 10, "y_pred", "b"), LambdaOp(lambda p: -p, "y_pred", "b")]
+    )
+    net = xn.Network([ModelOp(model, "x", "y_pred"), by_epoch, repeat])
+    batch = _batch(3)
+    expected_a = {1: lambda p: p * 2, 2: lambda p: p * 2, 3: lambda p: p + 1, 4: lambda p: p + 1, 5: None}
+    for epoch in range(1, 6):
+        net.load_epoch("eval", epoch)
+        out = net.run_step(batch, "eval")
+        p = np.asarray(out["y_pred"])
+        fa = expected_a[epoch]
+        if fa is None:
+            assert "a" not in out
+        else:
+            np.testing.assert_allclose(np.asarray(out["a"]), fa(p), rtol=1e-6, err_msg=f"epoch {epoch}")
+        want_b = p * 10 if epoch % 2 == 1 else -p
+        np.testing.assert_allclose(np.asarray(out["b"]), want_b, rtol=1e-6, err_msg=f"epoch {epoch}")
+    net.unload_epoch()
+
+
 def test_bad_inputs(framework: str) -> None:
     model = xn.build(_lenet(framework), "adam")
     net = _net(model)

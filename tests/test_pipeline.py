@@ -206,21 +206,7 @@ def test_bad_inputs() -> None:
     pipe = Pipeline(train_data=_data())
     with pytest.raises(XaikitValueError, match=r"no 'eval' data; modes with data: \['train'\]"):
         pipe.get_loader("eval")
-    with pytest.raises(XaikitValueError, match="epoch must be an int >= 1; got 0"):
+    with pytest.raises(XaikitValueError, match="epoch must be an int >= 1; got int 0"):
         pipe.get_loader("train", epoch=0)
     with pytest.raises(XaikitValueError, match="returned 1 values for its 2 outputs"):
         Pipeline(train_data=_data(), ops=[LambdaOp(lambda y: [y], "y", ["a", "b"])]).get_results()
-
-
-def test_data_side_imports_load_no_framework() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, xaikit as xk\n"
-        "import xaikit.pipeline, xaikit.network, xaikit.dataset.data, xaikit.op.numpyop, xaikit.op.tensorop\n"
-        "xk.Pipeline, xk.Network, xk.build, xk.dataset.NumpyDataset, xk.op.numpyop.Minmax\n"
-        "bad = [m for m in ('torch', 'tensorflow', 'keras', 'matplotlib', 'sklearn') if m in sys.modules]\n"
-        "assert not bad, bad\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)

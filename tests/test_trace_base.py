@@ -187,19 +187,6 @@ def test_sort_self_reference_is_fine() -> None:
     assert labels(sort_traces([t], available_keys=[])) == ["t"]
 
 
-def test_loop_modules_load_no_framework() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, xaikit.estimator, xaikit.trace, xaikit.trace.metric, xaikit.trace.adapt\n"
-        "import xaikit.schedule\n"
-        "bad = [m for m in ('torch', 'tensorflow', 'keras', 'matplotlib', 'sklearn') if m in sys.modules]\n"
-        "assert not bad, bad\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
 def test_submodules_resolve_lazily() -> None:
     assert xk.trace.metric.Accuracy.__name__ == "Accuracy"
     assert xk.trace.adapt.EarlyStopping.__name__ == "EarlyStopping"

@@ -384,6 +384,42 @@ def test_tutorial_flow_without_traces(framework, tmp_path):
     np.testing.assert_allclose(np.asarray(img["SmInt saliency"][0]).reshape(mask.shape), mask, atol=1e-5)
 
 
+def test_smoothed_column_is_smoothgrad_not_vanilla(framework):
+    """The "Smoothed" column is SaliencyNet's SmoothGrad of the samples for the trace's seed and
+    noise level, and differs from the vanilla column."""
+    from xaikit.backend import to_number
+    from xaikit.xai import SaliencyNet
+
+    model = tiny_model(framework)
+    x = batches(1, bs=3, seed=5)[0]["x"]
+    trace = Saliency(
+        model, "x", "y_pred", samples={"x": x}, smoothing=8, integrating=0, seed=3, stdev_spread=0.3
+    )
+    img = run_epoch(trace, [])["saliency"]
+    assert img.columns[-2:] == ["saliency", "Smoothed saliency"]
+
+    def channel_last(res):
+        m = to_number(res["saliency"]).astype(np.float32)
+        return m if framework == "tf" else np.moveaxis(m, 1, -1)
+
+    model_x = x if framework == "tf" else np.ascontiguousarray(np.moveaxis(x, -1, 1))
+    net = SaliencyNet(model=model, model_inputs="x", model_outputs="y_pred", seed=3)
+    smooth = channel_last(net.get_smoothed_masks({"x": model_x}, stdev_spread=0.3, nsamples=8))
+    vanilla = channel_last(net.get_masks({"x": model_x}))
+    smoothed_col = np.asarray(img["Smoothed saliency"][0]).reshape(smooth.shape)
+    vanilla_col = np.asarray(img["saliency"][0]).reshape(vanilla.shape)
+    np.testing.assert_allclose(smoothed_col, smooth, atol=1e-5)
+    np.testing.assert_allclose(vanilla_col, vanilla, atol=1e-5)
+    assert np.abs(smoothed_col - vanilla_col).max() > 0.05
+    other_seed = SaliencyNet(model=model, model_inputs="x", model_outputs="y_pred", seed=4)
+    assert (
+        np.abs(
+            channel_last(other_seed.get_smoothed_masks({"x": model_x}, stdev_spread=0.3, nsamples=8)) - smooth
+        ).max()
+        > 1e-3
+    )
+
+
 class _RegionModel:
     """Class 0 scores the sum of pixels in rows 0-3, columns 5-7 (an off-centre, non-square
     region); class 1 a constant. The vanilla mask must be exactly that region."""

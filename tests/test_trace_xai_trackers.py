@@ -198,11 +198,50 @@ def test_instance_tracker_bad_arguments(kwargs, err, match):
         InstanceTracker("idx", "ce", **kwargs)
 
 
-def test_trackers_plot_with_viz():
+def _band_at(band, x):
+    """(low, high) of a fill_between band at step ``x``."""
+    ys = [y for vx, y in np.concatenate([p.vertices for p in band.get_paths()]) if vx == x]
+    return min(ys), max(ys)
+
+
+def test_label_tracker_plot_draws_the_tracked_values_in_order():
     from xaikit.viz import plot_history
 
     t = LabelTracker("y", "ce", bounds="std")
-    drive(t, [EPOCH1, EPOCH2])
+    epoch3 = [{"y": np.array([0, 1, 2]), "ce": np.array([7.0, 0.25, 2.0])}]
+    drive(t, [EPOCH1, EPOCH2, epoch3])
     fig = plot_history(finish(t))
     assert [ax.get_title() for ax in fig.axes] == ["ce (mean ± std)"]
-    assert len(fig.axes[0].get_lines()) == 3
+    ax = fig.axes[0]
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["0", "1", "2"]
+    # label 0: ce 1, 3, 5 | 0.5, 1.5 | 7; label 1: 2, 4 | 1, 1 | 0.25; label 2: 6 | - | 2
+    expected = {
+        "0": ([10, 20, 30], [3.0, 1.0, 7.0]),
+        "1": ([10, 20, 30], [3.0, 1.0, 0.25]),
+        "2": ([10, 30], [6.0, 2.0]),
+    }
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["0", "1", "2"]
+    for line in lines:
+        xs, ys = expected[line.get_label()]
+        assert list(line.get_xdata()) == xs
+        np.testing.assert_allclose(line.get_ydata(), ys)
+    bands = [c for c in ax.collections if len(c.get_paths())]
+    assert len(bands) == 3
+    sd0 = np.std([1.0, 3.0, 5.0], ddof=1)
+    np.testing.assert_allclose(_band_at(bands[0], 10), (3 - sd0, 3 + sd0))
+    np.testing.assert_allclose(_band_at(bands[0], 20), (1 - math.sqrt(0.5), 1 + math.sqrt(0.5)))
+    np.testing.assert_allclose(_band_at(bands[1], 20), (1.0, 1.0))
+
+
+def test_instance_tracker_plot_draws_the_tracked_values_in_order():
+    from xaikit.viz import plot_history
+
+    t = InstanceTracker("idx", "ce", n_max_to_keep=2, n_min_to_keep=1, list_to_keep=[4])
+    drive(t, [scores(E1), scores(E2)])
+    fig = plot_history(finish(t))
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["1", "6", "3", "4"]
+    for line, idx in zip(lines, (1, 6, 3, 4)):
+        assert list(line.get_xdata()) == [10, 20]
+        np.testing.assert_allclose(line.get_ydata(), [E1[idx], E2[idx]])

@@ -99,7 +99,10 @@ def test_plot_history_modes_metrics_and_skips() -> None:
     loss = fig.axes[0]
     assert [t.get_text() for t in loss.get_legend().get_texts()] == ["run (train)", "run (eval)"]
     assert [line.get_linestyle() for line in loss.get_lines()] == ["-", "--"]
-    assert list(loss.get_lines()[0].get_xdata()) == [1, 2, 3]
+    train, evaluation = loss.get_lines()
+    assert list(train.get_xdata()) == [1, 2, 3] and list(train.get_ydata()) == [1.0, 2.0, 3.0]
+    assert list(evaluation.get_xdata()) == [1, 2, 3] and list(evaluation.get_ydata()) == [0.5, 1.0, 1.5]
+    assert list(fig.axes[1].get_lines()[0].get_ydata()) == pytest.approx([0.9])
     assert not [c for c in loss.collections if isinstance(c, PolyCollection)]
     fig = plot_history([s], metrics=["acc"], modes=["eval"])
     assert [ax.get_title() for ax in fig.axes] == ["acc"]

@@ -35,7 +35,6 @@ _SUBPACKAGES = {
     "op",
     "schedule",
     "trace",
-    "util",
     "viz",
     "xai",
 }

@@ -5,7 +5,8 @@ std, min, max, zero fraction and non-finite count of inputs, outputs, weights an
 gradients (or statistics of your own), the module tree and the call order, every N steps, with
 one host copy per step. Records go to ``<log_dir>/stats.jsonl`` (JSON lines);
 :func:`read_log` loads a run back as a pandas DataFrame. Flags point at dead outputs, NaN/inf
-values and exploding or vanishing gradients.
+values and exploding or vanishing gradients. Inside an Estimator run, the trace
+:class:`xaikit.trace.inspect.ActivationStats` drives a tracker.
 
 Example:
     >>> import tempfile, torch
@@ -22,17 +23,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 from xaikit.inspect._log import read_log
 from xaikit.inspect._tracker import KINDS, ModuleTracker
 
-__all__ = ["KINDS", "ActivationStats", "ModuleTracker", "read_log"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ActivationStats":
-        from xaikit.inspect.trace import ActivationStats
-
-        return ActivationStats
-    raise AttributeError(f"module 'xaikit.inspect' has no attribute {name!r}")
+__all__ = ["KINDS", "ModuleTracker", "read_log"]

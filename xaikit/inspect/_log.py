@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from xaikit import files
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 STATS_FILE = "stats.jsonl"
@@ -31,6 +32,28 @@ META_FILE = "meta.json"
 COLUMNS = ("step", "call", "module", "class", "kind", "tname", "shape", "dtype")
 #: trailing columns, last in this order
 TRAILING = ("flags", "time")
+
+
+def make_run_dir(log_dir: str | Path | None, model: Any) -> Path:
+    """The run folder, created if needed (an existing folder is appended to).
+
+    None gives ``./runs/inspect/<ModelClass>_<YYYYmmdd-HHMMSS>`` (with ``_1``, ``_2``... when
+    that exists already).
+    """
+    if log_dir is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        base = Path("runs") / "inspect" / f"{type(model).__name__}_{stamp}"
+        path, i = base, 1
+        while path.exists():
+            path, i = base.with_name(f"{base.name}_{i}"), i + 1
+    elif isinstance(log_dir, (str, Path)):
+        path = Path(log_dir)
+    else:
+        raise XaikitTypeError(f"log_dir must be a str, a Path or None; got {describe(log_dir)}")
+    if path.exists() and not path.is_dir():
+        raise XaikitValueError(f"log_dir must be a folder; {str(path)!r} is a file")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def clean(value: Any) -> Any:
@@ -53,15 +76,8 @@ def append_lines(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Write a JSON file atomically (temp file in the same folder, then ``os.replace``)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, allow_nan=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a strict JSON file atomically (see :mod:`xaikit.files`)."""
+    files.write_json(path, obj, allow_nan=False)
 
 
 def frame(rows: list[dict[str, Any]]) -> Any:

@@ -1,82 +1,47 @@
-"""``ModuleTracker``: statistics of every module's inputs, outputs, weights and gradients."""
+"""``ModuleTracker``: statistics of every module's inputs, outputs, weights and gradients.
+
+The façade: hooks on and off, steps, flags and views. The pieces live next to it: naming of
+call tensors (``_record``), statistics on the device (``_stats``), flags (``_flags``) and the
+run folder (``_log``).
+"""
 
 from __future__ import annotations
 
 import time
-import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xaikit.backend.inspector import DEAD_UNITS, DEFAULT_STATS
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.inspect._log import META_FILE, STATS_FILE, TREE_FILE, append_lines, clean, frame, write_json
+from xaikit.inspect._flags import Thresholds, find_flags, flag_entry
+from xaikit.inspect._log import (
+    META_FILE,
+    STATS_FILE,
+    TREE_FILE,
+    append_lines,
+    clean,
+    frame,
+    make_run_dir,
+    write_json,
+)
+from xaikit.inspect._record import KINDS, StatFn, check_kinds, flatten
+from xaikit.inspect._stats import StatCollector
 
-__all__ = ["KINDS", "ModuleTracker"]
+__all__ = ["KINDS", "ModuleTracker", "StatFn"]
 
-#: what a statistic describes: a module's call inputs, its call outputs, its own weights, their grads
-KINDS = ("input", "output", "weight", "grad")
-
-StatFn = Callable[[Any], Mapping[str, Any]]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass
-class _Pending:
-    """A record whose statistics are still on the device."""
-
-    meta: dict[str, Any]
-    #: (statistic name, index of the device part, first element in it, value shape)
-    fields: list[tuple[str, int, int, tuple[int, ...]]] = field(default_factory=list)
-    host: dict[str, Any] = field(default_factory=dict)
-
-
-def _flatten(obj: Any, prefix: str, is_tensor: Callable[[Any], bool], out: list[tuple[str, Any]]) -> None:
-    """Tensors inside nested tuples / lists / dicts / namedtuples, named ``prefix.key.index...``."""
-    if is_tensor(obj):
-        out.append((prefix, obj))
-    elif isinstance(obj, Mapping):
-        for key, value in obj.items():
-            _flatten(value, f"{prefix}.{key}", is_tensor, out)
-    elif isinstance(obj, (list, tuple)):
-        names = getattr(obj, "_fields", None) or range(len(obj))
-        for key, value in zip(names, obj):
-            _flatten(value, f"{prefix}.{key}", is_tensor, out)
-
-
-def _check_kinds(kinds: Iterable[Any], arg: str) -> tuple[str, ...]:
-    result = []
-    for kind in kinds:
-        if kind not in KINDS:
-            raise XaikitValueError(f"{arg} must name kinds among {KINDS}; got {kind!r}")
-        result.append(kind)
-    return tuple(result)
-
-
-def _check_threshold(
-    value: Any, arg: str, upper: float | None = None, allow_zero: bool = False
-) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise XaikitTypeError(f"{arg} must be a number or None; got {describe(value)}")
-    low_ok = value > 0 or (allow_zero and value == 0)
-    if not low_ok or (upper is not None and value > upper):
-        low = "0 <=" if allow_zero else "0 <"
-        high = f" <= {upper}" if upper is not None else ""
-        raise XaikitValueError(f"{arg} must be None or a number with {low} {arg}{high}; got {value!r}")
-    return float(value)
-
-
-def _inspector(model: Any, root_name: str) -> Any:
+def _inspector_for(model: Any) -> Any:
+    """The framework inspector of ``model`` (its modules named from ``"model"``): the backend's
+    inspector facet."""
     from xaikit.backend import framework_of, load_backend
 
     name = framework_of(model)
     if name is None:
         raise XaikitTypeError(f"model must be a torch.nn.Module or a Keras model; got {describe(model)}")
-    return load_backend(name).inspector(model, root_name)
+    return load_backend(name).inspector(model, "model")
 
 
 class ModuleTracker:
@@ -162,24 +127,24 @@ class ModuleTracker:
             )
         if isinstance(kinds, str):
             kinds = (kinds,)
-        self.kinds = _check_kinds(kinds, "kinds")
+        self.kinds = check_kinds(kinds, "kinds")
         self.every_n_steps = every_n_steps
         self.auto_step = bool(auto_step)
-        self.dead_threshold = _check_threshold(dead_threshold, "dead_threshold", upper=1.0)
-        self.explode_threshold = _check_threshold(explode_threshold, "explode_threshold")
-        self.vanish_threshold = _check_threshold(vanish_threshold, "vanish_threshold", allow_zero=True)
+        self._thresholds = Thresholds.checked(dead_threshold, explode_threshold, vanish_threshold)
 
-        self._stat_fns: dict[str, StatFn] = {}
-        if stats is not None:
-            if not isinstance(stats, Mapping):
-                raise XaikitTypeError(f"stats must be a dict of kind -> function; got {describe(stats)}")
-            for kind, fn in stats.items():
-                self._set_stat(kind, fn, "stats")
+        if stats is not None and not isinstance(stats, Mapping):
+            raise XaikitTypeError(f"stats must be a dict of kind -> function; got {describe(stats)}")
+        checked = dict(stats or {})
+        for kind, fn in checked.items():
+            StatCollector.check_stat(kind, fn, "stats")
 
         self.model = model
-        self._insp = _inspector(model, "model")
+        self._insp = _inspector_for(model)
+        self._stats = StatCollector(self._insp)
+        for kind, fn in checked.items():
+            self._stats.set_stat(kind, fn, "stats")
         self.framework: str = self._insp.framework
-        self.log_dir = self._make_dir(log_dir)
+        self.log_dir = make_run_dir(log_dir, model)
         self.path = self.log_dir / STATS_FILE
 
         self._step = 0
@@ -189,12 +154,6 @@ class ModuleTracker:
         self._calls: dict[str, int] = {}
         self._events: list[tuple[str, str]] = []
         self._last_events: list[tuple[str, str]] = []
-        self._pending: list[_Pending] = []
-        self._parts: list[Any] = []
-        self._sizes: list[int] = []
-        # id(tensor) -> (weak reference, in-place version, part index): a tensor measured as one
-        # module's output and passed on as the next module's input is reduced only once per step
-        self._seen: dict[int, tuple[Any, int, int]] = {}
         self._grads: dict[int, Any] | None = None
         self._rows: list[dict[str, Any]] = []
         self.flags: list[dict[str, Any]] = []
@@ -208,22 +167,6 @@ class ModuleTracker:
             self.attach()
 
     # ---- set-up ------------------------------------------------------------------------------
-    def _make_dir(self, log_dir: str | Path | None) -> Path:
-        if log_dir is None:
-            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-            base = Path("runs") / "inspect" / f"{type(self.model).__name__}_{stamp}"
-            path, i = base, 1
-            while path.exists():
-                path, i = base.with_name(f"{base.name}_{i}"), i + 1
-        elif isinstance(log_dir, (str, Path)):
-            path = Path(log_dir)
-        else:
-            raise XaikitTypeError(f"log_dir must be a str, a Path or None; got {describe(log_dir)}")
-        if path.exists() and not path.is_dir():
-            raise XaikitValueError(f"log_dir must be a folder; {str(path)!r} is a file")
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
     def _tree(self, name: str) -> dict[str, Any]:
         info = self._insp.modules[name]
         node: dict[str, Any] = {"name": info.name, "short": info.short, "class": info.cls}
@@ -241,7 +184,7 @@ class ModuleTracker:
             "every_n_steps": self.every_n_steps,
             "kinds": list(self.kinds),
             "auto_step": self.auto_step,
-            "stats": {k: getattr(self._stat_fns.get(k), "__name__", "default") for k in KINDS},
+            "stats": self._stats.stat_names(KINDS),
             "thresholds": {
                 "dead": self.dead_threshold,
                 "explode": self.explode_threshold,
@@ -249,15 +192,6 @@ class ModuleTracker:
             },
         }
         write_json(self.log_dir / META_FILE, meta)
-
-    def _set_stat(self, kind: Any, fn: Any, arg: str) -> None:
-        _check_kinds([kind], arg)
-        if fn is None:
-            self._stat_fns.pop(kind, None)
-        elif not callable(fn):
-            raise XaikitTypeError(f"{arg}[{kind!r}] must be a function tensor -> dict; got {describe(fn)}")
-        else:
-            self._stat_fns[kind] = fn
 
     def stat(self, *kinds: str) -> Callable[[F], F]:
         """Decorator: use a function as the statistics of the given kinds (replacing the defaults).
@@ -278,11 +212,11 @@ class ModuleTracker:
         """
         if not kinds:
             raise XaikitValueError(f"stat() needs at least one kind among {KINDS}")
-        _check_kinds(kinds, "stat()")
+        check_kinds(kinds, "stat()")
 
         def register(fn: F) -> F:
             for kind in kinds:
-                self._set_stat(kind, fn, "stat()")
+                self._stats.set_stat(kind, fn, "stat()")
             self._write_meta()
             return fn
 
@@ -361,9 +295,9 @@ class ModuleTracker:
             found: list[tuple[str, Any]] = []
             is_tensor = self._insp.is_tensor
             for i, arg in enumerate(args):
-                _flatten(arg, f"x.{i}", is_tensor, found)
+                flatten(arg, f"x.{i}", is_tensor, found)
             for key, arg in kwargs.items():
-                _flatten(arg, f"x.{key}", is_tensor, found)
+                flatten(arg, f"x.{key}", is_tensor, found)
             for tname, t in found:
                 self._record(name, "input", tname, t, call)
 
@@ -374,7 +308,7 @@ class ModuleTracker:
             self._events.append(("exit", name))
             if not failed and "output" in self.kinds:
                 found: list[tuple[str, Any]] = []
-                _flatten(output, "out", self._insp.is_tensor, found)
+                flatten(output, "out", self._insp.is_tensor, found)
                 for tname, t in found:
                     self._record(name, "output", tname, t, call)
             if self._depth == 0:
@@ -396,57 +330,7 @@ class ModuleTracker:
         }
         if kind == "grad":
             meta["absent"] = False
-        pending = _Pending(meta)
-        fn = self._stat_fns.get(kind)
-        if fn is None:
-            activation = kind in ("input", "output")
-            part = self._cached(t) if activation else None
-            if part is None:
-                part = self._add_part(self._insp.default_stats(t, activation), 7 if activation else 6)
-                if activation:
-                    self._remember(t, part)
-            keys = [*DEFAULT_STATS, DEAD_UNITS] if activation else list(DEFAULT_STATS)
-            pending.fields = [(key, part, i, ()) for i, key in enumerate(keys)]
-        else:
-            result = fn(t)
-            if not isinstance(result, Mapping):
-                raise XaikitTypeError(
-                    f"the {kind!r} statistic function {getattr(fn, '__name__', fn)!r} must return a dict "
-                    f"of name -> number or tensor; got {describe(result)}"
-                )
-            for key, value in result.items():
-                if isinstance(value, (bool, int, float, str)) or value is None:
-                    pending.host[str(key)] = value
-                    continue
-                vshape = getattr(value, "shape", None)
-                dims = tuple(int(d) for d in vshape) if vshape is not None else (len(value),)
-                size = 1
-                for d in dims:
-                    size *= d
-                part = self._add_part(self._insp.flat(value), size)
-                pending.fields.append((str(key), part, 0, dims))
-        self._pending.append(pending)
-
-    def _add_part(self, part: Any, size: int) -> int:
-        self._parts.append(part)
-        self._sizes.append(size)
-        return len(self._parts) - 1
-
-    def _cached(self, t: Any) -> int | None:
-        entry = self._seen.get(id(t))
-        if entry is None:
-            return None
-        ref, version, part = entry
-        if ref() is not t or version != self._insp.version(t):
-            return None
-        return part
-
-    def _remember(self, t: Any, part: int) -> None:
-        try:
-            ref = weakref.ref(t)
-        except TypeError:
-            return
-        self._seen[id(t)] = (ref, self._insp.version(t), part)
+        self._stats.record(meta, t)
 
     def record_gradients(self, grads: Sequence[Any], variables: Sequence[Any] | None = None) -> None:
         """Give the gradients that the next :meth:`step` records.
@@ -490,7 +374,7 @@ class ModuleTracker:
                             shape, dtype = self._insp.describe(self._insp.value(var))
                             row = {"step": self._step, "call": None, "module": name, "class": info.cls}
                             row.update(kind="grad", tname=pname, shape=shape, dtype=dtype, absent=True)
-                            self._pending.append(_Pending(row))
+                            self._stats.record_row(row)
                         else:
                             self._record(name, "grad", pname, g, None)
         self._flush()
@@ -503,73 +387,34 @@ class ModuleTracker:
     log_model = step  # the reference's name for "record weights and gradients now"
 
     def _flush(self) -> None:
-        if not self._pending:
+        rows = self._stats.collect()
+        if not rows:
             return
-        host = self._insp.to_host(self._parts)
-        starts = [0]
-        for size in self._sizes:
-            starts.append(starts[-1] + size)
         now = round(time.time(), 3)
-        rows = []
-        for pending in self._pending:
-            row = dict(pending.meta)
-            for key, part, first, shape in pending.fields:
-                at = starts[part] + first
-                if shape == ():
-                    row[key] = float(host[at])
-                else:
-                    size = starts[part + 1] - starts[part]
-                    row[key] = host[at : at + size].reshape(shape).tolist()
-            row.update(pending.host)
-            self._derive(row)
-            row["flags"] = self._check(row)
+        for i, row in enumerate(rows):
+            found = find_flags(row, self._thresholds)
+            self.flags.extend(flag_entry(row, *f) for f in found)
+            row["flags"] = [flag for flag, _, _ in found]
             row["time"] = now
-            rows.append({k: clean(v) for k, v in row.items()})
-        self._pending, self._parts, self._sizes = [], [], []
-        self._seen = {}
+            rows[i] = {k: clean(v) for k, v in row.items()}
         append_lines(self.path, rows)
         self._rows.extend(rows)
 
-    @staticmethod
-    def _derive(row: dict[str, Any]) -> None:
-        if isinstance(row.get("nonfinite"), float):
-            row["nonfinite"] = int(row["nonfinite"])
-        if row["kind"] in ("weight", "grad") and isinstance(row.get("mean"), float):
-            n = 1
-            for d in row["shape"]:
-                n *= d
-            mean, std = row["mean"], row["std"]
-            row["norm"] = (n * (std * std + mean * mean)) ** 0.5
+    # ---- thresholds --------------------------------------------------------------------------
+    @property
+    def dead_threshold(self) -> float | None:
+        """Zero fraction from which an output is flagged ``"dead"`` (None: off)."""
+        return self._thresholds.dead
 
-    def _check(self, row: dict[str, Any]) -> list[str]:
-        found: list[tuple[str, Any, Any]] = []
-        nonfinite = row.get("nonfinite")
-        if isinstance(nonfinite, (int, float)) and nonfinite > 0:
-            found.append(("nonfinite", nonfinite, 0))
-        zero = row.get("zero_frac")
-        if row["kind"] == "output" and self.dead_threshold is not None and isinstance(zero, float):
-            if zero >= self.dead_threshold:
-                found.append(("dead", zero, self.dead_threshold))
-        norm = row.get("norm")
-        if row["kind"] == "grad" and isinstance(norm, float) and norm == norm:
-            if self.explode_threshold is not None and norm > self.explode_threshold:
-                found.append(("exploding_grad", norm, self.explode_threshold))
-            if self.vanish_threshold is not None and norm < self.vanish_threshold:
-                found.append(("vanishing_grad", norm, self.vanish_threshold))
-        for flag, value, threshold in found:
-            self.flags.append(
-                {
-                    "step": row["step"],
-                    "call": row["call"],
-                    "module": row["module"],
-                    "kind": row["kind"],
-                    "tname": row["tname"],
-                    "flag": flag,
-                    "value": value,
-                    "threshold": threshold,
-                }
-            )
-        return [f for f, _, _ in found]
+    @property
+    def explode_threshold(self) -> float | None:
+        """Gradient norm above which a gradient is flagged ``"exploding_grad"`` (None: off)."""
+        return self._thresholds.explode
+
+    @property
+    def vanish_threshold(self) -> float | None:
+        """Gradient norm below which a gradient is flagged ``"vanishing_grad"`` (None: off)."""
+        return self._thresholds.vanish
 
     # ---- views -------------------------------------------------------------------------------
     @property

@@ -3,8 +3,8 @@
 ``xk.trace.Trace`` is the base class; :class:`Data` is what the hooks receive and
 :class:`System` is the run-wide state behind ``trace.system``. Ready-made traces live in
 sub-modules: ``xk.trace.metric`` (Accuracy, Precision, Recall, F1Score, MCC),
-``xk.trace.adapt`` (BestModelSaver, LRScheduler, EarlyStopping), ``xk.trace.xai`` and
-``xk.trace.io``.
+``xk.trace.adapt`` (BestModelSaver, LRScheduler, EarlyStopping), ``xk.trace.xai``,
+``xk.trace.io`` and ``xk.trace.inspect`` (ActivationStats, the module tracker as a trace).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from xaikit.trace.sort import sort_traces
 
 __all__ = ["DSData", "Data", "System", "Trace", "sort_traces"]
 
-_SUBMODULES = {"adapt", "essential", "io", "metric", "xai"}
+_SUBMODULES = {"adapt", "essential", "inspect", "io", "metric", "xai"}
 
 
 def __getattr__(name: str) -> Any:

@@ -266,10 +266,8 @@ def _model_lr(model: Any) -> float | None:
     """The model's learning rate through ``xaikit.network.get_lr``; None without an optimizer."""
     if getattr(model, "optimizer", None) is None:
         return None
-    try:
-        from xaikit.network import get_lr  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+    from xaikit.network import get_lr
+
     return float(get_lr(model))
 
 

@@ -1,8 +1,7 @@
-"""ActivationStats: the tracker inside a (simulated) Estimator training loop."""
+"""xaikit.trace.inspect.ActivationStats: the tracker inside a (simulated) and a real Estimator loop."""
 
 from __future__ import annotations
 
-import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -13,22 +12,7 @@ from inspect_models import N_MODULES, N_PARAMS, Kit
 
 from xaikit.errors import XaikitValueError
 from xaikit.inspect import read_log
-
-
-class _StubTrace:
-    """The interface of ``xaikit.trace.base.Trace`` that ActivationStats relies on."""
-
-    def __init__(self, inputs: Any = None, outputs: Any = None, mode: Any = None, ds_id: Any = None) -> None:
-        self.inputs = [] if inputs is None else list(inputs)
-        self.outputs = [] if outputs is None else list(outputs)
-        self.mode = {mode} if isinstance(mode, str) else set(mode or ())
-
-    def on_begin(self, data: Any) -> None: ...
-    def on_epoch_begin(self, data: Any) -> None: ...
-    def on_batch_begin(self, data: Any) -> None: ...
-    def on_batch_end(self, data: Any) -> None: ...
-    def on_epoch_end(self, data: Any) -> None: ...
-    def on_end(self, data: Any) -> None: ...
+from xaikit.trace.inspect import ActivationStats
 
 
 class _Data(dict):  # type: ignore[type-arg]
@@ -43,29 +27,11 @@ class _Data(dict):  # type: ignore[type-arg]
         self[key] = value
 
 
-@pytest.fixture
-def activation_stats(monkeypatch: pytest.MonkeyPatch) -> type:
-    """The ActivationStats class, built on the real Trace base when present, else on a stub."""
-    import xaikit.inspect.trace as mod
-
-    try:
-        import xaikit.trace.base  # noqa: F401
-    except ImportError:
-        package = types.ModuleType("xaikit.trace")
-        base = types.ModuleType("xaikit.trace.base")
-        base.Trace = _StubTrace  # type: ignore[attr-defined]
-        package.base = base  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "xaikit.trace", package)
-        monkeypatch.setitem(sys.modules, "xaikit.trace.base", base)
-    monkeypatch.setattr(mod, "_CLASS", None)
-    return mod.ActivationStats
-
-
 def test_activation_stats_records_sampled_training_steps(
-    activation_stats: type, framework: str, rng: np.random.Generator, tmp_path: Path
+    framework: str, rng: np.random.Generator, tmp_path: Path
 ) -> None:
     kit = Kit(framework)
-    trace = activation_stats(kit.model, tmp_path, every_n_steps=3)
+    trace = ActivationStats(kit.model, tmp_path, every_n_steps=3)
     assert trace.outputs == ["activation_stats", "activation_stats_flags"]
     trace.system = types.SimpleNamespace(global_step=0, mode="train", epoch_idx=1)
     x = rng.normal(size=(2, 16, 16, 3)).astype(np.float32)
@@ -102,10 +68,10 @@ def test_activation_stats_records_sampled_training_steps(
 
 
 def test_activation_stats_skips_eval_and_checks_arguments(
-    activation_stats: type, framework: str, rng: np.random.Generator, tmp_path: Path
+    framework: str, rng: np.random.Generator, tmp_path: Path
 ) -> None:
     kit = Kit(framework)
-    trace = activation_stats(kit.model, tmp_path, every_n_steps=1)
+    trace = ActivationStats(kit.model, tmp_path, every_n_steps=1)
     trace.system = types.SimpleNamespace(global_step=5, mode="eval", epoch_idx=1)
     data = _Data()
     trace.on_batch_begin(data)
@@ -113,9 +79,9 @@ def test_activation_stats_skips_eval_and_checks_arguments(
     trace.on_batch_end(data)
     assert "activation_stats" not in data and len(trace.tracker.df) == 0
     with pytest.raises(XaikitValueError, match="every_n_steps must be a positive int"):
-        activation_stats(kit.model, tmp_path, every_n_steps=0)
+        ActivationStats(kit.model, tmp_path, every_n_steps=0)
     with pytest.raises(XaikitValueError, match=r"unknown options \['dead'\]"):
-        activation_stats(kit.model, tmp_path, dead=0.5)
+        ActivationStats(kit.model, tmp_path, dead=0.5)
 
 
 @pytest.mark.slow
@@ -125,7 +91,7 @@ def test_activation_stats_in_a_real_estimator_run(framework: str, tmp_path: Path
     import xaikit as xk
 
     pipeline, model, network = setup(framework)  # 64 training samples, batch 16: 4 steps
-    trace = xk.inspect.ActivationStats(model, tmp_path, every_n_steps=2)
+    trace = xk.trace.inspect.ActivationStats(model, tmp_path, every_n_steps=2)
     xk.Estimator(pipeline, network, epochs=1, traces=[trace], log_steps=None).fit()
     df = read_log(tmp_path)
     assert sorted(set(df["step"])) == [1, 2, 4]
