@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from xaikit.backend import Backend, framework_of, load_backend
-from xaikit.backend.facets import TrainFacet
+from xaikit.backend.facets import Step, TrainFacet
 from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.op.op import all_values, resolve
@@ -220,7 +220,7 @@ class Network:
             self._stepper = load_backend(self.framework).train.stepper()
         forward = [op for op in ops if not isinstance(op, UpdateOp)]
         updates = [(op.model, op.loss_name) for op in ops if isinstance(op, UpdateOp)]
-        return dict(self._stepper.run_step(forward, updates, batch, mode, needed, self.models))
+        return dict(self._stepper.run_step(Step(forward, updates, batch, mode, needed, self.models)))
 
     def __repr__(self) -> str:
         return f"Network({len(self.ops)} ops, models={[getattr(m, 'model_name', '?') for m in self.models]})"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,32 @@ T = Any  # a framework tensor
 #: one optimizer step: the model whose trainable weights minimize the (mean of the) loss key
 Update = tuple[Any, str]
 
-__all__ = ["EvalFacet", "Stepper", "TrainFacet", "Update"]
+__all__ = ["EvalFacet", "Step", "Stepper", "TrainFacet", "Update"]
+
+
+@dataclass
+class Step:
+    """One network step, as the loop hands it to the backend.
+
+    Attributes:
+        ops: forward ops, in order.
+        updates: ``(model, loss key)`` pairs (applied only when training).
+        batch: the batch, numpy arrays by key.
+        mode: ``"train"``, ``"eval"``, ``"test"`` or ``"infer"``.
+        needed: the batch keys the ops read.
+        models: every model of the network (put in train or inference mode).
+    """
+
+    ops: Sequence[Any]
+    updates: Sequence[Update]
+    batch: dict[str, Any]
+    mode: str
+    needed: Sequence[str]
+    models: Sequence[Any]
+
+    @property
+    def training(self) -> bool:
+        return self.mode == "train"
 
 
 class Stepper(abc.ABC):
@@ -32,29 +58,10 @@ class Stepper(abc.ABC):
     trace_count: int = 0
 
     @abc.abstractmethod
-    def run_step(
-        self,
-        ops: Sequence[Any],
-        updates: Sequence[Update],
-        batch: dict[str, Any],
-        mode: str,
-        needed: Sequence[str],
-        models: Sequence[Any],
-    ) -> dict[str, Any]:
-        """Run the ops on a batch and, when ``mode == "train"``, one optimizer step per update
-        (the gradients of every loss are computed first, then applied).
-
-        Args:
-            ops: forward ops, in order.
-            updates: ``(model, loss key)`` pairs (ignored outside training).
-            batch: the batch, numpy arrays by key.
-            mode: ``"train"``, ``"eval"``, ``"test"`` or ``"infer"``.
-            needed: the batch keys the ops read.
-            models: every model of the network (put in train or inference mode).
-
-        Returns:
-            The keys written by the ops, as numpy arrays.
-        """
+    def run_step(self, step: Step) -> dict[str, Any]:
+        """Run the ops on a batch and, when training, one optimizer step per update (the
+        gradients of every loss are computed first, then applied); returns the keys written by
+        the ops, as numpy arrays."""
 
 
 class TrainFacet(abc.ABC):

@@ -23,53 +23,49 @@ def _variables(model: Any) -> list[Any]:
     return list(found)
 
 
-def snapshot(model: Any) -> list[tuple[Any, np.ndarray]]:
-    """Exact copies of every variable of the model (trainable or not)."""
-    seen: set[int] = set()
-    out = []
-    for v in _variables(model):
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        out.append((v, np.array(v.numpy(), copy=True)))
-    return out
-
-
-def restore(saved: list[tuple[Any, np.ndarray]]) -> None:
-    """Assign the saved values back to the same variables (bit for bit)."""
-    for v, value in saved:
-        v.assign(value)
-
-
-def randomize(layer: Any, rng: np.random.Generator) -> list[str]:
-    """Re-draw the layer's trainable weights from a zero-mean normal with each tensor's standard
-    deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
-    the names of the re-drawn variables."""
-    weights = list(layer.trainable_weights)
-    values = [np.asarray(v.numpy(), dtype=np.float64) for v in weights]
-    spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
-    names = []
-    for v, a in zip(weights, values):
-        std = float(a.std()) if a.size > 1 else 0.0
-        std = std if std > 0 else (spread if spread > 0 else 1.0)
-        dtype = getattr(v.dtype, "name", v.dtype)
-        v.assign(rng.normal(0.0, std, size=a.shape).astype(str(dtype)))
-        names.append(str(getattr(v, "path", None) or v.name))
-    return names
-
-
-def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
-    """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the input
-    (insertion, the rest being the baseline); exact values, no arithmetic blending."""
-    mask = tf.broadcast_to(rank < threshold, tf.shape(x))
-    return tf.where(mask, x, base) if insert else tf.where(mask, base, x)
-
-
 class Eval(EvalFacet):
-    """The evaluation facet of the TensorFlow backend (the functions of this module)."""
+    """The evaluation facet of the TensorFlow backend."""
 
     weighted_layers = staticmethod(weighted_layers)
-    snapshot = staticmethod(snapshot)
-    restore = staticmethod(restore)
-    randomize = staticmethod(randomize)
-    blend = staticmethod(blend)
+
+    @staticmethod
+    def snapshot(model: Any) -> list[tuple[Any, np.ndarray]]:
+        """Exact copies of every variable of the model (trainable or not)."""
+        seen: set[int] = set()
+        out = []
+        for v in _variables(model):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            out.append((v, np.array(v.numpy(), copy=True)))
+        return out
+
+    @staticmethod
+    def restore(saved: list[tuple[Any, np.ndarray]]) -> None:
+        """Assign the saved values back to the same variables (bit for bit)."""
+        for v, value in saved:
+            v.assign(value)
+
+    @staticmethod
+    def randomize(layer: Any, rng: np.random.Generator) -> list[str]:
+        """Re-draw the layer's trainable weights from a zero-mean normal with each tensor's standard
+        deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
+        the names of the re-drawn variables."""
+        weights = list(layer.trainable_weights)
+        values = [np.asarray(v.numpy(), dtype=np.float64) for v in weights]
+        spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
+        names = []
+        for v, a in zip(weights, values):
+            std = float(a.std()) if a.size > 1 else 0.0
+            std = std if std > 0 else (spread if spread > 0 else 1.0)
+            dtype = getattr(v.dtype, "name", v.dtype)
+            v.assign(rng.normal(0.0, std, size=a.shape).astype(str(dtype)))
+            names.append(str(getattr(v, "path", None) or v.name))
+        return names
+
+    @staticmethod
+    def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
+        """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the input
+        (insertion, the rest being the baseline); exact values, no arithmetic blending."""
+        mask = tf.broadcast_to(rank < threshold, tf.shape(x))
+        return tf.where(mask, x, base) if insert else tf.where(mask, base, x)

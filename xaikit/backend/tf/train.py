@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from xaikit.backend.facets import Stepper, TrainFacet, Update
+from xaikit.backend.facets import Step, Stepper, TrainFacet, Update
 from xaikit.errors import XaikitValueError, describe
 from xaikit.files import atomic_path
 
@@ -140,21 +140,13 @@ class TFStepper(Stepper):
         self.steps: dict[Any, tuple[Any, list[str]]] = {}
         self.trace_count = 0
 
-    def run_step(
-        self,
-        ops: Sequence[Any],
-        updates: Sequence[Update],
-        batch: dict[str, Any],
-        mode: str,
-        needed: Sequence[str],
-        models: Sequence[Any],
-    ) -> dict[str, Any]:
-        arrays = {k: _as_array(batch[k], k) for k in needed}
+    def run_step(self, step: Step) -> dict[str, Any]:
+        arrays = {k: _as_array(step.batch[k], k) for k in step.needed}
         sig = tuple((k, a.dtype.str, a.shape[1:]) for k, a in arrays.items())
-        todo = list(updates) if mode == "train" else []
-        key = (mode, tuple(id(op) for op in ops), tuple((id(m), k) for m, k in todo), sig)
+        todo = list(step.updates) if step.training else []
+        key = (step.mode, tuple(id(op) for op in step.ops), tuple((id(m), k) for m, k in todo), sig)
         if key not in self.steps:
-            self.steps[key] = self._compile(list(ops), todo, mode, arrays)
+            self.steps[key] = self._compile(list(step.ops), todo, step.mode, arrays)
         fn, written = self.steps[key]
         out = fn({k: tf.convert_to_tensor(a) for k, a in arrays.items()})
         return {k: np.asarray(out[k].numpy()) for k in written}

@@ -16,57 +16,53 @@ from xaikit.backend.facets import EvalFacet
 from xaikit.backend.torch.layers import weighted_layers
 
 
-def snapshot(model: Any) -> list[tuple[Any, Any]]:
-    """Exact copies of every parameter and buffer (bit-identical restore with :func:`restore`)."""
-    if not isinstance(model, torch.nn.Module):
-        return []
-    tensors = list(model.parameters()) + [b for b in model.buffers() if b is not None]
-    seen: set[int] = set()
-    out = []
-    for t in tensors:
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        out.append((t, t.detach().clone()))
-    return out
-
-
-def restore(saved: list[tuple[Any, Any]]) -> None:
-    """Write the saved values back into the same tensors (in place, bit for bit)."""
-    with torch.no_grad():
-        for t, value in saved:
-            t.copy_(value)
-
-
-def randomize(layer: Any, rng: np.random.Generator) -> list[str]:
-    """Re-draw the layer's own parameters from a zero-mean normal with each tensor's standard
-    deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
-    the names of the re-drawn tensors."""
-    params = list(layer.named_parameters(recurse=False))
-    values = [p.detach().cpu().double().numpy() for _, p in params]
-    spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
-    names = []
-    with torch.no_grad():
-        for (name, p), a in zip(params, values):
-            std = float(a.std()) if a.size > 1 else 0.0
-            std = std if std > 0 else (spread if spread > 0 else 1.0)
-            p.copy_(torch.as_tensor(rng.normal(0.0, std, size=a.shape), dtype=p.dtype, device=p.device))
-            names.append(name)
-    return names
-
-
-def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
-    """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the input
-    (insertion, the rest being the baseline); exact values, no arithmetic blending."""
-    mask = rank < threshold
-    return torch.where(mask, x, base) if insert else torch.where(mask, base, x)
-
-
 class Eval(EvalFacet):
-    """The evaluation facet of the torch backend (the functions of this module)."""
+    """The evaluation facet of the torch backend."""
 
     weighted_layers = staticmethod(weighted_layers)
-    snapshot = staticmethod(snapshot)
-    restore = staticmethod(restore)
-    randomize = staticmethod(randomize)
-    blend = staticmethod(blend)
+
+    @staticmethod
+    def snapshot(model: Any) -> list[tuple[Any, Any]]:
+        """Exact copies of every parameter and buffer (bit-identical restore with :func:`restore`)."""
+        if not isinstance(model, torch.nn.Module):
+            return []
+        tensors = list(model.parameters()) + [b for b in model.buffers() if b is not None]
+        seen: set[int] = set()
+        out = []
+        for t in tensors:
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            out.append((t, t.detach().clone()))
+        return out
+
+    @staticmethod
+    def restore(saved: list[tuple[Any, Any]]) -> None:
+        """Write the saved values back into the same tensors (in place, bit for bit)."""
+        with torch.no_grad():
+            for t, value in saved:
+                t.copy_(value)
+
+    @staticmethod
+    def randomize(layer: Any, rng: np.random.Generator) -> list[str]:
+        """Re-draw the layer's own parameters from a zero-mean normal with each tensor's standard
+        deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
+        the names of the re-drawn tensors."""
+        params = list(layer.named_parameters(recurse=False))
+        values = [p.detach().cpu().double().numpy() for _, p in params]
+        spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
+        names = []
+        with torch.no_grad():
+            for (name, p), a in zip(params, values):
+                std = float(a.std()) if a.size > 1 else 0.0
+                std = std if std > 0 else (spread if spread > 0 else 1.0)
+                p.copy_(torch.as_tensor(rng.normal(0.0, std, size=a.shape), dtype=p.dtype, device=p.device))
+                names.append(name)
+        return names
+
+    @staticmethod
+    def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
+        """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the input
+        (insertion, the rest being the baseline); exact values, no arithmetic blending."""
+        mask = rank < threshold
+        return torch.where(mask, x, base) if insert else torch.where(mask, base, x)

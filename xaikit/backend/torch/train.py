@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaikit.backend.facets import Stepper, TrainFacet, Update
+from xaikit.backend.facets import Step, Stepper, TrainFacet
 from xaikit.backend.registry import load_backend
 from xaikit.errors import XaikitValueError, describe
 from xaikit.files import atomic_path
@@ -164,25 +164,17 @@ def _to_numpy(t: Any) -> Any:
 class TorchStepper(Stepper):
     """Eager steps: nothing to cache between batches."""
 
-    def run_step(
-        self,
-        ops: Sequence[Any],
-        updates: Sequence[Update],
-        batch: dict[str, Any],
-        mode: str,
-        needed: Sequence[str],
-        models: Sequence[Any],
-    ) -> dict[str, Any]:
-        training = mode == "train"
-        device = _device(models[0]) if models else torch.device("cpu")
-        data = {k: _as_tensor(batch[k], device) for k in needed}
-        for m in models:
+    def run_step(self, step: Step) -> dict[str, Any]:
+        training, mode, updates = step.training, step.mode, step.updates
+        device = _device(step.models[0]) if step.models else torch.device("cpu")
+        data = {k: _as_tensor(step.batch[k], device) for k in step.needed}
+        for m in step.models:
             if m.training != training:
                 m.train(training)
         written: list[str] = []
         state = {"mode": mode, "fw": Functions, "training": training}
         with torch.set_grad_enabled(training):
-            for op in ops:
+            for op in step.ops:
                 ins = [data[k] for k in op.inputs]
                 out = op.forward(ins[0] if len(ins) == 1 else ins, state)
                 outs = [out] if len(op.outputs) == 1 else list(out)
