@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 
 import xaikit as xk
@@ -39,3 +44,25 @@ def setup(n_train: int = 6000, n_eval: int = 500, seed: int = 0, index: bool = F
         ]
     )
     return train_data, eval_data, pipeline, model, network
+
+
+def tutorial_main(
+    argv: list[str] | None,
+    doc: str,
+    paint: Callable[[Path, str, int], list[Path]],
+    prefix: str,
+    n_train_help: str = "training images",
+) -> list[Path]:
+    """The command line of a tutorial picture script: ``--out`` (a folder) and ``--n-train``;
+    ``paint(out, save_dir, n_train)`` trains with its traces saving into a temporary folder."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--out", default="docs/img/tutorial_xai", help="the folder of the pictures")
+    parser.add_argument("--n-train", type=int, default=6000, help=n_train_help)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=prefix) as save_dir:
+        written = paint(out, save_dir, args.n_train)
+    for path in written:
+        print(f"wrote {path}")
+    return written

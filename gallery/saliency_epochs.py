@@ -7,10 +7,8 @@ Usage: python -m gallery.saliency_epochs [--out docs/img/tutorial_xai] [--n-trai
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # also `python gallery/<script>.py`
 
 import xaikit as xk
-from gallery._shapes_setup import label_mapping, setup
+from gallery._shapes_setup import label_mapping, setup, tutorial_main
 from xaikit.backend import to_number
 from xaikit.schedule import RepeatScheduler
 from xaikit.trace.io import ImageSaver
@@ -27,14 +25,7 @@ from xaikit.trace.xai import Saliency
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/img/tutorial_xai", help="the folder of the pictures")
-    parser.add_argument("--n-train", type=int, default=6000, help="training images")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="saliency-epochs-") as save_dir:
-        return _paint(out, save_dir, args.n_train)
+    return tutorial_main(argv, __doc__ or "", _paint, "saliency-epochs-")
 
 
 def _paint(out: Path, save_dir: str, n_train: int) -> list[Path]:
@@ -81,8 +72,6 @@ def _paint(out: Path, save_dir: str, n_train: int) -> list[Path]:
     target = out / "smint_without_traces.png"
     images.paint_figure(save_path=target)
     written.append(target)
-    for path in written:
-        print(f"wrote {path}")
     return written
 
 

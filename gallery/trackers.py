@@ -7,30 +7,23 @@ Usage: python -m gallery.trackers [--out docs/img/tutorial_xai] [--n-train 6000]
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # also `python gallery/<script>.py`
 
 import xaikit as xk
-from gallery._shapes_setup import label_mapping, setup
+from gallery._shapes_setup import label_mapping, setup, tutorial_main
 from xaikit.trace.io import ImageSaver
 from xaikit.trace.metric import Accuracy
 from xaikit.trace.xai import InstanceTracker, LabelTracker
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/img/tutorial_xai", help="the folder of the pictures")
-    parser.add_argument("--n-train", type=int, default=6000, help="training images (at least 19)")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="trackers-") as save_dir:
-        return _paint(out, save_dir, args.n_train)
+    return tutorial_main(
+        argv, __doc__ or "", _paint, "trackers-", n_train_help="training images (at least 19)"
+    )
 
 
 def _paint(out: Path, save_dir: str, n_train: int) -> list[Path]:
@@ -73,8 +66,6 @@ def _paint(out: Path, save_dir: str, n_train: int) -> list[Path]:
     target = out / "hardest_sample.png"
     images.paint_figure(save_path=target, cell_size=2.4)
     written.append(target)
-    for path in written:
-        print(f"wrote {path}")
     return written
 
 

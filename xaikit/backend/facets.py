@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.errors import XaikitValueError
+
 T = Any  # a framework tensor
 
 #: one optimizer step: the model whose trainable weights minimize the (mean of the) loss key
 Update = tuple[Any, str]
 
-__all__ = ["EvalFacet", "Step", "Stepper", "TrainFacet", "Update"]
+__all__ = ["EvalFacet", "Step", "Stepper", "TrainFacet", "Update", "optimizer_factory", "redraw"]
 
 
 @dataclass
@@ -62,6 +64,31 @@ class Stepper(abc.ABC):
         """Run the ops on a batch and, when training, one optimizer step per update (the
         gradients of every loss are computed first, then applied); returns the keys written by
         the ops, as numpy arrays."""
+
+
+def optimizer_factory(optimizer_fn: Any, named: dict[str, Any]) -> Any:
+    """The factory of a named optimizer (``"adam"``, any case) from a framework's table, or the
+    user's callable as it is."""
+    if not isinstance(optimizer_fn, str):
+        return optimizer_fn
+    if optimizer_fn.lower() not in named:
+        raise XaikitValueError(
+            f"optimizer_fn must be one of {sorted(named)} or a callable; got {optimizer_fn!r}"
+        )
+    return named[optimizer_fn.lower()]
+
+
+def redraw(values: Sequence[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    """New values for a layer's weight tensors: zero-mean normal with each tensor's standard
+    deviation (a constant tensor, e.g. zero biases, takes the layer's largest one; 1 if all are
+    constant), drawn in order from ``rng``."""
+    spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
+    out = []
+    for a in values:
+        std = float(a.std()) if a.size > 1 else 0.0
+        std = std if std > 0 else (spread if spread > 0 else 1.0)
+        out.append(rng.normal(0.0, std, size=a.shape))
+    return out
 
 
 class TrainFacet(abc.ABC):

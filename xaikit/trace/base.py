@@ -177,22 +177,20 @@ class System:
         self.max_eval_steps_per_epoch = max_eval_steps_per_epoch
         self.num_devices = num_devices
         self.summary = summary if summary is not None else Summary()
+        self._zero()
+        self.experiment_time = ""
+
+    def _zero(self) -> None:
         self.mode = "train"
         self.ds_id = ""
         self.global_step = 0
         self.epoch_idx = 0
         self.batch_idx = 0
         self.stop_training = False
-        self.experiment_time = ""
 
     def reset(self) -> None:
         """Prepare for a new ``fit``: counters back to zero, a fresh summary."""
-        self.mode = "train"
-        self.ds_id = ""
-        self.global_step = 0
-        self.epoch_idx = 0
-        self.batch_idx = 0
-        self.stop_training = False
+        self._zero()
         self.summary = Summary(self.summary.name)
         self.experiment_time = time.strftime("%Y-%m-%d-%H-%M-%S")
 

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from xaikit.backend.base import T
-from xaikit.backend.facets import EvalFacet
+from xaikit.backend.facets import EvalFacet, redraw
 from xaikit.backend.tf.layers import weighted_layers
 
 
@@ -52,16 +52,10 @@ class Eval(EvalFacet):
         deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
         the names of the re-drawn variables."""
         weights = list(layer.trainable_weights)
-        values = [np.asarray(v.numpy(), dtype=np.float64) for v in weights]
-        spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
-        names = []
+        values = redraw([np.asarray(v.numpy(), dtype=np.float64) for v in weights], rng)
         for v, a in zip(weights, values):
-            std = float(a.std()) if a.size > 1 else 0.0
-            std = std if std > 0 else (spread if spread > 0 else 1.0)
-            dtype = getattr(v.dtype, "name", v.dtype)
-            v.assign(rng.normal(0.0, std, size=a.shape).astype(str(dtype)))
-            names.append(str(getattr(v, "path", None) or v.name))
-        return names
+            v.assign(a.astype(str(getattr(v.dtype, "name", v.dtype))))
+        return [str(getattr(v, "path", None) or v.name) for v in weights]
 
     @staticmethod
     def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from xaikit.backend.facets import Step, Stepper, TrainFacet, Update
+from xaikit.backend.facets import Step, Stepper, TrainFacet, Update, optimizer_factory
 from xaikit.errors import XaikitValueError, describe
 from xaikit.files import atomic_path
 
@@ -39,14 +39,7 @@ class Train(TrainFacet):
     def make_optimizer(self, model: Any, optimizer_fn: Any) -> Any:
         if optimizer_fn is None:
             return None
-        if isinstance(optimizer_fn, str):
-            if optimizer_fn.lower() not in _OPTIMIZERS:
-                raise XaikitValueError(
-                    f"optimizer_fn must be one of {sorted(_OPTIMIZERS)} or a callable; got {optimizer_fn!r}"
-                )
-            opt = _OPTIMIZERS[optimizer_fn.lower()]()
-        else:
-            opt = optimizer_fn()
+        opt = optimizer_factory(optimizer_fn, _OPTIMIZERS)()
         opt.build(model.trainable_variables)
         return opt
 

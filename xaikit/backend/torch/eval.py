@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from xaikit.backend.base import T
-from xaikit.backend.facets import EvalFacet
+from xaikit.backend.facets import EvalFacet, redraw
 from xaikit.backend.torch.layers import weighted_layers
 
 
@@ -49,16 +49,11 @@ class Eval(EvalFacet):
         deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
         the names of the re-drawn tensors."""
         params = list(layer.named_parameters(recurse=False))
-        values = [p.detach().cpu().double().numpy() for _, p in params]
-        spread = max((float(a.std()) if a.size > 1 else 0.0 for a in values), default=0.0)
-        names = []
+        values = redraw([p.detach().cpu().double().numpy() for _, p in params], rng)
         with torch.no_grad():
-            for (name, p), a in zip(params, values):
-                std = float(a.std()) if a.size > 1 else 0.0
-                std = std if std > 0 else (spread if spread > 0 else 1.0)
-                p.copy_(torch.as_tensor(rng.normal(0.0, std, size=a.shape), dtype=p.dtype, device=p.device))
-                names.append(name)
-        return names
+            for (_, p), a in zip(params, values):
+                p.copy_(torch.as_tensor(a, dtype=p.dtype, device=p.device))
+        return [name for name, _ in params]
 
     @staticmethod
     def blend(x: T, base: T, rank: T, threshold: T, insert: bool) -> T:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaikit.backend.facets import Step, Stepper, TrainFacet
+from xaikit.backend.facets import Step, Stepper, TrainFacet, optimizer_factory
 from xaikit.backend.registry import load_backend
 from xaikit.errors import XaikitValueError, describe
 from xaikit.files import atomic_path
@@ -43,13 +43,7 @@ class Train(TrainFacet):
     def make_optimizer(self, model: Any, optimizer_fn: Any) -> Any:
         if optimizer_fn is None:
             return None
-        if isinstance(optimizer_fn, str):
-            if optimizer_fn.lower() not in _OPTIMIZERS:
-                raise XaikitValueError(
-                    f"optimizer_fn must be one of {sorted(_OPTIMIZERS)} or a callable; got {optimizer_fn!r}"
-                )
-            return _OPTIMIZERS[optimizer_fn.lower()](model.parameters())
-        return optimizer_fn(model.parameters())
+        return optimizer_factory(optimizer_fn, _OPTIMIZERS)(model.parameters())
 
     def get_lr(self, model: Any) -> float:
         return float(model.optimizer.param_groups[0]["lr"])
