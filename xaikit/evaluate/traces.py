@@ -89,6 +89,14 @@ class _FixedSampleTrace(Trace):
             explain(self.model, x, target=target, method=self.method, seed=self.seed, **self.method_options)
         )
 
+    def on_epoch_end(self, data: Data) -> None:
+        got = self._inputs()
+        if got is not None:
+            self._evaluate(data, *got)
+
+    def _evaluate(self, data: Data, x: np.ndarray, target: np.ndarray | None) -> None:
+        raise NotImplementedError
+
     def _log(self, data: Data, value: float) -> None:
         epoch = int(getattr(getattr(self, "system", None), "epoch_idx", 0) or 0)
         self.history.append((epoch, value))
@@ -156,13 +164,9 @@ class DeletionAUC(_FixedSampleTrace):
         #: per-sample AUCs of the last run
         self.last_auc: np.ndarray | None = None
 
-    def on_epoch_end(self, data: Data) -> None:
-        got = self._inputs()
-        if got is None:
-            return
+    def _evaluate(self, data: Data, x: np.ndarray, target: np.ndarray | None) -> None:
         from xaikit.evaluate.perturbation import deletion
 
-        x, target = got
         maps = self._maps(x, target)
         curve = deletion(
             self.model, x, maps, target=target, steps=self.steps, baseline=self.baseline,
@@ -224,11 +228,7 @@ class SaliencyStability(_FixedSampleTrace):
         #: per-sample correlations of the last run
         self.last_spearman: np.ndarray | None = None
 
-    def on_epoch_end(self, data: Data) -> None:
-        got = self._inputs()
-        if got is None:
-            return
-        x, target = got
+    def _evaluate(self, data: Data, x: np.ndarray, target: np.ndarray | None) -> None:
         bk = get_backend(self.model)
         shape, caxis = input_layout(x, bk)
         channels = shape[caxis] if caxis is not None else None

@@ -7,7 +7,10 @@ from typing import Any
 
 from xaikit.modes import ALL_MODES, parse_modes, to_list
 
-__all__ = ["ALL_MODES", "Op", "all_values", "keys_of", "parse_modes", "resolve"]
+#: a key, several keys, or None
+Keys = str | Iterable[str] | None
+
+__all__ = ["ALL_MODES", "Keys", "Op", "all_values", "keys_of", "parse_modes", "resolve"]
 
 
 def keys_of(keys: str | Iterable[str] | None, what: str) -> list[str]:

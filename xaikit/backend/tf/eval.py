@@ -48,9 +48,7 @@ class Eval(EvalFacet):
 
     @staticmethod
     def randomize(layer: Any, rng: np.random.Generator) -> list[str]:
-        """Re-draw the layer's trainable weights from a zero-mean normal with each tensor's standard
-        deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
-        the names of the re-drawn variables."""
+        """:func:`~xaikit.backend.facets.redraw` of the layer's trainable variables (``assign``)."""
         weights = list(layer.trainable_weights)
         values = redraw([np.asarray(v.numpy(), dtype=np.float64) for v in weights], rng)
         for v, a in zip(weights, values):

@@ -45,9 +45,7 @@ class Eval(EvalFacet):
 
     @staticmethod
     def randomize(layer: Any, rng: np.random.Generator) -> list[str]:
-        """Re-draw the layer's own parameters from a zero-mean normal with each tensor's standard
-        deviation (a constant tensor, e.g. zero biases, uses the layer's largest tensor's); returns
-        the names of the re-drawn tensors."""
+        """:func:`~xaikit.backend.facets.redraw` of the layer's own parameters (``torch.no_grad``)."""
         params = list(layer.named_parameters(recurse=False))
         values = redraw([p.detach().cpu().double().numpy() for _, p in params], rng)
         with torch.no_grad():

@@ -21,7 +21,7 @@ import numpy as np
 
 from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.op.op import Op
+from xaikit.op.op import Keys, Op
 
 __all__ = ["LambdaOp", "NumpyOp", "Sometimes"]
 
@@ -29,18 +29,11 @@ __all__ = ["LambdaOp", "NumpyOp", "Sometimes"]
 class NumpyOp(Op):
     """Base of pipeline ops (see the module docstring for the two ways to implement one).
 
-    Args:
-        inputs: key or keys read from the batch.
-        outputs: key or keys written (default: the inputs, in place).
-        mode: modes the op runs in (None: all; ``"!train"`` negates).
+    Takes :class:`~xaikit.op.op.Op`'s ``inputs``, ``outputs`` and ``mode``; ``outputs``
+    defaults to the inputs (the op works in place).
     """
 
-    def __init__(
-        self,
-        inputs: str | Iterable[str] | None = None,
-        outputs: str | Iterable[str] | None = None,
-        mode: str | Iterable[str] | None = None,
-    ) -> None:
+    def __init__(self, inputs: Keys = None, outputs: Keys = None, mode: Keys = None) -> None:
         super().__init__(inputs, inputs if outputs is None else outputs, mode)
 
     def forward(self, data: Any, state: dict[str, Any]) -> Any:
