@@ -37,7 +37,7 @@ def add_caption(fig: Figure, text: str, fontsize: float = 8.0) -> Figure:
         >>> h = fig.get_figheight()
         >>> [t.get_label() for t in add_caption(fig, "what the picture shows").texts]
         ['caption']
-        >>> fig.get_figheight() > h
+        >>> bool(fig.get_figheight() > h)
         True
     """
     if not isinstance(text, str):
