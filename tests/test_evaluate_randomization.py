@@ -196,7 +196,9 @@ def test_grid_columns_and_titles(framework: str, rng: np.random.Generator) -> No
     np.testing.assert_allclose(image, images(np.random.default_rng(0), 2), atol=1e-6)
     assert grid[names[0]][0].shape == (2, 12, 12)
     assert grid.paint_numpy(dpi=20).shape[0] == 1
-    assert xk.evaluate.randomization_test(model, x, baseline=False).grid.columns[-1] != "random vs random"
+    assert (
+        xk.evaluate.randomization_test(model, x, random_baseline=False).grid.columns[-1] != "random vs random"
+    )
 
 
 def test_baseline_compares_two_independent_random_copies(framework: str, rng: np.random.Generator) -> None:
@@ -232,7 +234,7 @@ def test_baseline_compares_two_independent_random_copies(framework: str, rng: np
     assert base.mean["spearman_abs"] == pytest.approx(float(spearman(a, b).mean()), abs=1e-12)
     assert base.mean["ssim"] == pytest.approx(float(base.per_sample["ssim"].mean()), abs=1e-12)
     # the same recipe as a randomization step with that seed
-    step = xk.evaluate.randomization_test(model, layout(framework, x), seed=6, baseline=False)
+    step = xk.evaluate.randomization_test(model, layout(framework, x), seed=6, random_baseline=False)
     assert step.baseline is None
     np.testing.assert_array_equal(step.maps[r.table["layer"][0]], base.maps[0])
     _assert_same(before, weights_of(framework, model))
@@ -248,14 +250,14 @@ def test_figure_caption_explains_rho_and_names_the_baseline(rng: np.random.Gener
     assert "caption" in texts and f"ρ = {value}" in texts["caption"].replace("\n", " ")
     plain = r.grid.paint_figure(dpi=30, cell_size=1.0)
     assert fig.get_figheight() > plain.get_figheight()
-    no_base = xk.evaluate.randomization_test(model, to_layout(images(rng, 2)), baseline=False)
+    no_base = xk.evaluate.randomization_test(model, to_layout(images(rng, 2)), random_baseline=False)
     assert "Baseline" not in no_base.caption
 
 
 def test_randomization_bad_inputs(framework: str, rng: np.random.Generator) -> None:
     model, to_layout = model_for(framework)
-    with pytest.raises(XaikitTypeError, match=r"baseline must be True or False; got str 'yes'"):
-        xk.evaluate.randomization_test(model, to_layout(images(rng, 1)), baseline="yes")
+    with pytest.raises(XaikitTypeError, match=r"random_baseline must be True or False; got str 'yes'"):
+        xk.evaluate.randomization_test(model, to_layout(images(rng, 1)), random_baseline="yes")
     model, to_layout = model_for(framework)
     x = to_layout(images(rng, 2))
     names = xk.evaluate.model_layers(model)
@@ -278,3 +280,12 @@ def test_randomization_bad_inputs(framework: str, rng: np.random.Generator) -> N
         xk.evaluate.randomization_test(model, x, layers=3)
     with pytest.raises(XaikitTypeError, match=r"unknown option"):
         xk.evaluate.randomization_test(model, x, n_samples=3)
+
+
+def test_method_baseline_option_still_reaches_the_method(rng: np.random.Generator) -> None:
+    model, to_layout = model_for("torch")
+    x = to_layout(images(rng, 2))
+    r = xk.evaluate.randomization_test(model, x, method="integrated", nsamples=4, baseline="black")
+    want = xk.xai.explain(model, x, target=r.targets, method="integrated", nsamples=4, baseline="black")
+    np.testing.assert_allclose(r.maps["original"], want, rtol=1e-6, atol=1e-8)
+    assert r.baseline is not None

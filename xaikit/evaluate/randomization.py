@@ -74,7 +74,8 @@ class RandomizationResult:
         targets: (B,) the classes explained at every step.
         order: ``"cascading"`` or ``"independent"``.
         method: the saliency method.
-        baseline: the similarity floor, a :class:`RandomBaseline` (None with ``baseline=False``).
+        baseline: the similarity floor, a :class:`RandomBaseline` (None with
+            ``random_baseline=False``).
     """
 
     table: Any
@@ -191,7 +192,7 @@ def randomization_test(
     *,
     framework: str | None = None,
     max_batch: int | str = "auto",
-    baseline: bool = True,
+    random_baseline: bool = True,
     **method_options: Any,
 ) -> RandomizationResult:
     """Randomize the model's weights layer by layer and measure how much the maps change.
@@ -211,7 +212,7 @@ def randomization_test(
             and of the method's noise.
         framework: ``"torch"`` or ``"tf"`` for a plain-function model.
         max_batch: rows per fused chunk of the method.
-        baseline: also measure the similarity floor (:class:`RandomBaseline`): every layer with
+        random_baseline: also measure the similarity floor (:class:`RandomBaseline`): every layer with
             weights re-drawn with seed ``seed + 1``, then, from the trained weights again, with
             ``seed + 2``, and the two maps compared (two more explanations of ``x``).
         **method_options: options of the method (``nsamples``, ``baseline``, ...).
@@ -234,8 +235,8 @@ def randomization_test(
     """
     import pandas as pd
 
-    if not isinstance(baseline, bool):
-        raise XaikitTypeError(f"baseline must be True or False; got {describe(baseline)}")
+    if not isinstance(random_baseline, bool):
+        raise XaikitTypeError(f"random_baseline must be True or False; got {describe(random_baseline)}")
     if order not in ORDERS:
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {order!r}")
     method = canonical_method(method)
@@ -283,7 +284,7 @@ def randomization_test(
                 ops.restore(saved)
             ops.randomize(layer, draw(seed, name))
             maps[name] = run()
-        if baseline:
+        if random_baseline:
             for copy_seed in (seed + 1, seed + 2):
                 ops.restore(saved)
                 for name, layer in reversed(ops.weighted_layers(model)):
@@ -328,7 +329,7 @@ def randomization_test(
         samples, columns=["step", "layer", "sample", "spearman_abs", "spearman", "ssim"]
     )
     floor = None
-    if baseline:
+    if random_baseline:
         copy_a, copy_b = copies
         sims = {
             "spearman_abs": spearman(
