@@ -12,7 +12,7 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[torch,tf-cpu,dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)

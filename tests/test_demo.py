@@ -30,9 +30,96 @@ def test_cli_help_and_bad_arguments(capsys):
         main([])
 
 
-def test_demo_rejects_bad_settings(tmp_path, capsys):
-    assert main(["demo", "--epochs", "0", "--out", str(tmp_path)]) == 2
-    assert "epochs must be an int >= 1; got 0" in capsys.readouterr().err
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "xaikit", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--threads", "0"], "argument --threads: expected an int >= 1; got 0"),
+        (["--framework", "tf", "--threads", "-1"], "argument --threads: expected an int >= 1; got -1"),
+        (["--threads", "two"], "argument --threads: expected an int >= 1; got 'two'"),
+        (["--epochs", "0"], "argument --epochs: expected an int >= 1; got 0"),
+        (["--seed", "-1"], "argument --seed: expected an int >= 0; got -1"),
+        (["--out", "/proc/xaikit-demo"], "argument --out: expected a folder that can be created and written to; got '/proc/xaikit-demo' ("),
+        (["--out", "{file}/sub"], "argument --out: expected a folder that can be created and written to; got '{file}/sub' (Not a directory)"),
+        (["--out", "{file}"], "argument --out: expected a folder that can be created and written to; got '{file}' (an existing file)"),
+    ],
+)  # fmt: skip
+def test_cli_bad_option_is_one_line_and_status_2(args, message, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a folder")
+    args = [a.format(file=a_file) for a in args]
+    # imports of torch / tensorflow are refused: the options are checked before any framework loads
+    guard = "import sys; sys.modules.update(torch=None, tensorflow=None, keras=None); "
+    code = guard + "from xaikit.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    res = subprocess.run(
+        [sys.executable, "-c", code, "demo", *args],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("xaikit: error: " + message.format(file=a_file)), lines[0]
+    assert lines[0].endswith("(see 'xaikit demo --help')")
+
+
+def test_cli_errors_in_process(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--epochs", "0", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        "xaikit: error: argument --epochs: expected an int >= 1; got 0 (see 'xaikit demo --help')\n"
+    )
+
+
+def test_cli_version():
+    import xaikit
+
+    res = _cli("--version")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == f"xaikit {xaikit.__version__}\n"
+
+
+def test_run_demo_rejects_bad_settings(tmp_path):
+    from xaikit.demo import run_demo
+    from xaikit.errors import XaikitValueError
+
+    with pytest.raises(XaikitValueError, match="epochs must be an int >= 1; got 0"):
+        run_demo(epochs=0, out=tmp_path)
+    with pytest.raises(XaikitValueError, match="threads must be None or an int >= 1; got 0"):
+        run_demo(threads=0, out=tmp_path)
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    with pytest.raises(XaikitValueError, match="out must be a folder that can be created and written to"):
+        run_demo(out=a_file / "sub")
+
+
+def test_native_notices_filtered_keeps_python_output(monkeypatch):
+    import os
+
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    script = (
+        "import os, sys\n"
+        "from xaikit.cli import _native_notices_filtered\n"
+        "with _native_notices_filtered():\n"
+        "    os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n')\n"
+        "    os.write(2, b'I0000 00:00:1795439478.035501    6675 port.cc:153] oneDNN custom operations are on\\n')\n"
+        "    os.write(2, b'E0000 00:00:1795439482.814993    6675 cuda_platform.cc:52] failed call to cuInit\\n')\n"
+        "    os.write(2, b'F0000 00:00:1795439482.814993    6675 x.cc:1] fatal stays\\n')\n"
+        "    print('python stays', file=sys.stderr)\n"
+        "    raise RuntimeError('traceback stays')\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=False, env=os.environ
+    )
+    assert res.returncode == 1
+    assert "absl" not in res.stderr and "oneDNN" not in res.stderr and "cuInit" not in res.stderr
+    for kept in ("fatal stays", "python stays", "RuntimeError: traceback stays"):
+        assert kept in res.stderr
 
 
 # chance on the 5 shape classes is 0.2 and ln 5 = 1.609 nats. Measured with these settings (seed 1,
@@ -91,3 +178,20 @@ def test_python_m_xaikit_demo(tmp_path):
     assert "eval accuracy" in res.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["settings"]["epochs"] == 1 and summary["settings"]["n_train"] == 128
+
+
+@pytest.mark.slow
+def test_cli_tf_demo_output_has_no_native_notices(tmp_path, monkeypatch):
+    import os
+
+    if "tf" not in os.environ.get("XAIKIT_TEST_BACKENDS", "torch,tf"):
+        pytest.skip("this run does not test tf (XAIKIT_TEST_BACKENDS)")
+
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    cmd = [sys.executable, "-m", "xaikit", "demo", "--framework", "tf", "--epochs", "1"]
+    cmd += ["--n-train", "64", "--n-eval", "32", "--out", str(tmp_path)]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, env=os.environ)
+    assert res.returncode == 0, res.stderr[-2000:]
+    for noise in ("absl::InitializeLog", "oneDNN", "cuInit", "cuda drivers", "Unable to register"):
+        assert noise not in res.stdout + res.stderr
+    assert "eval accuracy" in res.stdout

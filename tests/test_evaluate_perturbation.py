@@ -139,9 +139,13 @@ def test_saliency_layouts_are_equivalent(framework: str, rng: np.random.Generato
     xs = layout(framework, x)
     full = raw if framework == "tf" else raw.transpose(0, 3, 1, 2)
     ref = xk.evaluate.deletion(model, xs, full, steps=5)
-    spatial = np.abs(raw).sum(axis=-1)
-    for variant in (spatial, spatial[..., None], spatial[:, None]):
-        np.testing.assert_array_equal(xk.evaluate.deletion(model, xs, variant, steps=5).scores, ref.scores)
+    assert ref.rank == "signed"  # a signed map: channels summed with their signs
+    for spatial, rank in ((raw.sum(axis=-1), "auto"), (np.abs(raw).sum(axis=-1), "magnitude")):
+        if rank == "magnitude":
+            ref = xk.evaluate.deletion(model, xs, full, steps=5, rank="magnitude")
+        for variant in (spatial, spatial[..., None], spatial[:, None]):
+            res = xk.evaluate.deletion(model, xs, variant, steps=5, rank=rank)
+            np.testing.assert_array_equal(res.scores, ref.scores)
     # a method name computes the maps first
     by_name = xk.evaluate.deletion(model, xs, "vanilla", steps=5)
     grads = xk.xai.explain(model, xs, method="vanilla")
@@ -159,6 +163,77 @@ def test_targets_default_to_predictions_and_model_is_untouched(
     np.testing.assert_allclose(d.scores[:, 0], logits.max(axis=1), rtol=1e-5)
     for a, b in zip(before, weights_of(framework, model)):
         np.testing.assert_array_equal(a, b)
+
+
+def _mixed_sign_setup(framework: str, rng: np.random.Generator, batch: int = 6):
+    w = rng.normal(size=(2, SIZE, SIZE, 3)).astype(np.float32)  # evidence for and against class 0
+    x = rng.uniform(0.1, 1.0, size=(batch, SIZE, SIZE, 3)).astype(np.float32)
+    return w, x, linear(framework, w)
+
+
+def test_signed_ranking_of_the_exact_signed_map(framework: str, rng: np.random.Generator) -> None:
+    w, x, model = _mixed_sign_setup(framework, rng)
+    xs = layout(framework, x)
+    exact = w[0][None] * x  # w * x: the exact attribution of a linear model, channel-last
+    exact = exact if framework == "tf" else exact.transpose(0, 3, 1, 2)
+    contrib = contributions(w, x, 0)
+    counts = pixel_counts(SIZE * SIZE, 16)
+    signed = xk.evaluate.deletion(model, xs, exact, target=0, steps=16, baseline="zeros")
+    assert signed.rank == "signed"  # "auto" on a map with negative values
+    np.testing.assert_array_equal(
+        signed.scores,
+        xk.evaluate.deletion(model, xs, exact, target=0, steps=16, baseline="zeros", rank="signed").scores,
+    )
+    expected = _expected_curve(contrib, rank_positions(contrib, seed=0), counts, np.zeros_like(contrib))
+    np.testing.assert_allclose(signed.scores, expected, rtol=1e-4, atol=1e-4)
+    magnitude = xk.evaluate.deletion(model, xs, exact, target=0, steps=16, baseline="zeros", rank="magnitude")
+    assert magnitude.rank == "magnitude"
+    randoms = [
+        xk.evaluate.deletion(
+            model, xs, rng.random((len(x), SIZE, SIZE)), target=0, steps=16, baseline="zeros"
+        )
+        for _ in range(5)
+    ]
+    # positive evidence first is the steepest possible fall: below any other order at every step
+    for other in (magnitude, *randoms):
+        assert np.all(signed.scores <= other.scores + 1e-4)
+        assert np.all(signed.auc < other.auc)
+    assert signed.auc_mean < min(r.auc_mean for r in randoms)
+    # insertion puts the positive evidence back first: above any other order
+    ins = xk.evaluate.insertion(model, xs, exact, target=0, steps=16, baseline="zeros")
+    ins_mag = xk.evaluate.insertion(model, xs, exact, target=0, steps=16, baseline="zeros", rank="magnitude")
+    assert ins.rank == "signed" and np.all(ins.scores >= ins_mag.scores - 1e-4)
+
+
+def test_magnitude_ranking_reproduces_the_old_order(framework: str, rng: np.random.Generator) -> None:
+    w, x, model = _mixed_sign_setup(framework, rng, batch=3)
+    xs = layout(framework, x)
+    raw = rng.normal(size=(3, SIZE, SIZE, 3))
+    full = raw if framework == "tf" else raw.transpose(0, 3, 1, 2)
+    for kind, baseline in (("deletion", "black"), ("insertion", "blur")):
+        fn = getattr(xk.evaluate, kind)
+        res = fn(model, xs, full, target=0, steps=8, baseline=baseline, rank="magnitude")
+        # before rank= existed: channels summed by magnitude, the largest first
+        old_rank = rank_positions(np.abs(raw).sum(axis=-1), seed=0)
+        c = contributions(w, x, 0)
+        cb = contributions(w, baseline_values(x, baseline, channel_axis=3), 0)
+        counts = pixel_counts(SIZE * SIZE, 8)
+        expected = (
+            _expected_curve(c, old_rank, counts, cb)
+            if kind == "deletion"
+            else _expected_curve(cb, old_rank, counts, c)
+        )
+        np.testing.assert_allclose(res.scores, expected, rtol=1e-4, atol=1e-4)
+        # a non-negative map: "auto" is magnitude, and all three orders agree exactly
+        smap = np.abs(raw).sum(axis=-1)
+        by_rank = [
+            fn(model, xs, smap, target=0, steps=8, baseline=baseline, rank=r)
+            for r in ("auto", "signed", "magnitude")
+        ]
+        assert by_rank[0].rank == "magnitude"
+        for other in by_rank[1:]:
+            np.testing.assert_array_equal(other.scores, by_rank[0].scores)
+        np.testing.assert_array_equal(by_rank[0].scores, res.scores)
 
 
 def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
@@ -193,6 +268,12 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         xk.evaluate.deletion(model, xs, np.full((2, SIZE, SIZE), np.nan))
     with pytest.raises(XaikitValueError, match=r"saliency must be maps or a method name .* got 'gradcam'"):
         xk.evaluate.deletion(model, xs, "gradcam")
+    with pytest.raises(
+        XaikitValueError, match=r"rank must be one of 'auto', 'signed', 'magnitude'; got 'abs'"
+    ):
+        xk.evaluate.deletion(model, xs, sal, rank="abs")
+    with pytest.raises(XaikitValueError, match=r"rank must be one of .* got NoneType None"):
+        xk.evaluate.insertion(model, xs, sal, rank=None)
     with pytest.raises(XaikitValueError, match=r"max_batch must be 'auto' or an int >= 1; got int 0"):
         xk.evaluate.deletion(model, xs, sal, max_batch=0)
     with pytest.raises(XaikitValueError, match=r"target classes must lie in \[0, 2\]"):

@@ -185,7 +185,8 @@ def test_grid_columns_and_titles(framework: str, rng: np.random.Generator) -> No
     r = xk.evaluate.randomization_test(model, x, layers=xk.evaluate.model_layers(model)[-2:])
     grid = r.grid
     names = r.table["layer"].tolist()
-    assert grid.columns == ["input", "original", *names]
+    assert grid.columns == ["input", "original", *names, "random vs random"]
+    assert grid.title("random vs random") == f"2 random copies ρ={r.baseline.mean['spearman_abs']:.2f}"
     assert grid.batch_sizes == [2]
     assert grid.title("original") == "original (vanilla)"
     for row in r.table.itertuples():
@@ -195,9 +196,68 @@ def test_grid_columns_and_titles(framework: str, rng: np.random.Generator) -> No
     np.testing.assert_allclose(image, images(np.random.default_rng(0), 2), atol=1e-6)
     assert grid[names[0]][0].shape == (2, 12, 12)
     assert grid.paint_numpy(dpi=20).shape[0] == 1
+    assert (
+        xk.evaluate.randomization_test(model, x, random_baseline=False).grid.columns[-1] != "random vs random"
+    )
+
+
+def test_baseline_compares_two_independent_random_copies(framework: str, rng: np.random.Generator) -> None:
+    w = square_weights(rng)
+    x = rng.uniform(size=(3, SIZE, SIZE, 3)).astype(np.float32)
+    model = linear(framework, w)
+    before = weights_of(framework, model)
+    r = xk.evaluate.randomization_test(model, layout(framework, x), seed=5)
+    _assert_same(before, weights_of(framework, model))  # bit-identical after both copies
+    base = r.baseline
+    assert base is not None and base.seeds == (6, 7)
+    targets = r.targets
+    std = float(before[0].astype(np.float64).std())
+    copies = []
+    for copy_seed in (6, 7):  # two different seeds, each re-drawn from the trained weights' spread
+        new = np.random.default_rng([copy_seed, 0]).normal(0.0, std, size=before[0].shape).astype(np.float32)
+        rows = (
+            new.reshape(3, 3, SIZE, SIZE).transpose(0, 2, 3, 1)
+            if framework == "torch"
+            else new.T.reshape(3, SIZE, SIZE, 3)
+        )
+        copies.append(rows[targets])
+    for got, expected in zip(base.maps, copies):
+        got = got if framework == "tf" else got.transpose(0, 2, 3, 1)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert not np.allclose(copies[0], copies[1])
+    a, b = (np.abs(c).sum(axis=-1).reshape(3, -1) for c in copies)
+    np.testing.assert_allclose(base.per_sample["spearman_abs"], spearman(a, b), atol=1e-9)
+    np.testing.assert_allclose(
+        base.per_sample["spearman"], spearman(*(c.sum(axis=-1).reshape(3, -1) for c in copies)), atol=1e-9
+    )
+    assert base.per_sample.columns.tolist() == ["sample", "spearman_abs", "spearman", "ssim"]
+    assert base.mean["spearman_abs"] == pytest.approx(float(spearman(a, b).mean()), abs=1e-12)
+    assert base.mean["ssim"] == pytest.approx(float(base.per_sample["ssim"].mean()), abs=1e-12)
+    # the same recipe as a randomization step with that seed
+    step = xk.evaluate.randomization_test(model, layout(framework, x), seed=6, random_baseline=False)
+    assert step.baseline is None
+    np.testing.assert_array_equal(step.maps[r.table["layer"][0]], base.maps[0])
+    _assert_same(before, weights_of(framework, model))
+
+
+def test_figure_caption_explains_rho_and_names_the_baseline(rng: np.random.Generator) -> None:
+    model, to_layout = model_for("torch")
+    r = xk.evaluate.randomization_test(model, to_layout(images(rng, 2)))
+    value = f"{r.baseline.mean['spearman_abs']:.2f}"
+    assert f"ρ = {value}" in r.caption and "Spearman" in r.caption
+    fig = r.paint_figure(dpi=30, cell_size=1.0)
+    texts = {t.get_label(): t.get_text() for t in fig.texts}
+    assert "caption" in texts and f"ρ = {value}" in texts["caption"].replace("\n", " ")
+    plain = r.grid.paint_figure(dpi=30, cell_size=1.0)
+    assert fig.get_figheight() > plain.get_figheight()
+    no_base = xk.evaluate.randomization_test(model, to_layout(images(rng, 2)), random_baseline=False)
+    assert "Baseline" not in no_base.caption
 
 
 def test_randomization_bad_inputs(framework: str, rng: np.random.Generator) -> None:
+    model, to_layout = model_for(framework)
+    with pytest.raises(XaikitTypeError, match=r"random_baseline must be True or False; got str 'yes'"):
+        xk.evaluate.randomization_test(model, to_layout(images(rng, 1)), random_baseline="yes")
     model, to_layout = model_for(framework)
     x = to_layout(images(rng, 2))
     names = xk.evaluate.model_layers(model)
@@ -220,3 +280,12 @@ def test_randomization_bad_inputs(framework: str, rng: np.random.Generator) -> N
         xk.evaluate.randomization_test(model, x, layers=3)
     with pytest.raises(XaikitTypeError, match=r"unknown option"):
         xk.evaluate.randomization_test(model, x, n_samples=3)
+
+
+def test_method_baseline_option_still_reaches_the_method(rng: np.random.Generator) -> None:
+    model, to_layout = model_for("torch")
+    x = to_layout(images(rng, 2))
+    r = xk.evaluate.randomization_test(model, x, method="integrated", nsamples=4, baseline="black")
+    want = xk.xai.explain(model, x, target=r.targets, method="integrated", nsamples=4, baseline="black")
+    np.testing.assert_allclose(r.maps["original"], want, rtol=1e-6, atol=1e-8)
+    assert r.baseline is not None

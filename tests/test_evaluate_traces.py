@@ -86,6 +86,30 @@ def test_deletion_auc_logs_the_one_call_value(framework: str, rng: np.random.Gen
     assert got == pytest.approx(xk.evaluate.deletion(model, xs, maps, steps=4).auc_mean, rel=1e-6)
 
 
+def test_deletion_auc_passes_the_rank_through(framework: str, rng: np.random.Generator) -> None:
+    model = linear(framework, square_weights(rng))
+    given = {"x": np.concatenate([b["x"] for b in _batches(rng)])[:4], "y": np.array([1, 2, 1, 2])}
+    xs = layout(framework, given["x"])
+    maps = xk.xai.explain(model, xs, target=given["y"], method="integrated", nsamples=4, baseline="zeros")
+    assert np.any(maps < 0)  # a signed map: "auto" ranks it signed
+    logged = {}
+    for rank in ("auto", "signed", "magnitude"):
+        trace = DeletionAUC(
+            model, samples=given, class_key="y", method="integrated", nsamples=4, ig_baseline="zeros",
+            steps=4, baseline="zeros", rank=rank,
+        )  # fmt: skip
+        _run_epoch(trace, [], 1)
+        want = xk.evaluate.deletion(model, xs, maps, target=given["y"], steps=4, baseline="zeros", rank=rank)
+        np.testing.assert_allclose(trace.last_auc, want.auc, rtol=1e-6)
+        logged[rank] = trace.last_auc
+    np.testing.assert_array_equal(logged["auto"], logged["signed"])
+    assert not np.allclose(logged["signed"], logged["magnitude"])  # the option reaches the curve
+    with pytest.raises(
+        XaikitValueError, match=r"rank must be one of 'auto', 'signed', 'magnitude'; got 'abs'"
+    ):
+        DeletionAUC(model, rank="abs")
+
+
 def test_stability_compares_consecutive_runs(framework: str, rng: np.random.Generator) -> None:
     w = square_weights(rng)
     model = linear(framework, w)

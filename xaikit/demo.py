@@ -11,19 +11,21 @@ settings, the files written and the time taken.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError
+from xaikit.files import write_json
 
-__all__ = ["DEFAULTS", "run_demo"]
+__all__ = ["DEFAULTS", "OUT_EXPECTED", "out_dir_problem", "run_demo", "start_framework"]
 
 DEFAULTS: dict[str, Any] = {
     "framework": "torch",
@@ -42,9 +44,7 @@ _ARCH = {"torch": "xaikit.architecture.torch", "tf": "xaikit.architecture.tensor
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=_jsonable) + "\n")
-    os.replace(tmp, path)
+    write_json(path, obj, default=_jsonable)
 
 
 def _jsonable(value: Any) -> Any:
@@ -65,6 +65,47 @@ def _final(summary: Any, mode: str) -> dict[str, Any]:
         if arr.dtype.kind in "iuf" and arr.size == 1:
             out[key] = round(float(arr.reshape(())), 6)
     return out
+
+
+OUT_EXPECTED = "a folder that can be created and written to"
+
+
+def out_dir_problem(out: str | os.PathLike[str]) -> str | None:
+    """Create the folder ``out`` if needed and try to write a file in it; None if that worked,
+    else what went wrong (e.g. ``"'/proc/x' (No such file or directory)"``).
+
+    Example:
+        >>> import tempfile
+        >>> out_dir_problem(tempfile.mkdtemp()) is None
+        True
+    """
+    out_dir = Path(out)
+    if out_dir.exists() and not out_dir.is_dir():
+        return f"{str(out)!r} (an existing file)"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".xaikit-write-check-", dir=out_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        return f"{str(out)!r} ({err.strerror or type(err).__name__})"
+    return None
+
+
+def start_framework(framework: str, threads: int | None = None) -> None:
+    """Import ``framework`` (``"torch"`` or ``"tf"``), limit its CPU threads and run one tiny op.
+
+    This is everything that makes a framework print its native start-up notices (TensorFlow:
+    oneDNN, CUDA driver and ``cuInit`` lines), so a caller can run it with those filtered out;
+    :func:`run_demo` then finds the framework ready.
+    """
+    from xaikit.backend import load_backend
+
+    importlib.import_module(_ARCH[framework])
+    bk = load_backend(framework)
+    if threads is not None:
+        bk.limit_threads(int(threads))
+    bk.to_numpy(bk.zeros((1,), None))
 
 
 def run_demo(
@@ -93,7 +134,7 @@ def run_demo(
         saliency_every: the RepeatScheduler period of the Saliency trace.
         saliency_samples: how many eval images Saliency explains.
         log_steps: print a training line every this many steps (None: quiet).
-        threads: CPU threads for the framework's kernels (None: its default). One thread is the
+        threads: CPU threads for the framework's kernels, >= 1 (None: its default). One thread is the
             default: LeNet's small kernels gain little from more, and a busy machine loses a lot.
 
     Returns:
@@ -107,11 +148,13 @@ def run_demo(
         ("n_eval", n_eval),
         ("batch_size", batch_size),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise XaikitValueError(f"{name} must be an int >= 1; got {value!r}")
+        check_int(value, name, 1)
+    check_int(threads, "threads", 1, allow_none=True)
     start = time.perf_counter()
+    problem = out_dir_problem(out)
+    if problem is not None:
+        raise XaikitValueError(f"out must be {OUT_EXPECTED}; got {problem}")
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
 
     import xaikit as xk
     from xaikit.backend import load_backend, reduce_mean

@@ -1,7 +1,8 @@
 """Deletion and insertion curves (Petsiuk et al., "RISE", BMVC 2018, https://arxiv.org/abs/1806.07421).
 
 Pixels (spatial positions, all channels at once) are ranked by a saliency map, most salient
-first. *Deletion* replaces them with a baseline in ``steps`` equal steps and records the target
+first: by the signed value for a signed map (positive evidence first, negative evidence last),
+by magnitude for a non-negative one (see ``rank=``). *Deletion* replaces them with a baseline in ``steps`` equal steps and records the target
 class's score after each step: a faithful map makes the score fall fast (low AUC). *Insertion*
 starts from the baseline and puts the pixels back, most salient first: the score should rise
 fast (high AUC).
@@ -20,17 +21,19 @@ import numpy as np
 
 from xaikit.backend import T, get_backend
 from xaikit.checks import check_int
-from xaikit.errors import XaikitValueError
+from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape, to_spatial
 from xaikit.layout import move, move_back
 from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
 from xaikit.xai._engine import check_max_batch, default_rows, forward_scores
 from xaikit.xai.methods import METHODS, pin_targets, prepare
 
-__all__ = ["BASELINES", "CurveResult", "deletion", "insertion"]
+__all__ = ["BASELINES", "RANKS", "CurveResult", "deletion", "insertion"]
 
 #: baseline names of :func:`deletion` and :func:`insertion` (an array is accepted too)
 BASELINES = FIXED_BASELINES
+#: pixel orders of :func:`deletion` and :func:`insertion`
+RANKS = ("auto", "signed", "magnitude")
 
 
 @dataclass
@@ -46,6 +49,7 @@ class CurveResult:
         auc: (B,) area under each curve (trapezoid rule over ``fractions``).
         targets: (B,) the class whose score is recorded.
         chunks: rows of each forward pass that produced the scores.
+        rank: the pixel order used, ``"signed"`` or ``"magnitude"`` (``"auto"`` resolved).
     """
 
     kind: str
@@ -54,6 +58,7 @@ class CurveResult:
     auc: np.ndarray
     targets: np.ndarray
     chunks: list[int] = field(default_factory=list)
+    rank: str = "magnitude"
 
     @property
     def curve_mean(self) -> np.ndarray:
@@ -68,7 +73,7 @@ class CurveResult:
     def __repr__(self) -> str:
         return (
             f"CurveResult({self.kind}, samples={self.scores.shape[0]}, steps={len(self.fractions) - 1}, "
-            f"auc_mean={self.auc_mean:.4f})"
+            f"rank={self.rank}, auc_mean={self.auc_mean:.4f})"
         )
 
 
@@ -81,6 +86,7 @@ def deletion(
     baseline: Any = "black",
     max_batch: int | str = "auto",
     *,
+    rank: str = "auto",
     seed: int = 0,
     output: int | str = 0,
     framework: str | None = None,
@@ -91,22 +97,31 @@ def deletion(
         model: a torch or Keras/TF model returning (batch, classes).
         x: the input batch (numpy or tensor), in the model's layout.
         saliency: one map per sample: ``(B, H, W)``, ``(B, H, W, 1)``, ``(B, 1, H, W)`` or x's
-            full shape (channels are summed by magnitude); raw or display masks. Pixels are
-            ranked by magnitude; ties are broken in a random order drawn from ``seed``. A method
-            name (``"vanilla"``, ``"integrated"``, ...) computes the maps with
-            :func:`xaikit.xai.explain` first.
+            full shape; raw or display masks. Ties are broken in a random order drawn from
+            ``seed``. A method name (``"vanilla"``, ``"integrated"``, ...) computes the (signed)
+            maps with :func:`xaikit.xai.explain` first.
         target: class per sample (or one for all); None = the model's prediction on x.
         steps: number of deletion steps (the curve has ``steps + 1`` points).
         baseline: what a deleted pixel becomes: ``"black"`` (the sample's minimum), ``"zeros"``,
             ``"mean"`` (the sample's mean colour), ``"blur"`` (a Gaussian blur of the sample) or
             an array broadcastable to x's shape.
         max_batch: rows per forward pass, or ``"auto"``.
+        rank: the pixel order. ``"signed"``: channels summed with their signs, the largest
+            value first, so positive evidence goes first and negative evidence last (for a
+            signed attribution such as IG or gradient x input, ranking by magnitude would also
+            delete the evidence *against* the class early, and an exact map could score worse
+            than a random one). ``"magnitude"``: channels summed by absolute value, the largest
+            first (the order before ``rank=`` existed). ``"auto"`` (default): ``"signed"`` when
+            the map holds a negative value, else ``"magnitude"`` (on a non-negative map both
+            orders agree). Quantus's ``PixelFlipping`` sorts the attribution as given after its
+            own ``abs`` option: ``abs=False`` matches ``"signed"``, ``abs=True`` ``"magnitude"``.
         seed: the tie-breaking order.
         output: which model output to score when the model returns several.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
 
     Returns:
-        A :class:`CurveResult`; lower AUC means a more faithful map.
+        A :class:`CurveResult`; lower AUC means a more faithful map. ``.rank`` says which order
+        was used.
 
     Example:
         >>> import torch
@@ -116,7 +131,9 @@ def deletion(
         >>> d.fractions.tolist(), d.scores.shape, d.auc.shape
         ([0.0, 0.25, 0.5, 0.75, 1.0], (3, 5), (3,))
     """
-    return _curve("deletion", model, x, saliency, target, steps, baseline, max_batch, seed, output, framework)
+    return _curve(
+        "deletion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework
+    )
 
 
 def insertion(
@@ -128,6 +145,7 @@ def insertion(
     baseline: Any = "blur",
     max_batch: int | str = "auto",
     *,
+    rank: str = "auto",
     seed: int = 0,
     output: int | str = 0,
     framework: str | None = None,
@@ -135,7 +153,8 @@ def insertion(
     """The insertion curve: start from the baseline, put the most salient pixels back first.
 
     Same arguments as :func:`deletion` (the default baseline is ``"blur"``: a blurred copy of
-    the image, as in RISE). Higher AUC means a more faithful map.
+    the image, as in RISE; ``rank="signed"`` puts the positive evidence back first). Higher AUC
+    means a more faithful map.
 
     Example:
         >>> import torch
@@ -145,7 +164,7 @@ def insertion(
         (2, 3)
     """
     return _curve(
-        "insertion", model, x, saliency, target, steps, baseline, max_batch, seed, output, framework
+        "insertion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework
     )
 
 
@@ -173,6 +192,24 @@ def rank_positions(smap: np.ndarray, seed: int) -> np.ndarray:
     return out.reshape(smap.shape)
 
 
+def check_rank(rank: Any) -> str:
+    """``rank`` if it is one of :data:`RANKS`, else an error naming them."""
+    if not isinstance(rank, str) or rank not in RANKS:
+        raise XaikitValueError(
+            f"rank must be one of {', '.join(map(repr, RANKS))}; got {rank!r}"
+            if isinstance(rank, str)
+            else f"rank must be one of {', '.join(map(repr, RANKS))}; got {describe(rank)}"
+        )
+    return rank
+
+
+def resolve_rank(rank: str, saliency: np.ndarray) -> str:
+    """``"auto"`` -> ``"signed"`` when the map holds a negative value, else ``"magnitude"``."""
+    if rank != "auto":
+        return rank
+    return "signed" if bool(np.any(saliency < 0)) else "magnitude"
+
+
 def _check_baseline(baseline: Any) -> None:
     check_baseline(baseline, BASELINES)
 
@@ -186,11 +223,13 @@ def _curve(
     steps: int,
     baseline: Any,
     max_batch: int | str,
+    rank_by: str,
     seed: int,
     output: int | str,
     framework: str | None,
 ) -> CurveResult:
     steps = check_int(steps, "steps", 1)
+    check_rank(rank_by)
     _check_baseline(baseline)
     max_batch = check_max_batch(max_batch)
     bk = get_backend(model, framework)
@@ -206,7 +245,9 @@ def _curve(
 
         saliency = explain(model, x, target=target, method=saliency, seed=seed, framework=framework)
     channels = shape[caxis] if caxis is not None else None
-    smap = to_spatial(saliency, spatial, batch, channels=channels)
+    saliency = host(saliency, "saliency")
+    rank_by = resolve_rank(rank_by, saliency)
+    smap = to_spatial(saliency, spatial, batch, channels=channels, absolute=rank_by == "magnitude")
     n_pixels = int(np.prod(spatial))
     counts = pixel_counts(n_pixels, steps)
     rank = rank_positions(smap, seed)
@@ -251,4 +292,4 @@ def _curve(
     scores = bk.to_numpy(flat).astype(np.float64).reshape(steps + 1, batch).T
     fractions = counts / float(n_pixels)
     auc = np.asarray(np.trapezoid(scores, fractions, axis=1))
-    return CurveResult(kind, fractions, scores, auc, bk.to_numpy(targets).astype(np.int64), sizes)
+    return CurveResult(kind, fractions, scores, auc, bk.to_numpy(targets).astype(np.int64), sizes, rank_by)

@@ -120,6 +120,8 @@ class DeletionAUC(_FixedSampleTrace):
         ds_id: dataset ids it runs on.
         seed: seed of the method's noise and of tie-breaking.
         max_batch: rows per forward pass of the curve.
+        rank: the pixel order, ``"auto"`` (signed for a map with negative values, else by
+            magnitude), ``"signed"`` or ``"magnitude"`` (see :func:`xaikit.evaluate.deletion`).
         **method_options: options of the method (``nsamples``, ...; the IG path's baseline is
             ``ig_baseline`` here, since ``baseline`` is the deletion baseline).
 
@@ -147,13 +149,14 @@ class DeletionAUC(_FixedSampleTrace):
         ds_id: Any = None,
         seed: int = 0,
         max_batch: int | str = "auto",
+        rank: str = "auto",
         **method_options: Any,
     ) -> None:
-
-        from xaikit.evaluate.perturbation import _check_baseline
+        from xaikit.evaluate.perturbation import _check_baseline, check_rank
 
         self.steps = check_int(steps, "steps", 1)
         _check_baseline(baseline)
+        self.rank = check_rank(rank)
         self.baseline = baseline
         self.max_batch = max_batch
         if "ig_baseline" in method_options:
@@ -170,7 +173,7 @@ class DeletionAUC(_FixedSampleTrace):
         maps = self._maps(x, target)
         curve = deletion(
             self.model, x, maps, target=target, steps=self.steps, baseline=self.baseline,
-            max_batch=self.max_batch, seed=self.seed,
+            max_batch=self.max_batch, rank=self.rank, seed=self.seed,
         )  # fmt: skip
         self.last_auc = curve.auc
         self._log(data, curve.auc_mean)
