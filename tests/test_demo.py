@@ -88,9 +88,9 @@ def test_run_demo_rejects_bad_settings(tmp_path):
     from xaikit.demo import run_demo
     from xaikit.errors import XaikitValueError
 
-    with pytest.raises(XaikitValueError, match="epochs must be an int >= 1; got 0"):
+    with pytest.raises(XaikitValueError, match="epochs must be an int >= 1; got int 0"):
         run_demo(epochs=0, out=tmp_path)
-    with pytest.raises(XaikitValueError, match="threads must be None or an int >= 1; got 0"):
+    with pytest.raises(XaikitValueError, match="threads must be None or an int >= 1; got int 0"):
         run_demo(threads=0, out=tmp_path)
     a_file = tmp_path / "f"
     a_file.write_text("")

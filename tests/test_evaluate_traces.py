@@ -88,8 +88,8 @@ def test_deletion_auc_logs_the_one_call_value(framework: str, rng: np.random.Gen
 
 def test_deletion_auc_passes_the_rank_through(framework: str, rng: np.random.Generator) -> None:
     model = linear(framework, square_weights(rng))
-    given = {"x": np.concatenate([b["x"] for b in _batches(rng)])[:4], "y": np.array([1, 2, 1, 2])}
-    xs = layout(framework, given["x"])
+    xs = layout(framework, np.concatenate([b["x"] for b in _batches(rng)])[:4])
+    given = {"x": xs, "y": np.array([1, 2, 1, 2])}  # in the layout of the conv-less model
     maps = xk.xai.explain(model, xs, target=given["y"], method="integrated", nsamples=4, baseline="zeros")
     assert np.any(maps < 0)  # a signed map: "auto" ranks it signed
     logged = {}
