@@ -1,4 +1,4 @@
-"""The vocabulary of runs: modes, their parser, and the key-list normaliser.
+"""The vocabulary of runs: modes and dataset ids, their parsers, and the key-list normaliser.
 
 One module at the bottom of the package, used by ops, traces, schedulers and ``SaliencyNet``,
 so that ``mode="!train"`` and ``inputs=("x", "y")`` mean the same everywhere.
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
-__all__ = ["ALL_MODES", "MODES", "parse_modes", "to_list"]
+__all__ = ["ALL_MODES", "MODES", "ds_id_matches", "parse_ds_ids", "parse_modes", "to_list"]
 
 #: every mode an op or a trace can run in, in the order a run meets them
 MODES = ("train", "eval", "test", "infer")
@@ -87,3 +87,32 @@ def parse_modes(mode: str | Iterable[str] | None) -> frozenset[str]:
     if not items:
         return ALL_MODES
     return ALL_MODES - set(negated) if negated else frozenset(plain)
+
+
+def parse_ds_ids(ds_id: str | Iterable[str] | None) -> set[str]:
+    """Resolve a ds_id argument into a set (empty = every dataset; ``"!a"`` = every one but ``a``).
+
+    Example:
+        >>> sorted(parse_ds_ids(["ds1", "ds2"])), sorted(parse_ds_ids("!ds1"))
+        (['ds1', 'ds2'], ['!ds1'])
+    """
+    items = to_list(ds_id, "ds_id")
+    negated = [d for d in items if d.startswith("!")]
+    for d in items:
+        name = d[1:] if d.startswith("!") else d
+        if not name or any(c in name for c in "|;!"):
+            raise XaikitValueError(
+                f"ds_id must be a non-empty name without '|', ';' or '!' (except a leading '!'); got {d!r}"
+            )
+    if negated and len(negated) != len(items):
+        raise XaikitValueError(f"ds_id cannot mix negated and plain ids; got {items!r}")
+    return set(items)
+
+
+def ds_id_matches(allowed: set[str], ds_id: str) -> bool:
+    """Whether an item whose ``ds_id`` set is ``allowed`` runs on the dataset ``ds_id``."""
+    if not allowed:
+        return True
+    if all(a.startswith("!") for a in allowed):
+        return f"!{ds_id}" not in allowed
+    return ds_id in allowed

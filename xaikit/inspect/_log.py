@@ -21,8 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from xaikit import files
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.files import write_json as _write_json_file
 
 STATS_FILE = "stats.jsonl"
 TREE_FILE = "tree.json"
@@ -77,7 +77,7 @@ def append_lines(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     """Write a strict JSON file atomically (see :mod:`xaikit.files`)."""
-    files.write_json(path, obj, allow_nan=False)
+    _write_json_file(path, obj, allow_nan=False)
 
 
 def frame(rows: list[dict[str, Any]]) -> Any:

@@ -7,7 +7,7 @@ from typing import Any, Generic, TypeVar
 
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.modes import parse_modes
+from xaikit.modes import ds_id_matches, parse_modes
 
 __all__ = ["EpochScheduler", "RepeatScheduler", "Scheduler", "get_current_items"]
 
@@ -131,8 +131,6 @@ def _ds_ok(item: Any, ds_id: str | None) -> bool:
         return True
     if isinstance(allowed, str):
         allowed = {allowed}
-    from xaikit.trace.base import ds_id_matches
-
     return ds_id_matches(set(allowed), ds_id)
 
 

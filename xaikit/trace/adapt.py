@@ -1,6 +1,6 @@
 """Traces that steer training: BestModelSaver, LRScheduler, EarlyStopping.
 
-They reach model weights and learning rates through ``xaikit.network`` (``get_lr``, ``set_lr``,
+They reach model weights and learning rates through ``xaikit.models`` (``get_lr``, ``set_lr``,
 ``save_model``, ``load_model``, ``get_weights``, ``set_weights``), so they work for torch and
 Keras models alike.
 """
@@ -24,10 +24,10 @@ __all__ = ["BestModelSaver", "EarlyStopping", "LRScheduler"]
 
 
 def _network_api() -> Any:
-    """The module holding the model helpers (a seam for tests)."""
-    import xaikit.network
+    """The module holding the model helpers, :mod:`xaikit.models` (a seam for tests)."""
+    import xaikit.models
 
-    return xaikit.network
+    return xaikit.models
 
 
 _WEIGHT_SUFFIX = {"torch": ".pt", "tf": ".weights.h5"}  # Keras weight files must end in .weights.h5

@@ -28,39 +28,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.modes import ALL_MODES, MODES, parse_modes, to_list
+from xaikit.modes import ALL_MODES, MODES, ds_id_matches, parse_ds_ids, parse_modes, to_list
 from xaikit.summary import Summary
 
 __all__ = ["MODES", "DSData", "Data", "System", "Trace", "parse_ds_ids", "parse_modes", "to_list"]
-
-
-def parse_ds_ids(ds_id: str | Iterable[str] | None) -> set[str]:
-    """Resolve a ds_id argument into a set (empty = every dataset; ``"!a"`` = every one but ``a``).
-
-    Example:
-        >>> sorted(parse_ds_ids(["ds1", "ds2"])), sorted(parse_ds_ids("!ds1"))
-        (['ds1', 'ds2'], ['!ds1'])
-    """
-    items = to_list(ds_id, "ds_id")
-    negated = [d for d in items if d.startswith("!")]
-    for d in items:
-        name = d[1:] if d.startswith("!") else d
-        if not name or any(c in name for c in "|;!"):
-            raise XaikitValueError(
-                f"ds_id must be a non-empty name without '|', ';' or '!' (except a leading '!'); got {d!r}"
-            )
-    if negated and len(negated) != len(items):
-        raise XaikitValueError(f"ds_id cannot mix negated and plain ids; got {items!r}")
-    return set(items)
-
-
-def ds_id_matches(allowed: set[str], ds_id: str) -> bool:
-    """Whether an item whose ``ds_id`` set is ``allowed`` runs on the dataset ``ds_id``."""
-    if not allowed:
-        return True
-    if all(a.startswith("!") for a in allowed):
-        return f"!{ds_id}" not in allowed
-    return ds_id in allowed
 
 
 class Data(ChainMap):  # type: ignore[type-arg]

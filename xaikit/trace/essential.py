@@ -263,10 +263,10 @@ class TrainEssential(Trace):
 
 
 def _model_lr(model: Any) -> float | None:
-    """The model's learning rate through ``xaikit.network.get_lr``; None without an optimizer."""
+    """The model's learning rate through ``xaikit.models.get_lr``; None without an optimizer."""
     if getattr(model, "optimizer", None) is None:
         return None
-    from xaikit.network import get_lr
+    from xaikit.models import get_lr
 
     return float(get_lr(model))
 
