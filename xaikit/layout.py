@@ -50,11 +50,13 @@ class ModelLayout:
         return 1 if self.channel_first else 3
 
 
-def channel_axis_of(shape: tuple[int, ...], prefer_first: bool) -> int | None:
+def channel_axis_of(
+    shape: tuple[int, ...], prefer_first: bool, sizes: tuple[int, ...] = CHANNEL_SIZES
+) -> int | None:
     """The channel axis of a batch of inputs, or None when it has none.
 
     4-D batches are images (see the module's rule); 3-D batches (B, H, W) and 2-D batches have
-    no channel axis.
+    no channel axis. ``sizes`` are the channel counts recognised (the painter reads 1 or 3).
 
     Example:
         >>> channel_axis_of((8, 3, 32, 32), False), channel_axis_of((8, 32, 32, 3), True)
@@ -64,7 +66,7 @@ def channel_axis_of(shape: tuple[int, ...], prefer_first: bool) -> int | None:
     """
     if len(shape) != 4:
         return None
-    first, last = shape[1] in CHANNEL_SIZES, shape[-1] in CHANNEL_SIZES
+    first, last = shape[1] in sizes, shape[-1] in sizes
     if first and not last:
         return 1
     if last and not first:

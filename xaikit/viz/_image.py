@@ -19,6 +19,10 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitValueError, describe
+from xaikit.layout import channel_axis_of
+
+#: channel counts a painted image may have (grey, RGB)
+_PAINTED = (1, 3)
 
 __all__ = ["display_range", "fixed_range", "is_channel_first", "to_channels_last", "to_unit"]
 
@@ -151,8 +155,7 @@ def to_channels_last(
             )
         arr = np.moveaxis(arr, channel_axis % 4, -1)
     elif arr.ndim == 4:
-        first_ok, last_ok = arr.shape[1] in (1, 3), arr.shape[3] in (1, 3)
-        if first_ok and (not last_ok or prefer_first):
+        if channel_axis_of(arr.shape, prefer_first, _PAINTED) == 1:
             arr = np.moveaxis(arr, 1, -1)
     elif arr.ndim != 3:
         raise XaikitValueError(
@@ -178,5 +181,4 @@ def is_channel_first(value: Any, channel_axis: int | None = None, prefer_first: 
         return False
     if channel_axis is not None:
         return channel_axis % 4 == 1
-    first_ok, last_ok = shape[1] in (1, 3), shape[3] in (1, 3)
-    return bool(first_ok and (not last_ok or prefer_first))
+    return channel_axis_of(tuple(shape), prefer_first, _PAINTED) == 1
