@@ -185,10 +185,10 @@ def test_instance_tracker_missing_listed_index_is_skipped():
 @pytest.mark.parametrize(
     "kwargs, err, match",
     [
-        ({"n_max_to_keep": -1}, XaikitValueError, "n_max_to_keep must be non-negative; got -1"),
-        ({"n_min_to_keep": -3}, XaikitValueError, "n_min_to_keep must be non-negative; got -3"),
+        ({"n_max_to_keep": -1}, XaikitValueError, "n_max_to_keep must be an int >= 0; got int -1"),
+        ({"n_min_to_keep": -3}, XaikitValueError, "n_min_to_keep must be an int >= 0; got int -3"),
         ({"n_max_to_keep": 1.5}, XaikitTypeError, "n_max_to_keep must be an int"),
-        ({"epoch_frequency": 0}, XaikitValueError, "epoch_frequency must be >= 1; got 0"),
+        ({"epoch_frequency": 0}, XaikitValueError, "epoch_frequency must be an int >= 1; got int 0"),
         ({"list_to_keep": 5}, XaikitTypeError, "list_to_keep must be an iterable"),
         ({"list_to_keep": "abc"}, XaikitTypeError, "list_to_keep must be an iterable"),
     ],

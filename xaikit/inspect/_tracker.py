@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.inspect._flags import Thresholds, find_flags, flag_entry
 from xaikit.inspect._log import (
@@ -119,12 +120,7 @@ class ModuleTracker:
         vanish_threshold: float | None = 1e-7,
         attach: bool = True,
     ) -> None:
-        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int):
-            raise XaikitTypeError(f"every_n_steps must be a positive int; got {describe(every_n_steps)}")
-        if every_n_steps < 1:
-            raise XaikitValueError(
-                f"every_n_steps must be a positive int (1 = every step); got {every_n_steps}"
-            )
+        check_int(every_n_steps, "every_n_steps (1 = every step)", 1, kind=XaikitTypeError)
         if isinstance(kinds, str):
             kinds = (kinds,)
         self.kinds = check_kinds(kinds, "kinds")
@@ -269,8 +265,7 @@ class ModuleTracker:
 
     @current_step.setter
     def current_step(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise XaikitValueError(f"current_step must be an int >= 0; got {describe(value)}")
+        check_int(value, "current_step", 0)
         self._flush()
         self._step = value
         self._calls = {}

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.inspect import KINDS, ModuleTracker
 from xaikit.inspect._record import StatFn
@@ -73,8 +74,7 @@ class ActivationStats(Trace):
             raise XaikitValueError(
                 f"ActivationStats got unknown options {unknown}; expected some of {sorted(_TRACKER_OPTIONS)}"
             )
-        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps < 1:
-            raise XaikitValueError(f"every_n_steps must be a positive int; got {describe(every_n_steps)}")
+        check_int(every_n_steps, "every_n_steps", 1)
         self.every_n_steps = every_n_steps
         self.key = outputs
         # validates every argument now; hooks go on only for sampled batches

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib import colormaps as _mpl_colormaps
 from matplotlib.colors import Colormap, is_color_like
 
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 __all__ = ["GridOptions", "channel_axes", "check_known", "get_cmap", "name_set"]
@@ -81,8 +82,7 @@ def channel_axes(channel_axis: Any, names: list[str]) -> dict[str, int]:
     else:
         items = dict.fromkeys(names, channel_axis)
     for key, axis in items.items():
-        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-            raise XaikitTypeError(f"channel_axis for {key!r} must be an int; got {describe(axis)}")
+        check_int(axis, f"channel_axis for {key!r}", kind=XaikitTypeError)
     return {k: int(a) for k, a in items.items()}
 
 

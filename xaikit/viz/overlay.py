@@ -76,8 +76,7 @@ def overlay(
         ((1, 2, 2, 3), [1.0, 1.0, 1.0], [0.299, 0.299, 0.299])
     """
     check_number(alpha, "alpha", low=0, high=1)
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 < gamma < np.inf:
-        raise XaikitValueError(f"gamma must be a positive number; got {gamma!r}")
+    check_number(gamma, "gamma", low=0, low_open=True)
     if isinstance(colormap, str):
         try:
             cmap = _mpl_colormaps[colormap]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import to_number
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
@@ -150,8 +151,7 @@ class Saliency(Trace):
             raise XaikitTypeError(f"class_key must be a batch key (str) or None; got {describe(class_key)}")
         if not isinstance(outputs, str) or not outputs:
             raise XaikitTypeError(f"outputs must be a non-empty string; got {describe(outputs)}")
-        if isinstance(smoothing, bool) or not isinstance(smoothing, (int, np.integer)) or smoothing < 0:
-            raise XaikitValueError(f"smoothing must be an int >= 0; got {describe(smoothing)}")
+        check_int(smoothing, "smoothing", 0)
         n_int, n_smint = _parse_integrating(integrating, int(smoothing))
         if n_int < 0 or n_smint < 0:
             raise XaikitValueError(f"integrating values must be >= 0; got {integrating!r}")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import to_number
+from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.summary import Summary, ValWithError
 from xaikit.trace.base import Data, Trace
@@ -188,12 +189,7 @@ class LabelTracker(Trace):
 
 
 def _check_count(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise XaikitTypeError(f"{name} must be an int; got {describe(value)}")
-    if value < minimum:
-        what = "non-negative" if minimum == 0 else f">= {minimum}"
-        raise XaikitValueError(f"{name} must be {what}; got {int(value)}")
-    return int(value)
+    return int(check_int(value, name, minimum, kind=XaikitTypeError))
 
 
 class InstanceTracker(Trace):
