@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.checks import check_number
+from xaikit.errors import XaikitTypeError
 
 __all__ = ["Thresholds", "check_threshold", "find_flags", "flag_entry"]
 
@@ -14,16 +15,9 @@ def check_threshold(
     value: Any, arg: str, upper: float | None = None, allow_zero: bool = False
 ) -> float | None:
     """``value`` as a float (or None, which turns its flag off), checked to be in range."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise XaikitTypeError(f"{arg} must be a number or None; got {describe(value)}")
-    low_ok = value > 0 or (allow_zero and value == 0)
-    if not low_ok or (upper is not None and value > upper):
-        low = "0 <=" if allow_zero else "0 <"
-        high = f" <= {upper}" if upper is not None else ""
-        raise XaikitValueError(f"{arg} must be None or a number with {low} {arg}{high}; got {value!r}")
-    return float(value)
+    return check_number(
+        value, arg, low=0, high=upper, low_open=not allow_zero, allow_none=True, kind=XaikitTypeError
+    )
 
 
 @dataclass(frozen=True)
