@@ -48,7 +48,8 @@ def check_int(
     Args:
         value: what the caller passed.
         name: the argument's name, for the message.
-        low, high: inclusive bounds (None: unbounded).
+        low: inclusive lower bound (None: unbounded).
+        high: inclusive upper bound (None: unbounded).
         allow_none: None is accepted (and returned).
         alternative: other accepted values, written before the int in the message
             (e.g. ``"'auto' or "``); the caller handles them before calling.
