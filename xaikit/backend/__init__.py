@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from xaikit.backend.base import Backend, T
 from xaikit.backend.ops import reduce_mean, squeeze, to_number, to_tensor
-from xaikit.backend.registry import framework_of, get_backend, load_backend
+from xaikit.backend.registry import framework_of, get_backend, load_backend, prefers_channel_first
 
 __all__ = [
     "Backend",
@@ -37,6 +37,7 @@ __all__ = [
     "framework_of",
     "get_backend",
     "load_backend",
+    "prefers_channel_first",
     "reduce_mean",
     "squeeze",
     "to_number",

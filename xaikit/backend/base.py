@@ -154,6 +154,14 @@ class Backend(abc.ABC):
         """The tensor with one axis moved (like :func:`numpy.moveaxis`), contiguous."""
 
     @abc.abstractmethod
+    def squeeze(self, t: T, axis: int | None = None) -> T:
+        """Remove size-1 axes (all of them, or only ``axis``)."""
+
+    @abc.abstractmethod
+    def mean(self, t: T, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> T:
+        """Mean over ``axis`` (all axes when None); integer tensors are averaged as float32."""
+
+    @abc.abstractmethod
     def sum0(self, t: T) -> T:
         """Sum over the first axis."""
 

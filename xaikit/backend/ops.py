@@ -26,13 +26,8 @@ def to_number(data: Any) -> np.ndarray:
         (2, 2)
     """
     fw = framework_of(data)
-    if fw == "torch":
-        t = data.detach().cpu()
-        if str(t.dtype) == "torch.bfloat16":
-            t = t.float()
-        return np.asarray(t.numpy())
-    if fw == "tf":
-        return np.asarray(data.numpy() if hasattr(data, "numpy") else data)
+    if fw is not None and (load_backend(fw).is_tensor(data) or hasattr(data, "numpy")):
+        return np.asarray(load_backend(fw).to_numpy(data))
     if isinstance(data, (list, tuple)) and data and framework_of(data[0]) is not None:
         return np.stack([to_number(d) for d in data])
     return np.asarray(data)
@@ -88,10 +83,8 @@ def squeeze(tensor: Any, axis: int | None = None) -> Any:
         (2, 1)
     """
     fw = framework_of(tensor)
-    if fw == "torch":
-        return tensor.squeeze() if axis is None else tensor.squeeze(axis)
-    if fw == "tf":
-        return load_backend("tf").tf.squeeze(tensor, axis=axis)  # type: ignore[attr-defined]
+    if fw is not None:
+        return load_backend(fw).squeeze(tensor, axis)
     return np.squeeze(tensor, axis=axis)
 
 
@@ -103,14 +96,6 @@ def reduce_mean(tensor: Any, axis: int | tuple[int, ...] | None = None, keepdims
         [3.0, 5.0]
     """
     fw = framework_of(tensor)
-    if fw == "torch":
-        t = tensor if tensor.is_floating_point() else tensor.float()
-        if axis is None:
-            out = t.mean()
-            return out.reshape([1] * t.ndim) if keepdims else out
-        return t.mean(dim=axis, keepdim=keepdims)
-    if fw == "tf":
-        tf = load_backend("tf").tf  # type: ignore[attr-defined]
-        t = tensor if tensor.dtype.is_floating else tf.cast(tensor, "float32")
-        return tf.reduce_mean(t, axis=axis, keepdims=keepdims)
+    if fw is not None:
+        return load_backend(fw).mean(tensor, axis, keepdims)
     return np.mean(tensor, axis=axis, keepdims=keepdims)

@@ -73,3 +73,16 @@ def get_backend(obj: Any, framework: str | None = None) -> Backend:
             f"(or pass framework='torch'/'tf' for a plain function); got {describe(obj)}"
         )
     return load_backend(name)
+
+
+def prefers_channel_first(value: Any, default: bool = False) -> bool:
+    """Whether the framework of a tensor lays images out channel-first by convention (torch);
+    ``default`` for numpy arrays and other plain values. Ambiguous shapes are read this way.
+
+    Example:
+        >>> import numpy as np
+        >>> prefers_channel_first(np.zeros((2, 3, 3, 3))), prefers_channel_first(np.zeros(2), default=True)
+        (False, True)
+    """
+    name = framework_of(value)
+    return load_backend(name).channel_first if name is not None else default

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import Backend, framework_of, to_number
+from xaikit.backend import Backend, prefers_channel_first, to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import channel_axis_of
 
@@ -33,7 +33,7 @@ def input_layout(x: Any, bk: Backend) -> tuple[tuple[int, ...], int | None]:
         raise XaikitValueError(
             f"x must be a non-empty batch (batch, ...) with at least 2 axes; got {describe(x)}"
         )
-    prefer_first = bk.channel_first if framework_of(x) is None else framework_of(x) == "torch"
+    prefer_first = prefers_channel_first(x, default=bk.channel_first)
     return shape, channel_axis_of(shape, prefer_first)
 
 

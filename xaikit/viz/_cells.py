@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import framework_of, to_number
+from xaikit.backend import prefers_channel_first, to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.viz._image import Range, fixed_range, to_channels_last
 
@@ -83,7 +83,7 @@ def parse_layer(
     """
     if is_scalar(value):
         return Layer("text", [fmt(value)], 1)
-    prefer_first = framework_of(value) == "torch"
+    prefer_first = prefers_channel_first(value)
     try:
         arr = to_number(value)
     except Exception as exc:

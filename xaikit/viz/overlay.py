@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib import colormaps as _mpl_colormaps
 from matplotlib.colors import Colormap
 
-from xaikit.backend import framework_of, to_number
+from xaikit.backend import prefers_channel_first, to_number
 from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.viz._image import display_range, fixed_range, is_channel_first, to_channels_last, to_unit
@@ -86,7 +86,7 @@ def overlay(
         cmap = colormap
     else:
         raise XaikitTypeError(f"colormap must be a colormap name or Colormap; got {describe(colormap)}")
-    prefer_first = framework_of(image) == "torch"
+    prefer_first = prefers_channel_first(image)
     img = to_number(image)
     if img.ndim not in (3, 4):
         raise XaikitValueError(f"image must be (B, H, W), (B, H, W, C) or (B, C, H, W); got {describe(img)}")

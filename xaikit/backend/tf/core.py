@@ -140,6 +140,14 @@ class TFBackend(Backend):
         order.insert(destination, order.pop(source))
         return self.tf.transpose(t, order)
 
+    def squeeze(self, t: T, axis: int | None = None) -> T:
+        return self.tf.squeeze(t, axis=axis)
+
+    def mean(self, t: T, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> T:
+        tf = self.tf
+        t = t if t.dtype.is_floating else tf.cast(t, "float32")
+        return tf.reduce_mean(t, axis=axis, keepdims=keepdims)
+
     def sum0(self, t: T) -> T:
         return self.tf.reduce_sum(t, axis=0)
 

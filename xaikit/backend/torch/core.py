@@ -114,6 +114,16 @@ class TorchBackend(Backend):
     def moveaxis(self, t: T, source: int, destination: int) -> T:
         return self.torch.movedim(t, source, destination).contiguous()
 
+    def squeeze(self, t: T, axis: int | None = None) -> T:
+        return t.squeeze() if axis is None else t.squeeze(axis)
+
+    def mean(self, t: T, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> T:
+        t = t if t.is_floating_point() else t.float()
+        if axis is None:
+            out = t.mean()
+            return out.reshape([1] * t.ndim) if keepdims else out
+        return t.mean(dim=axis, keepdim=keepdims)
+
     def sum0(self, t: T) -> T:
         return t.sum(dim=0)
 
