@@ -36,13 +36,22 @@ def test_spearman_matches_scipy_and_handles_constants(rng: np.random.Generator) 
     assert spearman(const, rng.normal(size=(2, 5))).tolist() == [0.0, 0.0]
 
 
-def test_randomizing_a_linear_model_gives_the_new_weights(framework: str, rng: np.random.Generator) -> None:
+def _randomized_linear(
+    framework: str, rng: np.random.Generator
+) -> tuple[Any, Any, np.ndarray, np.ndarray, list[Any]]:
+    """``(model, result, x, w, weights before)``: a randomization test (seed 5) of a linear model
+    of weights ``w``, whose weights are checked to be restored bit for bit afterwards."""
     w = square_weights(rng)
     x = rng.uniform(size=(3, SIZE, SIZE, 3)).astype(np.float32)
     model = linear(framework, w)
     before = weights_of(framework, model)
     r = xk.evaluate.randomization_test(model, layout(framework, x), seed=5)
-    _assert_same(before, weights_of(framework, model))
+    _assert_same(before, weights_of(framework, model))  # bit-identical after every copy
+    return model, r, x, w, before
+
+
+def test_randomizing_a_linear_model_gives_the_new_weights(framework: str, rng: np.random.Generator) -> None:
+    model, r, x, w, before = _randomized_linear(framework, rng)
     assert r.table.columns.tolist() == ["step", "layer", "spearman_abs", "spearman", "ssim"]
     assert len(r.table) == 1 and list(r.maps) == ["original", r.table["layer"][0]]
     targets = np.einsum("chwk,bhwk->bc", w, x).argmax(axis=1)
@@ -202,12 +211,7 @@ def test_grid_columns_and_titles(framework: str, rng: np.random.Generator) -> No
 
 
 def test_baseline_compares_two_independent_random_copies(framework: str, rng: np.random.Generator) -> None:
-    w = square_weights(rng)
-    x = rng.uniform(size=(3, SIZE, SIZE, 3)).astype(np.float32)
-    model = linear(framework, w)
-    before = weights_of(framework, model)
-    r = xk.evaluate.randomization_test(model, layout(framework, x), seed=5)
-    _assert_same(before, weights_of(framework, model))  # bit-identical after both copies
+    model, r, x, _, before = _randomized_linear(framework, rng)
     base = r.baseline
     assert base is not None and base.seeds == (6, 7)
     targets = r.targets

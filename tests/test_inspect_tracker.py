@@ -400,7 +400,7 @@ def test_bad_arguments_raise_clear_errors(framework: str, tmp_path: Path) -> Non
     with pytest.raises(XaikitValueError, match=r"every_n_steps.* must be an int >= 1; got int 0"):
         ModuleTracker(kit.model, tmp_path, every_n_steps=0)
     for bad in (2.5, True, "3"):
-        with pytest.raises(XaikitTypeError, match="every_n_steps.* must be an int >= 1"):
+        with pytest.raises(XaikitTypeError, match=r"every_n_steps.* must be an int >= 1"):
             ModuleTracker(kit.model, tmp_path, every_n_steps=bad)  # type: ignore[arg-type]
     with pytest.raises(XaikitValueError, match="kinds must name kinds among"):
         ModuleTracker(kit.model, tmp_path, kinds=("output", "gradient"))

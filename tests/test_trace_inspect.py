@@ -78,7 +78,7 @@ def test_activation_stats_skips_eval_and_checks_arguments(
     kit.forward(rng.normal(size=(1, 16, 16, 3)).astype(np.float32))
     trace.on_batch_end(data)
     assert "activation_stats" not in data and len(trace.tracker.df) == 0
-    with pytest.raises(XaikitValueError, match="every_n_steps.* must be an int >= 1"):
+    with pytest.raises(XaikitValueError, match=r"every_n_steps.* must be an int >= 1"):
         ActivationStats(kit.model, tmp_path, every_n_steps=0)
     with pytest.raises(XaikitValueError, match=r"unknown options \['dead'\]"):
         ActivationStats(kit.model, tmp_path, dead=0.5)
