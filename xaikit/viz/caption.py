@@ -43,7 +43,7 @@ def add_caption(fig: Figure, text: str, fontsize: float = 8.0) -> Figure:
     if not isinstance(text, str):
         raise XaikitTypeError(f"caption text must be a str; got {type(text).__name__}")
     width, height = fig.get_figwidth(), fig.get_figheight()
-    chars = max(int(width * 72 / (fontsize * 0.52)), 20)  # average glyph ~0.52 em
+    chars = max(int((width - 2 * _PAD_INCHES) * 72 / (fontsize * 0.62)), 20)  # glyph ~0.6 em, margin
     lines = [part for para in text.split("\n") for part in (textwrap.wrap(para, chars) or [""])]
     extra = _PAD_INCHES * 2 + _LINE_INCHES * len(lines) * fontsize / 8.0
     new_height = height + extra
