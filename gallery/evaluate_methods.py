@@ -115,28 +115,35 @@ def score(model: Any, x: np.ndarray, mask: np.ndarray, seed: int = 0) -> list[di
             rt = xk.evaluate.randomization_test(model, x[:8], method=method, seed=seed, **opts)
             rand_rho = float(rt.table["spearman_abs"].iloc[-1])
             rand_ssim = float(rt.table["ssim"].iloc[-1])
-        dele = xk.evaluate.deletion(model, x, maps, steps=16, baseline="black")
-        dele_blur = xk.evaluate.deletion(model, x, maps, steps=16, baseline="blur")
-        ins = xk.evaluate.insertion(model, x, maps, steps=16, baseline="blur")
-        loc = xk.evaluate.localization(maps, mask)
-        rows.append(
-            {
-                "method": label,
-                "deletion AUC, black ↓": dele.auc_mean,
-                "deletion AUC, blur ↓": dele_blur.auc_mean,
-                "insertion AUC ↑": ins.auc_mean,
-                "pointing game ↑": float(loc["pointing"].mean()),
-                "energy in mask ↑": float(np.nanmean(loc["energy"])),
-                "randomized: ρ abs ↓": rand_rho,
-                "randomized: SSIM ↓": rand_ssim,
-                "seconds": time.perf_counter() - t0,
-            }
-        )
+        # plain gradients are sensitivities (their sign says which way a small change moves the
+        # score, not what a pixel contributes): ranked by magnitude; attributions (IG) by sign, and
+        # by magnitude too, since the order changes the verdict
+        orders = {"vanilla": ["magnitude"], "integrated": ["signed", "magnitude"]}.get(method, ["auto"])
+        for rank in orders:
+            dele = xk.evaluate.deletion(model, x, maps, steps=16, baseline="black", rank=rank)
+            dele_blur = xk.evaluate.deletion(model, x, maps, steps=16, baseline="blur", rank=rank)
+            ins = xk.evaluate.insertion(model, x, maps, steps=16, baseline="blur", rank=rank)
+            loc = xk.evaluate.localization(maps, mask)
+            rows.append(
+                {
+                    "method": label,
+                    "pixel order": dele.rank,
+                    "deletion AUC, black ↓": dele.auc_mean,
+                    "deletion AUC, blur ↓": dele_blur.auc_mean,
+                    "insertion AUC ↑": ins.auc_mean,
+                    "pointing game ↑": float(loc["pointing"].mean()),
+                    "energy in mask ↑": float(np.nanmean(loc["energy"])),
+                    "randomized: ρ abs ↓": rand_rho,
+                    "randomized: SSIM ↓": rand_ssim,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
     return rows
 
 
 def markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> str:
     cols = [
+        "pixel order",
         "deletion AUC, black ↓",
         "deletion AUC, blur ↓",
         "insertion AUC ↑",
@@ -150,9 +157,12 @@ def markdown(tables: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> 
         lines.append(f"**{framework}** ({notes[framework]})")
         lines.append("")
         lines.append("| method | " + " | ".join(cols) + " |")
-        lines.append("|---|" + "---:|" * len(cols))
+        lines.append("|---|---|" + "---:|" * (len(cols) - 1))
         for row in rows:
-            cells = ["–" if np.isnan(row[c]) else f"{row[c]:.3f}" for c in cols]
+            cells = [
+                row[c] if isinstance(row[c], str) else "–" if np.isnan(row[c]) else f"{row[c]:.3f}"
+                for c in cols
+            ]
             lines.append(f"| {row['method']} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
