@@ -49,9 +49,10 @@ def missing_framework(framework: str) -> MissingFrameworkError:
         An error whose message names the pip extra that installs it.
     """
     extra = _EXTRAS.get(framework, framework)
+    cpu = ' (or "xaikit[tf-cpu]" for the CPU-only wheel)' if extra == "tf" else ""
     return MissingFrameworkError(
         f"{framework} is needed for this call but is not installed; "
-        f'install it with: pip install "xaikit[{extra}]"'
+        f'install it with: pip install "xaikit[{extra}]"{cpu}'
     )
 
 
