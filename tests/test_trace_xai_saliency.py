@@ -167,7 +167,7 @@ def test_columns_labels_and_predictions(framework):
     # overlay = best mask (SmInt) over the image
     from xaikit.viz import overlay
 
-    expected = overlay(x3, np.asarray(img["SmInt saliency"][0]))
+    expected = overlay(x3, np.asarray(img["SmInt saliency"][0]), smooth=1.0)  # auto: max(1, side / 32)
     np.testing.assert_allclose(np.asarray(img["x saliency"][0]), expected, atol=1e-6)
     assert img._cmaps["SmInt saliency"].name == "inferno"  # masks: inferno
     fig = img.paint_figure(dpi=20)
@@ -186,9 +186,18 @@ def test_dropped_columns_and_overlay_choice(framework):
 
     np.testing.assert_allclose(
         np.asarray(img["x saliency"][0]),
+        overlay(batches(1)[0]["x"], np.asarray(img["saliency"][0]), smooth=1.0),
+        atol=1e-6,
+    )
+    raw = Saliency(model, "x", "y_pred", samples=2, smoothing=0, integrating=0, overlay_smooth=0)
+    img = run_epoch(raw, batches(1))["saliency"]
+    np.testing.assert_allclose(  # overlay_smooth=0: the raw mask under the heat map
+        np.asarray(img["x saliency"][0]),
         overlay(batches(1)[0]["x"], np.asarray(img["saliency"][0])),
         atol=1e-6,
     )
+    with pytest.raises(XaikitValueError, match=r"overlay_smooth must be a number >= 0; got float -0.5"):
+        Saliency(model, "x", "y_pred", overlay_smooth=-0.5)
     smooth = Saliency(model, "x", "y_pred", samples=2, smoothing=2, integrating=3, outputs="sal")
     assert (smooth.n_integration, smooth.n_smint) == (3, 2)
     img = run_epoch(smooth, batches(1))["sal"]
@@ -203,7 +212,9 @@ def test_dropped_columns_and_overlay_choice(framework):
         )
         img = run_epoch(chosen, batches(1))["sal"]
         np.testing.assert_allclose(
-            np.asarray(img["x sal"][0]), overlay(batches(1)[0]["x"], np.asarray(img[column][0])), atol=1e-6
+            np.asarray(img["x sal"][0]),
+            overlay(batches(1)[0]["x"], np.asarray(img[column][0]), smooth=1.0),
+            atol=1e-6,
         )
     with pytest.raises(XaikitValueError, match=r"overlay must be None or one of \['integrated', 'saliency'"):
         Saliency(model, "x", "y_pred", overlay="gradcam")
@@ -464,4 +475,4 @@ def test_masks_are_aligned_with_the_image(framework):
     over = np.asarray(img["x saliency"][0])
     from xaikit.viz import overlay
 
-    np.testing.assert_allclose(over, overlay(x, mask), atol=1e-6)
+    np.testing.assert_allclose(over, overlay(x, mask, smooth=1.0), atol=1e-6)

@@ -103,3 +103,25 @@ def test_bad_inputs() -> None:
         overlay(img, np.zeros((2, 4, 4)), colormap="nope")
     with pytest.raises(XaikitTypeError, match="colormap must be a colormap name or Colormap; got int 1"):
         overlay(img, np.zeros((2, 4, 4)), colormap=1)  # type: ignore[arg-type]
+
+
+def test_smooth_blurs_the_mask_and_keeps_its_peak() -> None:
+    """``smooth=s``: the mask is Gaussian-blurred (sigma s) and rescaled to its former maximum
+    before blending; ``smooth=0`` is the raw mask."""
+    from scipy.ndimage import gaussian_filter
+
+    rng = np.random.default_rng(0)
+    img = rng.random((2, 16, 16, 3))
+    mask = np.zeros((2, 16, 16))
+    mask[0, 8, 8] = 1.0  # one hot pixel
+    mask[1] = rng.random((16, 16)) * 0.5
+    blurred = gaussian_filter(mask, sigma=(0, 2.0, 2.0), mode="reflect")
+    blurred *= (mask.max(axis=(1, 2)) / blurred.max(axis=(1, 2)))[:, None, None]
+    np.testing.assert_allclose(overlay(img, mask, smooth=2.0), overlay(img, blurred), atol=1e-6)
+    np.testing.assert_array_equal(overlay(img, mask, smooth=0.0), overlay(img, mask))
+    spread = overlay(img, mask, smooth=2.0)[0]
+    grey = overlay(img, np.zeros_like(mask))[0]
+    assert not np.allclose(spread[8, 10], grey[8, 10])  # heat reaches the neighbours
+    np.testing.assert_allclose(spread[0, 0], grey[0, 0], atol=1e-3)  # but not the far corner
+    with pytest.raises(XaikitValueError, match=r"smooth must be a number >= 0; got int -1"):
+        overlay(img, mask, smooth=-1)

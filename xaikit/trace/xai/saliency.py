@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import to_number
-from xaikit.checks import check_int
+from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
@@ -116,6 +116,9 @@ class Saliency(Trace):
         overlay: the mask drawn over the image: ``"smint"``, ``"integrated"``, ``"smoothed"`` or
             ``"saliency"`` (vanilla); ``None`` (default): the most refined one computed, SmInt >
             integrated > smoothed > vanilla.
+        overlay_smooth: sigma in pixels of the blur of the overlaid mask (see
+            :func:`xaikit.viz.overlay`); ``"auto"`` (default): max(1, the image's longer side /
+            32); 0 draws the raw mask.
 
     Example:
         >>> from xaikit.schedule import RepeatScheduler
@@ -140,6 +143,7 @@ class Saliency(Trace):
         stdev_spread: float = 0.15,
         max_batch: int | str = "auto",
         overlay: str | None = None,
+        overlay_smooth: float | str = "auto",
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
         outs = to_list(model_outputs, "model_outputs")
@@ -167,6 +171,9 @@ class Saliency(Trace):
                 f"(smoothing={smoothing!r}, integrating={integrating!r}); computed: "
                 f"{[k for k, v in computed.items() if v]}"
             )
+        if overlay_smooth != "auto":
+            check_number(overlay_smooth, "overlay_smooth", low=0)
+        self.overlay_smooth = overlay_smooth
         self.time_key = f"{outputs}_time(sec)"
         super().__init__(
             inputs=([class_key] if class_key else []) + inputs,
@@ -309,7 +316,7 @@ class Saliency(Trace):
                 cmaps[key] = "gray"
             mask_key = self.mask_keys[i]
             if image.ndim in (3, 4):
-                cols[f"{key} {mask_key}"] = overlay(image, columns[best][i])
+                cols[f"{key} {mask_key}"] = overlay(image, columns[best][i], smooth=self._smooth(image))
         for prefix, masks in columns.items():
             for mask_key, mask in zip(self.mask_keys, masks):
                 name = f"{prefix} {mask_key}" if prefix else mask_key
@@ -325,6 +332,12 @@ class Saliency(Trace):
             text_colors=text_colors,
             figure_title=title,
         )
+
+    def _smooth(self, image: np.ndarray) -> float:
+        if self.overlay_smooth != "auto":
+            return float(self.overlay_smooth)
+        side = max(image.shape[1:]) if image.ndim >= 3 else 0
+        return max(1.0, side / 32.0)
 
     def __repr__(self) -> str:
         return (
