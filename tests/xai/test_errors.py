@@ -145,7 +145,7 @@ def test_model_output_must_be_batch_by_classes(framework: str, rng: np.random.Ge
         )
     with pytest.raises(
         XaikitValueError,
-        match=r"must have shape \(batch, classes\) = \(2, classes\); it returned .* of shape \(2, 3, 2\)",
+        match=r"must have shape \(batch, classes\) = \(2, classes\), or \(2,\) for one score per row; it returned .* of shape \(2, 3, 2\)",
     ):
         xk.xai.explain(model, x, method="vanilla")
 

@@ -193,7 +193,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
-        """The selected model output for ``inputs``, without gradients, in inference mode."""
+        """The selected model output for ``inputs``, without gradients, in inference mode: a
+        (rows, classes) matrix or a (rows,) score vector (see :func:`~xaikit.backend.outputs.select_output`)."""
 
     @abc.abstractmethod
     def scores(

@@ -78,7 +78,8 @@ class Inputs:
 def prepare(
     bk: Backend, model: Any, values: Sequence[Any], keys: Sequence[str], channel_axis: int | None = None
 ) -> Inputs:
-    """Check the inputs (floating, finite, same non-zero batch size), move them to the device and
+    """Check the inputs (numbers, finite, same non-zero batch size), move them to the device as
+    the model's floating dtype (integer and bool arrays and tensors are cast, not rescaled) and
     into the model's layout (a channel-last image batch for a channel-first torch CNN is moved,
     by the rule of :mod:`xaikit.layout`)."""
     device = bk.model_device(model)
@@ -92,11 +93,14 @@ def prepare(
         if value is None or isinstance(value, (str, bytes, Mapping)):
             raise XaikitTypeError(f"model input {key!r} must be an array or tensor; got {describe(value)}")
         host = value if bk.is_tensor(value) else np.asarray(value)
-        kind = str(getattr(getattr(host, "dtype", None), "kind", ""))
-        is_float = kind == "f" if isinstance(host, np.ndarray) else "float" in bk.dtype_name(host)
-        if not is_float and not (isinstance(host, np.ndarray) and kind and kind in "iub"):
+        if isinstance(host, np.ndarray):
+            kind = host.dtype.kind
+            numeric = kind in "fiub"
+        else:  # a tensor: floating, integer and bool tensors are cast like numpy arrays
+            numeric = bk.dtype_name(host).startswith(("float", "bfloat", "half", "int", "uint", "bool"))
+        if not numeric:
             raise XaikitTypeError(
-                f"model input {key!r} must hold floating-point values; got {describe(value)}"
+                f"model input {key!r} must hold floating-point values (integer and bool values are cast); got {describe(value)}"
             )
         shape = tuple(int(d) for d in host.shape)
         if len(shape) < 2 or shape[0] == 0:
@@ -135,7 +139,8 @@ def prepare(
 
 
 def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
-    """The explained model output (B, classes) for the clean inputs, forward only."""
+    """The explained model output for the clean inputs, forward only: (B, classes), or (B,) for a
+    model that returns one score per row."""
     bk = inp.bk
     parts = []
     for r0 in range(0, inp.batch, chunk):
@@ -174,16 +179,31 @@ def pin_targets(inp: Inputs, target: Any, output: int | str = 0) -> tuple[T, np.
 
     Returns:
         ``(targets, predictions)``: int64 (B,) classes on the model's device, and the model's
-        predicted classes for the clean inputs (numpy).
+        predictions for the clean inputs (numpy, see :func:`predictions_of`). A model output of
+        one score per row, (B,), is explained as class 0: ``target`` must be None or 0.
     """
     bk = inp.bk
     scores = logits(inp, output)
-    predictions = bk.to_numpy(scores).argmax(axis=1).astype(np.int64)
+    predictions = predictions_of(bk.to_numpy(scores))
+    n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1
     if target is None:
-        classes = predictions
+        classes = predictions if len(scores.shape) == 2 else np.zeros(inp.batch, dtype=np.int64)
     else:
-        classes = _check_targets(bk, target, inp.batch, int(scores.shape[1]))
+        classes = _check_targets(bk, target, inp.batch, n_classes)
     return bk.index(classes, getattr(inp.tensors[0], "device", None)), predictions
+
+
+def predictions_of(scores: np.ndarray) -> np.ndarray:
+    """What a model predicts per sample: the argmax class (int64) of (B, classes) scores, or the
+    score itself (float) of a (B,) output.
+
+    Example:
+        >>> predictions_of(np.array([[0.1, 0.9], [2.0, 1.0]])), predictions_of(np.array([-0.5, 2.0]))
+        (array([1, 0]), array([-0.5,  2. ]))
+    """
+    if scores.ndim == 1:
+        return scores.astype(np.float64)
+    return scores.argmax(axis=1).astype(np.int64)
 
 
 def _check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.ndarray:
@@ -198,6 +218,11 @@ def _check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.n
         )
     if host.size == 1:
         host = np.full(batch, int(host[0]), dtype=np.int64)
+    if n_classes == 1 and (host.min() < 0 or host.max() > 0):
+        raise XaikitValueError(
+            "target must be None or 0 for a model output of one score per sample (the score is "
+            f"class 0); got values {sorted(set(host.tolist()))[:10]}"
+        )
     if host.min() < 0 or host.max() >= n_classes:
         raise XaikitValueError(
             f"target classes must lie in [0, {n_classes - 1}] for a model with {n_classes} outputs; "

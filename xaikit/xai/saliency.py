@@ -11,13 +11,30 @@ from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
 from xaikit.xai._display import to_display
-from xaikit.xai.methods import Attribution, Inputs, attribute, canonical_method, logits, pin_targets, prepare
+from xaikit.xai.methods import (
+    Attribution,
+    Inputs,
+    attribute,
+    canonical_method,
+    logits,
+    pin_targets,
+    predictions_of,
+    prepare,
+)
 
 __all__ = ["SaliencyNet", "explain"]
 
 
 def _as_list(value: str | Sequence[str], name: str) -> list[str]:
     return to_list(value, name, allow_empty=False)
+
+
+def _check_output(output: Any) -> int | str:
+    if isinstance(output, bool) or not isinstance(output, (int, str)):
+        raise XaikitTypeError(
+            f"output must be an index (int), a dict key or an attribute name (str); got {describe(output)}"
+        )
+    return output
 
 
 def _fresh_seed() -> int:
@@ -31,10 +48,13 @@ class SaliencyNet:
     chunks on the model's device, with memory bounded by one chunk; see ``docs/saliency.md``.
 
     Args:
-        model: a ``torch.nn.Module``, a Keras model or a TF callable returning (batch, classes).
+        model: a ``torch.nn.Module``, a Keras model or a TF callable returning (batch, classes)
+            scores, (batch,) scores (one per sample), or several outputs (a tuple/list, a dict,
+            or an object such as a Hugging Face output with ``.logits``).
         model_inputs: batch key(s) fed to the model, in the model's argument order.
-        model_outputs: key(s) under which the predicted class of each sample is returned; one
-            per model output when the model returns several (the first is explained).
+        model_outputs: key(s) under which each sample's prediction is returned: the argmax class
+            of a (batch, classes) output, the score itself of a (batch,) output. One key: the
+            explained output's; several: outputs 0, 1, ... of the model, in order.
         outputs: key(s) of the masks, one per model input.
         class_key: a batch key holding per-sample classes to explain instead of the prediction.
         seed: makes noise and random baselines reproducible (None: fresh randomness per call).
@@ -42,6 +62,9 @@ class SaliencyNet:
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain Python function.
         channel_axis: channel axis of 4-D inputs when the shape is ambiguous (1 or -1).
         xla: compile the TensorFlow chunk step with XLA (``jit_compile``); ignored for torch.
+        output: the model output to explain: an index (tuple/list), a dict key or an attribute
+            name (``"logits"``); the default 0 takes the tensor, the first output, or the
+            ``logits`` attribute of an output object.
 
     Example:
         >>> import torch
@@ -64,8 +87,10 @@ class SaliencyNet:
         framework: str | None = None,
         channel_axis: int | None = None,
         xla: bool = False,
+        output: int | str = 0,
     ) -> None:
         self.bk = get_backend(model, framework)
+        self.output = _check_output(output)
         self.xla = bool(xla)
         self.model = model
         self._inputs = _as_list(model_inputs, "model_inputs")
@@ -220,7 +245,7 @@ class SaliencyNet:
         chunk = self.max_batch if max_batch is None else max_batch
         with self.bk.inference(self.model):
             result, predictions = _explain(
-                inp, method, target, seed, chunk, raw, options, len(self._outputs), self.xla
+                inp, method, target, seed, chunk, raw, options, len(self._outputs), self.xla, self.output
             )
         self.last_chunks = result.chunks
         out = dict(batch)
@@ -243,15 +268,31 @@ def _explain(
     options: dict[str, Any],
     n_outputs: int,
     xla: bool,
+    output: int | str = 0,
 ) -> tuple[Attribution, list[np.ndarray]]:
-    """Predictions of every model output and the attributions, inside inference mode."""
+    """Predictions of the model outputs (the explained one alone, or outputs 0 .. n_outputs - 1)
+    and the attributions, inside inference mode."""
     bk = inp.bk
-    targets, first = pin_targets(inp, target, 0)
-    others = [bk.to_numpy(logits(inp, k)).argmax(axis=1).astype(np.int64) for k in range(1, n_outputs)]
+    targets, explained = pin_targets(inp, target, output)
+    if n_outputs == 1:
+        predictions = [explained]
+    else:
+        predictions = [
+            explained if k == output else predictions_of(bk.to_numpy(logits(inp, k)))
+            for k in range(n_outputs)
+        ]
     result = attribute(
-        inp, targets, method, seed=seed, max_batch=max_batch, with_delta=raw, xla=xla, **options
+        inp,
+        targets,
+        method,
+        seed=seed,
+        max_batch=max_batch,
+        with_delta=raw,
+        xla=xla,
+        output=output,
+        **options,
     )
-    return result, [first, *others]
+    return result, predictions
 
 
 def explain(
@@ -270,7 +311,8 @@ def explain(
     """Raw, signed attributions of a model for a batch: the stateless form of ``SaliencyNet``.
 
     Args:
-        model: a torch or Keras/TF model returning (batch, classes).
+        model: a torch or Keras/TF model returning (batch, classes) or (batch,) scores, or several
+            outputs (see ``output``).
         x: the input batch (numpy or tensor), or a list of inputs for a multi-input model.
         target: class per sample (or one class for all); None = the predicted class, pinned.
         method: ``"vanilla"``, ``"smoothgrad"``, ``"integrated"`` or ``"smint"``.
@@ -281,7 +323,8 @@ def explain(
         xla: compile the TensorFlow chunk step with XLA; ignored for torch.
         **options: the options of the matching ``SaliencyNet`` method: ``nsamples``,
             ``nintegration``, ``stdev_spread``, ``magnitude``, ``baseline``, ``quadrature``,
-            ``output`` (which model output to explain when it returns several).
+            ``output`` (which model output to explain: an index, a dict key or an attribute
+            name such as ``"logits"``; default 0, which also takes an output object's ``logits``).
 
     Returns:
         A numpy array with ``x``'s shape (a list for several inputs); with ``return_delta``,
@@ -300,7 +343,7 @@ def explain(
     values = list(x) if multi else [x]
     keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
     opts = dict(options)
-    output = opts.pop("output", 0)
+    output = _check_output(opts.pop("output", 0))
     if "quadrature" in opts:
         opts["quadrature_rule"] = opts.pop("quadrature")
     unknown = set(opts) - {

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend.base import Backend, T
-from xaikit.backend.outputs import select_output
-from xaikit.backend.tf.layers import all_layers
+from xaikit.backend.outputs import as_matrix, select_output
+from xaikit.backend.tf.layers import all_layers, sublayers
 from xaikit.layout import ModelLayout
 
 
@@ -89,9 +89,23 @@ class TFBackend(Backend):
         return None
 
     def model_dtype(self, model: Any) -> str:
+        """The compute dtype of the model's first layer with weights (a layer built with
+        ``dtype="float64"`` under a float32 global policy computes in float64, whatever the
+        model's own ``compute_dtype`` says); else the model's; else its first floating
+        variable's (a ``tf.Module``); else float32."""
+        for layer in all_layers(model):
+            if not sublayers(layer) and list(getattr(layer, "weights", None) or []):
+                name = getattr(layer, "compute_dtype", None)
+                if isinstance(name, str) and name.startswith("float"):
+                    return name
+                break
         name = getattr(model, "compute_dtype", None)
         if isinstance(name, str) and name.startswith("float"):
             return name
+        for v in getattr(model, "variables", None) or []:
+            name = str(getattr(v.dtype, "name", v.dtype))
+            if name.startswith("float"):
+                return name
         return "float32"
 
     def as_tensor(self, x: Any, device: Any, dtype: str | None = "float32") -> T:
@@ -212,7 +226,7 @@ class TFBackend(Backend):
             with tf.GradientTape() as tape:
                 for x in inputs:
                     tape.watch(x)
-                out = select_output(self._caller(m)(inputs), output, int(inputs[0].shape[0]))
+                out = as_matrix(select_output(self._caller(m)(inputs), output, int(inputs[0].shape[0])))
                 scores = tf.gather(out, targets, axis=1, batch_dims=1)
             grads = tape.gradient(scores, inputs)
             grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
@@ -220,7 +234,7 @@ class TFBackend(Backend):
 
         def forward_scores(inputs: list[T], targets: T) -> T:
             counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
-            out = select_output(self._caller(ref())(inputs), output, int(inputs[0].shape[0]))
+            out = as_matrix(select_output(self._caller(ref())(inputs), output, int(inputs[0].shape[0])))
             return tf.gather(out, targets, axis=1, batch_dims=1)
 
         fn = tf.function(

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend.base import Backend, T
-from xaikit.backend.outputs import select_output
+from xaikit.backend.outputs import as_matrix, select_output
 from xaikit.layout import ModelLayout
 
 
@@ -173,7 +173,7 @@ class TorchBackend(Backend):
     def scores(
         self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
     ) -> T:
-        out = self.forward(model, inputs, output)
+        out = as_matrix(self.forward(model, inputs, output))
         return out.gather(1, targets[:, None]).squeeze(1)
 
     def grad_step(
@@ -182,7 +182,7 @@ class TorchBackend(Backend):
         torch = self.torch
         with torch.enable_grad():
             xs = [x.detach().requires_grad_(True) for x in inputs]
-            out = select_output(self._call(model, xs), output, len(xs[0]))
+            out = as_matrix(select_output(self._call(model, xs), output, len(xs[0])))
             scores = out.gather(1, targets[:, None]).squeeze(1)
             grads = torch.autograd.grad(scores.sum(), xs, allow_unused=True)
         grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
