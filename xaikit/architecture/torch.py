@@ -124,7 +124,8 @@ class ResNet18(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
+        stages: tuple[nn.Module, ...] = (self.layer1, self.layer2, self.layer3, self.layer4)
+        for stage in stages:
             x = stage(x)
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
