@@ -96,6 +96,11 @@ class ResNet18(nn.Module):
         11689512
     """
 
+    layer1: nn.Sequential
+    layer2: nn.Sequential
+    layer3: nn.Sequential
+    layer4: nn.Sequential
+
     def __init__(self, classes: int = 1000, in_channels: int = 3) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)
@@ -124,8 +129,7 @@ class ResNet18(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        stages: tuple[nn.Module, ...] = (self.layer1, self.layer2, self.layer3, self.layer4)
-        for stage in stages:
+        for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
             x = stage(x)
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
