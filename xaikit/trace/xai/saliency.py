@@ -11,6 +11,7 @@ import numpy as np
 from xaikit.backend import to_number
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
 
@@ -311,7 +312,8 @@ class Saliency(Trace):
         for i, key in enumerate(self.model_inputs):
             image = np.asarray(samples[key])
             cols[key] = image
-            single = image.ndim == 3 or (image.ndim == 4 and image.shape[-1] == 1)
+            axis = channel_axis_of(image.shape, prefer_first=False)
+            single = image.ndim == 3 or (axis is not None and image.shape[axis] == 1)  # (B, 1, H, W) too
             if single:
                 cmaps[key] = "gray"
             mask_key = self.mask_keys[i]
