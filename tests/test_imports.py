@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: what no module below may load at import (or on the attribute accesses listed with it)
-HEAVY = ("torch", "tensorflow", "keras", "matplotlib", "sklearn", "pandas")
+HEAVY = ("torch", "tensorflow", "keras", "lightning", "matplotlib", "sklearn", "pandas")
 
 CASES = {
     "package": ("xaikit", "xaikit.backend", "xaikit.xai", "xaikit.errors"),

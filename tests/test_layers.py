@@ -27,12 +27,13 @@ LAYERS = [
     {"__main__"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
-FRAMEWORKS = {"torch", "tensorflow", "keras", "tf_keras"}
+FRAMEWORKS = {"torch", "tensorflow", "keras", "tf_keras", "lightning", "pytorch_lightning"}
 #: framework-named modules that a user imports on purpose (DESIGN.md)
 FRAMEWORK_MODULES = {
     "architecture/torch.py",
     "architecture/tensorflow.py",
     "integrations/keras.py",
+    "integrations/lightning.py",
     "integrations/torch.py",
 }
 

@@ -5,6 +5,8 @@
 * ``xaikit.integrations.torch``: :class:`TorchTraceRunner` for a plain PyTorch loop.
 * ``xaikit.integrations.keras``: :class:`TraceCallback`, a ``keras.callbacks.Callback`` for
   ``model.fit``.
+* ``xaikit.integrations.lightning``: :class:`XaikitCallback`, a Lightning ``Callback`` for
+  ``Trainer.fit``.
 
 The framework modules are imported only when you import them.
 """
