@@ -5,27 +5,30 @@ from __future__ import annotations
 import copy
 import importlib
 import re
+import struct
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytest.importorskip("lightning", reason="the Lightning callback needs lightning (pip install 'xaikit[lightning]')")
+pytest.importorskip(
+    "lightning", reason="the Lightning callback needs lightning (pip install 'xaikit[lightning]')"
+)
 
-import lightning as L  # noqa: E402
-import torch  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
 
-from xaikit.architecture.torch import LeNet  # noqa: E402
-from xaikit.dataset.data import digits  # noqa: E402
-from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
-from xaikit.integrations.lightning import XaikitCallback  # noqa: E402
-from xaikit.trace.base import Trace  # noqa: E402
-from xaikit.trace.io import ImageSaver, TensorBoard  # noqa: E402
-from xaikit.trace.metric import Accuracy  # noqa: E402
-from xaikit.trace.xai import InstanceTracker, LabelTracker, Saliency  # noqa: E402
-from xaikit.xai import SaliencyNet  # noqa: E402
+from xaikit.architecture.torch import LeNet
+from xaikit.dataset.data import digits
+from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.integrations.lightning import XaikitCallback
+from xaikit.trace.base import Trace
+from xaikit.trace.io import ImageSaver, TensorBoard
+from xaikit.trace.metric import Accuracy
+from xaikit.trace.xai import InstanceTracker, LabelTracker, Saliency
+from xaikit.xai import SaliencyNet
 
 pytestmark = [
     # Lightning 2.6 on torch 2.13 (its own code, not ours)
@@ -91,15 +94,15 @@ class Digits(L.LightningModule):
 
 
 def trainer(callbacks=(), **kwargs):
-    opts = dict(
-        max_epochs=2,
-        accelerator="cpu",
-        devices=1,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        logger=False,
-    )
+    opts = {
+        "max_epochs": 2,
+        "accelerator": "cpu",
+        "devices": 1,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "enable_checkpointing": False,
+        "logger": False,
+    }
     opts.update(kwargs)
     return L.Trainer(callbacks=list(callbacks), **opts)
 
@@ -119,7 +122,9 @@ class Recorder(Trace):
     def on_batch_end(self, data):
         s = self.system
         keys = ("y", "y_pred", "sample_ce", "index")
-        self.batches.setdefault((s.mode, s.epoch_idx), []).append({k: np.array(data[k]) for k in keys if k in data})
+        self.batches.setdefault((s.mode, s.epoch_idx), []).append(
+            {k: np.array(data[k]) for k in keys if k in data}
+        )
         if self.module is not None:  # predict= gave the module back in its own mode
             assert self.module.training == (s.mode == "train")
 
@@ -161,6 +166,27 @@ class AfterSaliency(Trace):
         self.flags.append({m.training for m in self.module.modules()})
         for p, g in zip(self.module.parameters(), self.sentinel.saved):
             p.grad = g  # as Lightning left them
+
+
+def read_events(folder):
+    """``({tag: {step: value}}, {tag: [steps]})`` of scalars and images in TensorBoard event
+    files, read from their TFRecord frames (tensorboard's own reader would import TensorFlow)."""
+    from tensorboardX.proto import event_pb2
+
+    scalars, images = {}, {}
+    for path in sorted(Path(folder).glob("events.out.tfevents.*")):
+        raw = path.read_bytes()
+        pos = 0
+        while pos < len(raw):
+            (length,) = struct.unpack("<Q", raw[pos : pos + 8])
+            event = event_pb2.Event.FromString(raw[pos + 12 : pos + 12 + length])
+            pos += 12 + length + 4
+            for value in event.summary.value:
+                if value.HasField("image"):
+                    images.setdefault(value.tag, []).append(event.step)
+                else:
+                    scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars, images
 
 
 def column(img, name):
@@ -224,11 +250,23 @@ def test_traces_in_fit_values_files_and_untouched_training(data, tmp_path):
 
     # saliency: a PNG per epoch; masks equal SaliencyNet's on that epoch's weights
     files = sorted(p.name for p in (tmp_path / "img").iterdir())
-    assert files == ["saliency_eval_epoch_1.png", "saliency_eval_epoch_2.png", "sample_ce_by_index_eval_epoch_2.png"]
+    assert files == [
+        "saliency_eval_epoch_1.png",
+        "saliency_eval_epoch_2.png",
+        "sample_ce_by_index_eval_epoch_2.png",
+    ]
     assert all((tmp_path / "img" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in files)
     assert sorted(after.grids) == [1, 2] and cb.results["saliency"] is after.grids[2] is sal.images
     for epoch, img in after.grids.items():
-        assert img.columns == ["y", "y_pred", "x", "x saliency", "saliency", "Smoothed saliency", "Integrated saliency"]
+        assert img.columns == [
+            "y",
+            "y_pred",
+            "x",
+            "x saliency",
+            "saliency",
+            "Smoothed saliency",
+            "Integrated saliency",
+        ]
         ref_module = Digits()
         ref_module.load_state_dict(after.weights[epoch])
         net = SaliencyNet(ref_module, model_inputs="x", model_outputs="y_pred", outputs="saliency", seed=0)
@@ -238,7 +276,8 @@ def test_traces_in_fit_values_files_and_untouched_training(data, tmp_path):
             "Smoothed saliency": net.get_smoothed_masks(batch, stdev_spread=0.15, nsamples=2)["saliency"],
             "Integrated saliency": net.get_integrated_masks(batch, nsamples=3)["saliency"],
         }
-        np.testing.assert_array_equal(column(img, "x"), xv[:2, 0].numpy())  # grey: (B, H, W)
+        np.testing.assert_array_equal(column(img, "x"), xv[:2, 0].numpy())  # one channel: (B, H, W)
+        assert img._options.cmaps["x"].name == "gray"  # (B, 1, H, W) torch images are drawn grey
         for name, mask in expected.items():
             got, want = column(img, name), np.asarray(mask)
             assert got.shape[0] == 2 and got.size == want.size == 2 * 28 * 28
@@ -256,18 +295,20 @@ def test_traces_in_fit_values_files_and_untouched_training(data, tmp_path):
     by_label = {s.name: s.history["eval"]["sample_ce"] for s in cb.results["sample_ce_by_y"]}
     assert sorted(by_label) == sorted(set(yv.tolist()))
     for label, hist in by_label.items():
-        assert hist == pytest.approx({4: ce[1][yv.numpy() == label].mean(), 8: ce[2][yv.numpy() == label].mean()})
+        assert hist == pytest.approx(
+            {4: ce[1][yv.numpy() == label].mean(), 8: ce[2][yv.numpy() == label].mean()}
+        )
     np.testing.assert_array_equal(rec.stacked("eval", 2, "index"), np.arange(N_VAL))
 
     # TensorBoard: the same scalars at the same steps, the label history as an image at the end
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(tmp_path / "tb" / "eval"), size_guidance={"images": 0, "scalars": 0})
-    events.Reload()
-    assert {e.step: e.value for e in events.Scalars("accuracy")} == pytest.approx(
+    scalars, images = read_events(tmp_path / "tb" / "eval")
+    assert scalars["accuracy"] == pytest.approx(
         {4: cb.history["val_accuracy"][1], 8: cb.history["val_accuracy"][2]}
     )
-    assert [e.step for e in events.Images("sample_ce_by_y")] == [8]
+    assert images["sample_ce_by_y"] == [8]
+    assert read_events(tmp_path / "tb" / "train")[0]["accuracy"] == pytest.approx(
+        {4: cb.history["train_accuracy"][1], 8: cb.history["train_accuracy"][2]}
+    )
 
     # the same seed without the callback: bit-identical weights
     L.seed_everything(0, verbose=False)
@@ -349,13 +390,20 @@ def test_refusals_name_the_fix(data):
     # a trace reads a key that neither the batch nor the step provides
     msg = r"Accuracy reads \['y_pred'\] in 'eval' epochs, but the batch has \['index', 'x', 'y'\].*predict="
     with pytest.raises(XaikitValueError, match=msg):
-        fit(XaikitCallback([Accuracy(true_key="y", pred_key="y_pred")], batch_keys=("x", "y", "index")), Digits("loss"))
+        fit(
+            XaikitCallback([Accuracy(true_key="y", pred_key="y_pred")], batch_keys=("x", "y", "index")),
+            Digits("loss"),
+        )
     # positions of a shuffled loader would be wrong
     tracker = InstanceTracker("index", "loss", mode="train")
     with pytest.raises(XaikitValueError, match="the train loader shuffles; return the index"):
         fit(XaikitCallback([tracker], index_key="index"), Digits("loss"), with_index=False)
     with pytest.raises(XaikitTypeError, match="predict must return a tensor"):
-        fit(XaikitCallback([Accuracy(true_key="y", pred_key="y_pred")], predict=lambda m, b: [1]), Digits("loss"), False)
+        fit(
+            XaikitCallback([Accuracy(true_key="y", pred_key="y_pred")], predict=lambda m, b: [1]),
+            Digits("loss"),
+            False,
+        )
 
 
 def test_import_error_names_the_extra(monkeypatch):
@@ -366,15 +414,36 @@ def test_import_error_names_the_extra(monkeypatch):
         importlib.import_module("xaikit.integrations.lightning")
 
 
+def test_stop_training_from_a_trace_stops_the_trainer(data):
+    class Stop(Trace):
+        def on_epoch_end(self, data):
+            self.system.stop_training = True
+
+    cb = XaikitCallback(
+        [Accuracy(true_key="y", pred_key="y_pred"), Stop(mode="eval")], batch_keys=("x", "y", "index")
+    )
+    fit_trainer = trainer(
+        [cb], max_epochs=3, limit_train_batches=1, limit_val_batches=1, num_sanity_val_steps=0
+    )
+    fit_trainer.fit(Digits(), *loaders(data))
+    assert fit_trainer.current_epoch == 1 and sorted(cb.history["val_accuracy"]) == [1]
+
+
 def test_the_tutorial_example_runs(tmp_path, monkeypatch):
-    """The code of docs/tutorial_traces.md "Traces in a Lightning Trainer", as printed."""
-    text = (DOCS / "tutorial_traces.md").read_text(encoding="utf-8")
-    section = text.split("## Traces in a Lightning Trainer", 1)[1].split("\n## ", 1)[0]
-    code = "\n".join(re.findall(r"```python\n(.*?)```", section, flags=re.S))
+    """Every python block of docs/tutorial_lightning.md, in order, as printed."""
+    text = (DOCS / "tutorial_lightning.md").read_text(encoding="utf-8")
+    code = "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.S))
     monkeypatch.chdir(tmp_path)
-    scope: dict = {}
-    exec(compile(code, "tutorial_traces.md", "exec"), scope)  # noqa: S102
+    scope: dict = {"__name__": "tutorial_lightning"}
+    exec(compile(code, "tutorial_lightning.md", "exec"), scope)
     cb = scope["cb"]
     assert sorted(cb.history["val_accuracy"]) == [1, 2]
+    assert len(cb.results["sample_ce_by_index"]) == 2
     saved = sorted(p.name for p in (tmp_path / "runs" / "lightning").iterdir())
-    assert "saliency_eval_epoch_2.png" in saved and "sample_ce_by_y_eval_epoch_2.png" in saved
+    assert saved == [
+        "saliency_eval_epoch_1.png",
+        "saliency_eval_epoch_2.png",
+        "sample_ce_by_y_eval_epoch_2.png",
+        "tb",
+    ]
+    assert [p.name for p in (tmp_path / "runs" / "lightning" / "tb").iterdir()] == ["eval"]

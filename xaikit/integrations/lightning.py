@@ -126,20 +126,16 @@ class XaikitCallback(pl.Callback):
 
     Hooks, and what the traces see:
 
-    ============================  ================================================================
-    Lightning                     traces
-    ============================  ================================================================
-    ``on_fit_start``              ``on_begin``
-    ``on_train_epoch_start``      ``on_epoch_begin`` in ``"train"`` mode, epoch ``current_epoch+1``
-    ``on_train_batch_end``        ``on_batch_end`` (batch + step outputs + ``predict``)
-    ``on_validation_epoch_start`` ends the train epoch if its batches are done, then
-                                  ``on_epoch_begin`` in ``"eval"`` mode (same epoch number);
-                                  skipped while Lightning runs its sanity check
-    ``on_validation_batch_end``   ``on_batch_end``
-    ``on_validation_epoch_end``   ``on_epoch_end``: logs ``val_<name>``
-    ``on_train_epoch_end``        ``on_epoch_end`` unless already ended; logs ``train_<name>``
-    ``on_fit_end``                ``on_end``: tracker histories into :attr:`results`
-    ============================  ================================================================
+    | Lightning | traces |
+    | --- | --- |
+    | ``on_fit_start`` | ``on_begin`` |
+    | ``on_train_epoch_start`` | ``on_epoch_begin``, ``"train"`` mode, epoch ``current_epoch + 1`` |
+    | ``on_train_batch_end`` | ``on_batch_end``: the batch, the step's outputs, ``predict`` |
+    | ``on_validation_epoch_start`` | ends the train epoch when its batches are done, then ``on_epoch_begin``, ``"eval"`` mode, the same epoch number; nothing during the sanity check |
+    | ``on_validation_batch_end`` | ``on_batch_end`` |
+    | ``on_validation_epoch_end`` | ``on_epoch_end``; scalars logged as ``val_<name>`` |
+    | ``on_train_epoch_end`` | ``on_epoch_end`` (unless ended already); scalars logged as ``train_<name>`` |
+    | ``on_fit_end`` | ``on_end``: tracker histories into :attr:`results` |
 
     A validation run in the middle of a training epoch (``val_check_interval < 1``) is an eval
     epoch of its own; the train epoch is paused meanwhile and goes on after it. Several
@@ -200,12 +196,16 @@ class XaikitCallback(pl.Callback):
                 f"got {describe(step_outputs)}"
             )
         if predict is not None and not callable(predict):
-            raise XaikitTypeError(f"predict must be a function (module, batch) -> predictions; got {describe(predict)}")
+            raise XaikitTypeError(
+                f"predict must be a function (module, batch) -> predictions; got {describe(predict)}"
+            )
         for name, value in (("pred_key", pred_key), ("index_key", index_key)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise XaikitTypeError(f"{name} must be a non-empty string; got {describe(value)}")
         if not isinstance(log, (bool, Mapping)):
-            raise XaikitTypeError(f"log must be True, False or a dict of pl_module.log arguments; got {describe(log)}")
+            raise XaikitTypeError(
+                f"log must be True, False or a dict of pl_module.log arguments; got {describe(log)}"
+            )
         names = {TRAIN: "train_", EVAL: "val_"}
         if prefixes is not None:
             if not isinstance(prefixes, Mapping) or set(prefixes) - set(names):
@@ -218,7 +218,9 @@ class XaikitCallback(pl.Callback):
         self.predict = predict
         self.pred_key = pred_key
         self.index_key = index_key
-        self.log_kwargs: dict[str, Any] | None = (dict(log) if isinstance(log, Mapping) else {}) if log else None
+        self.log_kwargs: dict[str, Any] | None = None
+        if log is not False:
+            self.log_kwargs = dict(log) if isinstance(log, Mapping) else {}
         self.prefixes = names
         self.history: dict[str, dict[int, float]] = {}
         self.results: dict[str, Any] = {}
@@ -247,7 +249,9 @@ class XaikitCallback(pl.Callback):
         self._train_batches = 0
         self._train_logs = None
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if self._open != TRAIN:
             return
         self._train_batches += 1
@@ -344,8 +348,9 @@ class XaikitCallback(pl.Callback):
             return
         named = dict(self.runner._named(batch))
         mode = self._open or EVAL
-        if self._wants_index(named):
-            named[self.index_key] = self._index(trainer, named, mode, loader)
+        key = self.index_key
+        if key is not None and key not in named and any(key in t.inputs for t in self.runner._active):
+            named[key] = self._index(trainer, named, mode, loader)
         values = self._step_values(outputs, mode)
         if self.predict is not None:
             with _eval_no_grad(pl_module):
@@ -377,12 +382,6 @@ class XaikitCallback(pl.Callback):
         if self.step_outputs is None:
             return {str(k): v for k, v in outputs.items()}
         return {new: outputs[old] for old, new in self.step_outputs.items() if old in outputs}
-
-    def _wants_index(self, named: Mapping[str, Any]) -> bool:
-        key = self.index_key
-        if key is None or key in named:
-            return False
-        return any(key in trace.inputs for trace in self.runner._active)
 
     def _index(self, trainer: Any, named: Mapping[str, Any], mode: str, loader: int) -> np.ndarray:
         source = trainer.train_dataloader if mode == TRAIN else trainer.val_dataloaders
