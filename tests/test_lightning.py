@@ -407,11 +407,57 @@ def test_refusals_name_the_fix(data):
 
 
 def test_import_error_names_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "lightning", None)
-    monkeypatch.setitem(sys.modules, "lightning.pytorch", None)
+    for name in ("lightning", "lightning.pytorch", "pytorch_lightning"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed
     monkeypatch.delitem(sys.modules, "xaikit.integrations.lightning")
     with pytest.raises(ImportError, match=re.escape('pip install "xaikit[lightning]"')):
         importlib.import_module("xaikit.integrations.lightning")
+
+
+def test_standalone_pytorch_lightning(monkeypatch):
+    """Only ``pytorch_lightning`` installed: the callback derives from its Callback and runs in
+    its Trainer (a ``pytorch_lightning.Trainer`` also runs the ``lightning``-based one)."""
+    pl = pytest.importorskip("pytorch_lightning")
+    for name in ("lightning", "lightning.pytorch"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "xaikit.integrations.lightning")
+    standalone = importlib.import_module("xaikit.integrations.lightning")
+    assert issubclass(standalone.XaikitCallback, pl.Callback)
+
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.lin(x)
+
+        def training_step(self, batch, batch_idx):
+            return F.cross_entropy(self(batch[0]), batch[1])
+
+        def validation_step(self, batch, batch_idx):
+            return {"y_pred": self(batch[0])}
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    x, y = torch.randn(32, 4), torch.arange(32) % 3
+    val = DataLoader(TensorDataset(x, y), batch_size=8)
+    for cls in (standalone.XaikitCallback, XaikitCallback):
+        rec = Recorder()
+        cb = cls([Accuracy(true_key="y", pred_key="y_pred"), rec])
+        module = Tiny()
+        opts = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
+        pl.Trainer(max_epochs=2, callbacks=[cb], enable_model_summary=False, **opts).fit(module, val, val)
+        with torch.no_grad():
+            acc = float((module(x).argmax(-1) == y).float().mean())
+        assert cb.history["val_accuracy"][2] == pytest.approx(acc)
+        assert [e[:3] for e in rec.events if e[0] == "begin"] == [
+            ("begin", "train", 1),
+            ("begin", "eval", 1),
+            ("begin", "train", 2),
+            ("begin", "eval", 2),
+        ]
 
 
 def test_stop_training_from_a_trace_stops_the_trainer(data):

@@ -31,9 +31,11 @@ they are also kept in :attr:`XaikitCallback.history`. Everything the traces writ
 ``ImgData`` grids, tracker histories at the end of ``fit``) is in
 :attr:`XaikitCallback.results`.
 
-Only ``Trainer.fit`` drives the traces (``validate``/``test``/``predict`` runs are ignored).
-Lightning 2.x (``import lightning``) is required; in a multi-process run (DDP) each process runs
-the traces on its own share of the data.
+Only ``Trainer.fit`` drives the traces (``validate``/``test``/``predict`` runs are ignored). In
+a multi-process run (DDP) each process runs the traces on its own share of the data. Lightning
+2.x: the callback derives from ``lightning.pytorch.Callback`` (from ``pytorch_lightning.Callback``
+where only the standalone ``pytorch_lightning`` package is installed); a
+``pytorch_lightning.Trainer`` runs it too.
 
 Example:
     >>> from xaikit.integrations.lightning import XaikitCallback
@@ -60,10 +62,13 @@ from xaikit.summary import ValWithError
 
 try:
     import lightning.pytorch as pl
-except ImportError as exc:
-    raise ImportError(
-        'xaikit.integrations.lightning needs Lightning 2.x: pip install "xaikit[lightning]"'
-    ) from exc
+except ImportError:  # the standalone package: the same classes under the old name
+    try:
+        import pytorch_lightning as pl  # type: ignore[no-redef]
+    except ImportError as exc:
+        raise ImportError(
+            'xaikit.integrations.lightning needs Lightning 2.x: pip install "xaikit[lightning]"'
+        ) from exc
 
 __all__ = ["XaikitCallback"]
 
