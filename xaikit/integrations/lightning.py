@@ -173,7 +173,7 @@ class XaikitCallback(pl.Callback):
         runner: the underlying :class:`~xaikit.integrations.torch.TorchTraceRunner`
             (``runner.system`` is the :class:`~xaikit.trace.System` the traces see).
         history: ``{logged name: {epoch: value}}`` of every scalar logged at an epoch end, e.g.
-            ``history["val_accuracy"][2]``.
+            ``history["val_accuracy"][2]`` (with several validations in an epoch, the last).
         results: every value the traces wrote, the last one per key (``"saliency"``: an
             ``ImgData``; after ``fit``, the trackers' lists of ``Summary``).
     """
