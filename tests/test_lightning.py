@@ -475,6 +475,23 @@ def test_stop_training_from_a_trace_stops_the_trainer(data):
     assert fit_trainer.current_epoch == 1 and sorted(cb.history["val_accuracy"]) == [1]
 
 
+@pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
+def test_fit_without_validation_runs_train_epochs(data):
+    rec = Recorder()
+    cb = XaikitCallback(
+        [Accuracy(true_key="y", pred_key="y_pred", mode="train"), rec], batch_keys=("x", "y", "index")
+    )
+    fit_trainer = trainer([cb], max_epochs=2, limit_train_batches=2)
+    fit_trainer.fit(Digits(), loaders(data)[0])
+    assert [e for e in rec.events if e[0] == "end"] == [("end", "train", 1, 2), ("end", "train", 2, 4)]
+    for epoch in (1, 2):
+        pred, y = rec.stacked("train", epoch, "y_pred"), rec.stacked("train", epoch, "y")
+        assert cb.history["train_accuracy"][epoch] == pytest.approx(np.mean(pred.argmax(-1) == y))
+    assert float(fit_trainer.callback_metrics["train_accuracy"]) == pytest.approx(
+        cb.history["train_accuracy"][2]
+    )
+
+
 def test_the_tutorial_example_runs(tmp_path, monkeypatch):
     """Every python block of docs/tutorial_lightning.md, in order, as printed."""
     text = (DOCS / "tutorial_lightning.md").read_text(encoding="utf-8")
