@@ -377,8 +377,10 @@ def test_refusals_name_the_fix(data):
         XaikitCallback([], predict="y_pred")
     with pytest.raises(XaikitTypeError, match="batch_keys must be a sequence"):
         XaikitCallback([], batch_keys="x")
-    with pytest.raises(XaikitValueError, match="prefixes must be a dict with keys among"):
+    with pytest.raises(XaikitValueError, match="with modes among"):
         XaikitCallback([], prefixes={"test": "t_"})
+    with pytest.raises(XaikitValueError, match=r"prefixes must be a dict \{mode: str\}"):
+        XaikitCallback([], prefixes={"eval": 3})
     with pytest.raises(XaikitTypeError, match="log must be True, False"):
         XaikitCallback([], log="yes")
 

@@ -213,9 +213,14 @@ class XaikitCallback(pl.Callback):
             )
         names = {TRAIN: "train_", EVAL: "val_"}
         if prefixes is not None:
-            if not isinstance(prefixes, Mapping) or set(prefixes) - set(names):
+            if (
+                not isinstance(prefixes, Mapping)
+                or set(prefixes) - set(names)
+                or not all(isinstance(v, str) for v in prefixes.values())
+            ):
                 raise XaikitValueError(
-                    f"prefixes must be a dict with keys among {sorted(names)}; got {describe(prefixes)}"
+                    f"prefixes must be a dict {{mode: str}} with modes among {sorted(names)}; "
+                    f"got {describe(prefixes)}"
                 )
             names.update(prefixes)
         self.runner = TorchTraceRunner(traces, batch_keys=batch_keys)
@@ -243,7 +248,8 @@ class XaikitCallback(pl.Callback):
         self.runner.system.total_epochs = epochs
         self.history, self.results = {}, {}
         self._open, self._paused, self._train_logs = None, None, None
-        self._keep(self.runner.on_begin())
+        self.runner.on_begin()
+        self._keep()
         self.runner.system.total_epochs = epochs
         self._fitting = True
 
@@ -302,12 +308,14 @@ class XaikitCallback(pl.Callback):
             self._end(trainer)
         self._paused = None
         with _grad_enabled():
-            self._keep(self.runner.on_end())
+            self.runner.on_end()
+        self._keep()
         self._fitting = False
 
     # ---- the runner ----------------------------------------------------------------------------
     def _begin(self, mode: str, trainer: Any) -> None:
-        self._keep(self.runner.on_epoch_begin(mode, epoch=int(trainer.current_epoch) + 1))
+        self.runner.on_epoch_begin(mode, epoch=int(trainer.current_epoch) + 1)
+        self._keep()
         self._open = mode
         self._positions = {k: v for k, v in self._positions.items() if k[0] != mode}
         self._checked = False
@@ -315,7 +323,7 @@ class XaikitCallback(pl.Callback):
     def _end(self, trainer: Any) -> dict[str, Any]:
         with _grad_enabled():
             logs = self.runner.on_epoch_end()
-        self._keep(logs)
+        self._keep()
         self._open = None
         if self.runner.system.stop_training:
             trainer.should_stop = True
@@ -344,7 +352,8 @@ class XaikitCallback(pl.Callback):
         s.mode, s.batch_idx, s.ds_id, s.epoch_idx = TRAIN, state["batch_idx"], state["ds_id"], state["epoch"]
         self._open = TRAIN
 
-    def _keep(self, _logs: Any) -> None:
+    def _keep(self) -> None:
+        """Keep what the traces wrote in the last hook round."""
         self.results.update(self.runner.outputs)
 
     def _batch(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, loader: int) -> None:
