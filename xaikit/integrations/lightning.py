@@ -341,15 +341,12 @@ class XaikitCallback(pl.Callback):
         return bool(getattr(progress, "is_last_batch", False)) or bool(trainer.should_stop)
 
     def _pause(self) -> dict[str, Any]:
-        r, s = self.runner, self.runner.system
-        state = {"active": r._active, "batch_idx": s.batch_idx, "ds_id": s.ds_id, "epoch": s.epoch_idx}
+        state = self.runner.pause_epoch()
         self._open = None
         return state
 
     def _resume(self, state: dict[str, Any]) -> None:
-        r, s = self.runner, self.runner.system
-        r._active, r._in_epoch = state["active"], True
-        s.mode, s.batch_idx, s.ds_id, s.epoch_idx = TRAIN, state["batch_idx"], state["ds_id"], state["epoch"]
+        self.runner.resume_epoch(state)
         self._open = TRAIN
 
     def _keep(self) -> None:
@@ -357,13 +354,13 @@ class XaikitCallback(pl.Callback):
         self.results.update(self.runner.outputs)
 
     def _batch(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, loader: int) -> None:
-        if not self.runner._active:  # no trace runs in this mode: count the batch, copy nothing
+        if not self.runner.active:  # no trace runs in this mode: count the batch, copy nothing
             self.runner.on_batch_end({}, {})
             return
-        named = dict(self.runner._named(batch))
+        named = dict(self.runner.named(batch))
         mode = self._open or EVAL
         key = self.index_key
-        if key is not None and key not in named and any(key in t.inputs for t in self.runner._active):
+        if key is not None and key not in named and any(key in t.inputs for t in self.runner.active):
             named[key] = self._index(trainer, named, mode, loader)
         values = self._step_values(outputs, mode)
         if self.predict is not None:
@@ -419,7 +416,7 @@ class XaikitCallback(pl.Callback):
         """Name the option that fixes a key a trace reads and nobody provides."""
         written = {k for t in self.runner.system.traces for k in t.outputs}
         have = set(named) | set(values) | written
-        for trace in self.runner._active:
+        for trace in self.runner.active:
             missing = [k for k in trace.inputs if k != "*" and k not in have]
             if missing:
                 step = "training_step" if mode == TRAIN else "validation_step"

@@ -79,6 +79,37 @@ class TraceRunner:
         self.logs: dict[str, Any] = {}
         self.outputs: dict[str, Any] = {}
 
+    @property
+    def active(self) -> list[Trace]:
+        """The traces that run in the open epoch (its mode and epoch number)."""
+        return list(self._active)
+
+    def pause_epoch(self) -> dict[str, Any]:
+        """Set the open epoch aside (e.g. while a framework runs a validation in the middle of a
+        training epoch); :meth:`resume_epoch` with the returned state continues it."""
+        self._check_epoch("pause_epoch")
+        s = self.system
+        state = {
+            "active": self._active,
+            "mode": s.mode,
+            "batch_idx": s.batch_idx,
+            "ds_id": s.ds_id,
+            "epoch": s.epoch_idx,
+        }
+        self._in_epoch = False
+        return state
+
+    def resume_epoch(self, state: Mapping[str, Any]) -> None:
+        """Continue an epoch set aside by :meth:`pause_epoch` (its traces, mode, batch count)."""
+        s = self.system
+        self._active, self._in_epoch = list(state["active"]), True
+        s.mode, s.batch_idx, s.ds_id, s.epoch_idx = (
+            state["mode"],
+            state["batch_idx"],
+            state["ds_id"],
+            state["epoch"],
+        )
+
     def _round(self, traces: list[Trace], hook: str, data: Data) -> Data:
         for trace in traces:
             getattr(trace, hook)(data)

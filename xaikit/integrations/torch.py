@@ -57,7 +57,8 @@ class TorchTraceRunner(TraceRunner):
         super().__init__(traces, total_epochs=total_epochs, network=network)
         self.batch_keys = list(batch_keys)
 
-    def _named(self, batch: Any) -> Mapping[str, Any]:
+    def named(self, batch: Any) -> Mapping[str, Any]:
+        """The batch as a mapping: a dict as it is, a tuple/list or tensor named by ``batch_keys``."""
         if isinstance(batch, Mapping):
             return batch
         if isinstance(batch, (tuple, list)):
@@ -71,7 +72,7 @@ class TorchTraceRunner(TraceRunner):
         return batch  # the base class reports what it is
 
     def on_batch_begin(self, batch: Any) -> dict[str, Any]:
-        return super().on_batch_begin(self._named(batch))
+        return super().on_batch_begin(self.named(batch))
 
     def on_batch_end(self, batch: Any, predictions: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return super().on_batch_end(self._named(batch), predictions)
+        return super().on_batch_end(self.named(batch), predictions)
