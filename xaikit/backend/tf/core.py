@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend.base import Backend, T
+from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
 from xaikit.backend.tf.layers import all_layers, sublayers
 from xaikit.layout import ModelLayout
@@ -186,8 +186,12 @@ class TFBackend(Backend):
         return self.tf.random.stateless_uniform(tuple(shape), seed=self._seed(seed), dtype=dtype)
 
     # ---- the model ----------------------------------------------------------------------------
-    def _caller(self, model: Any) -> Callable[[Sequence[T]], Any]:
-        """A function calling the model on a list of inputs, in inference mode where it has one."""
+    def _caller(self, model: Any) -> Callable[..., Any]:
+        """A function ``call(inputs, kw)`` calling the model on a list of inputs, in inference
+        mode where it has one, with ``kw`` as extra keyword arguments. A half-precision model
+        (mixed_float16 / mixed_bfloat16 policy, float16 variables) gets its floating inputs cast
+        to its compute dtype (inside the tape) and gives its output back in float32."""
+        tf = self.tf
         keras_layer = any(cls.__name__ in ("Layer", "Model") for cls in type(model).__mro__) and hasattr(
             model, "trainable_weights"
         )
@@ -197,15 +201,34 @@ class TFBackend(Backend):
                 takes_training = "training" in inspect.signature(model).parameters
             except (TypeError, ValueError):
                 takes_training = False
+        compute = self.model_dtype(model)
+        half = compute if compute in HALF_DTYPES else None
 
-        def call(inputs: Sequence[T]) -> Any:
+        def call(inputs: Sequence[T], kw: dict[str, Any] | None = None) -> Any:
+            if half is not None:
+                inputs = [tf.cast(x, half) if x.dtype.is_floating else x for x in inputs]
             arg = inputs[0] if len(inputs) == 1 else list(inputs)
-            return model(arg, training=False) if takes_training else model(arg)
+            extra = dict(kw or {})
+            if takes_training:
+                extra.setdefault("training", False)
+            return model(arg, **extra)
 
-        return call
+        def selected(inputs: Sequence[T], output: int | str, kw: dict[str, Any] | None = None) -> T:
+            out = select_output(call(inputs, kw), output, int(inputs[0].shape[0]))
+            if half is not None and out.dtype.is_floating and out.dtype != tf.float32:
+                out = tf.cast(out, tf.float32)
+            return out
 
-    def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
-        return select_output(self._caller(model)(inputs), output, int(inputs[0].shape[0]))
+        return selected
+
+    def forward(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> T:
+        return self._caller(model)(inputs, output, model_kwargs)
 
     def _step(self, model: Any, n_inputs: int, output: int | str, kind: str, xla: bool) -> Any:
         tf = self.tf
@@ -220,21 +243,21 @@ class TFBackend(Backend):
         count_key = (id(model), kind)
         counts = self.trace_counts
 
-        def step(inputs: list[T], targets: T) -> tuple[T, list[T], T]:
+        def step(inputs: list[T], targets: T, kw: dict[str, Any]) -> tuple[T, list[T], T]:
             counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
             m = ref()
             with tf.GradientTape() as tape:
                 for x in inputs:
                     tape.watch(x)
-                out = as_matrix(select_output(self._caller(m)(inputs), output, int(inputs[0].shape[0])))
+                out = as_matrix(self._caller(m)(inputs, output, kw))
                 scores = tf.gather(out, targets, axis=1, batch_dims=1)
             grads = tape.gradient(scores, inputs)
             grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
             return scores, grads, out
 
-        def forward_scores(inputs: list[T], targets: T) -> T:
+        def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any]) -> T:
             counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
-            out = as_matrix(select_output(self._caller(ref())(inputs), output, int(inputs[0].shape[0])))
+            out = as_matrix(self._caller(ref())(inputs, output, kw))
             return tf.gather(out, targets, axis=1, batch_dims=1)
 
         fn = tf.function(
@@ -244,14 +267,29 @@ class TFBackend(Backend):
         return fn
 
     def scores(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        xla: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> T:
-        return self._step(model, len(inputs), output, "scores", xla)(list(inputs), targets)
+        return self._step(model, len(inputs), output, "scores", xla)(
+            list(inputs), targets, dict(model_kwargs or {})
+        )
 
     def grad_step(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        xla: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, list[T], T]:
-        scores, grads, out = self._step(model, len(inputs), output, "grad", xla)(list(inputs), targets)
+        fn = self._step(model, len(inputs), output, "grad", xla)
+        scores, grads, out = fn(list(inputs), targets, dict(model_kwargs or {}))
         return scores, list(grads), out
 
     def traces(self, model: Any, kind: str = "grad") -> int:
