@@ -117,7 +117,7 @@ def check_model_kwargs(bk: Backend, model_kwargs: Any, batch: int, device: Any) 
 def _per_sample(bk: Backend, value: Any, batch: int) -> bool:
     if not (bk.is_tensor(value) or isinstance(value, np.ndarray)):
         return False
-    shape = getattr(value, "shape", ())
+    shape = tuple(getattr(value, "shape", ()))
     return len(shape) >= 1 and shape[0] is not None and int(shape[0]) == batch
 
 
@@ -126,12 +126,12 @@ def merge_model_kwargs(base: Any, call: Any) -> dict[str, Any] | None:
     if base is None and call is None:
         return None
     merged: dict[str, Any] = {}
-    for name, given in (("model_kwargs", base), ("model_kwargs", call)):
+    for given in (base, call):
         if given is None:
             continue
         if not isinstance(given, Mapping):
             raise XaikitTypeError(
-                f"{name} must be a dict {{argument name: value}} of extra keyword arguments of the "
+                "model_kwargs must be a dict {argument name: value} of extra keyword arguments of the "
                 f"model's forward call; got {describe(given)}"
             )
         merged.update(given)
