@@ -96,15 +96,15 @@ class TFBackend(Backend):
         for layer in all_layers(model):
             if not sublayers(layer) and list(getattr(layer, "weights", None) or []):
                 name = getattr(layer, "compute_dtype", None)
-                if isinstance(name, str) and name.startswith("float"):
+                if isinstance(name, str) and name.startswith(("float", "bfloat")):
                     return name
                 break
         name = getattr(model, "compute_dtype", None)
-        if isinstance(name, str) and name.startswith("float"):
+        if isinstance(name, str) and name.startswith(("float", "bfloat")):
             return name
         for v in getattr(model, "variables", None) or []:
             name = str(getattr(v.dtype, "name", v.dtype))
-            if name.startswith("float"):
+            if name.startswith(("float", "bfloat")):
                 return name
         return "float32"
 
