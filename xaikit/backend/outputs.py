@@ -18,6 +18,21 @@ from typing import Any
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 
+def check_output(output: Any) -> int | str:
+    """``output`` if it is an index (int) or a key / attribute name (str), else a clear error.
+
+    Example:
+        >>> check_output("logits"), check_output(1)
+        ('logits', 1)
+    """
+    if isinstance(output, bool) or not isinstance(output, (int, str)):
+        raise XaikitTypeError(
+            "output must be an index (int), a dict key or an attribute name (str) of the model "
+            f"output to explain, e.g. output=1 or output='logits'; got {describe(output)}"
+        )
+    return output
+
+
 def _is_tensor(out: Any) -> bool:
     return getattr(out, "shape", None) is not None and hasattr(out, "dtype")
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import T, get_backend
+from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape, to_spatial
@@ -238,6 +239,7 @@ def _curve(
     model_kwargs: dict[str, Any] | None = None,
 ) -> CurveResult:
     steps = check_int(steps, "steps", 1)
+    output = check_output(output)
     check_rank(rank_by)
     _check_baseline(baseline)
     max_batch = check_max_batch(max_batch)

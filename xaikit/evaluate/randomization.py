@@ -161,7 +161,12 @@ def model_layers(model: Any, framework: str | None = None) -> list[str]:
 def _select(available: list[tuple[str, Any]], layers: Any) -> list[tuple[str, Any]]:
     names = [n for n, _ in available]
     if not available:
-        raise XaikitValueError("the model has no layers with weights to randomize")
+        raise XaikitValueError(
+            "the model has no layers with weights to randomize: expected a torch.nn.Module or a Keras "
+            "model whose layers hold the weights; a plain function or tf.Module wrapping a model hides "
+            "them: pass the model itself (output= picks one of several outputs, model_kwargs= passes "
+            "extra forward arguments)"
+        )
     if layers is None:
         return list(available)
     if isinstance(layers, str):

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import get_backend
+from xaikit.backend.outputs import check_output as _check_output
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
 from xaikit.xai._display import to_display
@@ -28,14 +29,6 @@ __all__ = ["SaliencyNet", "explain"]
 
 def _as_list(value: str | Sequence[str], name: str) -> list[str]:
     return to_list(value, name, allow_empty=False)
-
-
-def _check_output(output: Any) -> int | str:
-    if isinstance(output, bool) or not isinstance(output, (int, str)):
-        raise XaikitTypeError(
-            f"output must be an index (int), a dict key or an attribute name (str); got {describe(output)}"
-        )
-    return output
 
 
 def _fresh_seed() -> int:

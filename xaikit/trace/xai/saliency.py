@@ -119,6 +119,10 @@ class Saliency(Trace):
         overlay_smooth: sigma in pixels of the blur of the overlaid mask (see
             :func:`xaikit.viz.overlay`); ``"auto"`` (default): max(1, the image's longer side /
             32); 0 draws the raw mask.
+        output: the model output to explain when the model returns several: an index, a dict
+            key or an attribute name such as ``"logits"`` (see :class:`~xaikit.xai.SaliencyNet`).
+        model_kwargs: extra keyword arguments of the model's forward call (e.g. a flag); a tensor
+            or array whose first axis is the number of samples is per-sample.
 
     Example:
         >>> from xaikit.schedule import RepeatScheduler
@@ -144,6 +148,8 @@ class Saliency(Trace):
         max_batch: int | str = "auto",
         overlay: str | None = None,
         overlay_smooth: float | str = "auto",
+        output: int | str = 0,
+        model_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
         outs = to_list(model_outputs, "model_outputs")
@@ -205,7 +211,10 @@ class Saliency(Trace):
             outputs=self.mask_keys,
             seed=seed,
             max_batch=max_batch,
+            output=output,
+            model_kwargs=model_kwargs,
         )
+        self.output = self.salnet.output
         #: the last ImgData painted (``None`` before the first run)
         self.images: Any = None
 
