@@ -106,7 +106,16 @@ def prepare(
     batch = None
     for key, value in zip(keys, values):
         if value is None or isinstance(value, (str, bytes, Mapping)):
-            raise XaikitTypeError(f"model input {key!r} must be an array or tensor; got {describe(value)}")
+            hint = (
+                ": for a model with several inputs pass them as a list (explain) or name each batch "
+                "key in model_inputs (SaliencyNet); extra arguments that are not explained go in "
+                "model_kwargs="
+                if isinstance(value, Mapping)
+                else ""
+            )
+            raise XaikitTypeError(
+                f"model input {key!r} must be an array or tensor; got {describe(value)}{hint}"
+            )
         host = value if bk.is_tensor(value) else np.asarray(value)
         if isinstance(host, np.ndarray):
             kind = host.dtype.kind
@@ -136,7 +145,9 @@ def prepare(
             )
         if batch is not None and shape[0] != batch:
             raise XaikitValueError(
-                f"all model inputs must have the same batch size; {keys[0]!r} has {batch}, {key!r} has {shape[0]}"
+                f"all model inputs must have the same batch size; {keys[0]!r} has {batch}, {key!r} has "
+                f"{shape[0]}: give every input one row per sample (an argument that is not one row per "
+                "sample and is not explained goes in model_kwargs=)"
             )
         batch = shape[0]
         t = bk.as_tensor(host, device, dtype)
