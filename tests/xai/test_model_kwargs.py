@@ -213,3 +213,61 @@ def test_model_kwargs_errors_name_the_fix(framework: str, case) -> None:
         XaikitValueError, match=r"model_kwargs passed: 'scale': per-sample .*'nope': fixed bool True"
     ):
         xk.xai.explain(model, x, method="vanilla", model_kwargs={"scale": scale, "nope": True})
+
+
+class Config:
+    """An unhashable configuration object (``__eq__`` without ``__hash__``)."""
+
+    def __init__(self, k: float) -> None:
+        self.k = k
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and other.k == self.k
+
+
+def configured_model(framework: str, w: np.ndarray) -> Any:
+    """f(x) = (x W^T) * cfg.k + bias, when mode == "affine" (else x W^T); bias has C entries."""
+    if framework == "torch":
+        import torch
+
+        class Configured(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.as_tensor(w))
+
+            def forward(
+                self, x: Any, mode: str = "", cfg: Any = None, bias: Any = None, extra: Any = 0
+            ) -> Any:
+                z = x @ self.w.T
+                return z * cfg.k + bias if mode == "affine" else z
+
+        return Configured()
+    import tensorflow as tf
+
+    class ConfiguredTF(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = tf.Variable(w)
+
+        def __call__(self, x: Any, mode: str = "", cfg: Any = None, bias: Any = None, extra: Any = 0) -> Any:
+            z = tf.matmul(x, self.w, transpose_b=True)
+            return z * cfg.k + bias if mode == "affine" else z
+
+    return ConfiguredTF()
+
+
+def test_fixed_kwargs_pass_unchanged(framework: str, case) -> None:
+    """Strings, None, unhashable objects and tensors whose first axis is not B reach every chunk
+    as they are (TF: as constants of the compiled step, one step per distinct value)."""
+    w, x, _scale, target = case
+    model = configured_model(framework, w)
+    bias = _tensor(framework, np.arange(C, dtype=np.float32))  # (C,), C != B: fixed
+    for k in (2.0, -0.5):
+        kw = {"mode": "affine", "cfg": Config(k), "bias": bias, "extra": None}
+        for method, opts in [("vanilla", {}), ("smoothgrad", {"nsamples": 3, "magnitude": False})]:
+            got = xk.xai.explain(model, x, target=target, method=method, model_kwargs=kw, max_batch=4, **opts)
+            np.testing.assert_allclose(got, k * w[target], rtol=1e-5, atol=1e-6)
+        curve = xk.evaluate.deletion(
+            model, x, np.abs(x), target=target, steps=1, baseline="zeros", model_kwargs=kw
+        )
+        np.testing.assert_allclose(curve.scores[:, -1], np.arange(C)[target], atol=1e-6)  # x = 0: the bias

@@ -230,9 +230,36 @@ class TFBackend(Backend):
     ) -> T:
         return self._caller(model)(inputs, output, model_kwargs)
 
-    def _step(self, model: Any, n_inputs: int, output: int | str, kind: str, xla: bool) -> Any:
+    def _split(self, model_kwargs: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """model_kwargs as (tensors and arrays: arguments of the compiled step, the rest: constants
+        of the step, part of its cache key, so that any Python value can be passed)."""
+        tensors: dict[str, Any] = {}
+        static: dict[str, Any] = {}
+        for key, value in (model_kwargs or {}).items():
+            if self.tf.is_tensor(value) or isinstance(value, np.ndarray):
+                tensors[key] = value
+            else:
+                static[key] = value
+        return tensors, static
+
+    def _step(
+        self,
+        model: Any,
+        n_inputs: int,
+        output: int | str,
+        kind: str,
+        xla: bool,
+        static: dict[str, Any] | None = None,
+    ) -> Any:
         tf = self.tf
-        key = (kind, n_inputs, output, bool(xla))
+        static = dict(static or {})
+        key = (
+            kind,
+            n_inputs,
+            output,
+            bool(xla),
+            tuple((k, _static_key(v)) for k, v in sorted(static.items())),
+        )
         try:
             table = self._steps.setdefault(model, {})
         except TypeError:  # not weak-referenceable
@@ -249,7 +276,7 @@ class TFBackend(Backend):
             with tf.GradientTape() as tape:
                 for x in inputs:
                     tape.watch(x)
-                out = as_matrix(self._caller(m)(inputs, output, kw))
+                out = as_matrix(self._caller(m)(inputs, output, {**kw, **static}))
                 scores = tf.gather(out, targets, axis=1, batch_dims=1)
             grads = tape.gradient(scores, inputs)
             grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
@@ -257,7 +284,7 @@ class TFBackend(Backend):
 
         def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any]) -> T:
             counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
-            out = as_matrix(self._caller(ref())(inputs, output, kw))
+            out = as_matrix(self._caller(ref())(inputs, output, {**kw, **static}))
             return tf.gather(out, targets, axis=1, batch_dims=1)
 
         fn = tf.function(
@@ -275,9 +302,8 @@ class TFBackend(Backend):
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
     ) -> T:
-        return self._step(model, len(inputs), output, "scores", xla)(
-            list(inputs), targets, dict(model_kwargs or {})
-        )
+        tensors, static = self._split(model_kwargs)
+        return self._step(model, len(inputs), output, "scores", xla, static)(list(inputs), targets, tensors)
 
     def grad_step(
         self,
@@ -288,8 +314,9 @@ class TFBackend(Backend):
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, list[T], T]:
-        fn = self._step(model, len(inputs), output, "grad", xla)
-        scores, grads, out = fn(list(inputs), targets, dict(model_kwargs or {}))
+        tensors, static = self._split(model_kwargs)
+        fn = self._step(model, len(inputs), output, "grad", xla, static)
+        scores, grads, out = fn(list(inputs), targets, tensors)
         return scores, list(grads), out
 
     def traces(self, model: Any, kind: str = "grad") -> int:
@@ -317,6 +344,16 @@ def _input_shape(model: Any) -> tuple[Any, ...] | None:
         return None
     shape = getattr(inputs[0], "shape", None)
     return tuple(shape) if shape is not None else None
+
+
+def _static_key(value: Any) -> Any:
+    """A cache key for a constant model argument: the value when hashable, else its identity
+    (the cached step keeps the value alive, so the identity is not reused)."""
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return value
 
 
 def _weakrefable(obj: Any) -> bool:
