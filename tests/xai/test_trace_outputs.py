@@ -124,3 +124,25 @@ def test_evaluate_traces_and_functions_take_output(framework: str, rng: np.rando
         xk.evaluate.DeletionAUC(wrapped, output=["logits"])
     with pytest.raises(XaikitTypeError, match=r"output must be an index \(int\)"):
         xk.evaluate.deletion(wrapped, x, "vanilla", output=None)
+
+
+@pytest.mark.parametrize("kind", ["tabular", "gru"])
+def test_saliency_trace_on_tabular_and_sequence_inputs(
+    framework: str, rng: np.random.Generator, kind: str
+) -> None:
+    """A (B, F) batch is drawn as one 1 x F strip per sample (no overlay), a (B, T, F) batch as a
+    T x F picture; the masks are SaliencyNet's display masks of the same shape."""
+    from tests.xai.test_input_ranks import sequence, tabular
+
+    model = tabular(framework) if kind == "tabular" else sequence(framework, "gru")
+    shape = (3, 3) if kind == "tabular" else (3, 5, 3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    trace = Saliency(model, "x", "y", samples=3, smoothing=2, integrating=(3, 2), seed=0)
+    img = _run(trace, {"x": x})["saliency"]
+    assert img.batch_sizes == [3]
+    assert ("x saliency" in img.columns) == (kind != "tabular")
+    want = xk.xai.SaliencyNet(model, "x", "y", seed=0).get_masks({"x": x})["saliency"]
+    mask = np.asarray(img["saliency"][0])
+    np.testing.assert_allclose(mask, want.reshape(mask.shape), rtol=1e-6)
+    assert mask.shape[1:] == ((1, 3) if kind == "tabular" else (5, 3))
+    assert img.paint_numpy(dpi=20).shape[0] == 1

@@ -70,6 +70,12 @@ def _parse_integrating(integrating: Any, smoothing: int) -> tuple[int, int]:
     )
 
 
+def _strips(values: np.ndarray) -> np.ndarray:
+    """A (B, F) tabular batch (or its masks) as B images of one row, (B, 1, F), so that the grid
+    draws one strip per sample (a 2-D array would read as one image); other ranks unchanged."""
+    return values[:, None, :] if values.ndim == 2 else values
+
+
 class Saliency(Trace):
     """Explain the same few samples at the end of every epoch it runs and paint them as a grid.
 
@@ -318,18 +324,19 @@ class Saliency(Trace):
                 text_colors[key] = [WRONG_COLOR if w else None for w in wrong]
             cols[key] = names
         for i, key in enumerate(self.model_inputs):
-            image = np.asarray(samples[key])
+            given = np.asarray(samples[key])
+            image = _strips(given)
             cols[key] = image
             single = image.ndim == 3 or (image.ndim == 4 and image.shape[-1] == 1)
             if single:
                 cmaps[key] = "gray"
             mask_key = self.mask_keys[i]
-            if image.ndim in (3, 4):
+            if given.ndim in (3, 4):  # no overlay of tabular rows
                 cols[f"{key} {mask_key}"] = overlay(image, columns[best][i], smooth=self._smooth(image))
         for prefix, masks in columns.items():
             for mask_key, mask in zip(self.mask_keys, masks):
                 name = f"{prefix} {mask_key}" if prefix else mask_key
-                cols[name] = mask
+                cols[name] = _strips(mask)
                 cmaps[name] = "inferno"
         mask_cols = [name for name, cmap in cmaps.items() if cmap == "inferno"]
         return ImgData(
