@@ -154,6 +154,10 @@ def test_deletion_and_completeness_take_model_kwargs(framework: str, case) -> No
     comp = xk.evaluate.completeness(model, x, target=target, nsamples=4, baseline="zeros", model_kwargs=kw)
     np.testing.assert_allclose(comp.gap, scale * (x @ w.T)[np.arange(B), target], rtol=1e-5)
     np.testing.assert_allclose(comp.delta, 0.0, atol=1e-5)
+    if framework == "torch":  # (the Keras model holds its weight itself, in no layer to randomize)
+        rand = xk.evaluate.randomization_test(model, x, target=target, model_kwargs=kw, random_baseline=False)
+        np.testing.assert_allclose(rand.maps["original"], scale[:, None] * w[target], rtol=1e-6)
+        assert not np.allclose(rand.maps[rand.table["layer"][0]], rand.maps["original"])
 
 
 def test_bound_per_sample_tensor_gives_a_clear_error(case) -> None:
