@@ -253,3 +253,68 @@ def test_float64_models_compute_in_float64(framework: str, rng: np.random.Genera
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
     ig = xk.xai.explain(model, x, target=target, method="integrated", nsamples=4, baseline="black")
     assert ig.dtype == np.float64
+
+
+REFUSALS = {
+    # what the model returns, output=, the error type, what the message must say
+    "none": (
+        lambda z, x: None,
+        0,
+        XaikitTypeError,
+        r"it returned NoneType None: pass output= the index, key",
+    ),
+    "dict_entry": (
+        lambda z, x: {"logits": z, "meta": "abc"},
+        "meta",
+        XaikitTypeError,
+        r"it returned str 'abc' as output 'meta': pass output= the index, key or attribute name",
+    ),
+    "per_step": (
+        lambda z, x: z[:, None, :] * (z[:, :2, None] * 0 + 1),
+        0,
+        XaikitValueError,
+        r"must have shape \(batch, classes\) = \(3, classes\).*of shape \(3, 2, 5\) and dtype float32: pass output= another "
+        r"output, or wrap the model so that it returns one score per class and row",
+    ),
+    "no_batch_axis": (
+        lambda z, x: z[0],
+        0,
+        XaikitValueError,
+        r"must have one row per input row, shape \(3, classes\) or \(3,\); it returned .* of shape \(5,\) and dtype float32: "
+        r"the model must keep the batch axis",
+    ),
+    "object_index": (
+        lambda z, x: FakeHFOutput(logits=z, hidden_states=x),
+        1,
+        XaikitValueError,
+        r"FakeHFOutput object with tensor attributes \['logits', 'hidden_states'\]; its outputs are named, "
+        r"not numbered \(output=1\): pass output= one of those attribute names",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSALS))
+def test_refusals_name_what_came_and_the_fix(framework: str, rng: np.random.Generator, kind: str) -> None:
+    model, x = _setup(framework, rng)
+    make, output, error, message = REFUSALS[kind]
+    with pytest.raises(error, match=message):
+        xk.xai.explain(wrap(framework, model, make), x, method="vanilla", output=output)
+
+
+def test_input_refusals_name_the_fix(framework: str, rng: np.random.Generator) -> None:
+    model, x = _setup(framework, rng)
+    with pytest.raises(
+        XaikitTypeError,
+        match=r"model input 'x' must be an array or tensor; got dict: for a model with several inputs pass "
+        r"them as a list \(explain\) or name each batch key in model_inputs \(SaliencyNet\)",
+    ):
+        xk.xai.explain(model, {"x": x}, method="vanilla")
+    with pytest.raises(
+        XaikitValueError,
+        match=r"'input_0' has 3, 'input_1' has 2: give every input one row per sample .*model_kwargs=",
+    ):
+        xk.xai.explain(model, [x, x[:2]], method="vanilla")
+    with pytest.raises(
+        XaikitTypeError, match=r"unknown option\(s\) \['outputs'\]; its options are .*output and model_kwargs"
+    ):
+        xk.xai.explain(model, x, method="vanilla", outputs=1)

@@ -43,6 +43,21 @@ if TYPE_CHECKING:
 
 T = Any  # a framework tensor; kept loose so that no framework is imported for typing
 
+#: compute dtypes of half-precision models: their rows, gradients and accumulators stay float32
+#: (the inputs are cast to the model's dtype inside the step)
+HALF_DTYPES = ("float16", "bfloat16")
+
+
+def working_dtype(compute_dtype: str) -> str:
+    """The dtype explanation rows and accumulators are held in for a model computing in
+    ``compute_dtype``: float32 for a half-precision model, else the model's own.
+
+    Example:
+        >>> working_dtype("bfloat16"), working_dtype("float64")
+        ('float32', 'float64')
+    """
+    return "float32" if compute_dtype in HALF_DTYPES else compute_dtype
+
 
 class Backend(abc.ABC):
     """One deep-learning framework, seen through the operations xaikit needs."""
@@ -192,21 +207,45 @@ class Backend(abc.ABC):
         yield
 
     @abc.abstractmethod
-    def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
+    def forward(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> T:
         """The selected model output for ``inputs``, without gradients, in inference mode: a
-        (rows, classes) matrix or a (rows,) score vector (see :func:`~xaikit.backend.outputs.select_output`)."""
+        (rows, classes) matrix or a (rows,) score vector (see :func:`~xaikit.backend.outputs.select_output`),
+        in float32 for a float16/bfloat16 model. ``model_kwargs`` are passed to the model's call
+        by keyword, as they are (the engine has already cut per-sample values to the rows)."""
 
     @abc.abstractmethod
     def scores(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        xla: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> T:
         """Forward only: the target-class score of each row (``targets``: int64 (rows,))."""
 
     @abc.abstractmethod
     def grad_step(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        xla: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, list[T], T]:
         """The fused forward+backward of one chunk of rows.
+
+        The model computes in its own dtype: inputs are cast to it inside the differentiated
+        graph, so a float16/bfloat16 model gets half-precision inputs while the gradients come
+        back in the inputs' dtype (float32) and the scores in float32.
 
         Args:
             model: the model.
@@ -214,6 +253,7 @@ class Backend(abc.ABC):
             targets: int64 (rows,) class of each row.
             output: which model output to explain when the model returns several.
             xla: compile the step with XLA (TensorFlow; ignored elsewhere).
+            model_kwargs: extra keyword arguments of the model's call, already cut to the rows.
 
         Returns:
             ``(scores, grads, outputs)``: the differentiated score of each row (rows,), the

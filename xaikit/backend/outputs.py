@@ -18,6 +18,21 @@ from typing import Any
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 
+def check_output(output: Any) -> int | str:
+    """``output`` if it is an index (int) or a key / attribute name (str), else a clear error.
+
+    Example:
+        >>> check_output("logits"), check_output(1)
+        ('logits', 1)
+    """
+    if isinstance(output, bool) or not isinstance(output, (int, str)):
+        raise XaikitTypeError(
+            "output must be an index (int), a dict key or an attribute name (str) of the model "
+            f"output to explain, e.g. output=1 or output='logits'; got {describe(output)}"
+        )
+    return output
+
+
 def _is_tensor(out: Any) -> bool:
     return getattr(out, "shape", None) is not None and hasattr(out, "dtype")
 
@@ -45,6 +60,11 @@ def _from_object(out: Any, output: int | str) -> Any:
         return getattr(out, output)
     if output == 0 and _is_tensor(getattr(out, "logits", None)):
         return out.logits
+    if output != 0 and fields:
+        raise XaikitValueError(
+            f"the model returned a {kind} object with tensor attributes {fields}; its outputs are named, "
+            f"not numbered (output={output!r}): pass output= one of those attribute names"
+        )
     hint = f"pass output={fields[0]!r}" if fields else "make the model return a tensor of class scores"
     raise XaikitTypeError(
         f"the model must return a tensor of class scores, a tuple/list, a dict or an object with "
@@ -109,13 +129,26 @@ def select_output(out: Any, output: int | str, rows: int) -> Any:
     shape = getattr(out, "shape", None)
     if shape is None:
         raise XaikitTypeError(
-            f"the model must return a tensor of class scores; it returned {describe(out)}"
+            "the model must return a tensor of class scores (or a tuple/list, dict or object holding "
+            f"one); it returned {describe(out)}"
             + (f" as output {output!r}" if output != 0 else "")
+            + ": pass output= the index, key or attribute name of the scores to explain, or make "
+            "the model return them"
         )
-    if len(shape) not in (1, 2) or (shape[0] is not None and int(shape[0]) != rows):
+    if len(shape) not in (1, 2):
         raise XaikitValueError(
             "the model output to explain must have shape (batch, classes) = "
-            f"({rows}, classes), or ({rows},) for one score per row; it returned {describe(out)}"
+            f"({rows}, classes), or ({rows},) for one score per row; it returned {describe(out)}: "
+            "pass output= another output, or wrap the model so that it returns one score per class "
+            "and row (e.g. the last step or the mean of a per-step output, a pixel's or a region's "
+            "score of a segmentation map)"
+        )
+    if shape[0] is not None and int(shape[0]) != rows:
+        raise XaikitValueError(
+            "the model output to explain must have one row per input row, shape "
+            f"({rows}, classes) or ({rows},); it returned {describe(out)}: the model must keep the "
+            "batch axis (inputs are batches (batch, ...); a model written for one unbatched sample "
+            "needs a batched version, e.g. torch.func.vmap), or pass output= another output"
         )
     return out
 

@@ -60,7 +60,8 @@ def completeness(
             ``magnitude=False``, the signed average that completeness applies to).
         target: classes (None = the prediction, pinned).
         **options: options of :func:`xaikit.xai.explain` (``nsamples``, ``baseline``,
-            ``quadrature``, ``seed``, ``max_batch``, ...).
+            ``quadrature``, ``seed``, ``max_batch``, ``output`` to pick the model output,
+            ``model_kwargs`` for extra forward arguments, ...).
 
     Returns:
         A :class:`CompletenessResult`; ``.summary`` has the mean / max absolute and relative delta.

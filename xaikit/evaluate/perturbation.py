@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import T, get_backend
+from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape, to_spatial
@@ -89,6 +90,7 @@ def deletion(
     rank: str = "auto",
     seed: int = 0,
     output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
     framework: str | None = None,
 ) -> CurveResult:
     """The deletion curve: remove the most salient pixels first and watch the score fall.
@@ -116,7 +118,11 @@ def deletion(
             orders agree). Quantus's ``PixelFlipping`` sorts the attribution as given after its
             own ``abs`` option: ``abs=False`` matches ``"signed"``, ``abs=True`` ``"magnitude"``.
         seed: the tie-breaking order.
-        output: which model output to score when the model returns several.
+        output: which model output to score when the model returns several (an index, a dict
+            key or an attribute name such as ``"logits"``; see :class:`xaikit.xai.SaliencyNet`).
+        model_kwargs: extra keyword arguments of the model's forward call; a tensor or array
+            whose first axis is the batch size is per-sample (each perturbed row gets its
+            sample's value), anything else is passed unchanged.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
 
     Returns:
@@ -132,8 +138,9 @@ def deletion(
         ([0.0, 0.25, 0.5, 0.75, 1.0], (3, 5), (3,))
     """
     return _curve(
-        "deletion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework
-    )
+        "deletion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework,
+        model_kwargs,
+    )  # fmt: skip
 
 
 def insertion(
@@ -148,6 +155,7 @@ def insertion(
     rank: str = "auto",
     seed: int = 0,
     output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
     framework: str | None = None,
 ) -> CurveResult:
     """The insertion curve: start from the baseline, put the most salient pixels back first.
@@ -164,8 +172,9 @@ def insertion(
         (2, 3)
     """
     return _curve(
-        "insertion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework
-    )
+        "insertion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework,
+        model_kwargs,
+    )  # fmt: skip
 
 
 def pixel_counts(n_pixels: int, steps: int) -> np.ndarray:
@@ -227,8 +236,10 @@ def _curve(
     seed: int,
     output: int | str,
     framework: str | None,
+    model_kwargs: dict[str, Any] | None = None,
 ) -> CurveResult:
     steps = check_int(steps, "steps", 1)
+    output = check_output(output)
     check_rank(rank_by)
     _check_baseline(baseline)
     max_batch = check_max_batch(max_batch)
@@ -243,7 +254,10 @@ def _curve(
             )
         from xaikit.xai import explain
 
-        saliency = explain(model, x, target=target, method=saliency, seed=seed, framework=framework)
+        saliency = explain(
+            model, x, target=target, method=saliency, seed=seed, framework=framework, output=output,
+            model_kwargs=model_kwargs,
+        )  # fmt: skip
     channels = shape[caxis] if caxis is not None else None
     saliency = host(saliency, "saliency")
     rank_by = resolve_rank(rank_by, saliency)
@@ -253,7 +267,7 @@ def _curve(
     rank = rank_positions(smap, seed)
     if caxis is not None:
         rank = np.expand_dims(rank, caxis)
-    inp = prepare(bk, model, [x], ["x"])
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     xt, how = inp.tensors[0], inp.moves[0]  # how: x's channel axis moved to fit the model
     device = getattr(xt, "device", None)
     if not isinstance(baseline, str):
@@ -288,7 +302,9 @@ def _curve(
             )
             return [rows], bk.gather(targets, idx)
 
-        flat = forward_scores(bk, model, rows_fn, total, chunk, output, sizes=sizes)
+        flat = forward_scores(
+            bk, model, rows_fn, total, chunk, output, sizes=sizes, model_kwargs=inp.kwargs, batch=batch
+        )
     scores = bk.to_numpy(flat).astype(np.float64).reshape(steps + 1, batch).T
     fractions = counts / float(n_pixels)
     auc = np.asarray(np.trapezoid(scores, fractions, axis=1))

@@ -161,7 +161,12 @@ def model_layers(model: Any, framework: str | None = None) -> list[str]:
 def _select(available: list[tuple[str, Any]], layers: Any) -> list[tuple[str, Any]]:
     names = [n for n, _ in available]
     if not available:
-        raise XaikitValueError("the model has no layers with weights to randomize")
+        raise XaikitValueError(
+            "the model has no layers with weights to randomize: expected a torch.nn.Module or a Keras "
+            "model whose layers hold the weights; a plain function or tf.Module wrapping a model hides "
+            "them: pass the model itself (output= picks one of several outputs, model_kwargs= passes "
+            "extra forward arguments)"
+        )
     if layers is None:
         return list(available)
     if isinstance(layers, str):
@@ -215,7 +220,10 @@ def randomization_test(
         random_baseline: also measure the similarity floor (:class:`RandomBaseline`): every layer with
             weights re-drawn with seed ``seed + 1``, then, from the trained weights again, with
             ``seed + 2``, and the two maps compared (two more explanations of ``x``).
-        **method_options: options of the method (``nsamples``, ``baseline``, ...).
+        **method_options: options of the method (``nsamples``, ``baseline``, ...), including
+            ``output`` (which model output to explain: an index, a dict key or an attribute name
+            such as ``"logits"``) and ``model_kwargs`` (extra forward arguments; see
+            :func:`xaikit.xai.explain`).
 
     Returns:
         A :class:`RandomizationResult` with ``.table`` (one row per step), ``.baseline``,
@@ -248,7 +256,7 @@ def randomization_test(
     batch = shape[0]
     spatial = spatial_shape(shape, caxis)
     x_host = host(x, "x")
-    inp = prepare(bk, model, [x], ["x"])
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=method_options.get("model_kwargs"))
     with bk.inference(model):
         pinned, _ = pin_targets(inp, target, method_options.get("output", 0))
         targets = bk.to_numpy(pinned).astype(np.int64)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import get_backend
+from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, describe
 from xaikit.evaluate._common import input_layout, spatial_shape, spearman, to_spatial
@@ -45,6 +46,8 @@ class _FixedSampleTrace(Trace):
         ds_id: Any,
         seed: int,
         method_options: dict[str, Any],
+        output: int | str = 0,
+        model_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(model_inputs, str):
             raise XaikitTypeError(f"model_inputs must be one batch key (str); got {describe(model_inputs)}")
@@ -57,6 +60,10 @@ class _FixedSampleTrace(Trace):
         self.class_key = class_key
         self.method = canonical_method(method)
         self.seed = seed
+        from xaikit.xai._kwargs import merge_model_kwargs
+
+        self.output = check_output(output)
+        self.model_kwargs = merge_model_kwargs(model_kwargs, None)
         self.method_options = dict(method_options)
         self.collector = SampleCollector(samples, keys=keys)
         #: (epoch, value) pairs logged so far
@@ -86,7 +93,16 @@ class _FixedSampleTrace(Trace):
         from xaikit.xai import explain
 
         return np.asarray(
-            explain(self.model, x, target=target, method=self.method, seed=self.seed, **self.method_options)
+            explain(
+                self.model,
+                x,
+                target=target,
+                method=self.method,
+                seed=self.seed,
+                output=self.output,
+                model_kwargs=self.model_kwargs,
+                **self.method_options,
+            )
         )
 
     def on_epoch_end(self, data: Data) -> None:
@@ -122,6 +138,10 @@ class DeletionAUC(_FixedSampleTrace):
         max_batch: rows per forward pass of the curve.
         rank: the pixel order, ``"auto"`` (signed for a map with negative values, else by
             magnitude), ``"signed"`` or ``"magnitude"`` (see :func:`xaikit.evaluate.deletion`).
+        output: the model output to explain and score when the model returns several: an index,
+            a dict key or an attribute name such as ``"logits"``.
+        model_kwargs: extra keyword arguments of the model's forward call; a tensor or array
+            whose first axis is the number of samples is per-sample.
         **method_options: options of the method (``nsamples``, ...; the IG path's baseline is
             ``ig_baseline`` here, since ``baseline`` is the deletion baseline).
 
@@ -150,6 +170,8 @@ class DeletionAUC(_FixedSampleTrace):
         seed: int = 0,
         max_batch: int | str = "auto",
         rank: str = "auto",
+        output: int | str = 0,
+        model_kwargs: Mapping[str, Any] | None = None,
         **method_options: Any,
     ) -> None:
         from xaikit.evaluate.perturbation import _check_baseline, check_rank
@@ -162,8 +184,9 @@ class DeletionAUC(_FixedSampleTrace):
         if "ig_baseline" in method_options:
             method_options["baseline"] = method_options.pop("ig_baseline")
         super().__init__(
-            model, model_inputs, samples, class_key, method, outputs, mode, ds_id, seed, method_options
-        )
+            model, model_inputs, samples, class_key, method, outputs, mode, ds_id, seed, method_options,
+            output, model_kwargs,
+        )  # fmt: skip
         #: per-sample AUCs of the last run
         self.last_auc: np.ndarray | None = None
 
@@ -173,7 +196,8 @@ class DeletionAUC(_FixedSampleTrace):
         maps = self._maps(x, target)
         curve = deletion(
             self.model, x, maps, target=target, steps=self.steps, baseline=self.baseline,
-            max_batch=self.max_batch, rank=self.rank, seed=self.seed,
+            max_batch=self.max_batch, rank=self.rank, seed=self.seed, output=self.output,
+            model_kwargs=self.model_kwargs,
         )  # fmt: skip
         self.last_auc = curve.auc
         self._log(data, curve.auc_mean)
@@ -197,6 +221,10 @@ class SaliencyStability(_FixedSampleTrace):
         mode: modes it runs in.
         ds_id: dataset ids it runs on.
         seed: seed of the method's noise (the same every run, so noise does not count as change).
+        output: the model output to explain when the model returns several: an index,
+            a dict key or an attribute name such as ``"logits"``.
+        model_kwargs: extra keyword arguments of the model's forward call; a tensor or array
+            whose first axis is the number of samples is per-sample.
         **method_options: options of the method.
 
     Example:
@@ -221,11 +249,14 @@ class SaliencyStability(_FixedSampleTrace):
         mode: Any = "eval",
         ds_id: Any = None,
         seed: int = 0,
+        output: int | str = 0,
+        model_kwargs: Mapping[str, Any] | None = None,
         **method_options: Any,
     ) -> None:
         super().__init__(
-            model, model_inputs, samples, class_key, method, outputs, mode, ds_id, seed, method_options
-        )
+            model, model_inputs, samples, class_key, method, outputs, mode, ds_id, seed, method_options,
+            output, model_kwargs,
+        )  # fmt: skip
         #: the maps of the previous run, per mode
         self.previous: dict[str, np.ndarray] = {}
         #: per-sample correlations of the last run

@@ -28,7 +28,8 @@ import numpy as np
 
 from xaikit.backend import Backend, T
 from xaikit.checks import check_int
-from xaikit.errors import XaikitError
+from xaikit.errors import XaikitError, XaikitValueError
+from xaikit.xai._kwargs import ModelKwargs
 
 BaselineFn = Callable[[int], list[T]]
 
@@ -56,8 +57,9 @@ class Job:
     seed: int = 0
     output: int | str = 0
     max_batch: int | str = "auto"
-    dtype: str = "float32"
+    dtype: str = "float32"  # rows and accumulators (float32 for a half-precision model)
     xla: bool = False  # compile the TF step with XLA
+    model_kwargs: ModelKwargs | None = None  # extra forward arguments; per-sample ones follow the rows
 
     @property
     def batch(self) -> int:
@@ -356,6 +358,39 @@ class ChunkPlan:
             self._fix()
 
 
+def _kwargs_of(mk: ModelKwargs | None, r0: int, r1: int, rows: int) -> dict[str, Any]:
+    """``{"model_kwargs": ...}`` for rows [r0, r1) padded to ``rows`` (sample r % B), or {}."""
+    return {"model_kwargs": mk.span(r0, r1, rows)} if mk else {}
+
+
+def chunk_error(exc: Exception, rows: int, batch: int) -> XaikitValueError:
+    """The error for a model that ran on the B clean samples but fails on a chunk of rows."""
+    return XaikitValueError(
+        f"the model ran on the {batch} samples but raised {type(exc).__name__} on a chunk of {rows} "
+        f"rows (an explanation feeds the model perturbed copies of the samples, many rows at a "
+        f"time): {exc}. A model that holds per-sample values of its own (a tensor of {batch} rows "
+        "bound with functools.partial, a closure, an attribute) cannot follow the rows: pass such "
+        "values with model_kwargs={name: tensor} instead, so that each row gets its sample's value"
+    )
+
+
+def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T, list[T], T]:
+    """``bk.grad_step`` on one chunk (rows [r0, r1) of the job, maybe padded), with the chunk's
+    model_kwargs; a model failure on a chunk of other than B rows gets a message that names the
+    likely cause (per-sample values bound in the model) and the option that fixes it."""
+    n = int(targets.shape[0])
+    try:
+        return job.bk.grad_step(  # type: ignore[no-any-return]
+            job.model, rows, targets, job.output, job.xla, **_kwargs_of(job.model_kwargs, r0, r1, n)
+        )
+    except XaikitError:
+        raise
+    except Exception as exc:
+        if job.bk.is_oom(exc) or n == job.batch:
+            raise
+        raise chunk_error(exc, n, job.batch) from exc
+
+
 def sweep(job: Job) -> Result:
     """Run a job: all its rows, chunk by chunk, and the per-sample attributions (B, ...)."""
     bk = job.bk
@@ -373,7 +408,7 @@ def sweep(job: Job) -> Result:
         if padded:
             rows, targets = _pad(bk, rows, targets, full - n)
         rows = [bk.to_layout(x, layout) for x in rows]
-        _scores, grads, _outputs = bk.grad_step(job.model, rows, targets, job.output, job.xla)
+        _scores, grads, _outputs = model_step(job, rows, targets, r0, r1)
         if keep:
             state.reduce([g[:n] for g in grads] if padded else grads, r0, r1)
 
@@ -436,23 +471,34 @@ def forward_scores(
     output: int | str = 0,
     xla: bool = False,
     sizes: list[int] | None = None,
+    model_kwargs: ModelKwargs | None = None,
+    batch: int | None = None,
 ) -> T:
     """Target-class scores of ``total`` rows built by ``rows_fn(r0, r1)``: forward only, ``chunk``
     rows at a time, on the device; returns a (total,) tensor. An out-of-memory error halves the
-    chunk and redoes the rows (``sizes``, when given, receives the rows of each pass)."""
+    chunk and redoes the rows (``sizes``, when given, receives the rows of each pass).
+    ``model_kwargs`` are cut to the rows: row r belongs to sample r % B (the order of every
+    caller's row space)."""
     chunk = max(1, int(chunk))
     pad = bk.pads_chunks()
     out: list[T] = []
     r0 = 0
     while r0 < total:
         r1 = min(total, r0 + chunk)
+        n = r1 - r0
         try:
             rows, targets = rows_fn(r0, r1)
             if pad and (size := _padded_rows(r1 - r0, chunk)) > r1 - r0:
                 rows, targets = _pad(bk, rows, targets, size - (r1 - r0))
-            out.append(bk.scores(model, rows, targets, output, xla)[: r1 - r0])
+            n = int(targets.shape[0])
+            kw = _kwargs_of(model_kwargs, r0, r1, n)
+            out.append(bk.scores(model, rows, targets, output, xla, **kw)[: r1 - r0])
+        except XaikitError:
+            raise
         except Exception as exc:
             if not bk.is_oom(exc) or chunk <= 1:
+                if batch is not None and not bk.is_oom(exc) and n != batch:
+                    raise chunk_error(exc, n, batch) from exc
                 raise
             bk.empty_cache(bk.model_device(model))
             chunk = max(1, chunk // 2)
@@ -485,6 +531,9 @@ def endpoint_scores(job: Job, chunk: int) -> tuple[T, T]:
         cache.forget_before(s1)
         return rows, bk.gather(job.targets, bk.index(b_idx, device))
 
-    scores = forward_scores(bk, job.model, rows_fn, 2 * B * job.n_noise, chunk, job.output, job.xla)
+    scores = forward_scores(
+        bk, job.model, rows_fn, 2 * B * job.n_noise, chunk, job.output, job.xla,
+        model_kwargs=job.model_kwargs, batch=B,
+    )  # fmt: skip
     scores = bk.reshape(scores, (job.n_noise, 2, B))
     return scores[:, 0], scores[:, 1]

@@ -18,11 +18,13 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T
+from xaikit.backend.base import working_dtype
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import Move, channel_axis_of, model_move, move, move_back
 from xaikit.xai._baselines import baseline_array, baseline_values, check_baseline
 from xaikit.xai._engine import Job, endpoint_scores, stream_seed, sweep
+from xaikit.xai._kwargs import ModelKwargs, check_model_kwargs
 from xaikit.xai._quadrature import QUADRATURES, quadrature
 
 METHODS = ("vanilla", "smoothgrad", "integrated", "smint")
@@ -50,7 +52,10 @@ class Inputs:
 
     ``moves`` says, per input, how its channel axis was moved to fit the model (see
     :mod:`xaikit.layout`; None: passed as given); :meth:`to_user` moves results back.
-    ``channel_axes`` are the channel axes of ``tensors`` (the model's layout).
+    ``channel_axes`` are the channel axes of ``tensors`` (the model's layout). ``dtype`` is the
+    dtype the tensors, the rows built from them and the accumulators are held in: the model's
+    compute dtype, or float32 for a float16/bfloat16 model (``compute_dtype``; the backend casts
+    each chunk to it). ``kwargs`` are the call's checked ``model_kwargs``.
     """
 
     bk: Backend
@@ -60,6 +65,8 @@ class Inputs:
     channel_axes: list[int | None]
     dtype: str
     moves: list[Move | None]
+    compute_dtype: str = "float32"
+    kwargs: ModelKwargs | None = None
 
     @property
     def batch(self) -> int:
@@ -76,14 +83,22 @@ class Inputs:
 
 
 def prepare(
-    bk: Backend, model: Any, values: Sequence[Any], keys: Sequence[str], channel_axis: int | None = None
+    bk: Backend,
+    model: Any,
+    values: Sequence[Any],
+    keys: Sequence[str],
+    channel_axis: int | None = None,
+    model_kwargs: Any = None,
 ) -> Inputs:
     """Check the inputs (numbers, finite, same non-zero batch size), move them to the device as
-    the model's floating dtype (integer and bool arrays and tensors are cast, not rescaled) and
-    into the model's layout (a channel-last image batch for a channel-first torch CNN is moved,
-    by the rule of :mod:`xaikit.layout`)."""
+    the model's floating dtype (integer and bool arrays and tensors are cast, not rescaled; a
+    float16/bfloat16 model's inputs are held in float32 and cast per chunk) and into the model's
+    layout (a channel-last image batch for a channel-first torch CNN is moved, by the rule of
+    :mod:`xaikit.layout`; inputs of other ranks, (B, F) tabular or (B, T, F) sequences, are
+    never moved), and check ``model_kwargs`` (see :mod:`xaikit.xai._kwargs`)."""
     device = bk.model_device(model)
-    dtype = bk.model_dtype(model)
+    compute = bk.model_dtype(model)
+    dtype = working_dtype(compute)
     layout = bk.model_layout(model)
     tensors: list[T] = []
     axes: list[int | None] = []
@@ -91,7 +106,16 @@ def prepare(
     batch = None
     for key, value in zip(keys, values):
         if value is None or isinstance(value, (str, bytes, Mapping)):
-            raise XaikitTypeError(f"model input {key!r} must be an array or tensor; got {describe(value)}")
+            hint = (
+                ": for a model with several inputs pass them as a list (explain) or name each batch "
+                "key in model_inputs (SaliencyNet); extra arguments that are not explained go in "
+                "model_kwargs="
+                if isinstance(value, Mapping)
+                else ""
+            )
+            raise XaikitTypeError(
+                f"model input {key!r} must be an array or tensor; got {describe(value)}{hint}"
+            )
         host = value if bk.is_tensor(value) else np.asarray(value)
         if isinstance(host, np.ndarray):
             kind = host.dtype.kind
@@ -103,10 +127,15 @@ def prepare(
                 f"model input {key!r} must hold floating-point values (integer and bool values are cast); got {describe(value)}"
             )
         shape = tuple(int(d) for d in host.shape)
-        if len(shape) < 2 or shape[0] == 0:
+        if len(shape) < 2:
             raise XaikitValueError(
-                f"model input {key!r} must be a non-empty batch (batch, ...) with at least 2 axes; "
-                f"got {describe(value)}"
+                f"model input {key!r} must be a batch (batch, ...) with at least 2 axes; got "
+                f"{describe(value)}. One unbatched sample: add the batch axis, e.g. x[None] "
+                "(torch: x.unsqueeze(0)); one scalar feature per sample: x[:, None]"
+            )
+        if shape[0] == 0:
+            raise XaikitValueError(
+                f"model input {key!r} must be a non-empty batch (batch, ...); got {describe(value)}"
             )
         if len(shape) == 3 and layout.channels == 1:
             raise XaikitValueError(
@@ -116,7 +145,9 @@ def prepare(
             )
         if batch is not None and shape[0] != batch:
             raise XaikitValueError(
-                f"all model inputs must have the same batch size; {keys[0]!r} has {batch}, {key!r} has {shape[0]}"
+                f"all model inputs must have the same batch size; {keys[0]!r} has {batch}, {key!r} has "
+                f"{shape[0]}: give every input one row per sample (an argument that is not one row per "
+                "sample and is not explained goes in model_kwargs=)"
             )
         batch = shape[0]
         t = bk.as_tensor(host, device, dtype)
@@ -135,7 +166,8 @@ def prepare(
             axes.append(channel_axis)
         else:
             axes.append(channel_axis_of(shape, bk.channel_first))
-    return Inputs(bk, model, list(keys), tensors, axes, dtype, moves)
+    kwargs = check_model_kwargs(bk, model_kwargs, int(batch or 0), device)
+    return Inputs(bk, model, list(keys), tensors, axes, dtype, moves, compute, kwargs)
 
 
 def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
@@ -145,8 +177,9 @@ def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
     parts = []
     for r0 in range(0, inp.batch, chunk):
         rows = [t[r0 : r0 + chunk] for t in inp.tensors]
+        kw = {"model_kwargs": inp.kwargs.rows(np.arange(r0, r0 + len(rows[0])))} if inp.kwargs else {}
         try:
-            parts.append(bk.forward(inp.model, rows, output))
+            parts.append(bk.forward(inp.model, rows, output, **kw))
         except XaikitError:
             raise
         except Exception as exc:
@@ -161,11 +194,19 @@ def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
                     " A (batch, H, W) input is read as images without a channel axis: for grayscale "
                     "images add one, e.g. x[:, None] (channel-first) or x[..., None] (channel-last)."
                 )
+            if inp.kwargs:
+                hint += f" model_kwargs passed: {_describe_kwargs(inp.kwargs)}."
             raise XaikitValueError(
                 f"the model could not be called on the model inputs ({shapes}); "
                 f"check their shape and layout.{hint} The model raised {type(exc).__name__}: {exc}"
             ) from exc
     return bk.cat(parts)
+
+
+def _describe_kwargs(kw: ModelKwargs) -> str:
+    per = {k: f"per-sample {describe(v)}" for k, v in kw.per_sample.items()}
+    fixed = {k: f"fixed {describe(v)}" for k, v in kw.fixed.items()}
+    return ", ".join(f"{k!r}: {v}" for k, v in {**per, **fixed}.items())
 
 
 def pin_targets(inp: Inputs, target: Any, output: int | str = 0) -> tuple[T, np.ndarray]:
@@ -323,6 +364,7 @@ def attribute(
         max_batch=max_batch,
         dtype=inp.dtype,
         xla=bool(xla),
+        model_kwargs=inp.kwargs,
     )
     if method in ("smoothgrad", "smint"):
         job.n_noise = check_int(nsamples, "nsamples", 1)

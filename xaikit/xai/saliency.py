@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import get_backend
+from xaikit.backend.outputs import check_output as _check_output
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
 from xaikit.xai._display import to_display
+from xaikit.xai._kwargs import merge_model_kwargs
 from xaikit.xai.methods import (
     Attribution,
     Inputs,
@@ -27,14 +29,6 @@ __all__ = ["SaliencyNet", "explain"]
 
 def _as_list(value: str | Sequence[str], name: str) -> list[str]:
     return to_list(value, name, allow_empty=False)
-
-
-def _check_output(output: Any) -> int | str:
-    if isinstance(output, bool) or not isinstance(output, (int, str)):
-        raise XaikitTypeError(
-            f"output must be an index (int), a dict key or an attribute name (str); got {describe(output)}"
-        )
-    return output
 
 
 def _fresh_seed() -> int:
@@ -65,6 +59,11 @@ class SaliencyNet:
         output: the model output to explain: an index (tuple/list), a dict key or an attribute
             name (``"logits"``); the default 0 takes the tensor, the first output, or the
             ``logits`` attribute of an output object.
+        model_kwargs: extra keyword arguments of the model's forward call (captum's
+            ``additional_forward_args``), for every call; a call's own ``model_kwargs=`` adds to
+            and overrides them key by key. A tensor or array whose first axis is the batch size
+            is per-sample: each row of a chunk gets its sample's value (not interpolated along an
+            IG path); anything else is passed unchanged. See ``docs/saliency.md``.
 
     Example:
         >>> import torch
@@ -88,9 +87,11 @@ class SaliencyNet:
         channel_axis: int | None = None,
         xla: bool = False,
         output: int | str = 0,
+        model_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self.bk = get_backend(model, framework)
         self.output = _check_output(output)
+        self.model_kwargs = merge_model_kwargs(model_kwargs, None)
         self.xla = bool(xla)
         self.model = model
         self._inputs = _as_list(model_inputs, "model_inputs")
@@ -129,20 +130,30 @@ class SaliencyNet:
         raw: bool = False,
         seed: int | None = None,
         max_batch: int | str | None = None,
+        model_kwargs: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Vanilla gradients of the target score with respect to each input.
 
         Keyword arguments shared by the three methods: ``target`` (classes to explain instead of
         the prediction), ``raw`` (signed attributions instead of display masks), ``seed`` (this
-        call's seed instead of the net's) and ``max_batch`` (this call's rows per chunk instead
-        of the net's).
+        call's seed instead of the net's), ``max_batch`` (this call's rows per chunk instead
+        of the net's) and ``model_kwargs`` (this call's extra forward arguments, added to the
+        net's).
 
         Returns:
             The batch's keys, each ``model_outputs`` key as the predicted class per sample, and
             each mask under its ``outputs`` key: display masks in [0, 1] (or, with ``raw=True``,
             signed gradients with the input's shape).
         """
-        return self._run(batch, "vanilla", target=target, raw=raw, seed=seed, max_batch=max_batch)
+        return self._run(
+            batch,
+            "vanilla",
+            target=target,
+            raw=raw,
+            seed=seed,
+            max_batch=max_batch,
+            model_kwargs=model_kwargs,
+        )
 
     def get_smoothed_masks(
         self,
@@ -158,6 +169,7 @@ class SaliencyNet:
         baseline: Any = "uniform",
         quadrature: str = "gausslegendre",
         max_batch: int | str | None = None,
+        model_kwargs: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """SmoothGrad: gradients averaged over ``nsamples`` noisy copies of each input.
 
@@ -176,6 +188,7 @@ class SaliencyNet:
             raw=raw,
             seed=seed,
             max_batch=max_batch,
+            model_kwargs=model_kwargs,
             nsamples=nsamples,
             nintegration=nintegration,
             stdev_spread=stdev_spread,
@@ -195,6 +208,7 @@ class SaliencyNet:
         raw: bool = False,
         seed: int | None = None,
         max_batch: int | str | None = None,
+        model_kwargs: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Integrated Gradients with ``nsamples`` path steps from ``baseline`` to the input.
 
@@ -208,6 +222,7 @@ class SaliencyNet:
             raw=raw,
             seed=seed,
             max_batch=max_batch,
+            model_kwargs=model_kwargs,
             nsamples=nsamples,
             baseline=baseline,
             quadrature_rule=quadrature,
@@ -223,6 +238,7 @@ class SaliencyNet:
         raw: bool,
         seed: int | None,
         max_batch: int | str | None,
+        model_kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> dict[str, Any]:
         if not isinstance(batch, Mapping):
@@ -240,7 +256,14 @@ class SaliencyNet:
                     f"class_key {self.class_key!r} not found in the batch; the batch has keys {sorted(map(str, batch))}"
                 )
             target = batch[self.class_key]
-        inp = prepare(self.bk, self.model, [batch[k] for k in self._inputs], self._inputs, self.channel_axis)
+        inp = prepare(
+            self.bk,
+            self.model,
+            [batch[k] for k in self._inputs],
+            self._inputs,
+            self.channel_axis,
+            merge_model_kwargs(self.model_kwargs, model_kwargs),
+        )
         seed = (self.seed if self.seed is not None else _fresh_seed()) if seed is None else seed
         chunk = self.max_batch if max_batch is None else max_batch
         with self.bk.inference(self.model):
@@ -324,7 +347,10 @@ def explain(
         **options: the options of the matching ``SaliencyNet`` method: ``nsamples``,
             ``nintegration``, ``stdev_spread``, ``magnitude``, ``baseline``, ``quadrature``,
             ``output`` (which model output to explain: an index, a dict key or an attribute
-            name such as ``"logits"``; default 0, which also takes an output object's ``logits``).
+            name such as ``"logits"``; default 0, which also takes an output object's ``logits``),
+            ``model_kwargs`` (a dict of extra keyword arguments of the model's forward call; a
+            tensor or array whose first axis is the batch size is per-sample, cut and repeated
+            with the rows; anything else is passed unchanged).
 
     Returns:
         A numpy array with ``x``'s shape (a list for several inputs); with ``return_delta``,
@@ -344,6 +370,7 @@ def explain(
     keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
     opts = dict(options)
     output = _check_output(opts.pop("output", 0))
+    model_kwargs = opts.pop("model_kwargs", None)
     if "quadrature" in opts:
         opts["quadrature_rule"] = opts.pop("quadrature")
     unknown = set(opts) - {
@@ -355,11 +382,14 @@ def explain(
         "quadrature_rule",
     }
     if unknown:
-        raise XaikitTypeError(f"explain() got unknown option(s) {sorted(unknown)}")
+        raise XaikitTypeError(
+            f"explain() got unknown option(s) {sorted(unknown)}; its options are nsamples, "
+            "nintegration, stdev_spread, magnitude, baseline, quadrature, output and model_kwargs"
+        )
     if method == "smint":
         opts.setdefault("nsamples", 8)
         opts.setdefault("nintegration", 50)
-    inp = prepare(bk, model, values, keys)
+    inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     with bk.inference(model):
         targets, _ = pin_targets(inp, target, output)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend.base import Backend, T
+from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
 from xaikit.backend.tf.layers import all_layers, sublayers
 from xaikit.layout import ModelLayout
@@ -96,15 +96,15 @@ class TFBackend(Backend):
         for layer in all_layers(model):
             if not sublayers(layer) and list(getattr(layer, "weights", None) or []):
                 name = getattr(layer, "compute_dtype", None)
-                if isinstance(name, str) and name.startswith("float"):
+                if isinstance(name, str) and name.startswith(("float", "bfloat")):
                     return name
                 break
         name = getattr(model, "compute_dtype", None)
-        if isinstance(name, str) and name.startswith("float"):
+        if isinstance(name, str) and name.startswith(("float", "bfloat")):
             return name
         for v in getattr(model, "variables", None) or []:
             name = str(getattr(v.dtype, "name", v.dtype))
-            if name.startswith("float"):
+            if name.startswith(("float", "bfloat")):
                 return name
         return "float32"
 
@@ -186,8 +186,12 @@ class TFBackend(Backend):
         return self.tf.random.stateless_uniform(tuple(shape), seed=self._seed(seed), dtype=dtype)
 
     # ---- the model ----------------------------------------------------------------------------
-    def _caller(self, model: Any) -> Callable[[Sequence[T]], Any]:
-        """A function calling the model on a list of inputs, in inference mode where it has one."""
+    def _caller(self, model: Any) -> Callable[..., Any]:
+        """A function ``call(inputs, kw)`` calling the model on a list of inputs, in inference
+        mode where it has one, with ``kw`` as extra keyword arguments. A half-precision model
+        (mixed_float16 / mixed_bfloat16 policy, float16 variables) gets its floating inputs cast
+        to its compute dtype (inside the tape) and gives its output back in float32."""
+        tf = self.tf
         keras_layer = any(cls.__name__ in ("Layer", "Model") for cls in type(model).__mro__) and hasattr(
             model, "trainable_weights"
         )
@@ -197,19 +201,65 @@ class TFBackend(Backend):
                 takes_training = "training" in inspect.signature(model).parameters
             except (TypeError, ValueError):
                 takes_training = False
+        compute = self.model_dtype(model)
+        half = compute if compute in HALF_DTYPES else None
 
-        def call(inputs: Sequence[T]) -> Any:
+        def call(inputs: Sequence[T], kw: dict[str, Any] | None = None) -> Any:
+            if half is not None:
+                inputs = [tf.cast(x, half) if x.dtype.is_floating else x for x in inputs]
             arg = inputs[0] if len(inputs) == 1 else list(inputs)
-            return model(arg, training=False) if takes_training else model(arg)
+            extra = dict(kw or {})
+            if takes_training:
+                extra.setdefault("training", False)
+            return model(arg, **extra)
 
-        return call
+        def selected(inputs: Sequence[T], output: int | str, kw: dict[str, Any] | None = None) -> T:
+            out = select_output(call(inputs, kw), output, int(inputs[0].shape[0]))
+            if half is not None and out.dtype.is_floating and out.dtype != tf.float32:
+                out = tf.cast(out, tf.float32)
+            return out
 
-    def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
-        return select_output(self._caller(model)(inputs), output, int(inputs[0].shape[0]))
+        return selected
 
-    def _step(self, model: Any, n_inputs: int, output: int | str, kind: str, xla: bool) -> Any:
+    def forward(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> T:
+        return self._caller(model)(inputs, output, model_kwargs)
+
+    def _split(self, model_kwargs: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """model_kwargs as (tensors and arrays: arguments of the compiled step, the rest: constants
+        of the step, part of its cache key, so that any Python value can be passed)."""
+        tensors: dict[str, Any] = {}
+        static: dict[str, Any] = {}
+        for key, value in (model_kwargs or {}).items():
+            if self.tf.is_tensor(value) or isinstance(value, np.ndarray):
+                tensors[key] = value
+            else:
+                static[key] = value
+        return tensors, static
+
+    def _step(
+        self,
+        model: Any,
+        n_inputs: int,
+        output: int | str,
+        kind: str,
+        xla: bool,
+        static: dict[str, Any] | None = None,
+    ) -> Any:
         tf = self.tf
-        key = (kind, n_inputs, output, bool(xla))
+        static = dict(static or {})
+        key = (
+            kind,
+            n_inputs,
+            output,
+            bool(xla),
+            tuple((k, _static_key(v)) for k, v in sorted(static.items())),
+        )
         try:
             table = self._steps.setdefault(model, {})
         except TypeError:  # not weak-referenceable
@@ -220,21 +270,21 @@ class TFBackend(Backend):
         count_key = (id(model), kind)
         counts = self.trace_counts
 
-        def step(inputs: list[T], targets: T) -> tuple[T, list[T], T]:
+        def step(inputs: list[T], targets: T, kw: dict[str, Any]) -> tuple[T, list[T], T]:
             counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
             m = ref()
             with tf.GradientTape() as tape:
                 for x in inputs:
                     tape.watch(x)
-                out = as_matrix(select_output(self._caller(m)(inputs), output, int(inputs[0].shape[0])))
+                out = as_matrix(self._caller(m)(inputs, output, {**kw, **static}))
                 scores = tf.gather(out, targets, axis=1, batch_dims=1)
             grads = tape.gradient(scores, inputs)
             grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
             return scores, grads, out
 
-        def forward_scores(inputs: list[T], targets: T) -> T:
+        def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any]) -> T:
             counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
-            out = as_matrix(select_output(self._caller(ref())(inputs), output, int(inputs[0].shape[0])))
+            out = as_matrix(self._caller(ref())(inputs, output, {**kw, **static}))
             return tf.gather(out, targets, axis=1, batch_dims=1)
 
         fn = tf.function(
@@ -244,14 +294,29 @@ class TFBackend(Backend):
         return fn
 
     def scores(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        xla: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> T:
-        return self._step(model, len(inputs), output, "scores", xla)(list(inputs), targets)
+        tensors, static = self._split(model_kwargs)
+        return self._step(model, len(inputs), output, "scores", xla, static)(list(inputs), targets, tensors)
 
     def grad_step(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        xla: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, list[T], T]:
-        scores, grads, out = self._step(model, len(inputs), output, "grad", xla)(list(inputs), targets)
+        tensors, static = self._split(model_kwargs)
+        fn = self._step(model, len(inputs), output, "grad", xla, static)
+        scores, grads, out = fn(list(inputs), targets, tensors)
         return scores, list(grads), out
 
     def traces(self, model: Any, kind: str = "grad") -> int:
@@ -279,6 +344,16 @@ def _input_shape(model: Any) -> tuple[Any, ...] | None:
         return None
     shape = getattr(inputs[0], "shape", None)
     return tuple(shape) if shape is not None else None
+
+
+def _static_key(value: Any) -> Any:
+    """A cache key for a constant model argument: the value when hashable, else its identity
+    (the cached step keeps the value alive, so the identity is not reused)."""
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return value
 
 
 def _weakrefable(obj: Any) -> bool:

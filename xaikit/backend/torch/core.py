@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend.base import Backend, T
+from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
 from xaikit.layout import ModelLayout
 
@@ -163,26 +163,56 @@ class TorchBackend(Backend):
             for m, flag in flags:
                 m.training = flag
 
-    def _call(self, model: Any, inputs: Sequence[T]) -> Any:
-        return model(*inputs)
+    def _half(self, model: Any) -> Any:
+        """The model's half-precision dtype (float16 / bfloat16), or None."""
+        name = self.model_dtype(model)
+        return getattr(self.torch, name) if name in HALF_DTYPES else None
 
-    def forward(self, model: Any, inputs: Sequence[T], output: int | str = 0) -> T:
+    def _call(self, model: Any, inputs: Sequence[T], output: int | str, kw: dict[str, Any] | None) -> T:
+        """The selected output of ``model(*inputs, **kw)`` as a (rows, classes) matrix or (rows,)
+        vector; a half-precision model gets its inputs cast to its dtype (inside the autograd
+        graph) and gives its output back in float32."""
+        half = self._half(model)
+        if half is not None:
+            inputs = [x.to(half) if x.is_floating_point() else x for x in inputs]
+        out = select_output(model(*inputs, **(kw or {})), output, len(inputs[0]))
+        return out.float() if half is not None and out.is_floating_point() else out
+
+    def forward(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> T:
         with self.torch.no_grad():
-            return select_output(self._call(model, inputs), output, len(inputs[0]))
+            return self._call(model, inputs, output, model_kwargs)
 
     def scores(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        xla: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> T:
-        out = as_matrix(self.forward(model, inputs, output))
+        out = as_matrix(self.forward(model, inputs, output, model_kwargs))
         return out.gather(1, targets[:, None]).squeeze(1)
 
     def grad_step(
-        self, model: Any, inputs: Sequence[T], targets: T, output: int | str = 0, xla: bool = False
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        xla: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, list[T], T]:
         torch = self.torch
         with torch.enable_grad():
             xs = [x.detach().requires_grad_(True) for x in inputs]
-            out = as_matrix(select_output(self._call(model, xs), output, len(xs[0])))
+            out = as_matrix(self._call(model, xs, output, model_kwargs))
             scores = out.gather(1, targets[:, None]).squeeze(1)
             grads = torch.autograd.grad(scores.sum(), xs, allow_unused=True)
         grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]

@@ -71,6 +71,12 @@ def _parse_integrating(integrating: Any, smoothing: int) -> tuple[int, int]:
     )
 
 
+def _strips(values: np.ndarray) -> np.ndarray:
+    """A (B, F) tabular batch (or its masks) as B images of one row, (B, 1, F), so that the grid
+    draws one strip per sample (a 2-D array would read as one image); other ranks unchanged."""
+    return values[:, None, :] if values.ndim == 2 else values
+
+
 class Saliency(Trace):
     """Explain the same few samples at the end of every epoch it runs and paint them as a grid.
 
@@ -120,6 +126,10 @@ class Saliency(Trace):
         overlay_smooth: sigma in pixels of the blur of the overlaid mask (see
             :func:`xaikit.viz.overlay`); ``"auto"`` (default): max(1, the image's longer side /
             32); 0 draws the raw mask.
+        output: the model output to explain when the model returns several: an index, a dict
+            key or an attribute name such as ``"logits"`` (see :class:`~xaikit.xai.SaliencyNet`).
+        model_kwargs: extra keyword arguments of the model's forward call (e.g. a flag); a tensor
+            or array whose first axis is the number of samples is per-sample.
 
     Example:
         >>> from xaikit.schedule import RepeatScheduler
@@ -145,6 +155,8 @@ class Saliency(Trace):
         max_batch: int | str = "auto",
         overlay: str | None = None,
         overlay_smooth: float | str = "auto",
+        output: int | str = 0,
+        model_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
         outs = to_list(model_outputs, "model_outputs")
@@ -206,7 +218,10 @@ class Saliency(Trace):
             outputs=self.mask_keys,
             seed=seed,
             max_batch=max_batch,
+            output=output,
+            model_kwargs=model_kwargs,
         )
+        self.output = self.salnet.output
         #: the last ImgData painted (``None`` before the first run)
         self.images: Any = None
 
@@ -310,19 +325,20 @@ class Saliency(Trace):
                 text_colors[key] = [WRONG_COLOR if w else None for w in wrong]
             cols[key] = names
         for i, key in enumerate(self.model_inputs):
-            image = np.asarray(samples[key])
+            given = np.asarray(samples[key])
+            image = _strips(given)
             cols[key] = image
             axis = channel_axis_of(image.shape, prefer_first=False)
             single = image.ndim == 3 or (axis is not None and image.shape[axis] == 1)  # (B, 1, H, W) too
             if single:
                 cmaps[key] = "gray"
             mask_key = self.mask_keys[i]
-            if image.ndim in (3, 4):
+            if given.ndim in (3, 4):  # no overlay of tabular rows
                 cols[f"{key} {mask_key}"] = overlay(image, columns[best][i], smooth=self._smooth(image))
         for prefix, masks in columns.items():
             for mask_key, mask in zip(self.mask_keys, masks):
                 name = f"{prefix} {mask_key}" if prefix else mask_key
-                cols[name] = mask
+                cols[name] = _strips(mask)
                 cmaps[name] = "inferno"
         mask_cols = [name for name, cmap in cmaps.items() if cmap == "inferno"]
         return ImgData(
