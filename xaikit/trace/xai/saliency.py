@@ -70,6 +70,19 @@ def _parse_integrating(integrating: Any, smoothing: int) -> tuple[int, int]:
     )
 
 
+def _display_options(denormalize: Any, inputs: list[str]) -> dict[str, Any]:
+    """``denormalize=`` checked: ``{model input: Denormalizer or None}``."""
+    from xaikit.denormalize import to_denormalizer
+
+    if isinstance(denormalize, Mapping):
+        unknown = sorted(map(str, set(denormalize) - set(inputs)))
+        if unknown:
+            raise XaikitValueError(f"denormalize names {unknown}, which are not model_inputs {inputs}")
+        return {k: to_denormalizer(v, f"denormalize[{k!r}]") for k, v in denormalize.items()}
+    den = to_denormalizer(denormalize)
+    return dict.fromkeys(inputs, den)
+
+
 class Saliency(Trace):
     """Explain the same few samples at the end of every epoch it runs and paint them as a grid.
 
@@ -119,6 +132,11 @@ class Saliency(Trace):
         overlay_smooth: sigma in pixels of the blur of the overlaid mask (see
             :func:`xaikit.viz.overlay`); ``"auto"`` (default): max(1, the image's longer side /
             32); 0 draws the raw mask.
+        denormalize: how to show normalized model inputs: ``(mean, std)`` of their
+            normalization (numbers or one per channel), so that the image and overlay columns
+            show ``x * std + mean`` (see :mod:`xaikit.denormalize`), or a function images ->
+            display images; a dict ``{model input: either}`` for several inputs. The masks are
+            computed on the inputs as the model takes them.
 
     Example:
         >>> from xaikit.schedule import RepeatScheduler
@@ -144,6 +162,7 @@ class Saliency(Trace):
         max_batch: int | str = "auto",
         overlay: str | None = None,
         overlay_smooth: float | str = "auto",
+        denormalize: Any = None,
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
         outs = to_list(model_outputs, "model_outputs")
@@ -174,6 +193,7 @@ class Saliency(Trace):
         if overlay_smooth != "auto":
             check_number(overlay_smooth, "overlay_smooth", low=0)
         self.overlay_smooth = overlay_smooth
+        self._display = _display_options(denormalize, inputs)
         self.time_key = f"{outputs}_time(sec)"
         super().__init__(
             inputs=([class_key] if class_key else []) + inputs,
@@ -310,6 +330,8 @@ class Saliency(Trace):
             cols[key] = names
         for i, key in enumerate(self.model_inputs):
             image = np.asarray(samples[key])
+            if self._display.get(key) is not None and image.ndim in (3, 4):
+                image = self._display[key].apply(image, self.salnet.channel_axis)
             cols[key] = image
             single = image.ndim == 3 or (image.ndim == 4 and image.shape[-1] == 1)
             if single:
