@@ -91,6 +91,13 @@ JOBS: tuple[Job, ...] = (
         ),
     ),
     Job(
+        "own_models",
+        ".",  # writes its pictures straight into the pictures' folder
+        quick=("--n", "2", "--smooth", "2", "--steps", "2"),
+        frameworks=("torch", "tf"),
+        pictures=("own_models_resnet18.png", "own_models_mobilenetv2.png", "own_models_vit.png"),
+    ),
+    Job(
         "evaluate_methods",
         "randomization_grid.png",
         quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--frameworks", "torch"),

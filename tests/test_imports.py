@@ -22,6 +22,7 @@ CASES = {
         "xaikit.dataset.data",
         "xaikit.op.numpyop",
         "xaikit.op.tensorop",
+        "xaikit.denormalize",
     ),
     "loop": (
         "xaikit.estimator",

@@ -16,7 +16,7 @@ LAYERS = [
     {"errors"},
     {"layout", "modes", "files", "checks", "summary"},
     {"backend"},
-    {"models", "dataset", "op", "inspect"},
+    {"models", "dataset", "op", "inspect", "denormalize"},
     {"viz"},
     {"xai"},
     {"trace", "schedule"},

@@ -12,10 +12,11 @@ Example:
 
 from __future__ import annotations
 
+from xaikit.denormalize import denormalize
 from xaikit.viz._image import display_range
 from xaikit.viz._save import save_figure
 from xaikit.viz.history import plot_history
 from xaikit.viz.img_data import ImgData
 from xaikit.viz.overlay import overlay
 
-__all__ = ["ImgData", "display_range", "overlay", "plot_history", "save_figure"]
+__all__ = ["ImgData", "denormalize", "display_range", "overlay", "plot_history", "save_figure"]

@@ -15,13 +15,37 @@ import numpy as np
 from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
 
+from xaikit.backend import prefers_channel_first, to_number
+from xaikit.denormalize import to_denormalizer
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.viz._cells import Layer, parse_columns
-from xaikit.viz._grid_options import GridOptions, channel_axes
+from xaikit.viz._cells import Layer, parse_columns, split_layers
+from xaikit.viz._grid_options import GridOptions, channel_axes, check_known
 from xaikit.viz._grid_paint import paint_grid
 from xaikit.viz._save import save_figure
 
 __all__ = ["ImgData"]
+
+
+def _denormalized(
+    raw: dict[str, Any], denormalize: Mapping[str, Any] | None, axes: Mapping[str, int], names: list[str]
+) -> dict[str, Any]:
+    """The columns with the ``denormalize`` option applied to the (base) images it names."""
+    if denormalize is None:
+        return raw
+    if not isinstance(denormalize, Mapping):
+        raise XaikitTypeError(
+            f"denormalize must be a dict {{column: (mean, std) or function}}; got {describe(denormalize)}"
+        )
+    check_known(denormalize, "denormalize", names)
+    out = dict(raw)
+    for key, spec in denormalize.items():
+        den = to_denormalizer(spec, f"denormalize[{key!r}]")
+        if den is None:
+            continue
+        layers = split_layers(key, raw[key])
+        base = den.apply(to_number(layers[0]), axes.get(key), prefers_channel_first(layers[0]))
+        out[key] = [base, *layers[1:]] if isinstance(raw[key], (list, tuple)) else base
+    return out
 
 
 class ImgData:
@@ -70,6 +94,11 @@ class ImgData:
         text_colors: per-row text colours ``{column: [colour or None, ...]}``; a coloured cell
             is also bold (e.g. wrong predictions in red).
         figure_title: a title over the whole grid (e.g. the epoch).
+        denormalize: ``{column: (mean, std)}`` for image columns that hold normalized model
+            inputs: each is drawn as ``x * std + mean`` per channel (numbers or one per channel;
+            see :mod:`xaikit.denormalize`), so the grid shows the real picture. A function
+            images -> display images may stand for ``(mean, std)``. In an overlay list, only the
+            base (first) element is mapped.
         **kwargs: the columns, ``title=value``. The option names above cannot be column names
             here; pass such a column through ``columns``.
 
@@ -97,6 +126,7 @@ class ImgData:
         channel_axis: int | Mapping[str, int] | None = None,
         text_colors: Mapping[str, Sequence[str | None]] | None = None,
         figure_title: str | None = None,
+        denormalize: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if isinstance(columns, str):
@@ -118,6 +148,7 @@ class ImgData:
         )
         named = self._options.image_named(signed, colorbars)
         axes = channel_axes(channel_axis, names)
+        raw = _denormalized(raw, denormalize, axes, names)
         self._columns: dict[str, list[Layer]] = parse_columns(
             raw, axes, isinstance(channel_axis, Mapping), named
         )

@@ -10,6 +10,7 @@ from matplotlib.colors import Colormap
 
 from xaikit.backend import prefers_channel_first, to_number
 from xaikit.checks import check_number
+from xaikit.denormalize import to_denormalizer
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.viz._image import display_range, fixed_range, is_channel_first, to_channels_last, to_unit
 
@@ -28,11 +29,15 @@ def overlay(
     gamma: float = 0.5,
     grey: bool = True,
     smooth: float = 0.0,
+    denormalize: Any = None,
 ) -> np.ndarray:
     """A heat-map blend of a saliency ``mask`` over its ``image``, as Grad-CAM tools draw it.
 
     For each sample, with ``m`` the mask (clipped to [0, 1]) and ``heat = colormap(m)`` as RGB:
 
+    0. with ``denormalize=(mean, std)``, the image is first mapped back to its pixels,
+       ``image * std + mean`` per channel (see :mod:`xaikit.denormalize`), so that normalized
+       model inputs show the real picture;
     1. the image is brought to [0, 1] by the ImgData display rule (:func:`display_range`):
        uint8 / [0, 1] / [-1, 1] arrays as such, anything else (e.g. ``Normalize()``-d inputs)
        by the sample's own minimum and maximum;
@@ -69,6 +74,8 @@ def overlay(
         gamma: exponent applied to the mask in the weight (> 0; 1 = linear).
         grey: desaturate the image under the heat (``False``: keep its colours).
         smooth: sigma in pixels of the Gaussian blur of the mask (0: none).
+        denormalize: the normalization of ``image`` to undo first: ``(mean, std)`` (numbers or
+            one per channel) or a function images -> display images; None: none.
 
     Returns:
         float32 RGB in [0, 1]: ``(B, 3, H, W)`` if the image was channel-first, else
@@ -84,6 +91,7 @@ def overlay(
     check_number(alpha, "alpha", low=0, high=1)
     check_number(gamma, "gamma", low=0, low_open=True)
     check_number(smooth, "smooth", low=0)
+    den = to_denormalizer(denormalize)
     if isinstance(colormap, str):
         try:
             cmap = _mpl_colormaps[colormap]
@@ -95,6 +103,8 @@ def overlay(
         raise XaikitTypeError(f"colormap must be a colormap name or Colormap; got {describe(colormap)}")
     prefer_first = prefers_channel_first(image)
     img = to_number(image)
+    if den is not None:
+        img = den.apply(img, channel_axis, prefer_first)
     if img.ndim not in (3, 4):
         raise XaikitValueError(f"image must be (B, H, W), (B, H, W, C) or (B, C, H, W); got {describe(img)}")
     first = is_channel_first(img, channel_axis, prefer_first)

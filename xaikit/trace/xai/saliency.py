@@ -77,6 +77,19 @@ def _strips(values: np.ndarray) -> np.ndarray:
     return values[:, None, :] if values.ndim == 2 else values
 
 
+def _display_options(denormalize: Any, inputs: list[str]) -> dict[str, Any]:
+    """``denormalize=`` checked: ``{model input: Denormalizer or None}``."""
+    from xaikit.denormalize import to_denormalizer
+
+    if isinstance(denormalize, Mapping):
+        unknown = sorted(map(str, set(denormalize) - set(inputs)))
+        if unknown:
+            raise XaikitValueError(f"denormalize names {unknown}, which are not model_inputs {inputs}")
+        return {k: to_denormalizer(v, f"denormalize[{k!r}]") for k, v in denormalize.items()}
+    den = to_denormalizer(denormalize)
+    return dict.fromkeys(inputs, den)
+
+
 class Saliency(Trace):
     """Explain the same few samples at the end of every epoch it runs and paint them as a grid.
 
@@ -130,6 +143,11 @@ class Saliency(Trace):
             key or an attribute name such as ``"logits"`` (see :class:`~xaikit.xai.SaliencyNet`).
         model_kwargs: extra keyword arguments of the model's forward call (e.g. a flag); a tensor
             or array whose first axis is the number of samples is per-sample.
+        denormalize: how to show normalized model inputs: ``(mean, std)`` of their
+            normalization (numbers or one per channel), so that the image and overlay columns
+            show ``x * std + mean`` (see :mod:`xaikit.denormalize`), or a function images ->
+            display images; a dict ``{model input: either}`` for several inputs. The masks are
+            computed on the inputs as the model takes them.
 
     Example:
         >>> from xaikit.schedule import RepeatScheduler
@@ -157,6 +175,7 @@ class Saliency(Trace):
         overlay_smooth: float | str = "auto",
         output: int | str = 0,
         model_kwargs: Mapping[str, Any] | None = None,
+        denormalize: Any = None,
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
         outs = to_list(model_outputs, "model_outputs")
@@ -187,6 +206,7 @@ class Saliency(Trace):
         if overlay_smooth != "auto":
             check_number(overlay_smooth, "overlay_smooth", low=0)
         self.overlay_smooth = overlay_smooth
+        self._display = _display_options(denormalize, inputs)
         self.time_key = f"{outputs}_time(sec)"
         super().__init__(
             inputs=([class_key] if class_key else []) + inputs,
@@ -325,8 +345,10 @@ class Saliency(Trace):
                 text_colors[key] = [WRONG_COLOR if w else None for w in wrong]
             cols[key] = names
         for i, key in enumerate(self.model_inputs):
-            given = np.asarray(samples[key])
-            image = _strips(given)
+            image = np.asarray(samples[key])
+            if self._display.get(key) is not None and image.ndim in (3, 4):
+                image = self._display[key].apply(image, self.salnet.channel_axis)
+            image = _strips(image)
             cols[key] = image
             axis = channel_axis_of(image.shape, prefer_first=False)
             single = image.ndim == 3 or (axis is not None and image.shape[axis] == 1)  # (B, 1, H, W) too
