@@ -345,9 +345,10 @@ class Saliency(Trace):
                 text_colors[key] = [WRONG_COLOR if w else None for w in wrong]
             cols[key] = names
         for i, key in enumerate(self.model_inputs):
-            image = np.asarray(samples[key])
-            if self._display.get(key) is not None and image.ndim in (3, 4):
-                image = self._display[key].apply(image, self.salnet.channel_axis)
+            given = np.asarray(samples[key])
+            image = given
+            if self._display.get(key) is not None and given.ndim in (3, 4):
+                image = self._display[key].apply(given, self.salnet.channel_axis)
             image = _strips(image)
             cols[key] = image
             axis = channel_axis_of(image.shape, prefer_first=False)
