@@ -11,6 +11,7 @@ from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
 from xaikit.xai._display import to_display
+from xaikit.xai._engine import DEFAULT_BUDGET, check_memory_budget
 from xaikit.xai.methods import (
     Attribution,
     Inputs,
@@ -58,7 +59,12 @@ class SaliencyNet:
         outputs: key(s) of the masks, one per model input.
         class_key: a batch key holding per-sample classes to explain instead of the prediction.
         seed: makes noise and random baselines reproducible (None: fresh randomness per call).
-        max_batch: rows per fused forward+backward, or ``"auto"``.
+        max_batch: rows per fused forward+backward, or ``"auto"``: a size fixed at the model's
+            first call per input shape from a memory probe, ``memory_budget`` and timing (see
+            "How the plan chooses chunks" in ``docs/saliency.md``).
+        memory_budget: what an ``"auto"`` chunk may use: bytes (an int), or a fraction in
+            (0, 1] (a float) of the memory available when the plan is made (the RAM on a CPU,
+            free memory on a GPU); default 0.5. Ignored with an explicit ``max_batch``.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain Python function.
         channel_axis: channel axis of 4-D inputs when the shape is ambiguous (1 or -1).
         xla: compile the TensorFlow chunk step with XLA (``jit_compile``); ignored for torch.
@@ -88,8 +94,10 @@ class SaliencyNet:
         channel_axis: int | None = None,
         xla: bool = False,
         output: int | str = 0,
+        memory_budget: int | float = DEFAULT_BUDGET,
     ) -> None:
         self.bk = get_backend(model, framework)
+        self.memory_budget = check_memory_budget(memory_budget)
         self.output = _check_output(output)
         self.xla = bool(xla)
         self.model = model
@@ -129,20 +137,29 @@ class SaliencyNet:
         raw: bool = False,
         seed: int | None = None,
         max_batch: int | str | None = None,
+        memory_budget: int | float | None = None,
     ) -> dict[str, Any]:
         """Vanilla gradients of the target score with respect to each input.
 
         Keyword arguments shared by the three methods: ``target`` (classes to explain instead of
         the prediction), ``raw`` (signed attributions instead of display masks), ``seed`` (this
-        call's seed instead of the net's) and ``max_batch`` (this call's rows per chunk instead
-        of the net's).
+        call's seed instead of the net's), ``max_batch`` (this call's rows per chunk instead
+        of the net's) and ``memory_budget`` (this call's budget of an ``"auto"`` chunk).
 
         Returns:
             The batch's keys, each ``model_outputs`` key as the predicted class per sample, and
             each mask under its ``outputs`` key: display masks in [0, 1] (or, with ``raw=True``,
             signed gradients with the input's shape).
         """
-        return self._run(batch, "vanilla", target=target, raw=raw, seed=seed, max_batch=max_batch)
+        return self._run(
+            batch,
+            "vanilla",
+            target=target,
+            raw=raw,
+            seed=seed,
+            max_batch=max_batch,
+            memory_budget=memory_budget,
+        )
 
     def get_smoothed_masks(
         self,
@@ -158,6 +175,7 @@ class SaliencyNet:
         baseline: Any = "uniform",
         quadrature: str = "gausslegendre",
         max_batch: int | str | None = None,
+        memory_budget: int | float | None = None,
     ) -> dict[str, Any]:
         """SmoothGrad: gradients averaged over ``nsamples`` noisy copies of each input.
 
@@ -176,6 +194,7 @@ class SaliencyNet:
             raw=raw,
             seed=seed,
             max_batch=max_batch,
+            memory_budget=memory_budget,
             nsamples=nsamples,
             nintegration=nintegration,
             stdev_spread=stdev_spread,
@@ -195,6 +214,7 @@ class SaliencyNet:
         raw: bool = False,
         seed: int | None = None,
         max_batch: int | str | None = None,
+        memory_budget: int | float | None = None,
     ) -> dict[str, Any]:
         """Integrated Gradients with ``nsamples`` path steps from ``baseline`` to the input.
 
@@ -208,6 +228,7 @@ class SaliencyNet:
             raw=raw,
             seed=seed,
             max_batch=max_batch,
+            memory_budget=memory_budget,
             nsamples=nsamples,
             baseline=baseline,
             quadrature_rule=quadrature,
@@ -223,6 +244,7 @@ class SaliencyNet:
         raw: bool,
         seed: int | None,
         max_batch: int | str | None,
+        memory_budget: int | float | None = None,
         **options: Any,
     ) -> dict[str, Any]:
         if not isinstance(batch, Mapping):
@@ -243,6 +265,9 @@ class SaliencyNet:
         inp = prepare(self.bk, self.model, [batch[k] for k in self._inputs], self._inputs, self.channel_axis)
         seed = (self.seed if self.seed is not None else _fresh_seed()) if seed is None else seed
         chunk = self.max_batch if max_batch is None else max_batch
+        options["memory_budget"] = (
+            self.memory_budget if memory_budget is None else check_memory_budget(memory_budget)
+        )
         with self.bk.inference(self.model):
             result, predictions = _explain(
                 inp, method, target, seed, chunk, raw, options, len(self._outputs), self.xla, self.output
@@ -304,6 +329,7 @@ def explain(
     framework: str | None = None,
     seed: int | None = 0,
     max_batch: int | str = "auto",
+    memory_budget: int | float = DEFAULT_BUDGET,
     return_delta: bool = False,
     xla: bool = False,
     **options: Any,
@@ -319,6 +345,8 @@ def explain(
         framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
         seed: seed of noise and random baselines (default 0: reproducible).
         max_batch: rows per fused chunk, or ``"auto"``.
+        memory_budget: what an ``"auto"`` chunk may use: bytes (int) or a fraction in (0, 1]
+            (float) of the available RAM / free GPU memory; default 0.5.
         return_delta: also return the completeness delta (B,) of IG-based methods.
         xla: compile the TensorFlow chunk step with XLA; ignored for torch.
         **options: the options of the matching ``SaliencyNet`` method: ``nsamples``,
@@ -338,6 +366,7 @@ def explain(
         True
     """
     method = canonical_method(method)
+    memory_budget = check_memory_budget(memory_budget)
     bk = get_backend(model, framework)
     multi = isinstance(x, (list, tuple))
     values = list(x) if multi else [x]
@@ -369,6 +398,7 @@ def explain(
             method,
             seed=seed,
             max_batch=max_batch,
+            memory_budget=memory_budget,
             output=output,
             with_delta=return_delta,
             xla=xla,
