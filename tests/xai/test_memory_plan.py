@@ -223,3 +223,24 @@ def test_out_of_memory_in_the_evaluations_halves_and_completes(framework) -> Non
         atol=1e-6,
     )
     assert max(seen) > 3 and not math.isnan(float(got_c.delta[0]))
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_host_peak_sees_a_short_allocation(monkeypatch: pytest.MonkeyPatch, exact: bool) -> None:
+    """The CPU measurement: VmHWM after a reset where Linux allows it, else the sampling thread;
+    both see a 64 MiB buffer that lives for 50 ms and is freed before the call returns."""
+    import time
+
+    import xaikit.backend.memory as memory
+
+    if not exact:
+        monkeypatch.setattr(memory, "_reset_hwm", lambda: False)
+
+    def work() -> float:
+        buf = np.ones(64 * MB // 8)
+        time.sleep(0.05)
+        return float(buf[-1])
+
+    out, peak = memory.host_peak(work)
+    assert out == 1.0 and peak is not None and 48 * MB < peak < 256 * MB
+    assert memory.available_ram() is not None and memory.available_ram() > 0
