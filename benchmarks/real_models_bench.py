@@ -16,8 +16,8 @@ Cases (all on the CPU, random weights, batch norm calibrated on the batch; nothi
 * ``lenet``: the torch LeNet at 32x32, SmInt on B=16 with S=4, M=25 (1,600 rows), against the
   best bound (chunks 128/256, both layouts) and the reference's sequential loop.
 
-Timing: one untimed warm-up of xaikit (it fixes the plan: memory probe, budget, timing probe)
-and of each bound, then ``--reps`` interleaved rounds; medians. Memory: each timed call's peak
+Timing: one untimed warm-up of xaikit (it fixes the plan: memory probe, budget, timing probe),
+one chunk of each bound and of captum's chunk shape (resnet18), then ``--reps`` interleaved rounds; medians. Memory: each timed call's peak
 resident-set increase (sampled every ms) over the value just before it, after a garbage
 collection and a ``malloc_trim`` (so memory freed by the previous case cannot hide this one's);
 the maximum over rounds. The Markdown section "Real models at 224x224" of ``--out`` is replaced
@@ -186,6 +186,9 @@ def resnet18_lines() -> tuple[list[Line], Any]:
         )
 
     peer = Line("resnet18", "captum NoiseTunnel(IG) internal_batch_size=32", rows, captum, "peer")
+    # warm-up: one forward+backward of captum's chunk shape (32 contiguous rows), not a whole call
+    x32 = x[torch.arange(32) % B].contiguous()
+    peer.extra["warm"] = lambda: _torch_grad(model, x32, torch.arange(32) % 10)
     return [xaikit, peer], (model, x, rows)
 
 
