@@ -6,6 +6,10 @@ high-water mark ``VmHWM``, Linux >= 4.0), else sampled every millisecond in a th
 bound: a spike shorter than the period is missed). Before each measurement, glibc's free heap
 is returned to the OS (``malloc_trim``) so that memory freed by earlier work cannot hide what
 the call allocates. ``psutil`` is used where it is installed, ``/proc`` otherwise.
+
+Side effect: resetting ``VmHWM`` also lowers what ``resource.getrusage(RUSAGE_SELF).ru_maxrss``
+reports afterwards (it reads the same high-water mark); code that relies on the process's
+lifetime peak should read it before the first ``max_batch="auto"`` plan is made.
 """
 
 from __future__ import annotations
