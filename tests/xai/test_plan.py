@@ -23,9 +23,12 @@ def test_first_call_equals_later_calls_when_the_probe_runs(monkeypatch: pytest.M
     probed: list[tuple[int, str]] = []
     real = _engine.ChunkPlan.probe
 
-    def spy(self, timed):  # record the candidates the probe times
-        probed.extend(self.trials)
-        return real(self, timed)
+    def spy(self, measure, timed):  # record the candidates the probe times
+        def timed_spy(size, layout):
+            probed.append((size, layout))
+            return timed(size, layout)
+
+        return real(self, measure, timed_spy)
 
     monkeypatch.setattr(_engine.ChunkPlan, "probe", spy)
     net = _net(model)
@@ -36,7 +39,8 @@ def test_first_call_equals_later_calls_when_the_probe_runs(monkeypatch: pytest.M
     for _ in range(2):
         again = net.get_smoothed_masks({"x": x}, raw=True, **kwargs)["saliency"]
         assert np.array_equal(first, again)
-    assert _engine._TUNED[model] == chosen and len(probed) == 4  # probed once, then reused
+    # probed once (a warm-up, then each of the 4 candidates twice), then reused
+    assert _engine._TUNED[model] == chosen and len(probed) == 9 and len(set(probed)) == 4
     # the chunk sizes the job ran at are the plan's, not the candidates'
     assert set(net.last_chunks[:-1]) == {chosen[next(iter(chosen))][0]}
 

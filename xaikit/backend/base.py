@@ -30,7 +30,7 @@ import contextlib
 import functools
 import importlib
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -273,6 +273,28 @@ class Backend(abc.ABC):
     def is_accelerator(self, device: Any) -> bool:
         """Whether ``device`` is a GPU (or other accelerator)."""
         return False
+
+    def available_memory(self, device: Any) -> int | None:
+        """Bytes a computation on ``device`` may still allocate: free accelerator memory, or on
+        a CPU the host's available RAM (None when unknown)."""
+        if self.is_accelerator(device):
+            return self.free_memory(device)
+        from xaikit.backend.memory import available_ram
+
+        return available_ram()
+
+    def peak_memory(self, fn: Callable[[], Any], device: Any) -> tuple[Any, int | None]:
+        """Run ``fn()`` and return ``(its result, the peak memory it used on device)``.
+
+        The peak is in bytes above what was in use when ``fn`` started: on a CPU the process's
+        resident set (see :func:`xaikit.backend.memory.host_peak`), on an accelerator the
+        framework's allocator statistics; None where it cannot be measured.
+        """
+        if self.is_accelerator(device):
+            return fn(), None
+        from xaikit.backend.memory import host_peak
+
+        return host_peak(fn)
 
     def empty_cache(self, device: Any) -> None:  # noqa: B027 - optional hook
         """Release cached accelerator memory after an out-of-memory error."""

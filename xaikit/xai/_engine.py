@@ -18,6 +18,7 @@ carried to the next chunk. Only one chunk of rows is alive at a time.
 
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ import numpy as np
 
 from xaikit.backend import Backend, T
 from xaikit.checks import check_int
-from xaikit.errors import XaikitError, XaikitValueError
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._kwargs import ModelKwargs
 
 BaselineFn = Callable[[int], list[T]]
@@ -79,6 +80,7 @@ class Result:
     attributions: list[T]
     chunks: list[int] = field(default_factory=list)
     layout: str = "contiguous"
+    row_bytes: float | None = None  # the measured memory cost of one row (None: not measured)
 
 
 class _PathCache:
@@ -249,13 +251,28 @@ class _Sweep:
 
 
 # ---- chunk sizing ---------------------------------------------------------------------------------
+#: the plan fixed per model and (backend, input shapes, output, memory budget): (rows, layout);
+#: rows 0 means only the layout is fixed so far (by a job too small to need a size)
 _TUNED: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[int, str]]] = weakref.WeakKeyDictionary()
+#: the measured memory cost of one row, per model and (backend, input shapes, output), bytes
+_ROW_BYTES: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[float | None, int | None]]] = (
+    weakref.WeakKeyDictionary()
+)
 _CPU_DEFAULT = 128  # eager sweeps on CPU (see default_rows)
 _CPU_CHUNK = 256  # compiled steps and forward-only passes on CPU
-_CANDIDATES = (128, 256)  # larger chunks lose on CPU: cache misses and allocator churn
-#: a job probes chunk sizes and layouts only when it has this many times the probe's rows (the
-#: probe then adds at most 1/_PROBE_SHARE to that first call; later calls reuse the plan)
+#: chunk sizes the plan chooses among; small ones for models whose rows are big
+_SIZES = (16, 32, 64, 128, 256)
+#: on a CPU the plan keeps a chunk's rows within this many bytes when it can (512 MiB): beyond
+#: it, bigger chunks only add page faults and cache misses (resnet18 at 224x224: about 40 MiB
+#: per row, so 16 rows), while small models keep the measured 128 / 256
+_WORKING_SET = 512 * 2**20
+#: the two throw-away probes (rows) whose peak memory gives the cost of one row
+_MEMORY_PROBE = (2, 8)
+#: a job times candidate sizes and layouts only when it has this many times the timing probe's
+#: rows (the probe then adds at most 1/_PROBE_SHARE to that first call; later calls reuse the plan)
 _PROBE_SHARE = 2.5
+#: the default memory budget: this fraction of the available RAM (CPU) or free GPU memory
+DEFAULT_BUDGET = 0.5
 
 
 def _tuned(model: Any) -> dict[tuple[Any, ...], tuple[int, str]]:
@@ -265,11 +282,51 @@ def _tuned(model: Any) -> dict[tuple[Any, ...], tuple[int, str]]:
         return {}
 
 
+def _row_cache(model: Any) -> dict[tuple[Any, ...], tuple[float | None, int | None]]:
+    try:
+        return _ROW_BYTES.setdefault(model, {})
+    except TypeError:
+        return {}
+
+
 def check_max_batch(value: Any) -> int | str:
     """``"auto"`` or an integer >= 1, else a clear error."""
     if value == "auto":
         return "auto"
     return check_int(value, "max_batch", 1, alternative="'auto' or ")
+
+
+def check_memory_budget(value: Any) -> int | float:
+    """A memory budget: bytes (an int >= 1) or a fraction (a float in (0, 1]) of the memory
+    available when the plan is made, else a clear error.
+
+    Example:
+        >>> check_memory_budget(0.25), check_memory_budget(2**30)
+        (0.25, 1073741824)
+        >>> check_memory_budget(1.5)
+        Traceback (most recent call last):
+        ...
+        xaikit.errors.XaikitValueError: memory_budget must be a fraction in (0, 1] (float) or bytes (int >= 1); got float 1.5
+    """
+    expected = "memory_budget must be a fraction in (0, 1] (float) or bytes (int >= 1)"
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise XaikitTypeError(f"{expected}; got {describe(value)}")
+    if isinstance(value, (int, np.integer)):
+        if value < 1:
+            raise XaikitValueError(f"{expected}; got {describe(int(value))}")
+        return int(value)
+    if not (0.0 < float(value) <= 1.0):  # also refuses NaN
+        raise XaikitValueError(f"{expected}; got {describe(float(value))}")
+    return float(value)
+
+
+def budget_bytes(bk: Backend, device: Any, budget: int | float) -> int | None:
+    """A budget in bytes: an int as it is, a fraction of ``bk.available_memory(device)`` (None
+    when that is unknown: no cap)."""
+    if isinstance(budget, int):
+        return budget
+    available = bk.available_memory(device)
+    return None if available is None else int(float(budget) * available)
 
 
 def default_rows(bk: Backend, device: Any, row_elems: int, forward_only: bool = False) -> int:
@@ -291,68 +348,181 @@ def default_rows(bk: Backend, device: Any, row_elems: int, forward_only: bool = 
     return int(max(32, min(8192, 0.5 * free / per_row)))
 
 
+def _fit(limit: int) -> int:
+    """The largest of ``_SIZES`` within ``limit`` (``limit`` itself, at least 1, below them).
+
+    Example:
+        >>> _fit(300), _fit(128), _fit(100), _fit(20), _fit(9), _fit(0)
+        (256, 128, 64, 16, 9, 1)
+    """
+    fits = [c for c in _SIZES if c <= limit]
+    return fits[-1] if fits else max(1, int(limit))
+
+
+def row_cost(small: tuple[int, float], big: tuple[int, float]) -> float:
+    """Bytes per row from two probes ``(rows, peak bytes)``: the larger of the slope between
+    them and the big probe's bytes per row (which also carries the fixed cost of a chunk, so
+    errs on the safe side when the small probe's peak was hidden by memory freed before it).
+
+    Example:
+        >>> row_cost((2, 30e6), (8, 90e6))  # 10 MB per row, 10 MB fixed: slope 10 MB, 11.25 MB/row
+        11250000.0
+        >>> row_cost((2, 0.0), (8, 40e6))  # the small probe hidden: the slope, 6.7 MB
+        6666666.666666667
+    """
+    (na, pa), (nb, pb) = small, big
+    return max((pb - pa) / max(nb - na, 1), pb / max(nb, 1), 0.0)
+
+
 class ChunkPlan:
-    """Chooses the size (and, for torch, the memory layout) of each chunk.
+    """Chooses the size (and, for torch on a CPU, the memory layout) of each chunk.
 
     ``max_batch`` given: that many rows per chunk. ``"auto"``: the plan is fixed the first time
-    a model meets an input shape and reused for every later call, so a seeded call gives the
-    same bits the first time and every time after. On a CPU, a job large enough for it first
-    times a few sizes and layouts (best of two timings each) on throw-away copies of its first
-    rows (at most 40% of its own work, once) and keeps the fastest; smaller jobs, compiled (TF)
-    steps and accelerators take :func:`default_rows`. Out-of-memory halves the size.
+    a model meets an input shape (and output and ``memory_budget``) and reused for every later
+    call, so a seeded call gives the same bits the first time and every time after. Making it,
+    in :meth:`probe`:
+
+    1. **Memory**: a forward+backward of 2 and then 8 throw-away rows (after a 2-row warm-up),
+       each under ``bk.peak_memory`` (the process's peak resident set on a CPU, the allocator's
+       peak on a GPU), gives the bytes one row costs (:func:`row_cost`); measured once per model
+       and input shape. 12 rows, once: far less than a chunk of the jobs that need a plan.
+    2. **Budget**: ``memory_budget`` (bytes, or a fraction of the available RAM / free GPU
+       memory, default 0.5) over the row cost caps the chunk.
+    3. **Size**: on a CPU the largest of ``_SIZES`` (16 ... 256) within the cap, within the
+       engine's default (128 eager, 256 compiled) and, where the cap allows, within
+       ``_WORKING_SET`` bytes of rows (so 16-32 rows for a resnet at 224x224, 128 for a LeNet);
+       on a GPU the largest power of two within the cap (at most 8192).
+    4. **Timing** (CPU, eager torch): when the job has at least ``_PROBE_SHARE`` times the rows
+       it needs, that size and the next one up, in both layouts, are timed (best of two) on
+       throw-away copies of its first rows and the fastest kept. The probes' rows are thrown
+       away, not used for the job, because a job whose first chunks had other sizes than its
+       later calls would not give the same bits (the reproducibility rule); their share of the
+       first call is at most 1 / ``_PROBE_SHARE``, and later calls pay nothing.
+
+    A job too small to need a size (at most 16 rows: one chunk whatever the plan) runs at the
+    default without probing and fixes only the layout. Out-of-memory halves the size (and the
+    halved size is what later calls use).
     """
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, budget: int | float = DEFAULT_BUDGET) -> None:
         self.job = job
-        bk = job.bk
-        self.key = (bk.name, tuple(tuple(int(d) for d in x.shape[1:]) for x in job.inputs), job.output)
-        device = _device_of(job.inputs[0])
+        bk = self.bk = job.bk
+        shapes = tuple(tuple(int(d) for d in x.shape[1:]) for x in job.inputs)
+        self.row_key = (bk.name, shapes, job.output)
+        self.key = (*self.row_key, budget)
+        self.budget = budget
+        self.device = _device_of(job.inputs[0])
+        accel = bk.is_accelerator(self.device)
         layouts = bk.layouts(job.inputs)
-        self.trials: list[tuple[int, str]] = []
+        self.layouts = layouts
+        self.pending = False
+        #: bytes per row and the rows the budget allows (None: not measured / no cap)
+        self.row_bytes: float | None = None
+        self.cap: int | None = None
         if job.max_batch != "auto":
             size = check_max_batch(job.max_batch)
-            self.size, self.layout = int(size), layouts[-1] if not bk.is_accelerator(device) else layouts[0]
+            self.size, self.layout = int(size), layouts[0] if accel else layouts[-1]
             return
         known = _tuned(job.model).get(self.key)
-        if known:
+        if known and known[0]:
             self.size, self.layout = known
             return
-        if bk.is_accelerator(device):
-            row_elems = sum(int(np.prod(x.shape[1:])) for x in job.inputs)
-            self.size, self.layout = default_rows(bk, device, row_elems), layouts[0]
-        else:
-            self.size, self.layout = default_rows(bk, device, 0), layouts[-1]
-            trials = [(c, lay) for lay in layouts for c in _CANDIDATES]
-            if not bk.pads_chunks() and job.rows >= _PROBE_SHARE * (
-                _CANDIDATES[0] + 2 * sum(c for c, _ in trials)
-            ):
-                self.trials = trials  # timed by probe() before the job's own rows
-        if not self.trials:
-            self._fix()
+        if known:  # only the layout was fixed
+            self.layouts = (known[1],)
+        self.layout = self.layouts[0] if accel else self.layouts[-1]
+        self.size = self._default()
+        if job.rows <= _SIZES[0]:
+            if not known:
+                self._fix(0)
+            return
+        self.pending = True
 
-    def _fix(self) -> None:
+    def _default(self) -> int:
+        bk, job = self.bk, self.job
+        row_elems = sum(int(np.prod(x.shape[1:])) for x in job.inputs)
+        return default_rows(bk, self.device, row_elems)
+
+    def _fix(self, size: int | None = None) -> None:
         try:
-            _TUNED.setdefault(self.job.model, {})[self.key] = (self.size, self.layout)
+            _TUNED.setdefault(self.job.model, {})[self.key] = (
+                self.size if size is None else size,
+                self.layout,
+            )
         except TypeError:
             pass
 
-    def probe(self, timed: Callable[[int, str], float]) -> None:
-        """Time each candidate (after one warm-up) with ``timed(rows, layout) -> seconds`` on
-        throw-away rows, keep the fastest and fix the plan."""
-        if not self.trials:
+    def _measure(self, measure: Callable[[int, str], float | None]) -> tuple[float | None, int | None]:
+        """``(bytes per row, rows that fit)``: the row cost (None: not measurable) and, when a
+        probe ran out of memory, the most rows the device can hold (else None)."""
+        cache = _row_cache(self.job.model)
+        if self.row_key not in cache:
+            small, big = _MEMORY_PROBE
+            result: tuple[float | None, int | None] = (None, None)
+            warm = measure(small, self.layout)  # warm-up: first-call allocations, a TF trace
+            pa = math.inf if warm is not None and math.isinf(warm) else measure(small, self.layout)
+            if pa is not None and math.isinf(pa):
+                result = (None, 1)
+            elif pa is not None:
+                pb = measure(big, self.layout)
+                if pb is not None and math.isinf(pb):
+                    result = (pa / small, big // 2)
+                elif pb is not None:
+                    result = (row_cost((small, pa), (big, pb)), None)
+            cache[self.row_key] = result
+        return cache[self.row_key]
+
+    def _choose(self) -> int:
+        limit: float = float(_CPU_CHUNK if self.bk.pads_chunks() else _CPU_DEFAULT)
+        if self.bk.is_accelerator(self.device):
+            if self.cap is None:
+                return self._default()
+            return max(1, 1 << (min(self.cap, 8192).bit_length() - 1))
+        if self.row_bytes:
+            limit = min(limit, max(_SIZES[0], _WORKING_SET // self.row_bytes))
+        if self.cap is not None:
+            limit = min(limit, self.cap)
+        return _fit(int(limit))
+
+    def probe(
+        self,
+        measure: Callable[[int, str], float | None],
+        timed: Callable[[int, str], float],
+    ) -> None:
+        """Make the plan (see the class): ``measure(rows, layout)`` returns the peak bytes of a
+        throw-away chunk (inf: out of memory, None: not measurable), ``timed(rows, layout)``
+        its seconds (inf: out of memory). A fixed plan returns at once."""
+        if not self.pending:
             return
-        timed(*self.trials[0])  # warm-up: first-call allocations and kernel selection
-        rates = {t: t[0] / max(min(timed(*t), timed(*t)), 1e-9) for t in self.trials}  # best of two
-        self.size, self.layout = max(rates, key=lambda t: rates[t])
-        self.trials = []
+        self.pending = False
+        job, bk = self.job, self.bk
+        self.row_bytes, self.cap = self._measure(measure)
+        budget = budget_bytes(bk, self.device, self.budget)
+        if self.row_bytes and budget is not None:
+            cap = max(1, int(budget // self.row_bytes))
+            self.cap = cap if self.cap is None else min(self.cap, cap)
+        self.size = self._choose()
+        trials = self.trials()
+        if trials and job.rows >= _PROBE_SHARE * (trials[0][0] + 2 * sum(c for c, _ in trials)):
+            timed(*trials[0])  # warm-up: first-call allocations and kernel selection
+            rates = {t: t[0] / max(min(timed(*t), timed(*t)), 1e-9) for t in trials}  # best of two
+            self.size, self.layout = max(rates, key=lambda t: rates[t])
         self._fix()
+
+    def trials(self) -> list[tuple[int, str]]:
+        """The (size, layout) pairs a big enough job times: eager sweeps on a CPU only."""
+        if self.bk.pads_chunks() or self.bk.is_accelerator(self.device):
+            return []
+        sizes = [
+            c for c in (self.size, 2 * self.size) if c <= _SIZES[-1] and (self.cap is None or c <= self.cap)
+        ]
+        return [(c, lay) for lay in self.layouts for c in sizes]
 
     def next(self, remaining: int) -> tuple[int, str]:
         return min(self.size, remaining), self.layout
 
     def halve(self) -> None:
         """After an out-of-memory error: halve the size (and remember it)."""
-        self.trials = []
+        self.pending = False
         self.size = max(1, self.size // 2)
         if self.job.max_batch == "auto":
             self._fix()
@@ -391,10 +561,14 @@ def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T
         raise chunk_error(exc, n, job.batch) from exc
 
 
-def sweep(job: Job) -> Result:
-    """Run a job: all its rows, chunk by chunk, and the per-sample attributions (B, ...)."""
+def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
+    """Run a job: all its rows, chunk by chunk, and the per-sample attributions (B, ...).
+
+    An out-of-memory error halves the chunk and starts the sweep again from its first row, so
+    the result is exactly that of a call at the halved size (the size later calls use).
+    """
     bk = job.bk
-    plan = ChunkPlan(job)
+    plan = ChunkPlan(job, memory_budget)
     device = _device_of(job.inputs[0])
     total = job.rows
     pad = bk.pads_chunks()
@@ -412,31 +586,52 @@ def sweep(job: Job) -> Result:
         if keep:
             state.reduce([g[:n] for g in grads] if padded else grads, r0, r1)
 
-    def timed(size: int, layout: str) -> float:
+    def throwaway(size: int, layout: str) -> None:
         probe_state = _Sweep(job)  # its own path cache: nothing of the job's state is touched
-        t0 = time.perf_counter()
         run(probe_state, 0, min(total, probe_state.align(0, size)), layout, keep=False)
         bk.synchronize(device)
+
+    def timed(size: int, layout: str) -> float:
+        t0 = time.perf_counter()
+        try:
+            throwaway(size, layout)
+        except Exception as exc:
+            if not bk.is_oom(exc):
+                raise
+            bk.empty_cache(device)
+            return math.inf
         return time.perf_counter() - t0
 
-    plan.probe(timed)
-    state = _Sweep(job)
-    r0 = 0
-    sizes: list[int] = []
-    while r0 < total:
-        size, layout = plan.next(total - r0)
-        r1 = min(total, state.align(r0, size))
+    def measure(size: int, layout: str) -> float | None:
         try:
-            run(state, r0, r1, layout, keep=True)
+            _, peak = bk.peak_memory(lambda: throwaway(size, layout), device)
+        except Exception as exc:
+            if not bk.is_oom(exc):
+                raise
+            bk.empty_cache(device)
+            return math.inf
+        return None if peak is None else float(peak)
+
+    plan.probe(measure, timed)
+    while True:
+        state = _Sweep(job)
+        sizes: list[int] = []
+        r0 = 0
+        try:
+            while r0 < total:
+                size, layout = plan.next(total - r0)
+                r1 = min(total, state.align(r0, size))
+                run(state, r0, r1, layout, keep=True)
+                sizes.append(r1 - r0)
+                r0 = r1
         except Exception as exc:
             if not bk.is_oom(exc) or plan.size <= 1:
                 raise
+            del state
             bk.empty_cache(device)
             plan.halve()
             continue
-        sizes.append(r1 - r0)
-        r0 = r1
-    return Result(state.finish(), sizes, plan.layout)
+        return Result(state.finish(), sizes, plan.layout, plan.row_bytes)
 
 
 def _padded_rows(n: int, chunk: int) -> int:

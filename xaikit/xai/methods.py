@@ -23,7 +23,7 @@ from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import Move, channel_axis_of, model_move, move, move_back
 from xaikit.xai._baselines import baseline_array, baseline_values, check_baseline
-from xaikit.xai._engine import Job, endpoint_scores, stream_seed, sweep
+from xaikit.xai._engine import DEFAULT_BUDGET, Job, check_memory_budget, endpoint_scores, stream_seed, sweep
 from xaikit.xai._kwargs import ModelKwargs, check_model_kwargs
 from xaikit.xai._quadrature import QUADRATURES, quadrature
 
@@ -172,10 +172,11 @@ def prepare(
 
 def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
     """The explained model output for the clean inputs, forward only: (B, classes), or (B,) for a
-    model that returns one score per row."""
+    model that returns one score per row. An out-of-memory error halves ``chunk`` and goes on."""
     bk = inp.bk
     parts = []
-    for r0 in range(0, inp.batch, chunk):
+    r0 = 0
+    while r0 < inp.batch:
         rows = [t[r0 : r0 + chunk] for t in inp.tensors]
         kw = {"model_kwargs": inp.kwargs.rows(np.arange(r0, r0 + len(rows[0])))} if inp.kwargs else {}
         try:
@@ -184,7 +185,11 @@ def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
             raise
         except Exception as exc:
             if bk.is_oom(exc):
-                raise
+                if chunk <= 1:
+                    raise
+                bk.empty_cache(bk.model_device(inp.model))
+                chunk = max(1, min(chunk, inp.batch - r0) // 2)
+                continue
             shapes = ", ".join(
                 f"{k!r}: {tuple(int(d) for d in t.shape)}" for k, t in zip(inp.keys, inp.tensors)
             )
@@ -200,6 +205,7 @@ def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
                 f"the model could not be called on the model inputs ({shapes}); "
                 f"check their shape and layout.{hint} The model raised {type(exc).__name__}: {exc}"
             ) from exc
+        r0 += int(rows[0].shape[0])
     return bk.cat(parts)
 
 
@@ -346,13 +352,17 @@ def attribute(
     output: int | str = 0,
     with_delta: bool = False,
     xla: bool = False,
+    memory_budget: int | float = DEFAULT_BUDGET,
 ) -> Attribution:
     """Run one method on validated inputs and return raw, signed attributions.
 
     ``nsamples`` is the number of noise samples (SmoothGrad, SmInt) or of path steps
-    (Integrated Gradients); ``nintegration`` the path steps of SmInt.
+    (Integrated Gradients); ``nintegration`` the path steps of SmInt. ``memory_budget`` caps
+    the rows of a ``max_batch="auto"`` chunk (bytes, or a fraction of the available memory; see
+    :class:`xaikit.xai._engine.ChunkPlan`).
     """
     method = canonical_method(method)
+    memory_budget = check_memory_budget(memory_budget)
     bk = inp.bk
     job = Job(
         bk=bk,
@@ -385,7 +395,7 @@ def attribute(
         if not isinstance(baseline, (Mapping, list, tuple)):
             check_baseline(baseline)
         job.baselines = _baseline_fn(inp, baseline, seed)
-    result = sweep(job)
+    result = sweep(job, memory_budget)
     delta = None
     if with_delta and job.alphas is not None and not job.magnitude:
         f_end, f_base = endpoint_scores(job, max(result.chunks))

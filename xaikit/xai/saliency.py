@@ -12,6 +12,7 @@ from xaikit.backend.outputs import check_output as _check_output
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
 from xaikit.xai._display import to_display
+from xaikit.xai._engine import DEFAULT_BUDGET, check_memory_budget
 from xaikit.xai._kwargs import merge_model_kwargs
 from xaikit.xai.methods import (
     Attribution,
@@ -52,7 +53,12 @@ class SaliencyNet:
         outputs: key(s) of the masks, one per model input.
         class_key: a batch key holding per-sample classes to explain instead of the prediction.
         seed: makes noise and random baselines reproducible (None: fresh randomness per call).
-        max_batch: rows per fused forward+backward, or ``"auto"``.
+        max_batch: rows per fused forward+backward, or ``"auto"``: a size fixed at the model's
+            first call per input shape from a memory probe, ``memory_budget`` and timing (see
+            "How the plan chooses chunks" in ``docs/saliency.md``).
+        memory_budget: what an ``"auto"`` chunk may use: bytes (an int), or a fraction in
+            (0, 1] (a float) of the memory available when the plan is made (the RAM on a CPU,
+            free memory on a GPU); default 0.5. Ignored with an explicit ``max_batch``.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain Python function.
         channel_axis: channel axis of 4-D inputs when the shape is ambiguous (1 or -1).
         xla: compile the TensorFlow chunk step with XLA (``jit_compile``); ignored for torch.
@@ -88,8 +94,10 @@ class SaliencyNet:
         xla: bool = False,
         output: int | str = 0,
         model_kwargs: Mapping[str, Any] | None = None,
+        memory_budget: int | float = DEFAULT_BUDGET,
     ) -> None:
         self.bk = get_backend(model, framework)
+        self.memory_budget = check_memory_budget(memory_budget)
         self.output = _check_output(output)
         self.model_kwargs = merge_model_kwargs(model_kwargs, None)
         self.xla = bool(xla)
@@ -131,14 +139,15 @@ class SaliencyNet:
         seed: int | None = None,
         max_batch: int | str | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
+        memory_budget: int | float | None = None,
     ) -> dict[str, Any]:
         """Vanilla gradients of the target score with respect to each input.
 
         Keyword arguments shared by the three methods: ``target`` (classes to explain instead of
         the prediction), ``raw`` (signed attributions instead of display masks), ``seed`` (this
         call's seed instead of the net's), ``max_batch`` (this call's rows per chunk instead
-        of the net's) and ``model_kwargs`` (this call's extra forward arguments, added to the
-        net's).
+        of the net's), ``memory_budget`` (this call's budget of an ``"auto"`` chunk) and
+        ``model_kwargs`` (this call's extra forward arguments, added to the net's).
 
         Returns:
             The batch's keys, each ``model_outputs`` key as the predicted class per sample, and
@@ -153,6 +162,7 @@ class SaliencyNet:
             seed=seed,
             max_batch=max_batch,
             model_kwargs=model_kwargs,
+            memory_budget=memory_budget,
         )
 
     def get_smoothed_masks(
@@ -170,6 +180,7 @@ class SaliencyNet:
         quadrature: str = "gausslegendre",
         max_batch: int | str | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
+        memory_budget: int | float | None = None,
     ) -> dict[str, Any]:
         """SmoothGrad: gradients averaged over ``nsamples`` noisy copies of each input.
 
@@ -189,6 +200,7 @@ class SaliencyNet:
             seed=seed,
             max_batch=max_batch,
             model_kwargs=model_kwargs,
+            memory_budget=memory_budget,
             nsamples=nsamples,
             nintegration=nintegration,
             stdev_spread=stdev_spread,
@@ -209,6 +221,7 @@ class SaliencyNet:
         seed: int | None = None,
         max_batch: int | str | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
+        memory_budget: int | float | None = None,
     ) -> dict[str, Any]:
         """Integrated Gradients with ``nsamples`` path steps from ``baseline`` to the input.
 
@@ -223,6 +236,7 @@ class SaliencyNet:
             seed=seed,
             max_batch=max_batch,
             model_kwargs=model_kwargs,
+            memory_budget=memory_budget,
             nsamples=nsamples,
             baseline=baseline,
             quadrature_rule=quadrature,
@@ -239,6 +253,7 @@ class SaliencyNet:
         seed: int | None,
         max_batch: int | str | None,
         model_kwargs: Mapping[str, Any] | None = None,
+        memory_budget: int | float | None = None,
         **options: Any,
     ) -> dict[str, Any]:
         if not isinstance(batch, Mapping):
@@ -266,6 +281,9 @@ class SaliencyNet:
         )
         seed = (self.seed if self.seed is not None else _fresh_seed()) if seed is None else seed
         chunk = self.max_batch if max_batch is None else max_batch
+        options["memory_budget"] = (
+            self.memory_budget if memory_budget is None else check_memory_budget(memory_budget)
+        )
         with self.bk.inference(self.model):
             result, predictions = _explain(
                 inp, method, target, seed, chunk, raw, options, len(self._outputs), self.xla, self.output
@@ -327,6 +345,7 @@ def explain(
     framework: str | None = None,
     seed: int | None = 0,
     max_batch: int | str = "auto",
+    memory_budget: int | float = DEFAULT_BUDGET,
     return_delta: bool = False,
     xla: bool = False,
     **options: Any,
@@ -342,6 +361,8 @@ def explain(
         framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
         seed: seed of noise and random baselines (default 0: reproducible).
         max_batch: rows per fused chunk, or ``"auto"``.
+        memory_budget: what an ``"auto"`` chunk may use: bytes (int) or a fraction in (0, 1]
+            (float) of the available RAM / free GPU memory; default 0.5.
         return_delta: also return the completeness delta (B,) of IG-based methods.
         xla: compile the TensorFlow chunk step with XLA; ignored for torch.
         **options: the options of the matching ``SaliencyNet`` method: ``nsamples``,
@@ -364,6 +385,7 @@ def explain(
         True
     """
     method = canonical_method(method)
+    memory_budget = check_memory_budget(memory_budget)
     bk = get_backend(model, framework)
     multi = isinstance(x, (list, tuple))
     values = list(x) if multi else [x]
@@ -399,6 +421,7 @@ def explain(
             method,
             seed=seed,
             max_batch=max_batch,
+            memory_budget=memory_budget,
             output=output,
             with_delta=return_delta,
             xla=xla,

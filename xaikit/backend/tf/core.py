@@ -330,8 +330,28 @@ class TFBackend(Backend):
     def is_accelerator(self, device: Any) -> bool:
         return isinstance(device, str) and ("GPU" in device.upper() or "TPU" in device.upper())
 
+    def peak_memory(self, fn: Callable[[], Any], device: Any) -> tuple[Any, int | None]:
+        """GPU: ``tf.config.experimental.get_memory_info``'s ``peak`` after a reset, above the
+        ``current`` bytes at the start; CPU: the resident set (see :meth:`Backend.peak_memory`)."""
+        if not self.is_accelerator(device):
+            return super().peak_memory(fn, device)
+        name = _short_device(device)
+        exp = self.tf.config.experimental
+        try:
+            exp.reset_memory_stats(name)
+            base = int(exp.get_memory_info(name)["current"])
+        except (ValueError, RuntimeError):  # no allocator statistics for this device
+            return fn(), None
+        out = fn()
+        return out, max(0, int(exp.get_memory_info(name)["peak"]) - base)
+
     def pads_chunks(self) -> bool:
         return True
+
+
+def _short_device(device: str) -> str:
+    """``"/job:localhost/replica:0/task:0/device:GPU:0"`` -> ``"GPU:0"``."""
+    return device.rsplit("device:", 1)[-1]
 
 
 def _input_shape(model: Any) -> tuple[Any, ...] | None:

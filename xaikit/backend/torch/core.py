@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -233,6 +233,19 @@ class TorchBackend(Backend):
             return None
         free, _total = self.torch.cuda.mem_get_info(device)
         return int(free)
+
+    def peak_memory(self, fn: Callable[[], Any], device: Any) -> tuple[Any, int | None]:
+        """CUDA: ``torch.cuda.max_memory_allocated`` after a reset, above the allocated bytes at
+        the start; CPU: the resident set (see :meth:`Backend.peak_memory`)."""
+        if getattr(device, "type", "cpu") != "cuda":
+            return super().peak_memory(fn, device)
+        cuda = self.torch.cuda
+        cuda.synchronize(device)
+        cuda.reset_peak_memory_stats(device)
+        base = cuda.memory_allocated(device)
+        out = fn()
+        cuda.synchronize(device)
+        return out, max(0, int(cuda.max_memory_allocated(device)) - int(base))
 
     def empty_cache(self, device: Any) -> None:
         if getattr(device, "type", "cpu") == "cuda":
