@@ -27,8 +27,6 @@ the maximum over rounds. The Markdown section "Real models at 224x224" of ``--ou
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import datetime as dt
 import gc
 import json
@@ -47,6 +45,8 @@ sys.path[:0] = [str(HERE), str(ROOT)]
 
 from _measure import PeakRSS, machine  # noqa: E402
 
+from xaikit.backend.memory import trim_heap  # noqa: E402
+
 START = "<!-- real-models:start -->"
 END = "<!-- real-models:end -->"
 S, M, B = 8, 8, 4  # the 224x224 job: SmInt(8, 8) on 4 images
@@ -54,15 +54,6 @@ S, M, B = 8, 8, 4  # the 224x224 job: SmInt(8, 8) on 4 images
 
 def log(msg: str) -> None:
     print(msg, flush=True)
-
-
-def _trim() -> None:
-    try:
-        name = ctypes.util.find_library("c")
-        if name:
-            ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 class Line:
@@ -76,7 +67,7 @@ class Line:
 
     def once(self) -> None:
         gc.collect()
-        _trim()
+        trim_heap()
         with PeakRSS() as peak:
             t0 = time.perf_counter()
             self.fn()

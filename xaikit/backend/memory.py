@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["available_ram", "host_peak", "rss_bytes"]
+__all__ = ["available_ram", "host_peak", "rss_bytes", "trim_heap"]
 
 _STATUS = "/proc/self/status"
 
@@ -76,7 +76,7 @@ def available_ram() -> int | None:
     return None
 
 
-def _trim() -> None:
+def trim_heap() -> None:
     """Give glibc's free heap back to the OS (no-op elsewhere)."""
     try:
         name = ctypes.util.find_library("c")
@@ -131,7 +131,7 @@ def host_peak(fn: Callable[[], Any], period: float = 0.001) -> tuple[Any, int | 
         True
     """
     gc.collect()
-    _trim()
+    trim_heap()
     base = rss_bytes()
     if not base:
         return fn(), None
