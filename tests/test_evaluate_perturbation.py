@@ -266,8 +266,14 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         xk.evaluate.deletion(model, xs, rng.random((2, SIZE, SIZE, 2)))
     with pytest.raises(XaikitValueError, match=r"saliency holds NaN"):
         xk.evaluate.deletion(model, xs, np.full((2, SIZE, SIZE), np.nan))
-    with pytest.raises(XaikitValueError, match=r"saliency must be maps or a method name .* got 'gradcam'"):
-        xk.evaluate.deletion(model, xs, "gradcam")
+    with pytest.raises(
+        XaikitValueError, match=r"saliency must be maps or a method name .*'rise'\); got 'gradkam'"
+    ):
+        xk.evaluate.deletion(model, xs, "gradkam")
+    with pytest.raises(
+        XaikitValueError, match=r"method_options \['nsamples'\] apply only when saliency is a method"
+    ):
+        xk.evaluate.deletion(model, xs, rng.random((2, SIZE, SIZE)), method_options={"nsamples": 2})
     with pytest.raises(
         XaikitValueError, match=r"rank must be one of 'auto', 'signed', 'magnitude'; got 'abs'"
     ):

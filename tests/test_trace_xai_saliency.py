@@ -216,7 +216,10 @@ def test_dropped_columns_and_overlay_choice(framework):
             overlay(batches(1)[0]["x"], np.asarray(img[column][0]), smooth=1.0),
             atol=1e-6,
         )
-    with pytest.raises(XaikitValueError, match=r"overlay must be None or one of \['integrated', 'saliency'"):
+    with pytest.raises(
+        XaikitValueError,
+        match=r"overlay must be None, one of \['integrated', 'saliency'.*or one of methods \[\]",
+    ):
         Saliency(model, "x", "y_pred", overlay="gradcam")
     with pytest.raises(
         XaikitValueError, match=r"overlay='smint' needs that mask.*computed: \['saliency', 'smoothed'\]"

@@ -46,20 +46,50 @@ def _masks(mask: Any, batch: int | None) -> np.ndarray:
     return arr.astype(bool)
 
 
+def _explained(
+    method: str, model: Any, x: Any, target: Any, seed: int, options: dict[str, Any]
+) -> np.ndarray:
+    """The maps of a method given by name (see :func:`localization`)."""
+    from xaikit.xai import explain
+    from xaikit.xai.names import canonical
+
+    name = canonical(method, "saliency")
+    if model is None or x is None:
+        raise XaikitValueError(
+            f"saliency={method!r} is a method name: pass model= and x= (the batch the masks belong "
+            f"to) to compute it; got model={describe(model)}, x={describe(x)}"
+        )
+    return np.asarray(explain(model, x, target=target, method=name, seed=seed, **options))
+
+
 def localization(
-    saliency: Any, mask: Any, tolerance: float = 0.0, absolute: bool = True
+    saliency: Any,
+    mask: Any,
+    tolerance: float = 0.0,
+    absolute: bool = True,
+    *,
+    model: Any = None,
+    x: Any = None,
+    target: Any = None,
+    seed: int = 0,
+    **method_options: Any,
 ) -> dict[str, np.ndarray]:
     """Energy inside the mask and the pointing game, per sample.
 
     Args:
         saliency: one map per sample: ``(B, H, W)``, ``(B, H, W, C)`` or ``(B, C, H, W)`` (raw
-            attributions or display masks; channels are summed by magnitude).
+            attributions or display masks; channels are summed by magnitude), or a method name
+            (any :func:`xaikit.xai.explain` takes: ``"integrated"``, ``"gradcam"``, ``"rise"``,
+            ...), computed on ``model`` and ``x`` first.
         mask: ground-truth object masks ``(B, H, W)`` (``(B, H, W, 1)`` / ``(B, 1, H, W)`` too),
             booleans or 0/1.
         tolerance: the pointing game counts a hit within this many pixels (Euclidean) of the
             mask (Zhang et al. use 15 px on full-size images).
         absolute: score the magnitude of the map (default); with False, channels are summed with
             their signs and only the positive part counts as mass.
+        model, x, target, seed: with a method name: the model, its input batch, the class
+            explained (None: the prediction) and the seed of the method.
+        **method_options: more options of the method (``layer``, ``nsamples``, ``output``, ...).
 
     Returns:
         ``{"energy": (B,) float, "pointing": (B,) bool}``. ``energy`` is the positive mass inside
@@ -77,6 +107,13 @@ def localization(
     """
     tolerance = check_number(tolerance, "tolerance (in pixels)", low=0, kind=XaikitTypeError)
     masks = _masks(mask, None)
+    if isinstance(saliency, str):
+        saliency = _explained(saliency, model, x, target, seed, method_options)
+    elif model is not None or x is not None or method_options:
+        raise XaikitValueError(
+            "model, x and method options apply only when saliency is a method name; got maps "
+            f"({describe(saliency)})"
+        )
     batch, spatial = masks.shape[0], tuple(masks.shape[1:])
     sal_shape = tuple(getattr(saliency, "shape", np.shape(saliency)))
     if not sal_shape or sal_shape[0] != batch:

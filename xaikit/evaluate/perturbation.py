@@ -14,6 +14,7 @@ count), and scored in forward passes of ``max_batch`` rows: never one pass per s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,12 +23,13 @@ import numpy as np
 from xaikit.backend import T, get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
-from xaikit.errors import XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape, to_spatial
 from xaikit.layout import move, move_back
 from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
 from xaikit.xai._engine import check_max_batch, default_rows, forward_scores
-from xaikit.xai.methods import METHODS, pin_targets, prepare
+from xaikit.xai.methods import pin_targets, prepare
+from xaikit.xai.names import ALL_METHODS, canonical
 
 __all__ = ["BASELINES", "RANKS", "CurveResult", "deletion", "insertion"]
 
@@ -92,6 +94,7 @@ def deletion(
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
     framework: str | None = None,
+    method_options: dict[str, Any] | None = None,
 ) -> CurveResult:
     """The deletion curve: remove the most salient pixels first and watch the score fall.
 
@@ -100,8 +103,10 @@ def deletion(
         x: the input batch (numpy or tensor), in the model's layout.
         saliency: one map per sample: ``(B, H, W)``, ``(B, H, W, 1)``, ``(B, 1, H, W)`` or x's
             full shape; raw or display masks. Ties are broken in a random order drawn from
-            ``seed``. A method name (``"vanilla"``, ``"integrated"``, ...) computes the (signed)
-            maps with :func:`xaikit.xai.explain` first.
+            ``seed``. A method name (any of :data:`xaikit.xai.names.ALL_METHODS`: ``"vanilla"``,
+            ``"integrated"``, ``"gradcam"``, ``"occlusion"``, ``"rise"``, ...) computes the
+            maps with :func:`xaikit.xai.explain` first (the signed attributions of the gradient
+            and occlusion methods, the (B, H, W) maps of CAM and RISE).
         target: class per sample (or one for all); None = the model's prediction on x.
         steps: number of deletion steps (the curve has ``steps + 1`` points).
         baseline: what a deleted pixel becomes: ``"black"`` (the sample's minimum), ``"zeros"``,
@@ -124,6 +129,9 @@ def deletion(
             whose first axis is the batch size is per-sample (each perturbed row gets its
             sample's value), anything else is passed unchanged.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
+        method_options: options of the method when ``saliency`` is a method name (``nsamples``,
+            ``layer``, ``window``, ...), passed to :func:`xaikit.xai.explain` with ``seed``,
+            ``max_batch``, ``output`` and ``model_kwargs``.
 
     Returns:
         A :class:`CurveResult`; lower AUC means a more faithful map. ``.rank`` says which order
@@ -139,7 +147,7 @@ def deletion(
     """
     return _curve(
         "deletion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework,
-        model_kwargs,
+        model_kwargs, method_options,
     )  # fmt: skip
 
 
@@ -157,6 +165,7 @@ def insertion(
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
     framework: str | None = None,
+    method_options: dict[str, Any] | None = None,
 ) -> CurveResult:
     """The insertion curve: start from the baseline, put the most salient pixels back first.
 
@@ -173,7 +182,7 @@ def insertion(
     """
     return _curve(
         "insertion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework,
-        model_kwargs,
+        model_kwargs, method_options,
     )  # fmt: skip
 
 
@@ -237,6 +246,7 @@ def _curve(
     output: int | str,
     framework: str | None,
     model_kwargs: dict[str, Any] | None = None,
+    method_options: dict[str, Any] | None = None,
 ) -> CurveResult:
     steps = check_int(steps, "steps", 1)
     output = check_output(output)
@@ -247,17 +257,31 @@ def _curve(
     shape, caxis = input_layout(x, bk)
     batch = shape[0]
     spatial = spatial_shape(shape, caxis)
+    if method_options is not None and not isinstance(method_options, Mapping):
+        raise XaikitTypeError(
+            f"method_options must be a dict of options or None; got {describe(method_options)}"
+        )
     if isinstance(saliency, str):
-        if saliency not in METHODS:
-            raise XaikitValueError(
-                f"saliency must be maps or a method name ({', '.join(map(repr, METHODS))}); got {saliency!r}"
-            )
+        if saliency not in ALL_METHODS:
+            try:
+                canonical(saliency)
+            except XaikitValueError:
+                raise XaikitValueError(
+                    f"saliency must be maps or a method name ({', '.join(map(repr, ALL_METHODS))}); "
+                    f"got {saliency!r}"
+                ) from None
+        method = canonical(saliency)
         from xaikit.xai import explain
 
+        options = {"seed": seed, "max_batch": max_batch, **dict(method_options or {})}
         saliency = explain(
-            model, x, target=target, method=saliency, seed=seed, framework=framework, output=output,
-            model_kwargs=model_kwargs,
+            model, x, target=target, method=method, framework=framework, output=output,
+            model_kwargs=model_kwargs, **options,
         )  # fmt: skip
+    elif method_options:
+        raise XaikitValueError(
+            f"method_options {sorted(method_options)} apply only when saliency is a method name; got maps"
+        )
     channels = shape[caxis] if caxis is not None else None
     saliency = host(saliency, "saliency")
     rank_by = resolve_rank(rank_by, saliency)

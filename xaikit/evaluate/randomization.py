@@ -35,7 +35,8 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape, spearman, ssim, to_spatial
 from xaikit.xai import _display
 from xaikit.xai import saliency as _saliency
-from xaikit.xai.methods import canonical_method, pin_targets, prepare
+from xaikit.xai.methods import pin_targets, prepare
+from xaikit.xai.names import canonical
 
 __all__ = ["RandomBaseline", "RandomizationResult", "model_layers", "randomization_test"]
 
@@ -247,7 +248,7 @@ def randomization_test(
         raise XaikitTypeError(f"random_baseline must be True or False; got {describe(random_baseline)}")
     if order not in ORDERS:
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {order!r}")
-    method = canonical_method(method)
+    method = canonical(method)
     bk = get_backend(model, framework)
     ops = bk.eval
     chosen = _select(ops.weighted_layers(model), layers)

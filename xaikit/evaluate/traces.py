@@ -53,12 +53,12 @@ class _FixedSampleTrace(Trace):
             raise XaikitTypeError(f"model_inputs must be one batch key (str); got {describe(model_inputs)}")
         keys = [model_inputs] + ([class_key] if class_key else [])
         super().__init__(inputs=keys, outputs=outputs, mode=mode, ds_id=ds_id)
-        from xaikit.xai.methods import canonical_method
+        from xaikit.xai.names import canonical
 
         self.model = model
         self.model_inputs = model_inputs
         self.class_key = class_key
-        self.method = canonical_method(method)
+        self.method = canonical(method)
         self.seed = seed
         from xaikit.xai._kwargs import merge_model_kwargs
 

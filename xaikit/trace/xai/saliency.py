@@ -10,10 +10,12 @@ import numpy as np
 
 from xaikit.backend import to_number
 from xaikit.checks import check_int, check_number
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
+from xaikit.xai.names import canonical
+from xaikit.xai.names import title as method_title
 
 __all__ = ["Saliency", "invert_mapping", "to_names"]
 
@@ -77,6 +79,43 @@ def _strips(values: np.ndarray) -> np.ndarray:
     return values[:, None, :] if values.ndim == 2 else values
 
 
+def _mask_axis(mask_shape: tuple[int, ...], x_shape: tuple[int, ...]) -> int | None:
+    """The channel axis of the inputs, read off a gradient display mask (one channel, kept)."""
+    if len(mask_shape) != len(x_shape) or len(x_shape) < 4:
+        return None
+    for a in (1, len(x_shape) - 1):
+        if mask_shape[a] == 1 and mask_shape[:a] + mask_shape[a + 1 :] == x_shape[:a] + x_shape[a + 1 :]:
+            return a
+    return None
+
+
+def _check_methods(methods: Any, inputs: list[str]) -> dict[str, dict[str, Any]]:
+    """``methods=`` checked: ``{canonical name: options}`` in the given order."""
+    if methods is None:
+        return {}
+    if isinstance(methods, str):
+        methods = [methods]
+    if isinstance(methods, Mapping):
+        items = list(methods.items())
+    elif isinstance(methods, Sequence):
+        items = [(m, {}) for m in methods]
+    else:
+        raise XaikitTypeError(
+            f"methods must be a list of method names or a dict {{name: options}}; got {describe(methods)}"
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for name, options in items:
+        m = canonical(name, "methods")
+        if not isinstance(options, Mapping):
+            raise XaikitTypeError(f"methods[{name!r}] must be a dict of options; got {describe(options)}")
+        out[m] = dict(options)
+    if out and len(inputs) != 1:
+        raise XaikitValueError(
+            f"methods needs a model with a single input (the image explained); model_inputs is {inputs}"
+        )
+    return out
+
+
 def _display_options(denormalize: Any, inputs: list[str]) -> dict[str, Any]:
     """``denormalize=`` checked: ``{model input: Denormalizer or None}``."""
     from xaikit.denormalize import to_denormalizer
@@ -133,9 +172,9 @@ class Saliency(Trace):
         seed: seed of the noise and random baselines (the same masks for the same model).
         stdev_spread: SmoothGrad noise level (fraction of each sample's value range).
         max_batch: rows per fused forward+backward pass of the engine (``"auto"``).
-        overlay: the mask drawn over the image: ``"smint"``, ``"integrated"``, ``"smoothed"`` or
-            ``"saliency"`` (vanilla); ``None`` (default): the most refined one computed, SmInt >
-            integrated > smoothed > vanilla.
+        overlay: the mask drawn over the image: ``"smint"``, ``"integrated"``, ``"smoothed"``,
+            ``"saliency"`` (vanilla) or one of ``methods``; ``None`` (default): the most refined
+            gradient mask computed, SmInt > integrated > smoothed > vanilla.
         overlay_smooth: sigma in pixels of the blur of the overlaid mask (see
             :func:`xaikit.viz.overlay`); ``"auto"`` (default): max(1, the image's longer side /
             32); 0 draws the raw mask.
@@ -143,6 +182,12 @@ class Saliency(Trace):
             key or an attribute name such as ``"logits"`` (see :class:`~xaikit.xai.SaliencyNet`).
         model_kwargs: extra keyword arguments of the model's forward call (e.g. a flag); a tensor
             or array whose first axis is the number of samples is per-sample.
+        methods: more methods shown as columns after the gradient ones, each by name as
+            :func:`xaikit.xai.explain` takes it (``"gradcam"``, ``"occlusion"``, ``"rise"``, ...; see
+            :mod:`xaikit.xai.names`), or a dict ``{name: {option: value}}`` with the method's
+            options (``layer``, ``window``, ``n_masks``, ...). Column ``"<title> <mask>"`` (e.g.
+            ``"Grad-CAM saliency"``), explaining the same predicted class with the trace's
+            ``seed``, ``max_batch``, ``output`` and ``model_kwargs``; needs a single model input.
         denormalize: how to show normalized model inputs: ``(mean, std)`` of their
             normalization (numbers or one per channel), so that the image and overlay columns
             show ``x * std + mean`` (see :mod:`xaikit.denormalize`), or a function images ->
@@ -176,8 +221,10 @@ class Saliency(Trace):
         output: int | str = 0,
         model_kwargs: Mapping[str, Any] | None = None,
         denormalize: Any = None,
+        methods: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
+        self.methods = _check_methods(methods, inputs)
         outs = to_list(model_outputs, "model_outputs")
         if not inputs:
             raise XaikitValueError("model_inputs must name at least one batch key; got none")
@@ -193,11 +240,19 @@ class Saliency(Trace):
             raise XaikitValueError(f"integrating values must be >= 0; got {integrating!r}")
         computed = {"saliency": True, "smoothed": bool(smoothing), "integrated": bool(n_int)}
         computed["smint"] = bool(n_int and n_smint)
+        extra = {method_title(m): m for m in self.methods}
         if overlay is not None and overlay not in _OVERLAY_PREFIX:
-            raise XaikitValueError(
-                f"overlay must be None or one of {sorted(_OVERLAY_PREFIX)}; got {describe(overlay)}"
-            )
-        if overlay is not None and not computed[overlay]:
+            try:
+                overlay_method = canonical(overlay, "overlay")
+            except XaikitError:
+                overlay_method = None
+            if overlay_method not in self.methods:
+                raise XaikitValueError(
+                    f"overlay must be None, one of {sorted(_OVERLAY_PREFIX)} or one of methods "
+                    f"{list(self.methods)}; got {describe(overlay)}"
+                )
+            overlay = method_title(overlay_method)
+        if overlay is not None and overlay not in extra and not computed[overlay]:
             raise XaikitValueError(
                 f"overlay={overlay!r} needs that mask, which this trace does not compute "
                 f"(smoothing={smoothing!r}, integrating={integrating!r}); computed: "
@@ -215,6 +270,8 @@ class Saliency(Trace):
             ds_id=ds_id,
         )
         self.overlay = overlay
+        self.seed_value = seed
+        self.max_batch = max_batch
         self.model = model
         self.model_inputs = inputs
         self.model_outputs = outs
@@ -242,6 +299,7 @@ class Saliency(Trace):
             model_kwargs=model_kwargs,
         )
         self.output = self.salnet.output
+        self.model_kwargs = model_kwargs
         #: the last ImgData painted (``None`` before the first run)
         self.images: Any = None
 
@@ -316,8 +374,35 @@ class Saliency(Trace):
                     nintegration=self.n_integration,
                 )
                 columns["SmInt"] = back(res)
-        best = list(columns)[-1] if self.overlay is None else _OVERLAY_PREFIX[self.overlay]
+        for method, options in self.methods.items():
+            x = batch[self.model_inputs[0]]
+            axis = _mask_axis(columns[""][0].shape, x.shape)
+            columns[method_title(method)] = [self._method_mask(method, options, x, axis)]
+        if self.overlay is None:
+            best = [c for c in columns if c in _OVERLAY_PREFIX.values()][-1]
+        else:
+            best = _OVERLAY_PREFIX.get(self.overlay, self.overlay)
         return self._grid(samples, vanilla, columns, best, title)
+
+    def _method_mask(
+        self, method: str, options: Mapping[str, Any], x: np.ndarray, axis: int | None
+    ) -> np.ndarray:
+        """One of ``methods`` on the samples, as a display mask in [0, 1] shaped like the
+        gradient masks (the input's layout, one channel)."""
+        from xaikit.xai import explain
+        from xaikit.xai._display import to_display
+
+        kw = dict(options)
+        kw.setdefault("seed", self.seed_value)
+        kw.setdefault("max_batch", self.max_batch)
+        kw.setdefault("output", self.output)
+        if self.model_kwargs is not None:
+            kw.setdefault("model_kwargs", self.model_kwargs)
+        raw = np.asarray(explain(self.model, x, method=method, **kw), dtype=np.float64)
+        if raw.shape == x.shape:  # input-shaped attributions
+            return to_display(raw, axis)
+        shown = to_display(raw, None, percentile=100.0)  # a (B, H, W) map
+        return shown if axis is None else np.expand_dims(shown, axis)
 
     def _grid(
         self,
