@@ -98,6 +98,12 @@ JOBS: tuple[Job, ...] = (
         pictures=("own_models_resnet18.png", "own_models_mobilenetv2.png", "own_models_vit.png"),
     ),
     Job(
+        "perturbation",
+        "perturbation.png",
+        quick=("--epochs", "1", "--n-train", "256", "--masks", "50"),
+        frameworks=("torch",),
+    ),
+    Job(
         "evaluate_methods",
         "randomization_grid.png",
         quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--frameworks", "torch"),

@@ -61,6 +61,7 @@ class Job:
     dtype: str = "float32"  # rows and accumulators (float32 for a half-precision model)
     xla: bool = False  # compile the TF step with XLA
     model_kwargs: ModelKwargs | None = None  # extra forward arguments; per-sample ones follow the rows
+    forward_only: bool = False  # rows cost a forward pass only (perturbation methods): own plan
 
     @property
     def batch(self) -> int:
@@ -408,7 +409,8 @@ class ChunkPlan:
         self.job = job
         bk = self.bk = job.bk
         shapes = tuple(tuple(int(d) for d in x.shape[1:]) for x in job.inputs)
-        self.row_key = (bk.name, shapes, job.output)
+        # forward-only rows cost less memory than gradient rows: their plan and row cost are kept apart
+        self.row_key = (bk.name, shapes, job.output, *(("forward",) if job.forward_only else ()))
         self.key = (*self.row_key, budget)
         self.budget = budget
         self.device = _device_of(job.inputs[0])
@@ -440,7 +442,7 @@ class ChunkPlan:
     def _default(self) -> int:
         bk, job = self.bk, self.job
         row_elems = sum(int(np.prod(x.shape[1:])) for x in job.inputs)
-        return default_rows(bk, self.device, row_elems)
+        return default_rows(bk, self.device, row_elems, forward_only=job.forward_only)
 
     def _fix(self, size: int | None = None) -> None:
         try:

@@ -11,6 +11,7 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output as _check_output
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
+from xaikit.xai import perturb
 from xaikit.xai._display import to_display
 from xaikit.xai._engine import DEFAULT_BUDGET, check_memory_budget
 from xaikit.xai._kwargs import merge_model_kwargs
@@ -357,7 +358,10 @@ def explain(
             outputs (see ``output``).
         x: the input batch (numpy or tensor), or a list of inputs for a multi-input model.
         target: class per sample (or one class for all); None = the predicted class, pinned.
-        method: ``"vanilla"``, ``"smoothgrad"``, ``"integrated"`` or ``"smint"``.
+        method: ``"vanilla"``, ``"smoothgrad"``, ``"integrated"`` or ``"smint"``; or a
+            perturbation method (forward passes only, :mod:`xaikit.xai.perturb`): ``"occlusion"``
+            (options ``window``, ``stride``, ``baseline``; input-shaped result) or ``"rise"``
+            (options ``n_masks``, ``cell``, ``p``; a (B, H, W) result, one map per image).
         framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
         seed: seed of noise and random baselines (default 0: reproducible).
         max_batch: rows per fused chunk, or ``"auto"``.
@@ -384,6 +388,8 @@ def explain(
         >>> bool(np.allclose(attr, model.weight[1].detach().numpy()))
         True
     """
+    if perturb.perturbation_method(method):
+        return _explain_perturbation(model, x, target, method, framework, seed, max_batch, memory_budget, return_delta, xla, options)  # fmt: skip
     method = canonical_method(method)
     memory_budget = check_memory_budget(memory_budget)
     bk = get_backend(model, framework)
@@ -431,3 +437,42 @@ def explain(
     if return_delta:
         return arrays, result.delta
     return arrays
+
+
+def _explain_perturbation(
+    model: Any,
+    x: Any,
+    target: Any,
+    method: str,
+    framework: str | None,
+    seed: int | None,
+    max_batch: int | str,
+    memory_budget: int | float,
+    return_delta: bool,
+    xla: bool,
+    options: dict[str, Any],
+) -> np.ndarray:
+    """``explain`` for the perturbation methods of :mod:`xaikit.xai.perturb` (forward passes only)."""
+    name = str(perturb.perturbation_method(method))
+    memory_budget = check_memory_budget(memory_budget)
+    if return_delta:
+        raise XaikitValueError(
+            f"return_delta is the completeness delta of IG-based methods; method {name!r} has none: "
+            "call explain without return_delta"
+        )
+    opts = dict(options)
+    output = _check_output(opts.pop("output", 0))
+    model_kwargs = opts.pop("model_kwargs", None)
+    perturb.check_options(name, opts)
+    bk = get_backend(model, framework)
+    values = list(x) if isinstance(x, (list, tuple)) else [x]
+    keys = [f"input_{i}" for i in range(len(values))] if len(values) > 1 else ["x"]
+    inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
+    seed = _fresh_seed() if seed is None else seed
+    run = perturb.occlusion if name == "occlusion" else perturb.rise
+    with bk.inference(model):
+        targets, _ = pin_targets(inp, target, output)
+        return run(
+            inp, targets, seed=seed, output=output, max_batch=max_batch,
+            memory_budget=memory_budget, xla=xla, **opts,
+        )  # fmt: skip
