@@ -1,0 +1,79 @@
+"""pytorch-grad-cam (PyPI ``grad-cam`` 1.5.x) classes, loaded without importing torchvision.
+
+The package's ``__init__`` imports every method, and two of its modules import torchvision at
+import time, whose wheel may not import beside the installed torch. So, as
+``tests/xai/test_cam_peers.py`` does, only the modules needed are loaded, under a bare package
+object and with a stub ``torchvision`` of the three names imported at import time; the stubs are
+in ``sys.modules`` for the import only. Nothing of torchvision is used by the CAM classes'
+calls (``scale_cam_image`` resizes with OpenCV).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from typing import Any
+
+#: xaikit method name -> (pytorch_grad_cam module, class)
+CLASSES = {
+    "gradcam": ("grad_cam", "GradCAM"),
+    "gradcam++": ("grad_cam_plusplus", "GradCAMPlusPlus"),
+    "xgradcam": ("xgrad_cam", "XGradCAM"),
+    "layercam": ("layer_cam", "LayerCAM"),
+    "hirescam": ("hirescam", "HiResCAM"),
+    "scorecam": ("score_cam", "ScoreCAM"),
+    "eigencam": ("eigen_cam", "EigenCAM"),
+}
+
+
+def available() -> bool:
+    """Whether pytorch-grad-cam and its ``ttach`` and OpenCV dependencies are installed."""
+    return all(importlib.util.find_spec(m) is not None for m in ("pytorch_grad_cam", "ttach", "cv2"))
+
+
+def load_classes(methods: list[str] | None = None) -> dict[str, Any]:
+    """The pytorch-grad-cam class of each xaikit method name (all of :data:`CLASSES` by default)."""
+    wanted = list(CLASSES) if methods is None else [m for m in methods if m in CLASSES]
+    spec = importlib.util.find_spec("pytorch_grad_cam")
+    if spec is None or spec.submodule_search_locations is None:
+        raise ImportError("pytorch-grad-cam is not installed (pip install --no-deps grad-cam ttach)")
+    tv = types.ModuleType("torchvision")
+    tr = types.ModuleType("torchvision.transforms")
+    fn = types.ModuleType("torchvision.transforms.functional")
+    for name in ("Compose", "Normalize", "ToTensor"):
+        setattr(tr, name, object)
+    fn.resize = None  # type: ignore[attr-defined]
+    tv.transforms = tr  # type: ignore[attr-defined]
+    tr.functional = fn  # type: ignore[attr-defined]
+    pkg = types.ModuleType("pytorch_grad_cam")
+    pkg.__path__ = list(spec.submodule_search_locations)
+    stubs = {"torchvision": tv, "torchvision.transforms": tr, "torchvision.transforms.functional": fn}
+    saved = {k: sys.modules.get(k) for k in [*stubs, "pytorch_grad_cam"]}
+    sys.modules.update(stubs)
+    sys.modules["pytorch_grad_cam"] = pkg
+    try:
+        return {
+            m: getattr(importlib.import_module(f"pytorch_grad_cam.{CLASSES[m][0]}"), CLASSES[m][1])
+            for m in wanted
+        }
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+class ClassTarget:
+    """pytorch-grad-cam's ``ClassifierOutputTarget``: the score of one class (its module imports
+    torchvision, so it is restated here)."""
+
+    def __init__(self, category: int) -> None:
+        self.category = category
+
+    def __call__(self, out: Any) -> Any:
+        if out.ndim == 1:
+            return out[self.category]
+        return out[:, self.category]

@@ -1,0 +1,844 @@
+"""The explanation methods of issue 14 (CAM family, occlusion, RISE) against their peers, on the
+torch ResNet-18 at 224x224.
+
+Usage:
+    python benchmarks/methods_bench.py [--cases cam,scorecam,rise,occlusion] [--reps 2]
+        [--threads N] [--quick] [--json benchmarks/results/DATE-methods.json]
+        [--out docs/benchmarks.md]
+
+Model: ``xaikit.architecture.torch.ResNet18`` (1000 classes, torchvision's module names), random
+weights, ``calibrate_batchnorm`` on a random batch; inputs uniform in [0, 1); targets: each image's
+predicted class, given explicitly to every implementation. Nothing downloads.
+
+Cases:
+
+* ``cam`` (B=8, layer ``layer4``): xaikit ``explain(method=m, layer="layer4")`` against
+  pytorch-grad-cam's class of the same method (its batch call, ``ClassifierOutputTarget``-style
+  targets) for gradcam, gradcam++, xgradcam, layercam, hirescam and eigencam; captum
+  ``LayerGradCam`` (ReLU, upsampled to the input) for gradcam and ``GuidedGradCam`` for
+  guided_gradcam; and the bounds: one forward + backward of the batch down to ``layer4`` (the least
+  any Grad-CAM can cost), down to the input (the least Guided Grad-CAM can cost) and one forward
+  (Eigen-CAM).
+* ``scorecam`` (B=2; layer4 has 512 channels, so 1,024 masked forward rows): xaikit
+  ``max_batch="auto"`` against pytorch-grad-cam ``ScoreCAM`` at its default batch size (16).
+* ``rise`` (B=2, N=1000 masks, 8x8 grid, p=0.5): xaikit ``max_batch="auto"`` against
+  :class:`ReferenceRISE`, written here in the style of the RISE authors' PyTorch code, plus the
+  peak memory of both as N grows (N = 250, 500, 1000, 2000; one call each).
+* ``occlusion`` (B=2, window 28, stride 14: xaikit's default at 224): xaikit against captum
+  ``Occlusion`` at ``perturbations_per_eval=1`` (its default) and ``=64``; the largest absolute
+  difference of the attributions is reported.
+
+Timing: one untimed warm-up of every line, then ``--reps`` interleaved rounds; medians. Memory:
+each timed call's peak resident-set increase (sampled every ms) over its value just before it,
+after ``gc.collect()`` and ``malloc_trim``; the maximum over rounds. The script re-executes itself
+once with ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` = 128 KiB, so that freed buffers
+go back to the OS and each call's peak is its own. The section between the ``methods`` markers of
+``--out`` is replaced (added at the end if absent); the rest of the file is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT)]
+
+from _measure import MALLOC_ENV, PeakRSS, machine  # noqa: E402
+
+from xaikit.backend.memory import trim_heap  # noqa: E402
+
+START = "<!-- methods:start -->"
+END = "<!-- methods:end -->"
+CASES = ("cam", "scorecam", "rise", "occlusion")
+#: the CAM methods compared with pytorch-grad-cam (Score-CAM has its own case)
+GRADCAM_PEERS = ("gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "eigencam")
+LAYER = "layer4"
+
+
+@dataclass
+class Settings:
+    """The workload; :meth:`quick_run` shrinks it to check that everything runs."""
+
+    size: int = 224
+    cam_batch: int = 8
+    score_batch: int = 2
+    rise_batch: int = 2
+    rise_masks: int = 1000
+    rise_sweep: tuple[int, ...] = (250, 500, 1000, 2000)
+    rise_cell: int = 8
+    rise_p: float = 0.5
+    rise_ref_batch: int = 100  # the authors' gpu_batch
+    occ_batch: int = 2
+    occ_window: int = 28
+    occ_stride: int = 14
+    occ_ppe: tuple[int, ...] = (1, 64)
+    calib: int = 32
+    reps: int = 2
+
+    @classmethod
+    def quick_run(cls) -> Settings:
+        return cls(
+            size=64,
+            cam_batch=2,
+            score_batch=1,
+            rise_batch=1,
+            rise_masks=100,
+            rise_sweep=(50, 100, 200),
+            occ_batch=1,
+            occ_window=8,
+            occ_stride=4,
+            calib=8,
+            reps=1,
+        )
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+class Line:
+    """One benchmarked call and its timings / peak RSS increases.
+
+    ``kind``: "xaikit", "peer" or "bound"; ``method``: the xaikit method it stands beside.
+    """
+
+    def __init__(
+        self, case: str, method: str, name: str, rows: int, fn: Callable[[], Any], kind: str
+    ) -> None:
+        self.case, self.method, self.name, self.rows, self.fn, self.kind = case, method, name, rows, fn, kind
+        self.times: list[float] = []
+        self.rss: list[int] = []
+        self.extra: dict[str, Any] = {}
+        self.result: Any = None
+
+    def once(self, keep: bool = False) -> None:
+        self.result = None
+        gc.collect()
+        trim_heap()
+        with PeakRSS() as peak:
+            t0 = time.perf_counter()
+            out = self.fn()
+            elapsed = time.perf_counter() - t0
+        self.times.append(elapsed)
+        self.rss.append(peak.increase)
+        if keep:
+            self.result = out
+        del out
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times) if self.times else float("nan")
+
+    @property
+    def peak(self) -> int:
+        return max(self.rss) if self.rss else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "method": self.method,
+            "name": self.name,
+            "kind": self.kind,
+            "rows": self.rows,
+            "times_s": self.times,
+            "median_s": self.median,
+            "peak_rss_increase_bytes": self.rss,
+            **self.extra,
+        }
+
+
+# ---- model and data -------------------------------------------------------------------------------
+def build(st: Settings, batch: int, seed: int) -> tuple[Any, Any, list[int]]:
+    """The calibrated ResNet-18, a batch of ``batch`` images and their predicted classes."""
+    import torch
+
+    from xaikit.architecture.torch import ResNet18, calibrate_batchnorm
+
+    torch.manual_seed(0)
+    model = ResNet18(classes=1000).eval()
+    calib = torch.rand(st.calib, 3, st.size, st.size, generator=torch.Generator().manual_seed(1))
+    calibrate_batchnorm(model, calib)
+    x = torch.rand(batch, 3, st.size, st.size, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        targets = [int(t) for t in model(x).argmax(1)]
+    return model, x, targets
+
+
+def _to_numpy(out: Any) -> Any:
+    import numpy as np
+
+    if hasattr(out, "maps"):  # a CamResult
+        out = out.maps
+    if hasattr(out, "detach"):
+        out = out.detach().numpy()
+    return np.asarray(out, dtype=np.float64)
+
+
+def _cam_available() -> bool:
+    """Whether this xaikit has the CAM methods (``xaikit.xai.names`` lists them before they land)."""
+    import importlib.util
+
+    return importlib.util.find_spec("xaikit.xai.cam") is not None
+
+
+# ---- CAM family -----------------------------------------------------------------------------------
+def _layer_bound(model: Any, x: Any, targets: list[int], to_input: bool) -> Any:
+    """One forward + backward of the batch: the gradient of the target scores with respect to
+    ``layer4``'s output (or to the input)."""
+    import torch
+
+    acts: list[Any] = []
+    handle = model.layer4.register_forward_hook(lambda _m, _i, out: acts.append(out))
+    try:
+        xs = x.detach().requires_grad_(to_input)
+        score = model(xs).gather(1, torch.tensor(targets)[:, None]).sum()
+        wrt = xs if to_input else acts[0]
+        (g,) = torch.autograd.grad(score, wrt)
+    finally:
+        handle.remove()
+    return g
+
+
+def cam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
+    import torch
+    from captum.attr import GuidedGradCam, LayerAttribution, LayerGradCam
+
+    import xaikit as xk
+
+    B = st.cam_batch
+    model, x, targets = build(st, B, seed=10)
+    tt = torch.tensor(targets)
+
+    def ours(method: str) -> Callable[[], Any]:
+        return lambda: xk.xai.explain(model, x, target=targets, method=method, layer=LAYER)
+
+    def theirs(cls: Any) -> Callable[[], Any]:
+        from _gradcam import ClassTarget
+
+        def fn() -> Any:
+            # constructed per call: the object's hooks stay on the model while it lives
+            with cls(model=model, target_layers=[model.layer4]) as cam:
+                out = cam(input_tensor=x, targets=[ClassTarget(t) for t in targets])
+            model.zero_grad(set_to_none=True)  # its loss.backward() leaves parameter gradients
+            return out
+
+        return fn
+
+    def captum_gradcam() -> Any:
+        attr = LayerGradCam(model, model.layer4).attribute(x, target=tt, relu_attributions=True)
+        return LayerAttribution.interpolate(attr, (st.size, st.size), "bilinear")[:, 0]
+
+    def captum_guided() -> Any:
+        return GuidedGradCam(model, model.layer4).attribute(x, target=tt)
+
+    lines: list[Line] = []
+    for m in (*GRADCAM_PEERS, "guided_gradcam"):
+        lines.append(Line("cam", m, f"xaikit {m}", B, ours(m), "xaikit"))
+        if gradcam is not None and m in gradcam:
+            lines.append(
+                Line("cam", m, f"pytorch-grad-cam {gradcam[m].__name__}", B, theirs(gradcam[m]), "peer")
+            )
+        if m == "gradcam":
+            lines.append(Line("cam", m, "captum LayerGradCam (+interpolate)", B, captum_gradcam, "captum"))
+        if m == "guided_gradcam":
+            lines.append(Line("cam", m, "captum GuidedGradCam", B, captum_guided, "captum"))
+
+    def forward() -> Any:
+        with torch.no_grad():
+            return model(x)
+
+    lines.append(
+        Line(
+            "cam",
+            "*",
+            f"bound: forward + backward to {LAYER}",
+            B,
+            lambda: _layer_bound(model, x, targets, False),
+            "bound",
+        )
+    )
+    lines.append(
+        Line("cam", "guided_gradcam", "bound: forward + backward to the input", B, lambda: _layer_bound(model, x, targets, True), "bound")
+    )  # fmt: skip
+    lines.append(Line("cam", "eigencam", "bound: forward only", B, forward, "bound"))
+    return lines
+
+
+def scorecam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
+    import xaikit as xk
+
+    B = st.score_batch
+    model, x, targets = build(st, B, seed=20)
+    rows = B * 512
+    lines = [
+        Line(
+            "scorecam",
+            "scorecam",
+            'xaikit scorecam max_batch="auto"',
+            rows,
+            lambda: xk.xai.explain(model, x, target=targets, method="scorecam", layer=LAYER),
+            "xaikit",
+        )
+    ]
+    if gradcam is not None and "scorecam" in gradcam:
+        from _gradcam import ClassTarget
+
+        cls = gradcam["scorecam"]
+
+        def theirs() -> Any:
+            with cls(model=model, target_layers=[model.layer4]) as cam:  # batch_size: its default, 16
+                return cam(input_tensor=x, targets=[ClassTarget(t) for t in targets])
+
+        lines.append(
+            Line("scorecam", "scorecam", "pytorch-grad-cam ScoreCAM batch_size=16", rows, theirs, "peer")
+        )
+    return lines
+
+
+# ---- RISE -----------------------------------------------------------------------------------------
+class ReferenceRISE:
+    """RISE in the style of the authors' PyTorch code (github.com/eclique/RISE, ``explanations.py``,
+    class ``RISE``), the reference this benchmark compares with. Not xaikit's implementation.
+
+    As there: all N masks are generated up front at full resolution (a grid of ``s`` x ``s`` cells
+    kept with probability ``p1``, ``skimage.transform.resize(order=1, mode="reflect")`` to
+    (s + 1) x ceil(H / s) pixels, cut to H x W at a random shift) into one float64 array, kept as one
+    float32 tensor; for each image the masked stack of all N copies is built at once and forwarded
+    in batches of ``gpu_batch`` (100) rows under ``torch.no_grad()``; the maps of all classes are
+    one matrix product with the masks, divided by N p1. Here the target class's map is kept.
+    """
+
+    def __init__(self, model: Any, input_size: tuple[int, int], gpu_batch: int = 100) -> None:
+        self.model, self.input_size, self.gpu_batch = model, input_size, gpu_batch
+
+    def generate_masks(self, N: int, s: int, p1: float, seed: int = 0) -> None:
+        import numpy as np
+        import torch
+        from skimage.transform import resize
+
+        rng = np.random.RandomState(seed)
+        cell_size = np.ceil(np.array(self.input_size) / s)
+        up_size = (s + 1) * cell_size
+        grid = (rng.rand(N, s, s) < p1).astype("float32")
+        masks = np.empty((N, *self.input_size))
+        for i in range(N):
+            x = rng.randint(0, cell_size[0])
+            y = rng.randint(0, cell_size[1])
+            masks[i, :, :] = resize(grid[i], up_size, order=1, mode="reflect", anti_aliasing=False)[
+                x : x + self.input_size[0], y : y + self.input_size[1]
+            ]
+        self.masks = torch.from_numpy(masks.reshape(-1, 1, *self.input_size)).float()
+        self.N, self.p1 = N, p1
+
+    def __call__(self, x: Any) -> Any:
+        import torch
+
+        N = self.N
+        _, _, H, W = x.size()
+        with torch.no_grad():
+            stack = torch.mul(self.masks, x.data)
+            p = torch.cat(
+                [self.model(stack[i : min(i + self.gpu_batch, N)]) for i in range(0, N, self.gpu_batch)]
+            )
+            sal = torch.matmul(p.data.transpose(0, 1), self.masks.view(N, H * W))
+        return sal.view(p.size(1), H, W) / N / self.p1
+
+
+def reference_rise(model: Any, x: Any, targets: list[int], n: int, st: Settings) -> Any:
+    """One reference call: generate the N masks, then explain each image (its target's map)."""
+    import torch
+
+    ref = ReferenceRISE(model, (st.size, st.size), st.rise_ref_batch)
+    ref.generate_masks(n, st.rise_cell, st.rise_p, seed=0)
+    return torch.stack([ref(x[i : i + 1])[t] for i, t in enumerate(targets)])
+
+
+def rise_lines(st: Settings) -> tuple[list[Line], Callable[[int], list[Line]]]:
+    import xaikit as xk
+
+    B, N = st.rise_batch, st.rise_masks
+    model, x, targets = build(st, B, seed=30)
+    opts = {"cell": st.rise_cell, "p": st.rise_p}
+
+    def ours(n: int) -> Callable[[], Any]:
+        return lambda: xk.xai.explain(model, x, target=targets, method="rise", n_masks=n, **opts)
+
+    def theirs(n: int) -> Callable[[], Any]:
+        return lambda: reference_rise(model, x, targets, n, st)
+
+    lines = [
+        Line("rise", "rise", f'xaikit rise N={N} max_batch="auto"', B * N, ours(N), "xaikit"),
+        Line("rise", "rise", f"reference RISE N={N} (authors' style, batch {st.rise_ref_batch})", B * N, theirs(N), "peer"),
+    ]  # fmt: skip
+
+    def sweep(n: int) -> list[Line]:
+        return [
+            Line("rise-memory", "rise", f"xaikit rise N={n}", B * n, ours(n), "xaikit"),
+            Line("rise-memory", "rise", f"reference RISE N={n}", B * n, theirs(n), "peer"),
+        ]
+
+    return lines, sweep
+
+
+def rise_agreement(st: Settings, n: int = 100) -> dict[str, float]:
+    """The reference fed xaikit's own masks (``perturb.rise_masks``) against xaikit, on the RISE
+    case's batch with ``n`` masks: the same estimator, so the maps must agree to float rounding
+    (with their own masks the two are independent Monte Carlo estimates, too noisy to compare on a
+    random-weight model)."""
+    import numpy as np
+    import torch
+
+    import xaikit as xk
+    from xaikit.xai.perturb import rise_masks
+
+    model, x, targets = build(st, st.rise_batch, seed=30)
+    H = W = st.size
+    ours = np.asarray(
+        xk.xai.explain(model, x, target=targets, method="rise", n_masks=n, cell=st.rise_cell, p=st.rise_p)
+    )
+    ref = ReferenceRISE(model, (H, W), st.rise_ref_batch)
+    ref.masks = torch.from_numpy(rise_masks(0, 0, n, (H, W), st.rise_cell, st.rise_p)).reshape(n, 1, H, W)
+    ref.N, ref.p1 = n, st.rise_p
+    theirs = np.stack([ref(x[i : i + 1])[t].numpy() for i, t in enumerate(targets)])
+    return {
+        "n_masks": n,
+        "max_abs_diff": float(np.abs(ours - theirs).max()),
+        "max_abs": float(np.abs(ours).max()),
+    }
+
+
+# ---- occlusion ------------------------------------------------------------------------------------
+def occlusion_lines(st: Settings) -> list[Line]:
+    import math
+
+    from captum.attr import Occlusion
+
+    import xaikit as xk
+
+    B, w, s = st.occ_batch, st.occ_window, st.occ_stride
+    model, x, targets = build(st, B, seed=40)
+    windows = (math.ceil((st.size - w) / s) + 1) ** 2
+    rows = B * (1 + windows)
+    lines = [
+        Line(
+            "occlusion",
+            "occlusion",
+            f'xaikit occlusion window={w} stride={s} max_batch="auto"',
+            rows,
+            lambda: xk.xai.explain(model, x, target=targets, method="occlusion", window=w, stride=s),
+            "xaikit",
+        )
+    ]
+    for ppe in st.occ_ppe:
+
+        def theirs(ppe: int = ppe) -> Any:
+            import torch
+
+            with torch.no_grad():
+                return Occlusion(model).attribute(
+                    x,
+                    target=targets,
+                    sliding_window_shapes=(3, w, w),
+                    strides=(3, s, s),
+                    baselines=0.0,
+                    perturbations_per_eval=ppe,
+                )
+
+        lines.append(
+            Line(
+                "occlusion",
+                "occlusion",
+                f"captum Occlusion perturbations_per_eval={ppe}",
+                rows,
+                theirs,
+                "peer",
+            )
+        )
+    lines[0].extra["windows"] = windows
+    return lines
+
+
+# ---- orchestration --------------------------------------------------------------------------------
+def run_case(lines: list[Line], reps: int, keep: bool = False) -> None:
+    """One untimed warm-up of every line, then ``reps`` interleaved rounds (the results of the last
+    round are kept with ``keep``, for the agreement checks)."""
+    for line in lines:
+        t0 = time.perf_counter()
+        line.fn()
+        log(f"  warm-up {line.case} {line.name}: {time.perf_counter() - t0:.1f}s")
+    for r in range(reps):
+        t0 = time.perf_counter()
+        for line in lines:
+            line.once(keep=keep and r == reps - 1)
+        log(f"  round {r + 1}/{reps} of {lines[0].case}: {time.perf_counter() - t0:.1f}s")
+
+
+def measure(cases: list[str], st: Settings) -> tuple[list[Line], dict[str, Any]]:
+    import numpy as np
+
+    lines: list[Line] = []
+    facts: dict[str, Any] = {}
+    gradcam = None
+    if {"cam", "scorecam"} & set(cases):
+        import _gradcam
+
+        if _gradcam.available():
+            gradcam = _gradcam.load_classes()
+        else:
+            facts["gradcam_missing"] = "pytorch-grad-cam not installed: its lines are absent"
+            log(facts["gradcam_missing"])
+        if not _cam_available():
+            facts["cam_missing"] = "xaikit has no CAM methods on this commit: the cam cases were skipped"
+            log(facts["cam_missing"])
+            cases = [c for c in cases if c not in ("cam", "scorecam")]
+    if "cam" in cases:
+        log(f"cam: ResNet-18 {st.size}x{st.size}, B={st.cam_batch}, layer {LAYER}")
+        case = cam_lines(st, gradcam)
+        run_case(case, st.reps)
+        lines += case
+    if "scorecam" in cases:
+        log(f"scorecam: B={st.score_batch}, {st.score_batch * 512} masked rows")
+        case = scorecam_lines(st, gradcam)
+        run_case(case, st.reps)
+        lines += case
+    if "rise" in cases:
+        log(f"rise: B={st.rise_batch}, N={st.rise_masks}; memory sweep N={st.rise_sweep}")
+        case, sweep = rise_lines(st)
+        run_case(case, st.reps)
+        facts["rise_same_masks"] = rise_agreement(st)
+        lines += case
+        for n in st.rise_sweep:
+            pair = sweep(n)
+            for ln in pair:
+                ln.once()
+                log(f"  memory N={n} {ln.name}: {ln.median:.1f}s, {_mib(ln.peak)} MiB")
+            lines += pair
+    if "occlusion" in cases:
+        log(f"occlusion: B={st.occ_batch}, window {st.occ_window}, stride {st.occ_stride}")
+        case = occlusion_lines(st)
+        run_case(case, st.reps, keep=True)
+        ours = _to_numpy(case[0].result)
+        facts["occlusion_max_abs_diff"] = {
+            ln.name: float(np.abs(ours - _to_numpy(ln.result)).max()) for ln in case[1:]
+        }
+        facts["occlusion_max_abs_attr"] = float(np.abs(ours).max())
+        for ln in case:
+            ln.result = None
+        lines += case
+    return lines, facts
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:,.0f}"
+
+
+def _find(
+    lines: list[Line], case: str, kind: str, method: str | None = None, prefix: str = ""
+) -> Line | None:
+    for ln in lines:
+        if ln.case == case and ln.kind == kind and (method is None or ln.method == method):
+            if ln.name.startswith(prefix):
+                return ln
+    return None
+
+
+def summarize(lines: list[Line], st: Settings) -> dict[str, Any]:
+    """The ratios the targets are about (peer median / xaikit median: > 1 means xaikit is faster)."""
+    out: dict[str, Any] = {}
+    bound = _find(lines, "cam", "bound", "*")
+    for m in (*GRADCAM_PEERS, "guided_gradcam"):
+        x = _find(lines, "cam", "xaikit", m)
+        if x is None:
+            continue
+        s: dict[str, Any] = {"xaikit_s": x.median}
+        for kind in ("peer", "captum"):
+            p = _find(lines, "cam", kind, m)
+            if p is not None:
+                s[f"{kind}_s"] = p.median
+                s[f"speedup_vs_{kind}"] = p.median / x.median
+        b = _find(lines, "cam", "bound", m) if m in ("guided_gradcam", "eigencam") else None
+        for key, ln in (("x_bound", bound), ("x_own_bound", b)):
+            if ln is not None:
+                s[key] = ln.median / x.median  # the fraction of the bound's speed xaikit reaches
+        out[f"cam/{m}"] = s
+    for case in ("scorecam", "rise"):
+        x, p = _find(lines, case, "xaikit"), _find(lines, case, "peer")
+        if x is not None and p is not None:
+            out[case] = {
+                "xaikit_s": x.median,
+                "peer_s": p.median,
+                "speedup": p.median / x.median,
+                "xaikit_rss": x.peak,
+                "peer_rss": p.peak,
+            }
+    sweep = [ln for ln in lines if ln.case == "rise-memory"]
+    if sweep:
+        out["rise_memory"] = {
+            kind: {ln.rows // st.rise_batch: ln.peak for ln in sweep if ln.kind == kind} for kind in ("xaikit", "peer")
+        }  # fmt: skip
+    x = _find(lines, "occlusion", "xaikit")
+    if x is not None:
+        out["occlusion"] = {
+            ln.name: {"speedup": ln.median / x.median, "peer_s": ln.median, "peer_rss": ln.peak}
+            for ln in lines
+            if ln.case == "occlusion" and ln.kind == "peer"
+        }
+        out["occlusion"]["xaikit_s"] = x.median
+    return out
+
+
+def _verdict(ok: bool) -> str:
+    return "held" if ok else "missed"
+
+
+def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st: Settings) -> str:
+    r: list[str] = [START, "## Explanation methods: CAM, occlusion, RISE (issue 14)", ""]
+    if meta["quick"]:
+        r += ["**Quick run (`--quick`): tiny settings that only check the script runs; the numbers mean nothing.**", ""]  # fmt: skip
+    mc = meta["machine"]
+    r.append(
+        f"Generated by `{meta['command']}` on {meta['date']} (xaikit commit {meta['commit']}); "
+        f"{st.reps} timed rounds after a warm-up; whole run {meta['wall_s']:.0f} s. "
+        f"CPU: {mc.get('cpu')}, {mc.get('cores')} cores, {mc.get('ram_gib')} GiB RAM; load average at start "
+        f"{meta['load_start']}, at end {meta['load_end']}; torch threads {meta['torch_threads']}; "
+        f"versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}."
+    )
+    r.append("")
+    r.append(
+        f"`xaikit.architecture.torch.ResNet18` (1000 classes) at {st.size}×{st.size}, random weights, batch norm "
+        "calibrated on a random batch; targets are each image's predicted class, given to every "
+        "implementation. Times are medians of interleaved rounds of the whole call; *peak ΔRSS* is the largest "
+        "resident-set increase during a call over its value just before it (after `gc.collect()` and "
+        "`malloc_trim`), the maximum over rounds. *xaikit speed-up* is the line's median time over xaikit's "
+        "(> 1: xaikit is faster); *× bound* is the bound's time over the line's (1 = as fast as the bound)."
+    )
+    r.append("")
+    for note in ("cam_missing", "gradcam_missing"):
+        if note in meta["facts"]:
+            r += [f"*{meta['facts'][note]}.*", ""]
+    for case, title in (
+        ("cam", f"### Grad-CAM family (B={st.cam_batch}, layer `{LAYER}`)"),
+        ("scorecam", f"### Score-CAM (B={st.score_batch}, {st.score_batch * 512} masked forward rows)"),
+        ("rise", f"### RISE (B={st.rise_batch}, N={st.rise_masks}, {st.rise_cell}×{st.rise_cell} grid, p={st.rise_p})"),
+        ("occlusion", f"### Occlusion (B={st.occ_batch}, window {st.occ_window}, stride {st.occ_stride})"),
+    ):  # fmt: skip
+        mine = [ln for ln in lines if ln.case == case]
+        if not mine:
+            continue
+        r += [title, "", "| method | line | median s | peak ΔRSS MiB | xaikit speed-up | × bound |", "|---|---|---:|---:|---:|---:|"]  # fmt: skip
+        bound = _find(lines, "cam", "bound", "*")
+        for ln in mine:
+            x = _find(lines, case, "xaikit", ln.method if case == "cam" else None)
+            speed = f"{ln.median / x.median:.2f}" if x is not None and ln.kind != "xaikit" else ""
+            own = (
+                _find(lines, "cam", "bound", ln.method)
+                if ln.method in ("guided_gradcam", "eigencam")
+                else None
+            )
+            b = own or bound
+            xb = (
+                f"{b.median / ln.median:.2f}"
+                if case == "cam" and b is not None and ln.kind != "bound"
+                else ""
+            )
+            r.append(f"| {ln.method} | {ln.name} | {ln.median:.3f} | {_mib(ln.peak)} | {speed} | {xb} |")
+        r.append("")
+        if case == "cam":
+            r.append(
+                f"The bounds: one forward + backward of the batch to `{LAYER}`'s output (hooked; what every "
+                "gradient CAM needs at least), to the input (Guided Grad-CAM's least) and one forward (Eigen-CAM's "
+                "least). Guided Grad-CAM and Eigen-CAM are set against their own bound, the others against the first. "
+                "pytorch-grad-cam's objects are built inside each call (their hooks stay on the model while "
+                "they live); its min-max scaled, resized maps and xaikit's upsampled maps are both (B, H, W)."
+            )
+            r.append("")
+        if case == "rise":
+            ref = st.rise_ref_batch
+            agree = meta["facts"].get("rise_same_masks", {})
+            r.append(
+                "*reference RISE* is written in the benchmark (`ReferenceRISE`) in the style of the authors' "
+                f"PyTorch code (github.com/eclique/RISE): all N masks at full resolution up front, the masked stack "
+                f"of all N copies of an image at once, forward passes of {ref} rows under `no_grad`, every class's "
+                "map by one matrix product. Its masks differ from xaikit's (another generator), so the maps are "
+                "two Monte Carlo estimates of the same expectation. Fed xaikit's own masks, the reference "
+                f"gives xaikit's maps: largest absolute difference {agree.get('max_abs_diff', float('nan')):.2g} "
+                f"(largest |value| {agree.get('max_abs', float('nan')):.3g}; N={agree.get('n_masks')})."
+            )
+            r.append("")
+            mem = summary.get("rise_memory")
+            if mem:
+                ns = sorted(mem["xaikit"])
+                r += ["Peak ΔRSS (MiB) as N grows (one call each; N=" + ", ".join(map(str, ns)) + "):", ""]
+                r.append("| line | " + " | ".join(f"N={n}" for n in ns) + " |")
+                r.append("|---|" + "---:|" * len(ns))
+                r.append("| xaikit rise | " + " | ".join(_mib(mem["xaikit"][n]) for n in ns) + " |")
+                r.append("| reference RISE | " + " | ".join(_mib(mem["peer"].get(n, 0)) for n in ns) + " |")
+                r.append("")
+        if case == "occlusion":
+            diffs = meta["facts"].get("occlusion_max_abs_diff", {})
+            r.append(
+                "Agreement with captum (largest absolute difference of the attributions; largest |attribution| "
+                f"{meta['facts'].get('occlusion_max_abs_attr', float('nan')):.3g}): "
+                + "; ".join(f"{k}: {v:.2g}" for k, v in diffs.items())
+                + "."
+            )
+            r.append("")
+    r += ["### Targets (issue 14)", "", "| target | measured | |", "|---|---|---|"]
+    for m in GRADCAM_PEERS:
+        s = summary.get(f"cam/{m}", {})
+        if "speedup_vs_peer" in s:
+            r.append(
+                f"| {m}: xaikit ≥ 1.0× pytorch-grad-cam | {s['speedup_vs_peer']:.2f}× "
+                f"({s['xaikit_s']:.3f} s vs {s['peer_s']:.3f} s; xaikit at {s.get('x_own_bound', s.get('x_bound', 0)):.2f}× "
+                f"the bound) | {_verdict(s['speedup_vs_peer'] >= 1.0)} |"
+            )
+    for m in ("gradcam", "guided_gradcam"):
+        s = summary.get(f"cam/{m}", {})
+        if "speedup_vs_captum" in s:
+            r.append(f"| {m}: vs captum (no target) | {s['speedup_vs_captum']:.2f}× | |")
+    for case, label in (("scorecam", "Score-CAM: xaikit ≥ 2× pytorch-grad-cam (batch_size 16)"),
+                        ("rise", f"RISE: xaikit ≥ 2× the reference at batch {st.rise_ref_batch}")):  # fmt: skip
+        s = summary.get(case)
+        if s:
+            r.append(
+                f"| {label} | {s['speedup']:.2f}× ({s['xaikit_s']:.1f} s vs {s['peer_s']:.1f} s; peak ΔRSS "
+                f"{_mib(s['xaikit_rss'])} vs {_mib(s['peer_rss'])} MiB) | {_verdict(s['speedup'] >= 2.0)} |"
+            )
+    mem = summary.get("rise_memory")
+    if mem and len(mem["xaikit"]) >= 2:
+        ns = sorted(mem["xaikit"])
+        grow_x = mem["xaikit"][ns[-1]] / max(mem["xaikit"][ns[0]], 1)
+        grow_p = mem["peer"][ns[-1]] / max(mem["peer"][ns[0]], 1)
+        r.append(
+            f"| RISE memory: xaikit flat in N, the reference grows with N | N={ns[0]}→{ns[-1]}: xaikit "
+            f"{_mib(mem['xaikit'][ns[0]])}→{_mib(mem['xaikit'][ns[-1]])} MiB ({grow_x:.1f}×), reference "
+            f"{_mib(mem['peer'][ns[0]])}→{_mib(mem['peer'][ns[-1]])} MiB ({grow_p:.1f}×) | "
+            f"{_verdict(grow_x < 1.5 and grow_p > grow_x)} |"
+        )
+    occ = summary.get("occlusion")
+    if occ:
+        for name, s in occ.items():
+            if isinstance(s, dict):
+                r.append(f"| occlusion vs {name} (no target) | {s['speedup']:.2f}× | |")
+    r += ["", END]
+    return "\n".join(r) + "\n"
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace the text between the markers (or add the section at the end), atomically."""
+    text = path.read_text() if path.exists() else "# Saliency benchmarks\n"
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        text = head + section + rest.split(END, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("torch", "captum", "grad-cam"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "absent"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
+    p.add_argument("--reps", type=int, default=None, help="timed rounds (default 2; 1 with --quick)")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    p.add_argument(
+        "--quick", action="store_true", help="tiny settings: checks that it runs; numbers mean nothing"
+    )
+    p.add_argument("--json", type=Path, default=None, help="write every raw timing here")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    args = p.parse_args(argv)
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        p.error(f"unknown case(s) {unknown}; expected some of {', '.join(CASES)}")
+    if any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()) and not os.environ.get("XK_BENCH_CHILD"):
+        env = {**os.environ, **MALLOC_ENV, "XK_BENCH_CHILD": "1", "TQDM_DISABLE": "1"}
+        if args.threads:
+            env["OMP_NUM_THREADS"] = str(args.threads)
+        return subprocess.call(
+            [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])], env=env
+        )
+    os.environ.setdefault("TQDM_DISABLE", "1")  # pytorch-grad-cam's ScoreCAM progress bars
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    st = Settings.quick_run() if args.quick else Settings()
+    if args.reps:
+        st.reps = args.reps
+    load_start = [round(v, 2) for v in os.getloadavg()]
+    t0 = time.perf_counter()
+    lines, facts = measure(cases, st)
+    summary = summarize(lines, st)
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        commit = "unknown"
+    meta = {
+        "command": "python benchmarks/methods_bench.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit or "unknown",
+        "quick": args.quick,
+        "wall_s": time.perf_counter() - t0,
+        "machine": machine(),
+        "load_start": load_start,
+        "load_end": [round(v, 2) for v in os.getloadavg()],
+        "torch_threads": torch.get_num_threads(),
+        "versions": _versions(),
+        "facts": facts,
+    }
+    for key, s in summary.items():
+        log(f"{key}: {s}")
+    write_section(args.out, render(lines, summary, meta, st))
+    log(f"wrote {args.out}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            **meta,
+            "settings": asdict(st),
+            "summary": summary,
+            "lines": [ln.as_dict() for ln in lines],
+        }
+        args.json.write_text(json.dumps(payload, indent=1, default=str))
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
