@@ -35,7 +35,11 @@ def test_every_method_has_one_canonical_name_family_and_title() -> None:
     }
     for alias, name in aliases.items():
         assert names.canonical(alias) == name
-    assert [names.family(m) for m in ("smint", "layercam", "occlusion")] == ["gradient", "cam", "perturbation"]
+    assert [names.family(m) for m in ("smint", "layercam", "occlusion")] == [
+        "gradient",
+        "cam",
+        "perturbation",
+    ]
     with pytest.raises(XaikitValueError, match=r"method must be one of 'vanilla'.*'rise'; got 'lime'"):
         names.canonical("lime")
     with pytest.raises(XaikitTypeError, match=r"method must be a method name \(str\); got int 3"):
@@ -48,7 +52,9 @@ def test_evaluate_takes_perturbation_methods_by_name(framework: str, rng: np.ran
     x = layout(framework, rng.uniform(size=(3, SIZE, SIZE, 3)).astype(np.float32))
     model = linear(framework, w)
     # a 1x1 occlusion window of a linear model is each pixel's contribution: all inside the square
-    loc = xk.evaluate.localization("occlusion", square_mask(3), model=model, x=x, target=0, window=1, stride=1)
+    loc = xk.evaluate.localization(
+        "occlusion", square_mask(3), model=model, x=x, target=0, window=1, stride=1
+    )
     np.testing.assert_allclose(loc["energy"], 1.0)
     assert loc["pointing"].tolist() == [True] * 3
     maps = xk.xai.explain(model, x, target=0, method="occlusion", window=1, stride=1)
@@ -78,7 +84,9 @@ def test_localization_method_name_needs_model_and_x() -> None:
         xk.evaluate.localization("rise", square_mask(1))
     with pytest.raises(XaikitValueError, match=r"saliency must be one of 'vanilla'.*got 'lime'"):
         xk.evaluate.localization("lime", square_mask(1), model=object(), x=np.zeros((1, 8, 8)))
-    with pytest.raises(XaikitValueError, match=r"model, x and method options apply only when saliency is a method"):
+    with pytest.raises(
+        XaikitValueError, match=r"model, x and method options apply only when saliency is a method"
+    ):
         xk.evaluate.localization(np.ones((1, SIZE, SIZE)), square_mask(1), n_masks=4)
 
 
@@ -87,7 +95,15 @@ def test_saliency_trace_shows_more_methods_as_columns(framework: str) -> None:
     model = tiny_model(framework)
     opts = {"occlusion": {"window": 4, "stride": 2}, "rise": {"n_masks": 16}}
     trace = Saliency(
-        model, "x", "y_pred", samples=3, smoothing=0, integrating=0, methods=opts, overlay="rise", overlay_smooth=0
+        model,
+        "x",
+        "y_pred",
+        samples=3,
+        smoothing=0,
+        integrating=0,
+        methods=opts,
+        overlay="rise",
+        overlay_smooth=0,
     )
     img = run_epoch(trace, batches(2))["saliency"]
     assert img.columns == ["y_pred", "x", "x saliency", "saliency", "Occlusion saliency", "RISE saliency"]
@@ -105,7 +121,9 @@ def test_saliency_trace_shows_more_methods_as_columns(framework: str) -> None:
     )
     # overlay="rise": the heat map over the image is the RISE column
     np.testing.assert_allclose(
-        np.asarray(img["x saliency"][0]), xk.viz.overlay(x[:1], np.asarray(img["RISE saliency"][0])[None]), atol=1e-6
+        np.asarray(img["x saliency"][0]),
+        xk.viz.overlay(x[:1], np.asarray(img["RISE saliency"][0])[None]),
+        atol=1e-6,
     )
 
 
