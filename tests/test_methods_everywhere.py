@@ -111,18 +111,18 @@ def test_saliency_trace_shows_more_methods_as_columns(framework: str) -> None:
     x = np.concatenate([x, batches(2)[1]["x"][:1]])  # the first 3 samples
     feed = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if framework == "torch" else x
     occ = xk.xai.explain(model, feed, method="occlusion", window=4, stride=2, seed=0)
-    want = to_display(occ, 1 if framework == "torch" else 3)
-    if framework == "torch":
-        want = want.transpose(0, 2, 3, 1)  # the trace shows the samples' channel-last layout
-    np.testing.assert_allclose(np.stack(img["Occlusion saliency"]), want, atol=1e-6)
+    want = to_display(occ, 1 if framework == "torch" else 3)[:, 0 if framework == "torch" else ...]
+    if framework == "tf":
+        want = want[..., 0]
+    got = np.asarray(img["Occlusion saliency"][0]).reshape(want.shape)  # ImgData keeps (B, H, W)
+    np.testing.assert_allclose(got, want, atol=1e-6)
     rise = xk.xai.explain(model, feed, method="rise", n_masks=16, seed=0)
-    np.testing.assert_allclose(
-        np.stack(img["RISE saliency"]), to_display(rise, None, percentile=100.0)[..., None], atol=1e-6
-    )
+    got = np.asarray(img["RISE saliency"][0]).reshape(rise.shape)
+    np.testing.assert_allclose(got, to_display(rise, None, percentile=100.0), atol=1e-6)
     # overlay="rise": the heat map over the image is the RISE column
     np.testing.assert_allclose(
         np.asarray(img["x saliency"][0]),
-        xk.viz.overlay(x[:1], np.asarray(img["RISE saliency"][0])[None]),
+        xk.viz.overlay(x, np.asarray(img["RISE saliency"][0]).reshape(rise.shape)),
         atol=1e-6,
     )
 
@@ -139,3 +139,20 @@ def test_saliency_trace_methods_are_checked() -> None:
         Saliency(model, ["a", "b"], "y_pred", methods=["rise"])
     with pytest.raises(XaikitValueError, match=r"or one of methods \['rise'\]; got str 'gradcam'"):
         Saliency(model, "x", "y_pred", methods=["rise"], overlay="gradcam")
+
+
+def test_cam_methods_by_name_in_evaluate_and_the_trace(framework: str) -> None:
+    model = tiny_model(framework)
+    x = np.concatenate([b["x"] for b in batches(2)])[:3]
+    feed = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if framework == "torch" else x
+    cam = xk.xai.explain(model, feed, method="gradcam")
+    assert cam.shape == (3, 8, 8)
+    by_name = xk.evaluate.deletion(model, feed, "gradcam", steps=4)
+    np.testing.assert_array_equal(by_name.scores, xk.evaluate.deletion(model, feed, cam, steps=4).scores)
+    rt = xk.evaluate.randomization_test(model, feed, method="grad_cam")
+    assert rt.method == "gradcam" and len(rt.table) == 2  # conv, dense
+    assert rt.grid.columns[:2] == ["input", "original"]  # (B, H, W) maps paint as such
+    trace = Saliency(model, "x", "y_pred", samples=3, smoothing=0, integrating=0, methods=["Grad-CAM"])
+    img = run_epoch(trace, batches(2))["saliency"]
+    got = np.asarray(img["Grad-CAM saliency"][0]).reshape(cam.shape)
+    np.testing.assert_allclose(got, to_display(cam, None, percentile=100.0), atol=1e-6)
