@@ -74,6 +74,13 @@ JOBS: tuple[Job, ...] = (
         frameworks=("tf",),
     ),
     Job(
+        "cam_methods",
+        "cam_methods.png",
+        args=("--framework", "torch"),
+        quick=("--framework", "torch", "--epochs", "1", "--n-train", "256"),
+        frameworks=("torch",),
+    ),
+    Job(
         "saliency_epochs",
         "tutorial_xai",
         quick=("--n-train", "64"),

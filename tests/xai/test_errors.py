@@ -154,7 +154,7 @@ def test_explain_rejects_unknown_methods_and_options(net_and_batch) -> None:
     model, _, batch = net_and_batch
     with pytest.raises(
         XaikitValueError,
-        match=r"method must be one of 'vanilla', 'smoothgrad', 'integrated', 'smint'; got 'lime'",
+        match=r"method must be one of 'vanilla', 'smoothgrad', 'integrated', 'smint', 'gradcam'.*'rise'; got 'lime'",
     ):
         xk.xai.explain(model, batch["x"], method="lime")
     with pytest.raises(XaikitTypeError, match=r"explain\(\) got unknown option\(s\) \['n_steps'\]"):

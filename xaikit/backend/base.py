@@ -11,6 +11,8 @@ each one file of the framework's package (``backend/torch/``, ``backend/tf/``):
   (``eval.py``), over the layer walks of ``layers.py``;
 * ``bk.inspector(model)``: hooks and on-device statistics for ``xaikit.inspect``
   (``inspect.py``);
+* ``bk.cam``: a layer's activations and the target score's gradient with respect to them, in
+  one fused forward+backward, for the class-activation maps of ``xaikit.xai.cam`` (``cam.py``);
 * ``bk.seed(n)``, ``bk.limit_threads(n)``, ``bk.model_layout(model)``.
 
 The engine never imports a framework itself; it receives a backend and works on that
@@ -38,7 +40,7 @@ import numpy as np
 from xaikit.layout import ModelLayout
 
 if TYPE_CHECKING:
-    from xaikit.backend.facets import EvalFacet, TrainFacet
+    from xaikit.backend.facets import CamFacet, EvalFacet, TrainFacet
     from xaikit.backend.inspector import Inspector
 
 T = Any  # a framework tensor; kept loose so that no framework is imported for typing
@@ -82,6 +84,11 @@ class Backend(abc.ABC):
     def eval(self) -> EvalFacet:
         """Weight snapshots, layer re-drawing and masked blends (:class:`~xaikit.backend.facets.EvalFacet`)."""
         return self._facet_module("eval").Eval()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def cam(self) -> CamFacet:
+        """A layer's activations and their gradients (:class:`~xaikit.backend.facets.CamFacet`)."""
+        return self._facet_module("cam").Cam(self)  # type: ignore[no-any-return]
 
     def inspector(self, model: Any, root_name: str = "model") -> Inspector:
         """A hookable view of ``model`` for :mod:`xaikit.inspect` (see :class:`~xaikit.backend.inspector.Inspector`)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,7 +25,17 @@ T = Any  # a framework tensor
 #: one optimizer step: the model whose trainable weights minimize the (mean of the) loss key
 Update = tuple[Any, str]
 
-__all__ = ["EvalFacet", "Step", "Stepper", "TrainFacet", "Update", "optimizer_factory", "redraw"]
+__all__ = [
+    "CamFacet",
+    "CamLayer",
+    "EvalFacet",
+    "Step",
+    "Stepper",
+    "TrainFacet",
+    "Update",
+    "optimizer_factory",
+    "redraw",
+]
 
 
 @dataclass
@@ -155,3 +165,76 @@ class EvalFacet(abc.ABC):
     def blend(self, x: T, base: T, rank: T, threshold: T, insert: bool) -> T:
         """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the
         input (insertion, the rest being the baseline); exact values, no arithmetic blending."""
+
+
+class CamLayer(NamedTuple):
+    """A layer chosen for a class-activation map: its name, the module / layer object and the
+    shape of its output without the batch axis (None where Keras does not know a size)."""
+
+    name: str
+    obj: Any
+    shape: tuple[int | None, ...]
+
+
+class CamFacet(abc.ABC):
+    """What the class-activation maps of :mod:`xaikit.xai.cam` read from a model: a layer's
+    activations and the gradient of the target scores with respect to them, in one fused
+    forward+backward per chunk of rows, and guided-backprop input gradients.
+
+    Layers are named as the framework names them (torch: a ``named_modules`` path such as
+    ``"layer4.1.conv2"``; Keras: a layer name) or given as the module / layer object. Tensors
+    come back in the layer's own layout (the engine moves channels and reshapes tokens). The
+    model is left as it was: hooks and swapped activations are removed and no parameter
+    gradient is kept, also when a call raises.
+    """
+
+    @abc.abstractmethod
+    def resolve(
+        self, model: Any, layer: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None
+    ) -> CamLayer:
+        """The layer ``layer`` names (a name, an object, or None: the last layer with a spatial
+        4-D output), with its output shape, found by running the model on ``inputs`` (one row)
+        where the framework needs it; an unknown name is a
+        :class:`~xaikit.errors.XaikitValueError`, a wrong type a :class:`~xaikit.errors.XaikitTypeError`."""
+
+    @abc.abstractmethod
+    def channel_first(self, model: Any) -> bool:
+        """Whether the model's 4-D layer outputs are (B, C, h, w) (else (B, h, w, C))."""
+
+    @abc.abstractmethod
+    def grad_step(
+        self,
+        model: Any,
+        layer: CamLayer,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> tuple[T, T, T]:
+        """One fused forward+backward of a chunk of rows: ``(A, dA, scores)``, the layer's
+        activations, the gradient of the sum of the target scores with respect to them (both in
+        the layer's layout, float32 for a half-precision model) and the target scores (rows,)."""
+
+    @abc.abstractmethod
+    def activations(
+        self,
+        model: Any,
+        layer: CamLayer,
+        inputs: Sequence[T],
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> T:
+        """Forward only: the layer's activations (rows, ...) in its layout."""
+
+    @abc.abstractmethod
+    def guided_step(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> list[T]:
+        """Guided backpropagation (Springenberg et al., 2015) of a chunk of rows: the gradient of
+        the target scores with respect to each input, where every ReLU the backend can reach
+        passes back only positive gradients (and only where its input was positive)."""

@@ -357,6 +357,10 @@ def randomization_test(
 
 
 def _display_maps(raw: np.ndarray, channel_axis: int | None) -> np.ndarray:
+    """Display maps (B, H, W) in [0, 1]; a map with one axis fewer than its input (a CAM or RISE
+    map, (B, H, W) for a (B, C, H, W) input) has no channel axis to sum."""
+    if raw.ndim == 3:
+        channel_axis = None
     disp = _display.to_display(raw, channel_axis)
     if channel_axis is not None:
         disp = np.take(disp, 0, axis=channel_axis)

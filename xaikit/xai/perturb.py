@@ -26,14 +26,15 @@ import numpy as np
 
 from xaikit.backend import T
 from xaikit.checks import check_int, check_number
-from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError
 from xaikit.xai._engine import DEFAULT_BUDGET, ChunkPlan, Job, forward_scores, stream_seed
 from xaikit.xai.methods import Inputs
+from xaikit.xai.names import canonical
 
-__all__ = ["PERTURBATION_METHODS", "occlusion", "rise", "rise_masks"]
+__all__ = ["PERTURBATION_OPTIONS", "occlusion", "rise", "rise_masks"]
 
 #: the perturbation methods and the options each takes
-PERTURBATION_METHODS: Mapping[str, tuple[str, ...]] = {
+PERTURBATION_OPTIONS: Mapping[str, tuple[str, ...]] = {
     "occlusion": ("window", "stride", "baseline"),
     "rise": ("n_masks", "cell", "p"),
 }
@@ -378,7 +379,7 @@ def rise(
 
 def check_options(method: str, options: Mapping[str, Any]) -> None:
     """Refuse options the method does not take, naming the ones it does."""
-    allowed = PERTURBATION_METHODS[method]
+    allowed = PERTURBATION_OPTIONS[method]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise XaikitTypeError(
@@ -389,6 +390,8 @@ def check_options(method: str, options: Mapping[str, Any]) -> None:
 
 def perturbation_method(method: Any) -> str | None:
     """The perturbation method named by ``method`` (``"occlusion"``, ``"rise"``), else None."""
-    if isinstance(method, str) and method.lower() in PERTURBATION_METHODS:
-        return method.lower()
-    return None
+    try:
+        name = canonical(method)
+    except XaikitError:
+        return None
+    return name if name in PERTURBATION_OPTIONS else None

@@ -13,8 +13,16 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
 from xaikit.xai import perturb
 from xaikit.xai._display import to_display
-from xaikit.xai._engine import DEFAULT_BUDGET, check_memory_budget
+from xaikit.xai._engine import DEFAULT_BUDGET, check_max_batch, check_memory_budget
 from xaikit.xai._kwargs import merge_model_kwargs
+from xaikit.xai.cam import (
+    CamResult,
+    cam_maps,
+    check_reshape,
+    guided_gradcam,
+    image_size,
+    upsample,
+)
 from xaikit.xai.methods import (
     Attribution,
     Inputs,
@@ -25,6 +33,7 @@ from xaikit.xai.methods import (
     predictions_of,
     prepare,
 )
+from xaikit.xai.names import canonical, family
 
 __all__ = ["SaliencyNet", "explain"]
 
@@ -361,7 +370,17 @@ def explain(
         method: ``"vanilla"``, ``"smoothgrad"``, ``"integrated"`` or ``"smint"``; or a
             perturbation method (forward passes only, :mod:`xaikit.xai.perturb`): ``"occlusion"``
             (options ``window``, ``stride``, ``baseline``; input-shaped result) or ``"rise"``
-            (options ``n_masks``, ``cell``, ``p``; a (B, H, W) result, one map per image).
+            (options ``n_masks``, ``cell``, ``p``; a (B, H, W) result, one map per image); or a
+            class-activation map (see :mod:`xaikit.xai.cam` and ``docs/cam.md``):
+            ``"gradcam"``, ``"hirescam"``, ``"xgradcam"``, ``"gradcam++"``, ``"layercam"``,
+            ``"eigencam"``, ``"scorecam"`` or ``"guided_gradcam"``, with the options ``layer``
+            (a torch module path as ``named_modules`` gives it, a Keras layer name, the
+            module/layer object, or None for the last layer with a spatial output), ``reshape``
+            (ViT tokens to a map: None = auto for (B, 1 + h*w, C), a (h, w) pair or a callable),
+            ``raw`` (False: the (B, H, W) map upsampled bilinearly to the input's size; True: a
+            :class:`~xaikit.xai.cam.CamResult` of the layer-resolution (B, h, w) maps and the
+            layer's name), ``output`` and ``model_kwargs``. Every name and alias:
+            :mod:`xaikit.xai.names`.
         framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
         seed: seed of noise and random baselines (default 0: reproducible).
         max_batch: rows per fused chunk, or ``"auto"``.
@@ -379,7 +398,8 @@ def explain(
 
     Returns:
         A numpy array with ``x``'s shape (a list for several inputs); with ``return_delta``,
-        ``(attributions, delta)``.
+        ``(attributions, delta)``. CAM methods: (B, H, W) maps, or a ``CamResult`` with ``raw``;
+        ``guided_gradcam``: attributions with ``x``'s shape.
 
     Example:
         >>> import torch
@@ -388,8 +408,16 @@ def explain(
         >>> bool(np.allclose(attr, model.weight[1].detach().numpy()))
         True
     """
-    if perturb.perturbation_method(method):
-        return _explain_perturbation(model, x, target, method, framework, seed, max_batch, memory_budget, return_delta, xla, options)  # fmt: skip
+    kind = family(method)  # an unknown name is refused here, with the list of every method
+    if kind == "perturbation":
+        return _explain_perturbation(model, x, target, canonical(method), framework, seed, max_batch, memory_budget, return_delta, xla, options)  # fmt: skip
+    if kind == "cam":
+        if return_delta:
+            raise XaikitValueError(
+                f"return_delta is the completeness delta of IG-based methods; method {method!r} has "
+                "none: call explain without return_delta"
+            )
+        return _explain_cam(model, x, target, canonical(method), framework, max_batch, options)
     method = canonical_method(method)
     memory_budget = check_memory_budget(memory_budget)
     bk = get_backend(model, framework)
@@ -476,3 +504,51 @@ def _explain_perturbation(
             inp, targets, seed=seed, output=output, max_batch=max_batch,
             memory_budget=memory_budget, xla=xla, **opts,
         )  # fmt: skip
+
+
+def _explain_cam(
+    model: Any,
+    x: Any,
+    target: Any,
+    method: str,
+    framework: str | None,
+    max_batch: int | str,
+    options: dict[str, Any],
+) -> Any:
+    """``explain`` for the class-activation maps of :mod:`xaikit.xai.cam`."""
+    opts = dict(options)
+    layer = opts.pop("layer", None)
+    reshape = check_reshape(opts.pop("reshape", None))
+    raw = opts.pop("raw", False)
+    output = _check_output(opts.pop("output", 0))
+    model_kwargs = opts.pop("model_kwargs", None)
+    if opts:
+        raise XaikitTypeError(
+            f"explain(method={method!r}) got unknown option(s) {sorted(opts)}; the options of a "
+            "class-activation map are layer, reshape, raw, output and model_kwargs"
+        )
+    if not isinstance(raw, bool):
+        raise XaikitTypeError(f"raw must be True or False; got {describe(raw)}")
+    if raw and method == "guided_gradcam":
+        raise XaikitValueError(
+            "raw=True gives a layer-resolution map, which guided_gradcam (input-resolution "
+            "attributions) does not have: use method='gradcam' with raw=True for its Grad-CAM part"
+        )
+    if max_batch != "auto":
+        max_batch = check_max_batch(max_batch)
+    bk = get_backend(model, framework)
+    multi = isinstance(x, (list, tuple))
+    values = list(x) if multi else [x]
+    keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
+    inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
+    with bk.inference(model):
+        targets, _ = pin_targets(inp, target, output)
+        if method == "guided_gradcam":
+            grads, _ = guided_gradcam(inp, targets, layer, output, max_batch, reshape)
+            arrays = inp.to_user(grads)
+            return arrays if multi else arrays[0]
+        result = cam_maps(inp, targets, method, layer, output, max_batch, reshape)
+    if raw:
+        return CamResult(result.maps.astype(np.float32), result.layer)
+    _, size = image_size(inp)
+    return upsample(result.maps, size).astype(np.float32)

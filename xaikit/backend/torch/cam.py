@@ -1,0 +1,222 @@
+"""PyTorch layer facet of the class-activation maps (``get_backend(model).cam``).
+
+A forward hook on the chosen module captures its output and hands the rest of the network a
+copy of a detached leaf (``leaf.clone()``), so that one ``torch.autograd.grad`` w.r.t. that
+leaf gives the gradient of the target scores with respect to the layer's activations, without
+a backward pass through the layers below it and without touching any parameter's ``.grad``.
+
+Guided backpropagation puts a forward hook on every ``torch.nn.ReLU`` module whose output goes
+through an identity function that passes back only positive gradients (the ReLU's own backward
+then keeps them where its input was positive): only ``nn.ReLU`` modules are guided, as in
+captum; a ``torch.nn.functional.relu`` / ``torch.relu`` call inside a ``forward`` cannot be
+hooked and keeps its plain gradient.
+
+Every hook is removed in a ``finally`` block: the model is left as it was, also when the call
+raises. Loaded the first time a CAM method runs (never at ``import xaikit`` time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from xaikit.backend.base import T
+from xaikit.backend.facets import CamFacet, CamLayer
+from xaikit.backend.outputs import as_matrix
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+
+
+def _spatial(out: Any) -> bool:
+    return isinstance(out, torch.Tensor) and out.ndim == 4 and int(out.shape[2]) * int(out.shape[3]) > 1
+
+
+class _PositiveGrad(torch.autograd.Function):
+    """Identity forward; backward passes only the positive part of the gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad.clamp(min=0)
+
+
+class Cam(CamFacet):
+    """The CAM facet of the torch backend."""
+
+    def __init__(self, bk: Any) -> None:
+        self.bk = bk
+
+    def channel_first(self, model: Any) -> bool:
+        return True
+
+    def resolve(
+        self, model: Any, layer: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None
+    ) -> CamLayer:
+        if not isinstance(model, torch.nn.Module):
+            raise XaikitTypeError(
+                f"class-activation maps need a torch.nn.Module (to hook its layers); got {describe(model)}"
+            )
+        named = [(n, m) for n, m in model.named_modules() if n]
+        if layer is None:
+            return self._auto(model, named, inputs, model_kwargs)
+        if isinstance(layer, str):
+            modules = dict(named)
+            if layer not in modules:
+                raise XaikitValueError(
+                    f"layer {layer!r} is not a module of the model; layer must be a module path as "
+                    f"model.named_modules() gives it, e.g. {[n for n, _ in named][-4:]}, or None "
+                    "(the last layer with a spatial output)"
+                )
+            name, module = layer, modules[layer]
+        elif isinstance(layer, torch.nn.Module):
+            found = [n for n, m in named if m is layer]
+            if not found:
+                raise XaikitValueError(
+                    f"layer must be a module of the model; got a {type(layer).__name__} that is not "
+                    "one of model.named_modules()"
+                )
+            name, module = found[0], layer
+        else:
+            raise XaikitTypeError(
+                f"layer must be a module path (str), a torch.nn.Module of the model or None; got {describe(layer)}"
+            )
+        out = self._probe(model, [module], inputs, model_kwargs)[0][0]
+        if out is None:
+            raise XaikitValueError(f"layer {name!r} was not called by the model's forward pass")
+        if not isinstance(out, torch.Tensor):
+            raise XaikitValueError(f"layer {name!r} must output one tensor; it gives {describe(out)}")
+        return CamLayer(name, module, tuple(int(d) for d in out.shape[1:]))
+
+    def _probe(
+        self, model: Any, modules: list[Any], inputs: Sequence[T], model_kwargs: dict[str, Any] | None
+    ) -> tuple[list[Any], list[int]]:
+        """The output of each module (the last call's) on one row, and the order in which the
+        modules finished; forward only."""
+        seen: dict[int, Any] = {}
+        order: list[int] = []
+
+        def hook(module: Any, _args: Any, out: Any) -> None:
+            seen[id(module)] = out
+            order.append(id(module))
+
+        handles = [m.register_forward_hook(hook) for m in modules]
+        try:
+            with torch.no_grad():
+                self.bk._call(model, list(inputs), 0, model_kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+        return [seen.get(id(m)) for m in modules], order
+
+    def _auto(
+        self,
+        model: Any,
+        named: list[tuple[str, Any]],
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+    ) -> CamLayer:
+        outs, order = self._probe(model, [m for _, m in named], inputs, model_kwargs)
+        by_id = {id(m): (n, m, o) for (n, m), o in zip(named, outs)}
+        for mid in reversed(order):  # the last module to finish with a spatial output
+            n, m, o = by_id[mid]
+            if _spatial(o):
+                return CamLayer(n, m, tuple(int(d) for d in o.shape[1:]))
+        raise XaikitValueError(
+            "layer=None looks for the last module with a spatial (B, C, h, w) output (h * w > 1) "
+            "and the model has none: pass layer= (a module path of named_modules(), with reshape= "
+            "for a token output)"
+        )
+
+    def _run(
+        self,
+        model: Any,
+        layer: CamLayer,
+        inputs: Sequence[T],
+        output: int | str,
+        model_kwargs: dict[str, Any] | None,
+        grad: bool,
+    ) -> tuple[Any, Any]:
+        box: dict[str, Any] = {}
+
+        def hook(_module: Any, _args: Any, out: Any) -> Any:
+            if not isinstance(out, torch.Tensor):
+                raise XaikitValueError(
+                    f"layer {layer.name!r} must output one tensor; it gives {describe(out)}"
+                )
+            if not grad:
+                box["a"] = out.detach()
+                return None
+            leaf = out.detach().requires_grad_(True)
+            box["a"] = leaf
+            return leaf.clone()  # later in-place ops (ReLU(inplace=True)) act on the copy
+
+        handle = layer.obj.register_forward_hook(hook)
+        try:
+            with torch.enable_grad() if grad else torch.no_grad():
+                out = as_matrix(self.bk._call(model, list(inputs), output, model_kwargs))
+        finally:
+            handle.remove()
+        if "a" not in box:
+            raise XaikitValueError(f"layer {layer.name!r} was not called by the model's forward pass")
+        return box["a"], out
+
+    def grad_step(
+        self,
+        model: Any,
+        layer: CamLayer,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> tuple[T, T, T]:
+        a, out = self._run(model, layer, inputs, output, model_kwargs, grad=True)
+        scores = out.gather(1, targets[:, None]).squeeze(1)
+        (da,) = torch.autograd.grad(scores.sum(), [a], allow_unused=True)
+        if da is None:
+            da = torch.zeros_like(a)
+        return _working(a.detach()), _working(da), _working(scores.detach())
+
+    def activations(
+        self,
+        model: Any,
+        layer: CamLayer,
+        inputs: Sequence[T],
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> T:
+        a, _ = self._run(model, layer, inputs, output, model_kwargs, grad=False)
+        return _working(a)
+
+    def guided_step(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> list[T]:
+        relus = (
+            [m for m in model.modules() if isinstance(m, torch.nn.ReLU)]
+            if isinstance(model, torch.nn.Module)
+            else []
+        )
+
+        def hook(_module: Any, _args: Any, out: Any) -> Any:
+            return _PositiveGrad.apply(out)
+
+        handles = [m.register_forward_hook(hook) for m in relus]
+        try:
+            _, grads, _ = self.bk.grad_step(model, inputs, targets, output, False, model_kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+        return list(grads)
+
+
+def _working(t: Any) -> Any:
+    """float32 for a half-precision tensor, else as it is."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
