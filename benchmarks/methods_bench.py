@@ -261,7 +261,9 @@ def cam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
         with torch.no_grad():
             return model(x)
 
-    lines.append(
+    # the bounds first in each round (then every method beside its peers)
+    bounds: list[Line] = []
+    bounds.append(
         Line(
             "cam",
             "*",
@@ -271,11 +273,11 @@ def cam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
             "bound",
         )
     )
-    lines.append(
+    bounds.append(
         Line("cam", "guided_gradcam", "bound: forward + backward to the input", B, lambda: _layer_bound(model, x, targets, True), "bound")
     )  # fmt: skip
-    lines.append(Line("cam", "eigencam", "bound: forward only", B, forward, "bound"))
-    return lines
+    bounds.append(Line("cam", "eigencam", "bound: forward only", B, forward, "bound"))
+    return bounds + lines
 
 
 def scorecam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
@@ -372,10 +374,11 @@ def rise_lines(st: Settings) -> tuple[list[Line], Callable[[int], list[Line]]]:
 
     B, N = st.rise_batch, st.rise_masks
     model, x, targets = build(st, B, seed=30)
-    opts = {"cell": st.rise_cell, "p": st.rise_p}
 
     def ours(n: int) -> Callable[[], Any]:
-        return lambda: xk.xai.explain(model, x, target=targets, method="rise", n_masks=n, **opts)
+        return lambda: xk.xai.explain(
+            model, x, target=targets, method="rise", n_masks=n, cell=st.rise_cell, p=st.rise_p
+        )
 
     def theirs(n: int) -> Callable[[], Any]:
         return lambda: reference_rise(model, x, targets, n, st)
