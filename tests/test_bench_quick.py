@@ -50,3 +50,35 @@ def test_bench_quick_writes_report(tmp_path: Path) -> None:
     assert (
         data["facts"]["tf/lenet"]["traces_after_warmup"] == data["facts"]["tf/lenet"]["traces_after_memory"]
     )
+
+
+@pytest.mark.slow
+def test_methods_bench_quick_writes_section(tmp_path: Path) -> None:
+    out, raw = tmp_path / "bench.md", tmp_path / "methods.json"
+    out.write_text("# Saliency benchmarks\n\nkept text\n")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "methods_bench.py"), "--quick", "--out", str(out)]
+
+    def run(*extra: str) -> str:
+        proc = subprocess.run([*cmd, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        text = out.read_text()
+        assert text.startswith("# Saliency benchmarks\n\nkept text\n")
+        assert text.count("<!-- methods:start -->") == 1 and text.count("<!-- methods:end -->") == 1
+        assert "## Explanation methods: CAM, occlusion, RISE (issue 14)" in text
+        return text
+
+    text = run("--json", str(raw))
+    for heading in ("### Grad-CAM family", "### Score-CAM", "### RISE", "### Occlusion", "### Targets"):
+        assert heading in text
+    assert "bound: forward + backward to layer4" in text and "reference RISE N=" in text
+    data = json.loads(raw.read_text())
+    assert data["quick"] is True
+    assert {ln["case"] for ln in data["lines"]} == {"cam", "scorecam", "rise", "rise-memory", "occlusion"}
+    assert all(len(ln["times_s"]) >= 1 and ln["median_s"] > 0 for ln in data["lines"])
+    assert (
+        data["facts"]["rise_same_masks"]["max_abs_diff"] < 1e-3 * data["facts"]["rise_same_masks"]["max_abs"]
+    )
+    assert max(data["facts"]["occlusion_max_abs_diff"].values()) < 1e-3
+    text = run("--cases", "occlusion")  # a second run replaces the section
+    assert "### Occlusion" in text and "### RISE" not in text
