@@ -52,6 +52,7 @@ _TUTORIAL = (
     "saliency_epoch_1.png",
     "saliency_epoch_3.png",
     "saliency_epoch_5.png",
+    "gradcam_epoch_5.png",
     "smint_without_traces.png",
 )
 
