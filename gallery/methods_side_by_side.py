@@ -10,7 +10,7 @@ Two pictures and one table:
 * ``methods_side_by_side_resnet18.png``: the same methods on xaikit's ResNet18 at 224x224 with
   random weights (batch norm calibrated; nothing is downloaded), on shapes images scaled up 7x:
   a check that every method runs at real size, not a picture of what a trained ResNet sees.
-* the table of energy, pointing game and seconds per method, written into ``docs/methods.md``
+* the table of energy and pointing game per method, written into ``docs/methods.md``
   between its ``methods_side_by_side`` markers when the pictures go to ``docs/img``.
 
 Usage: python -m gallery.methods_side_by_side [--out docs/img] [--epochs 6] [--n-train 6000]
@@ -97,9 +97,9 @@ def paint(
 
 
 def table(rows: list[dict[str, Any]], note: str) -> str:
-    lines = [note, "", "| method | energy in mask ↑ | pointing game ↑ | seconds |", "|---|---:|---:|---:|"]
+    lines = [note, "", "| method | energy in mask ↑ | pointing game ↑ |", "|---|---:|---:|"]
     for r in sorted(rows, key=lambda r: -r["energy"]):
-        lines.append(f"| {r['method']} | {r['energy']:.3f} | {r['pointing']:.2f} | {r['seconds']:.1f} |")
+        lines.append(f"| {r['method']} | {r['energy']:.3f} | {r['pointing']:.2f} |")
     return "\n".join(lines)
 
 
@@ -133,10 +133,10 @@ def resnet_part(
     model = calibrate_batchnorm(ResNet18(classes=5), torch.as_tensor(x))
     print(f"ResNet18 (random weights) on {len(x)} images at {size}x{size}:")
     got = explain_all(model, x, size, n_masks, light)
-    captions = {m: f"{title(m)} ({s:.0f} s)" for m, (_, s) in got.items()}
+    captions = {m: title(m) for m in got}
     paint(
         x, labels, {m: v for m, (v, _) in got.items()}, captions, out_dir / "methods_side_by_side_resnet18.png",
-        f"ResNet18, random weights, {size}x{size}: every method runs at real size (seconds on 2 CPU cores)",
+        f"ResNet18, random weights, {size}x{size}: every method runs at real size (timings: docs/benchmarks.md)",
     )  # fmt: skip
 
 
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"LeNet on shapes, {n} held-out images:")
     got = explain_all(model, x, 32, args.n_masks, args.light)
     rows, captions = [], {}
-    for method, (maps, seconds) in got.items():
+    for method, (maps, _) in got.items():
         loc = xk.evaluate.localization(maps, mask)
         energy = float(np.nanmean(loc["energy"]))
         rows.append(
@@ -180,7 +180,6 @@ def main(argv: list[str] | None = None) -> Path:
                 "method": title(method),
                 "energy": energy,
                 "pointing": float(loc["pointing"].mean()),
-                "seconds": seconds,
             }
         )
         captions[method] = f"{title(method)}\nE={energy:.2f}"
