@@ -52,6 +52,7 @@ _TUTORIAL = (
     "saliency_epoch_1.png",
     "saliency_epoch_3.png",
     "saliency_epoch_5.png",
+    "gradcam_epoch_5.png",
     "smint_without_traces.png",
 )
 
@@ -109,6 +110,36 @@ JOBS: tuple[Job, ...] = (
         "perturbation.png",
         quick=("--epochs", "1", "--n-train", "256", "--masks", "50"),
         frameworks=("torch",),
+    ),
+    Job(
+        "methods_side_by_side",
+        ".",  # writes its pictures straight into the pictures' folder
+        args=("--part", "shapes"),
+        quick=(
+            "--part",
+            "shapes",
+            "--n-train",
+            "64",
+            "--epochs",
+            "1",
+            "--samples",
+            "3",
+            "--show",
+            "2",
+            "--n-masks",
+            "16",
+            "--light",
+        ),
+        frameworks=("torch",),
+        pictures=("methods_side_by_side_shapes.png",),
+    ),
+    Job(
+        "methods_side_by_side",
+        ".",
+        args=("--part", "resnet"),
+        quick=("--part", "resnet", "--big", "1", "--scale", "2", "--n-masks", "16", "--light"),
+        frameworks=("torch",),
+        pictures=("methods_side_by_side_resnet18.png",),
     ),
     Job(
         "evaluate_methods",

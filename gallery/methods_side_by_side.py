@@ -10,11 +10,12 @@ Two pictures and one table:
 * ``methods_side_by_side_resnet18.png``: the same methods on xaikit's ResNet18 at 224x224 with
   random weights (batch norm calibrated; nothing is downloaded), on shapes images scaled up 7x:
   a check that every method runs at real size, not a picture of what a trained ResNet sees.
-* the table of energy, pointing game and seconds per method, written into ``docs/methods.md``
+* the table of energy and pointing game per method, written into ``docs/methods.md``
   between its ``methods_side_by_side`` markers when the pictures go to ``docs/img``.
 
 Usage: python -m gallery.methods_side_by_side [--out docs/img] [--epochs 6] [--n-train 6000]
-    [--samples 32] [--show 4] [--big 2] [--n-masks 2000]
+    [--samples 32] [--show 4] [--big 2] [--scale 7] [--n-masks 2000] [--part shapes|resnet|both]
+    [--light]
 """
 
 from __future__ import annotations
@@ -40,24 +41,30 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 MARKER = "methods_side_by_side"
 
 
-def options(method: str, size: int, n_masks: int) -> dict[str, Any]:
-    """The settings each method runs with (the same for every image)."""
+def options(method: str, size: int, n_masks: int, light: bool = False) -> dict[str, Any]:
+    """The settings each method runs with (the same for every image); ``light``: the fewest
+    samples that still exercise each method (a quick check, not a picture to read)."""
     window = max(2, size // 8)
+    if light:
+        window = max(2, size // 4)
     return {
-        "smoothgrad": {"nsamples": 16},
-        "integrated": {"nsamples": 32, "baseline": "black"},
-        "smint": {"nsamples": 8, "nintegration": 16, "baseline": "black"},
-        "occlusion": {"window": window, "stride": max(1, window // 2)},
+        "smoothgrad": {"nsamples": 2 if light else 16},
+        "integrated": {"nsamples": 4 if light else 32, "baseline": "black"},
+        "smint": {"nsamples": 2 if light else 8, "nintegration": 2 if light else 16, "baseline": "black"},
+        "occlusion": {"window": window, "stride": window if light else max(1, window // 2)},
         "rise": {"n_masks": n_masks},
     }.get(method, {})
 
 
-def explain_all(model: Any, x: np.ndarray, size: int, n_masks: int) -> dict[str, tuple[np.ndarray, float]]:
+def explain_all(
+    model: Any, x: np.ndarray, size: int, n_masks: int, light: bool = False
+) -> dict[str, tuple[np.ndarray, float]]:
     """``{method: (maps, seconds)}`` for every method, in the order of ``ALL_METHODS``."""
     out = {}
     for method in ALL_METHODS:
         t0 = time.perf_counter()
-        maps = np.asarray(xk.xai.explain(model, x, method=method, seed=0, **options(method, size, n_masks)))
+        opts = options(method, size, n_masks, light)
+        maps = np.asarray(xk.xai.explain(model, x, method=method, seed=0, **opts))
         out[method] = (maps, time.perf_counter() - t0)
         print(f"  {method}: {out[method][1]:.1f} s", flush=True)
     return out
@@ -90,9 +97,9 @@ def paint(
 
 
 def table(rows: list[dict[str, Any]], note: str) -> str:
-    lines = [note, "", "| method | energy in mask ↑ | pointing game ↑ | seconds |", "|---|---:|---:|---:|"]
+    lines = [note, "", "| method | energy in mask ↑ | pointing game ↑ |", "|---|---:|---:|"]
     for r in sorted(rows, key=lambda r: -r["energy"]):
-        lines.append(f"| {r['method']} | {r['energy']:.3f} | {r['pointing']:.2f} | {r['seconds']:.1f} |")
+        lines.append(f"| {r['method']} | {r['energy']:.3f} | {r['pointing']:.2f} |")
     return "\n".join(lines)
 
 
@@ -113,20 +120,23 @@ def write_table(text: str, out_dir: Path) -> Path:
     return path
 
 
-def resnet_part(x32: np.ndarray, labels: list[str], out_dir: Path, n_masks: int) -> None:
+def resnet_part(
+    x32: np.ndarray, labels: list[str], out_dir: Path, n_masks: int, scale: int, light: bool
+) -> None:
     import torch
 
     from xaikit.architecture.torch import ResNet18, calibrate_batchnorm
 
     torch.manual_seed(0)
-    x = np.kron(x32, np.ones((1, 1, 7, 7), dtype=np.float32))  # 32 -> 224, nearest
+    x = np.kron(x32, np.ones((1, 1, scale, scale), dtype=np.float32))  # 32 -> 32*scale, nearest
+    size = x.shape[-1]
     model = calibrate_batchnorm(ResNet18(classes=5), torch.as_tensor(x))
-    print(f"ResNet18 (random weights) on {len(x)} images at 224x224:")
-    got = explain_all(model, x, 224, n_masks)
-    captions = {m: f"{title(m)} ({s:.0f} s)" for m, (_, s) in got.items()}
+    print(f"ResNet18 (random weights) on {len(x)} images at {size}x{size}:")
+    got = explain_all(model, x, size, n_masks, light)
+    captions = {m: title(m) for m in got}
     paint(
         x, labels, {m: v for m, (v, _) in got.items()}, captions, out_dir / "methods_side_by_side_resnet18.png",
-        "ResNet18, random weights, 224x224: every method runs at real size (seconds on 2 CPU cores)",
+        f"ResNet18, random weights, {size}x{size}: every method runs at real size (timings: docs/benchmarks.md)",
     )  # fmt: skip
 
 
@@ -137,11 +147,21 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--samples", type=int, default=32, help="held-out images scored")
     parser.add_argument("--show", type=int, default=4, help="images shown")
-    parser.add_argument("--big", type=int, default=2, help="images of the 224x224 picture (0: none)")
+    parser.add_argument("--big", type=int, default=2, help="images of the ResNet picture")
+    parser.add_argument("--scale", type=int, default=7, help="the ResNet's images: 32 x scale pixels")
     parser.add_argument("--n-masks", type=int, default=2000, help="RISE masks")
+    parser.add_argument("--part", choices=["shapes", "resnet", "both"], default="both")
+    parser.add_argument("--light", action="store_true", help="fewest samples per method (a check)")
     args = parser.parse_args(argv)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if args.part == "resnet":  # no training: any shapes images do
+        _, test = load(16, max(args.big, 1))
+        names = {v: k for k, v in shapes.label_mapping.items()}
+        x = np.ascontiguousarray(test["x"][: args.big].transpose(0, 3, 1, 2))
+        labels = [names[int(v)] for v in test["y"][: args.big]]
+        resnet_part(x, labels, out_dir, args.n_masks, args.scale, args.light)
+        return out_dir / "methods_side_by_side_resnet18.png"
     train, test = load(args.n_train, max(args.samples, 200))
     model = train_torch(train, test, args.epochs)
     n = args.samples
@@ -150,9 +170,9 @@ def main(argv: list[str] | None = None) -> Path:
     names = {v: k for k, v in shapes.label_mapping.items()}
     labels = [names[int(v)] for v in test["y"][:n]]
     print(f"LeNet on shapes, {n} held-out images:")
-    got = explain_all(model, x, 32, args.n_masks)
+    got = explain_all(model, x, 32, args.n_masks, args.light)
     rows, captions = [], {}
-    for method, (maps, seconds) in got.items():
+    for method, (maps, _) in got.items():
         loc = xk.evaluate.localization(maps, mask)
         energy = float(np.nanmean(loc["energy"]))
         rows.append(
@@ -160,7 +180,6 @@ def main(argv: list[str] | None = None) -> Path:
                 "method": title(method),
                 "energy": energy,
                 "pointing": float(loc["pointing"].mean()),
-                "seconds": seconds,
             }
         )
         captions[method] = f"{title(method)}\nE={energy:.2f}"
@@ -177,8 +196,8 @@ def main(argv: list[str] | None = None) -> Path:
     )
     path = write_table(table(rows, note), out_dir)
     print(f"table written to {path}")
-    if args.big:
-        resnet_part(x[: args.big], labels[: args.big], out_dir, args.n_masks)
+    if args.part == "both":
+        resnet_part(x[: args.big], labels[: args.big], out_dir, args.n_masks, args.scale, args.light)
     return path
 
 

@@ -1,8 +1,9 @@
 """The XAI tutorial's saliency figures (docs/tutorial_xai.md): Saliency in a RepeatScheduler while
-LeNet learns ``shapes`` (grids at epochs 1, 3, 5), then SmInt masks without a trace.
+LeNet learns ``shapes`` (grids at epochs 1, 3, 5) with a GradCAM trace beside it (epoch 5), then
+SmInt masks without a trace.
 
 Usage: python -m gallery.saliency_epochs [--out docs/img/tutorial_xai] [--n-train 6000]
-(or python gallery/saliency_epochs.py ...); ``--out`` is a folder: the script writes four pictures.
+(or python gallery/saliency_epochs.py ...); ``--out`` is a folder: the script writes five pictures.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from xaikit.backend import to_number
 from xaikit.schedule import RepeatScheduler
 from xaikit.trace.io import ImageSaver
 from xaikit.trace.metric import Accuracy
-from xaikit.trace.xai import Saliency
+from xaikit.trace.xai import GradCAM, Saliency
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -47,7 +48,22 @@ def _paint(out: Path, save_dir: str, n_train: int) -> list[Path]:
                 None,
             ]
         ),
-        ImageSaver(inputs="saliency", save_dir=save_dir, dpi=96),
+        RepeatScheduler(
+            [
+                GradCAM(
+                    images="x",
+                    model=model,
+                    labels="y",
+                    label_mapping=label_mapping,
+                    n_samples=5,
+                    method="layercam",
+                    layer="conv2",
+                    mode="eval",
+                ),
+                None,
+            ]
+        ),
+        ImageSaver(inputs=["saliency", "gradcam"], save_dir=save_dir, dpi=96),
     ]
     estimator = xk.Estimator(pipeline=pipeline, network=network, epochs=5, traces=traces, log_steps=50)
     estimator.fit()
@@ -56,6 +72,9 @@ def _paint(out: Path, save_dir: str, n_train: int) -> list[Path]:
         target = out / f"saliency_epoch_{epoch}.png"
         shutil.copyfile(Path(save_dir) / f"saliency_eval_epoch_{epoch}.png", target)
         written.append(target)
+    target = out / "gradcam_epoch_5.png"
+    shutil.copyfile(Path(save_dir) / "gradcam_eval_epoch_5.png", target)
+    written.append(target)
 
     # --- without traces ------------------------------------------------------------------------
     batch = pipeline.get_results(num_steps=2, mode="eval")[1]  # images the trace did not show

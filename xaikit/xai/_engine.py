@@ -734,3 +734,85 @@ def endpoint_scores(job: Job, chunk: int) -> tuple[T, T]:
     )  # fmt: skip
     scores = bk.reshape(scores, (job.n_noise, 2, B))
     return scores[:, 0], scores[:, 1]
+
+
+def forward_rows(
+    inp: Any,
+    targets: T,
+    per_sample: int,
+    rows_fn: Callable[[int, int], list[T]],
+    *,
+    seed: int,
+    output: int | str,
+    max_batch: int | str,
+    memory_budget: int | float,
+    xla: bool,
+) -> np.ndarray:
+    """Scores of the B x ``per_sample`` rows ``rows_fn(r0, r1)`` builds (row r: sample r % B),
+    forward passes only, chunked by a :class:`ChunkPlan` of their own (``forward_only``: their
+    row cost is measured apart from the gradient jobs'), within ``memory_budget``, an
+    out-of-memory error halving the chunk; returns them on the host as float64 (per_sample, B).
+    The occlusion, RISE and Score-CAM row spaces run through it."""
+    bk, model, B = inp.bk, inp.model, inp.batch
+    device = getattr(inp.tensors[0], "device", None)
+    total = B * per_sample
+    job = Job(
+        bk=bk,
+        model=model,
+        inputs=inp.tensors,
+        targets=targets,
+        n_noise=per_sample,
+        seed=seed,
+        output=output,
+        max_batch=max_batch,
+        dtype=inp.dtype,
+        xla=xla,
+        model_kwargs=inp.kwargs,
+        forward_only=True,
+    )
+    plan = ChunkPlan(job, memory_budget)
+
+    def laid(layout: str) -> Callable[[int, int], tuple[list[T], T]]:
+        def fn(r0: int, r1: int) -> tuple[list[T], T]:
+            b = bk.index(np.arange(r0, r1) % B, device)
+            return [bk.to_layout(t, layout) for t in rows_fn(r0, r1)], bk.gather(targets, b)
+
+        return fn
+
+    def scores(n: int, size: int, layout: str, sizes: list[int] | None = None) -> T:
+        return forward_scores(
+            bk, model, laid(layout), n, size, output, xla, sizes=sizes, model_kwargs=inp.kwargs, batch=B
+        )
+
+    def throwaway(size: int, layout: str) -> None:
+        scores(min(total, size), size, layout)
+        bk.synchronize(device)
+
+    def measure(size: int, layout: str) -> float | None:
+        try:
+            _, peak = bk.peak_memory(lambda: throwaway(size, layout), device)
+        except Exception as exc:
+            if not bk.is_oom(exc):
+                raise
+            bk.empty_cache(device)
+            return math.inf
+        return None if peak is None else float(peak)
+
+    def timed(size: int, layout: str) -> float:
+        t0 = time.perf_counter()
+        try:
+            throwaway(size, layout)
+        except Exception as exc:
+            if not bk.is_oom(exc):
+                raise
+            bk.empty_cache(device)
+            return math.inf
+        return time.perf_counter() - t0
+
+    plan.probe(measure, timed)
+    sizes: list[int] = []
+    out = bk.to_numpy(scores(total, plan.size, plan.layout, sizes)).astype(np.float64)
+    if sizes and max(sizes) < plan.size:  # an out-of-memory error halved the chunk: remember it
+        while plan.size > max(sizes):
+            plan.halve()
+    return out.reshape(per_sample, B)

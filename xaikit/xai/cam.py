@@ -44,7 +44,7 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.backend.facets import CamLayer
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
-from xaikit.xai._engine import _padded_rows, chunk_error, default_rows, forward_scores
+from xaikit.xai._engine import DEFAULT_BUDGET, _padded_rows, chunk_error, default_rows, forward_rows
 from xaikit.xai.methods import Inputs
 from xaikit.xai.names import CAM_METHODS, canonical
 
@@ -381,6 +381,7 @@ def cam_maps(
     output: int | str = 0,
     max_batch: int | str = "auto",
     reshape: Reshape = None,
+    memory_budget: int | float = DEFAULT_BUDGET,
 ) -> CamResult:
     """The layer-resolution maps (B, h, w) of one CAM method and the layer's name.
 
@@ -392,6 +393,8 @@ def cam_maps(
         output: the model output to explain.
         max_batch: rows per fused chunk, or ``"auto"``.
         reshape: how a non-4-D layer output becomes a map (see :func:`to_chw`).
+        memory_budget: the memory Score-CAM's B x C masked rows may use (see
+            :class:`~xaikit.xai._engine.ChunkPlan`); the one-pass methods run B rows.
     """
     bk = inp.bk
     facet = bk.cam
@@ -415,7 +418,7 @@ def cam_maps(
             return host(facet.activations(inp.model, found, rows, output, kw))
 
         all_acts = _chunked(inp, targets, max_batch, acts)
-        return CamResult(_score_cam(inp, targets, all_acts, output, max_batch), found.name)
+        return CamResult(_score_cam(inp, targets, all_acts, output, max_batch, memory_budget), found.name)
 
     def grads(rows: list[T], tg: T, kw: dict[str, Any] | None) -> np.ndarray:
         a, da, _ = facet.grad_step(inp.model, found, rows, tg, output, kw)
@@ -513,13 +516,19 @@ def guided_gradcam(
 
 
 def _score_cam(
-    inp: Inputs, targets: T, acts: np.ndarray, output: int | str, max_batch: int | str
+    inp: Inputs,
+    targets: T,
+    acts: np.ndarray,
+    output: int | str,
+    max_batch: int | str,
+    memory_budget: int | float = DEFAULT_BUDGET,
 ) -> np.ndarray:
     """Score-CAM: the B x C masked copies of the image input, scored in chunks of rows
     ``r = c * B + b`` (forward only); each chunk's masks are built from the (small) layer
-    activations ``acts`` (B, C, h, w), so memory stays one chunk whatever C is."""
+    activations ``acts`` (B, C, h, w), so memory stays one chunk whatever C is. The chunk is
+    the engine's forward-only plan (:func:`~xaikit.xai._engine.forward_rows`: ``max_batch``,
+    ``memory_budget``, halving on out-of-memory)."""
     bk = inp.bk
-    device = bk.model_device(inp.model)
     B, C = acts.shape[:2]
     which, (H, W) = image_size(inp)
     ry = bilinear_matrix(acts.shape[2], H, align_corners=True)
@@ -528,7 +537,7 @@ def _score_cam(
     image = inp.tensors[which]
     four = len(image.shape) == 4
 
-    def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
+    def rows_fn(r0: int, r1: int) -> list[T]:
         r = np.arange(r0, r1)
         c, b = r // B, r % B
         up = np.einsum("yh,rhw,xw->ryx", ry, acts[b, c], rx)
@@ -539,17 +548,13 @@ def _score_cam(
             masks = masks[:, None] if first else masks[..., None]
         idx = bk.index(b, getattr(image, "device", None))
         m = bk.as_tensor(masks, getattr(image, "device", None), inp.dtype)
-        rows = [bk.gather(t, idx) * m if i == which else bk.gather(t, idx) for i, t in enumerate(inp.tensors)]
-        return rows, bk.gather(targets, idx)
+        return [bk.gather(t, idx) * m if i == which else bk.gather(t, idx) for i, t in enumerate(inp.tensors)]
 
-    if max_batch == "auto":
-        chunk = default_rows(
-            bk, device, sum(int(np.prod(t.shape[1:])) for t in inp.tensors), forward_only=True
-        )
-    else:
-        chunk = int(max_batch)
-    scores = forward_scores(bk, inp.model, rows_fn, B * C, chunk, output, model_kwargs=inp.kwargs, batch=B)
-    s = np.asarray(bk.to_numpy(scores), dtype=np.float64).reshape(C, B).T  # (B, C)
+    scores = forward_rows(
+        inp, targets, C, rows_fn, seed=0, output=output, max_batch=max_batch, memory_budget=memory_budget,
+        xla=False,
+    )  # fmt: skip
+    s = scores.T  # (B, C): row r = c * B + b
     s = np.exp(s - s.max(axis=1, keepdims=True))
     w = s / s.sum(axis=1, keepdims=True)
     return _relu(np.einsum("bc,bchw->bhw", w, acts))

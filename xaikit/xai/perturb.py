@@ -19,7 +19,7 @@ the end, where they are folded into the maps in float64.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError
-from xaikit.xai._engine import DEFAULT_BUDGET, ChunkPlan, Job, forward_scores, stream_seed
+from xaikit.xai._engine import DEFAULT_BUDGET, forward_rows, stream_seed
 from xaikit.xai.methods import Inputs
 from xaikit.xai.names import canonical
 
@@ -76,87 +76,6 @@ def _mask_rows(bk: Any, masks: np.ndarray, axis: int, like: T) -> T:
     """(n, H, W) host masks as a device tensor broadcasting against (n, ...) rows."""
     shaped = masks[:, None] if axis == 1 else masks[..., None]
     return bk.as_tensor(np.ascontiguousarray(shaped), getattr(like, "device", None), bk.dtype_name(like))
-
-
-def _run_rows(
-    inp: Inputs,
-    targets: T,
-    per_sample: int,
-    rows_fn: Callable[[int, int], list[T]],
-    *,
-    seed: int,
-    output: int | str,
-    max_batch: int | str,
-    memory_budget: int | float,
-    xla: bool,
-) -> np.ndarray:
-    """Scores of the B x ``per_sample`` rows ``rows_fn(r0, r1)`` builds (row r: sample r % B),
-    chunked by the engine's plan; returns them on the host as float64 (per_sample, B)."""
-    bk, model, B = inp.bk, inp.model, inp.batch
-    device = getattr(inp.tensors[0], "device", None)
-    total = B * per_sample
-    job = Job(
-        bk=bk,
-        model=model,
-        inputs=inp.tensors,
-        targets=targets,
-        n_noise=per_sample,
-        seed=seed,
-        output=output,
-        max_batch=max_batch,
-        dtype=inp.dtype,
-        xla=xla,
-        model_kwargs=inp.kwargs,
-        forward_only=True,
-    )
-    plan = ChunkPlan(job, memory_budget)
-
-    def laid(layout: str) -> Callable[[int, int], tuple[list[T], T]]:
-        def fn(r0: int, r1: int) -> tuple[list[T], T]:
-            b = bk.index(np.arange(r0, r1) % B, device)
-            return [bk.to_layout(t, layout) for t in rows_fn(r0, r1)], bk.gather(targets, b)
-
-        return fn
-
-    def scores(n: int, size: int, layout: str, sizes: list[int] | None = None) -> T:
-        return forward_scores(
-            bk, model, laid(layout), n, size, output, xla, sizes=sizes, model_kwargs=inp.kwargs, batch=B
-        )
-
-    def throwaway(size: int, layout: str) -> None:
-        scores(min(total, size), size, layout)
-        bk.synchronize(device)
-
-    def measure(size: int, layout: str) -> float | None:
-        try:
-            _, peak = bk.peak_memory(lambda: throwaway(size, layout), device)
-        except Exception as exc:
-            if not bk.is_oom(exc):
-                raise
-            bk.empty_cache(device)
-            return math.inf
-        return None if peak is None else float(peak)
-
-    def timed(size: int, layout: str) -> float:
-        import time
-
-        t0 = time.perf_counter()
-        try:
-            throwaway(size, layout)
-        except Exception as exc:
-            if not bk.is_oom(exc):
-                raise
-            bk.empty_cache(device)
-            return math.inf
-        return time.perf_counter() - t0
-
-    plan.probe(measure, timed)
-    sizes: list[int] = []
-    out = bk.to_numpy(scores(total, plan.size, plan.layout, sizes)).astype(np.float64)
-    if sizes and max(sizes) < plan.size:  # an out-of-memory error halved the chunk: remember it
-        while plan.size > max(sizes):
-            plan.halve()
-    return out.reshape(per_sample, B)
 
 
 def _pair(value: Any, name: str, low: int = 1) -> tuple[int, int]:
@@ -265,7 +184,7 @@ def occlusion(
         xr = bk.gather(x, bk.index(r % B, device))
         return [xr * (1.0 - m) + fill * m]
 
-    s = _run_rows(
+    s = forward_rows(
         inp, targets, 1 + ny * nx, rows_fn,
         seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget, xla=xla,
     )  # fmt: skip
@@ -365,7 +284,7 @@ def rise(
         m = bk.gather(_mask_rows(bk, masks, axis, x), bk.index(r // B - i0, device))
         return [bk.gather(x, bk.index(r % B, device)) * m]
 
-    scores = _run_rows(
+    scores = forward_rows(
         inp, targets, n, rows_fn,
         seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget, xla=xla,
     )  # fmt: skip

@@ -417,7 +417,7 @@ def explain(
                 f"return_delta is the completeness delta of IG-based methods; method {method!r} has "
                 "none: call explain without return_delta"
             )
-        return _explain_cam(model, x, target, canonical(method), framework, max_batch, options)
+        return _explain_cam(model, x, target, canonical(method), framework, max_batch, memory_budget, options)
     method = canonical_method(method)
     memory_budget = check_memory_budget(memory_budget)
     bk = get_backend(model, framework)
@@ -513,9 +513,11 @@ def _explain_cam(
     method: str,
     framework: str | None,
     max_batch: int | str,
+    memory_budget: int | float,
     options: dict[str, Any],
 ) -> Any:
     """``explain`` for the class-activation maps of :mod:`xaikit.xai.cam`."""
+    memory_budget = check_memory_budget(memory_budget)
     opts = dict(options)
     layer = opts.pop("layer", None)
     reshape = check_reshape(opts.pop("reshape", None))
@@ -547,7 +549,7 @@ def _explain_cam(
             grads, _ = guided_gradcam(inp, targets, layer, output, max_batch, reshape)
             arrays = inp.to_user(grads)
             return arrays if multi else arrays[0]
-        result = cam_maps(inp, targets, method, layer, output, max_batch, reshape)
+        result = cam_maps(inp, targets, method, layer, output, max_batch, reshape, memory_budget)
     if raw:
         return CamResult(result.maps.astype(np.float32), result.layer)
     _, size = image_size(inp)
