@@ -147,6 +147,16 @@ class Line:
     def peak(self) -> int:
         return max(self.rss) if self.rss else 0
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Line:
+        """A line of an earlier ``--json`` file (its timings; nothing to call)."""
+        line = cls(d["case"], d["method"], d["name"], int(d["rows"]), lambda: None, d["kind"])
+        line.times = [float(t) for t in d["times_s"]]
+        line.rss = [int(r) for r in d["peak_rss_increase_bytes"]]
+        known = {"case", "method", "name", "kind", "rows", "times_s", "median_s", "peak_rss_increase_bytes"}
+        line.extra = {k: v for k, v in d.items() if k not in known}
+        return line
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "case": self.case,
@@ -620,6 +630,11 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
         f"{meta['load_start']}, at end {meta['load_end']}; torch threads {meta['torch_threads']}; "
         f"versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}."
     )
+    if meta.get("kept_from"):
+        r.append(
+            f"This run measured {', '.join(meta['cases_measured'])}; the other cases are kept from "
+            f"{meta['kept_from']}, the same settings on the same machine."
+        )
     r.append("")
     r.append(
         f"`xaikit.architecture.torch.ResNet18` (1000 classes) at {st.size}×{st.size}, random weights, batch norm "
@@ -781,6 +796,13 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="tiny settings: checks that it runs; numbers mean nothing"
     )
     p.add_argument("--json", type=Path, default=None, help="write every raw timing here")
+    p.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="an earlier --json file: the cases not measured now are taken from it (the report "
+        "then says which cases come from which run)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = p.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -805,6 +827,12 @@ def main(argv: list[str] | None = None) -> int:
     load_start = [round(v, 2) for v in os.getloadavg()]
     t0 = time.perf_counter()
     lines, facts = measure(cases, st)
+    kept_from = None
+    if args.keep:  # an earlier run's other cases, re-rendered beside this run's
+        earlier = json.loads(args.keep.read_text())
+        lines += [Line.from_dict(d) for d in earlier["lines"] if d["case"] not in cases]
+        facts = {**earlier.get("facts", {}), **facts}
+        kept_from = f"{args.keep.name} ({earlier['date']}, commit {earlier['commit']})"
     summary = summarize(lines, st)
     try:
         commit = subprocess.run(
@@ -825,6 +853,8 @@ def main(argv: list[str] | None = None) -> int:
         "torch_threads": torch.get_num_threads(),
         "versions": _versions(),
         "facts": facts,
+        "kept_from": kept_from,
+        "cases_measured": sorted(cases),
     }
     for key, s in summary.items():
         log(f"{key}: {s}")

@@ -207,13 +207,14 @@ class CamFacet(abc.ABC):
         model: Any,
         layer: CamLayer,
         inputs: Sequence[T],
-        targets: T,
+        targets: T | None,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, T, T]:
         """One fused forward+backward of a chunk of rows: ``(A, dA, scores)``, the layer's
         activations, the gradient of the sum of the target scores with respect to them (both in
-        the layer's layout, float32 for a half-precision model) and the target scores (rows,)."""
+        the layer's layout, float32 for a half-precision model) and the target scores (rows,).
+        ``targets=None``: each row's highest score (its predicted class, read off this pass)."""
 
     @abc.abstractmethod
     def activations(

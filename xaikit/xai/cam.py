@@ -52,6 +52,7 @@ __all__ = [
     "CAM_METHODS",
     "CamResult",
     "cam_maps",
+    "cam_targets",
     "canonical_cam",
     "combine",
     "eigen_components",
@@ -218,7 +219,7 @@ def image_size(inp: Inputs) -> tuple[int, tuple[int, int]]:
 Step = Callable[[list[T], T, "dict[str, Any] | None"], np.ndarray]
 
 
-def _chunked(inp: Inputs, targets: T, max_batch: int | str, step: Step) -> np.ndarray:
+def _chunked(inp: Inputs, targets: T | None, max_batch: int | str, step: Step) -> np.ndarray:
     """``step(rows, targets, model_kwargs)`` over the batch in chunks of ``max_batch`` rows
     (``"auto"``: the engine's default), halving the chunk on out-of-memory; the results stacked.
     For a framework whose compiled step retraces on each new shape (TF) a short chunk is padded
@@ -241,10 +242,11 @@ def _chunked(inp: Inputs, targets: T, max_batch: int | str, step: Step) -> np.nd
         idx = np.minimum(np.arange(r0, r0 + size), r1 - 1)
         try:
             if size == n:
-                rows, tg = [t[r0:r1] for t in inp.tensors], targets[r0:r1]
+                rows, tg = [t[r0:r1] for t in inp.tensors], None if targets is None else targets[r0:r1]
             else:
                 ti = bk.index(idx, where)
-                rows, tg = [bk.gather(t, ti) for t in inp.tensors], bk.gather(targets, ti)
+                rows = [bk.gather(t, ti) for t in inp.tensors]
+                tg = None if targets is None else bk.gather(targets, ti)
             kw = inp.kwargs.rows(idx) if inp.kwargs else None
             parts.append(step(rows, tg, kw)[:n])
         except XaikitError:
@@ -375,7 +377,7 @@ def find_layer(inp: Inputs, layer: Any = None, reshape: Reshape = None) -> CamLa
 
 def cam_maps(
     inp: Inputs,
-    targets: T,
+    targets: T | None,
     method: str,
     layer: Any = None,
     output: int | str = 0,
@@ -387,7 +389,9 @@ def cam_maps(
 
     Args:
         inp: the prepared inputs (:func:`~xaikit.xai.methods.prepare`).
-        targets: int64 (B,) classes on the model's device (:func:`~xaikit.xai.methods.pin_targets`).
+        targets: int64 (B,) classes on the model's device (:func:`cam_targets`), or None: each
+            row's highest score in the same forward pass (the predicted class; Eigen-CAM needs
+            none, Score-CAM pins them first).
         method: one of :data:`CAM_METHODS` (canonical name).
         layer: a layer name / object, or None: the last layer with a spatial output.
         output: the model output to explain.
@@ -411,13 +415,17 @@ def cam_maps(
         def eigen(rows: list[T], _tg: T, kw: dict[str, Any] | None) -> np.ndarray:
             return combine(method, host(facet.activations(inp.model, found, rows, output, kw)), None)
 
-        return CamResult(_chunked(inp, targets, max_batch, eigen), found.name)
+        return CamResult(_chunked(inp, None, max_batch, eigen), found.name)
     if method == "scorecam":
 
         def acts(rows: list[T], _tg: T, kw: dict[str, Any] | None) -> np.ndarray:
             return host(facet.activations(inp.model, found, rows, output, kw))
 
-        all_acts = _chunked(inp, targets, max_batch, acts)
+        all_acts = _chunked(inp, None, max_batch, acts)
+        if targets is None:
+            from xaikit.xai.methods import pin_targets
+
+            targets, _ = pin_targets(inp, None, output)
         return CamResult(_score_cam(inp, targets, all_acts, output, max_batch, memory_budget), found.name)
 
     def grads(rows: list[T], tg: T, kw: dict[str, Any] | None) -> np.ndarray:
@@ -449,7 +457,7 @@ def layer_activations(
             takes them for a CAM method.
     """
     from xaikit.backend import get_backend
-    from xaikit.xai.methods import pin_targets, prepare
+    from xaikit.xai.methods import prepare
 
     if max_batch != "auto":
         from xaikit.xai._engine import check_max_batch
@@ -462,7 +470,6 @@ def layer_activations(
     with bk.inference(model):
         found = find_layer(inp, layer, reshape)
         first = facet.channel_first(model)
-        targets, _ = pin_targets(inp, 0, output)
 
         def acts(rows: list[T], _tg: T, kw: dict[str, Any] | None) -> np.ndarray:
             t = facet.activations(model, found, rows, output, kw)
@@ -470,7 +477,25 @@ def layer_activations(
                 t = reshape(t)
             return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape)
 
-        return CamResult(_chunked(inp, targets, max_batch, acts), found.name)
+        return CamResult(_chunked(inp, None, max_batch, acts), found.name)
+
+
+def cam_targets(inp: Inputs, target: Any, output: int | str = 0) -> T | None:
+    """The classes a CAM explains: None for ``target=None`` (each row's predicted class, read
+    off the same forward pass that takes the gradients: no extra pass), else the given classes
+    checked against the model's class count, read from a forward pass of one row."""
+    if target is None:
+        return None
+    import dataclasses
+
+    from xaikit.xai.methods import _check_targets, logits
+
+    bk = inp.bk
+    first = dataclasses.replace(inp, tensors=[t[:1] for t in inp.tensors])  # kwargs: row 0 is row 0
+    scores = logits(first, output)
+    n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1
+    classes = _check_targets(bk, target, inp.batch, n_classes)
+    return bk.index(classes, getattr(inp.tensors[0], "device", None))
 
 
 def guided_backprop(

@@ -18,6 +18,7 @@ from xaikit.xai._kwargs import merge_model_kwargs
 from xaikit.xai.cam import (
     CamResult,
     cam_maps,
+    cam_targets,
     check_reshape,
     guided_gradcam,
     image_size,
@@ -544,12 +545,13 @@ def _explain_cam(
     keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
     inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, output)
-        if method == "guided_gradcam":
+        if method == "guided_gradcam":  # two passes over the same classes: pinned first
+            targets, _ = pin_targets(inp, target, output)
             grads, _ = guided_gradcam(inp, targets, layer, output, max_batch, reshape)
             arrays = inp.to_user(grads)
             return arrays if multi else arrays[0]
-        result = cam_maps(inp, targets, method, layer, output, max_batch, reshape, memory_budget)
+        chosen = cam_targets(inp, target, output)  # None: predicted, read off the CAM's own pass
+        result = cam_maps(inp, chosen, method, layer, output, max_batch, reshape, memory_budget)
     if raw:
         return CamResult(result.maps.astype(np.float32), result.layer)
     _, size = image_size(inp)

@@ -127,12 +127,15 @@ class Cam(CamFacet):
         def working(t: T) -> T:
             return tf.cast(t, tf.float32) if half is not None else t
 
-        def grad(inputs: list[T], targets: T) -> tuple[T, T, T]:
+        def grad(inputs: list[T], targets: T | None) -> tuple[T, T, T]:
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 for x in inputs:  # records the ops above the inputs; only dA is computed
                     tape.watch(x)
                 a, out = call(inputs)
-                scores = tf.gather(out, targets, axis=1, batch_dims=1)
+                if targets is None:  # the predicted class: each row's highest score, this pass
+                    scores = tf.reduce_max(out, axis=1)
+                else:
+                    scores = tf.gather(out, targets, axis=1, batch_dims=1)
             da = tape.gradient(scores, a)
             da = tf.zeros_like(a) if da is None else da
             return working(a), working(da), scores
@@ -163,7 +166,7 @@ class Cam(CamFacet):
         model: Any,
         layer: CamLayer,
         inputs: Sequence[T],
-        targets: T,
+        targets: T | None,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, T, T]:

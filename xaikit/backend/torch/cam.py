@@ -169,12 +169,15 @@ class Cam(CamFacet):
         model: Any,
         layer: CamLayer,
         inputs: Sequence[T],
-        targets: T,
+        targets: T | None,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, T, T]:
         a, out = self._run(model, layer, inputs, output, model_kwargs, grad=True)
-        scores = out.gather(1, targets[:, None]).squeeze(1)
+        if targets is None:  # the predicted class: each row's highest score, from this pass
+            scores = out.max(dim=1).values
+        else:
+            scores = out.gather(1, targets[:, None]).squeeze(1)
         (da,) = torch.autograd.grad(scores.sum(), [a], allow_unused=True)
         if da is None:
             da = torch.zeros_like(a)
