@@ -1,8 +1,8 @@
 """pytorch-grad-cam (PyPI ``grad-cam`` 1.5.x) classes, loaded without importing torchvision.
 
 The package's ``__init__`` imports every method, and two of its modules import torchvision at
-import time, whose wheel may not import beside the installed torch. So, as
-``tests/xai/test_cam_peers.py`` does, only the modules needed are loaded, under a bare package
+import time, whose wheel may not import beside the installed torch. So only
+the modules needed are loaded (here and in ``tests/xai/test_cam_peers.py``, which imports this), under a bare package
 object and with a stub ``torchvision`` of the three names imported at import time; the stubs are
 in ``sys.modules`` for the import only. Nothing of torchvision is used by the CAM classes'
 calls (``scale_cam_image`` resizes with OpenCV).
@@ -33,9 +33,10 @@ def available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("pytorch_grad_cam", "ttach", "cv2"))
 
 
-def load_classes(methods: list[str] | None = None) -> dict[str, Any]:
-    """The pytorch-grad-cam class of each xaikit method name (all of :data:`CLASSES` by default)."""
-    wanted = list(CLASSES) if methods is None else [m for m in methods if m in CLASSES]
+def load_modules(modules: list[str]) -> dict[str, Any]:
+    """The named modules of pytorch-grad-cam (``"grad_cam"``, ``"base_cam"``,
+    ``"utils.svd_on_activations"``, ...), imported under a bare package object and a stub
+    ``torchvision`` that are in ``sys.modules`` for the import only."""
     spec = importlib.util.find_spec("pytorch_grad_cam")
     if spec is None or spec.submodule_search_locations is None:
         raise ImportError("pytorch-grad-cam is not installed (pip install --no-deps grad-cam ttach)")
@@ -54,16 +55,20 @@ def load_classes(methods: list[str] | None = None) -> dict[str, Any]:
     sys.modules.update(stubs)
     sys.modules["pytorch_grad_cam"] = pkg
     try:
-        return {
-            m: getattr(importlib.import_module(f"pytorch_grad_cam.{CLASSES[m][0]}"), CLASSES[m][1])
-            for m in wanted
-        }
+        return {m: importlib.import_module(f"pytorch_grad_cam.{m}") for m in modules}
     finally:
         for k, v in saved.items():
             if v is None:
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
+
+
+def load_classes(methods: list[str] | None = None) -> dict[str, Any]:
+    """The pytorch-grad-cam class of each xaikit method name (all of :data:`CLASSES` by default)."""
+    wanted = list(CLASSES) if methods is None else [m for m in methods if m in CLASSES]
+    mods = load_modules([CLASSES[m][0] for m in wanted])
+    return {m: getattr(mods[CLASSES[m][0]], CLASSES[m][1]) for m in wanted}
 
 
 class ClassTarget:

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import Any
 
 import numpy as np
 import pytest
 
 import xaikit as xk
+from benchmarks._gradcam import CLASSES, load_modules
 from tests.xai.models import images, model_for
 
 torch = pytest.importorskip("torch")
@@ -32,47 +31,13 @@ if importlib.util.find_spec("pytorch_grad_cam") is None or importlib.util.find_s
         allow_module_level=True,
     )
 
-CLASSES = {
-    "gradcam": ("grad_cam", "GradCAM"),
-    "hirescam": ("hirescam", "HiResCAM"),
-    "xgradcam": ("xgrad_cam", "XGradCAM"),
-    "gradcam++": ("grad_cam_plusplus", "GradCAMPlusPlus"),
-    "layercam": ("layer_cam", "LayerCAM"),
-    "scorecam": ("score_cam", "ScoreCAM"),
-    "eigencam": ("eigen_cam", "EigenCAM"),
-}
-
 
 @pytest.fixture(scope="module")
 def gradcam_modules() -> dict[str, Any]:
-    spec = importlib.util.find_spec("pytorch_grad_cam")
-    assert spec is not None and spec.submodule_search_locations is not None
-    stubs: dict[str, types.ModuleType] = {}
-    tv = types.ModuleType("torchvision")
-    tr = types.ModuleType("torchvision.transforms")
-    fn = types.ModuleType("torchvision.transforms.functional")
-    for name in ("Compose", "Normalize", "ToTensor"):
-        setattr(tr, name, object)
-    fn.resize = None  # type: ignore[attr-defined]
-    tv.transforms = tr  # type: ignore[attr-defined]
-    tr.functional = fn  # type: ignore[attr-defined]
-    pkg = types.ModuleType("pytorch_grad_cam")
-    pkg.__path__ = list(spec.submodule_search_locations)
-    stubs = {"torchvision": tv, "torchvision.transforms": tr, "torchvision.transforms.functional": fn}
-    saved = {k: sys.modules.get(k) for k in [*stubs, "pytorch_grad_cam"]}
-    sys.modules.update(stubs)
-    sys.modules["pytorch_grad_cam"] = pkg
-    try:
-        mods = {m: importlib.import_module(f"pytorch_grad_cam.{CLASSES[m][0]}") for m in CLASSES}
-        mods["_base"] = importlib.import_module("pytorch_grad_cam.base_cam")
-        mods["_svd"] = importlib.import_module("pytorch_grad_cam.utils.svd_on_activations")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-    return mods
+    mods = load_modules([CLASSES[m][0] for m in CLASSES] + ["base_cam", "utils.svd_on_activations"])
+    out = {m: mods[CLASSES[m][0]] for m in CLASSES}
+    out["_base"], out["_svd"] = mods["base_cam"], mods["utils.svd_on_activations"]
+    return out
 
 
 class _Target:

@@ -546,7 +546,8 @@ def _explain_cam(
     inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
     with bk.inference(model):
         if method == "guided_gradcam":  # two passes over the same classes: pinned first
-            targets, _ = pin_targets(inp, target, output)
+            given = cam_targets(inp, target, output)
+            targets = pin_targets(inp, None, output)[0] if given is None else given
             grads, _ = guided_gradcam(inp, targets, layer, output, max_batch, reshape)
             arrays = inp.to_user(grads)
             return arrays if multi else arrays[0]
