@@ -87,8 +87,10 @@ def localization(
             mask (Zhang et al. use 15 px on full-size images).
         absolute: score the magnitude of the map (default); with False, channels are summed with
             their signs and only the positive part counts as mass.
-        model, x, target, seed: with a method name: the model, its input batch, the class
-            explained (None: the prediction) and the seed of the method.
+        model: with a method name: the model to explain.
+        x: with a method name: the input batch the masks belong to.
+        target: with a method name: the class explained (None: the prediction).
+        seed: with a method name: the seed of the method.
         **method_options: more options of the method (``layer``, ``nsamples``, ``output``, ...).
 
     Returns:

@@ -453,8 +453,12 @@ def layer_activations(
     Args:
         model: a torch module or Keras model.
         x: the input batch (numpy or tensor) in the model's layout or the other one.
-        layer, reshape, output, model_kwargs, max_batch, framework: as :func:`xaikit.xai.explain`
-            takes them for a CAM method.
+        layer: a layer name / object, or None: the last layer with a spatial output.
+        reshape: how a token output becomes a map (see :func:`to_chw`).
+        output: the model output to run when the model returns several.
+        model_kwargs: extra keyword arguments of the model's forward call.
+        max_batch: rows per chunk, or ``"auto"``.
+        framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
     """
     from xaikit.backend import get_backend
     from xaikit.xai.methods import prepare

@@ -329,9 +329,18 @@ class EigenCAM(_CamTrace):
         activations: the batch key of a conv layer's output computed in the Network (reference
             style), or None with ``model=``.
         n_components: how many principal components to show (a column each).
-        n_samples, labels, preds, label_mapping, outputs, mode, ds_id: as :class:`GradCAM`.
-        model, layer, output, model_kwargs, overlay_smooth: as :class:`GradCAM` (Eigen-CAM needs
-            no target: ``preds`` is only shown).
+        n_samples: how many samples to show (None: the whole first batch).
+        labels: the batch key of the true labels (a column).
+        preds: the batch key of the predictions (a column only: Eigen-CAM needs no target).
+        label_mapping: ``{class name: value}`` to show names instead of numbers.
+        outputs: the key the ImgData is written under.
+        mode: modes to run in (default: every mode but training).
+        ds_id: dataset ids to run on.
+        model: the torch or Keras model whose layer is decomposed (model mode).
+        layer: the layer, as :class:`GradCAM` takes it (None: the last spatial layer).
+        output: the model output when the model returns several (model mode).
+        model_kwargs: extra keyword arguments of the model's forward call (model mode).
+        overlay_smooth: sigma in pixels of the blur of the overlaid map (0: none).
 
     Example:
         >>> trace = EigenCAM("x", model=model, n_components=2)  # doctest: +SKIP
