@@ -593,28 +593,7 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
         run(probe_state, 0, min(total, probe_state.align(0, size)), layout, keep=False)
         bk.synchronize(device)
 
-    def timed(size: int, layout: str) -> float:
-        t0 = time.perf_counter()
-        try:
-            throwaway(size, layout)
-        except Exception as exc:
-            if not bk.is_oom(exc):
-                raise
-            bk.empty_cache(device)
-            return math.inf
-        return time.perf_counter() - t0
-
-    def measure(size: int, layout: str) -> float | None:
-        try:
-            _, peak = bk.peak_memory(lambda: throwaway(size, layout), device)
-        except Exception as exc:
-            if not bk.is_oom(exc):
-                raise
-            bk.empty_cache(device)
-            return math.inf
-        return None if peak is None else float(peak)
-
-    plan.probe(measure, timed)
+    plan.probe(*probes(bk, device, throwaway))
     while True:
         state = _Sweep(job)
         sizes: list[int] = []
@@ -736,6 +715,41 @@ def endpoint_scores(job: Job, chunk: int) -> tuple[T, T]:
     return scores[:, 0], scores[:, 1]
 
 
+def probes(
+    bk: Backend, device: Any, throwaway: Callable[[int, str], None]
+) -> tuple[Callable[[int, str], float | None], Callable[[int, str], float]]:
+    """``(measure, timed)`` for :meth:`ChunkPlan.probe` from a ``throwaway(size, layout)`` run of
+    rows whose results are dropped: its peak memory (None where the device reports none) and its
+    seconds; an out-of-memory error in either counts as infinitely costly (and frees the cache)."""
+
+    def guarded(fn: Callable[[], float | None]) -> float | None:
+        try:
+            return fn()
+        except Exception as exc:
+            if not bk.is_oom(exc):
+                raise
+            bk.empty_cache(device)
+            return math.inf
+
+    def measure(size: int, layout: str) -> float | None:
+        def peak() -> float | None:
+            _, found = bk.peak_memory(lambda: throwaway(size, layout), device)
+            return None if found is None else float(found)
+
+        return guarded(peak)
+
+    def timed(size: int, layout: str) -> float:
+        def seconds() -> float:
+            t0 = time.perf_counter()
+            throwaway(size, layout)
+            return time.perf_counter() - t0
+
+        value = guarded(seconds)
+        return math.inf if value is None else value
+
+    return measure, timed
+
+
 def forward_rows(
     inp: Any,
     targets: T,
@@ -788,28 +802,7 @@ def forward_rows(
         scores(min(total, size), size, layout)
         bk.synchronize(device)
 
-    def measure(size: int, layout: str) -> float | None:
-        try:
-            _, peak = bk.peak_memory(lambda: throwaway(size, layout), device)
-        except Exception as exc:
-            if not bk.is_oom(exc):
-                raise
-            bk.empty_cache(device)
-            return math.inf
-        return None if peak is None else float(peak)
-
-    def timed(size: int, layout: str) -> float:
-        t0 = time.perf_counter()
-        try:
-            throwaway(size, layout)
-        except Exception as exc:
-            if not bk.is_oom(exc):
-                raise
-            bk.empty_cache(device)
-            return math.inf
-        return time.perf_counter() - t0
-
-    plan.probe(measure, timed)
+    plan.probe(*probes(bk, device, throwaway))
     sizes: list[int] = []
     out = bk.to_numpy(scores(total, plan.size, plan.layout, sizes)).astype(np.float64)
     if sizes and max(sizes) < plan.size:  # an out-of-memory error halved the chunk: remember it
