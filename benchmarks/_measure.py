@@ -6,10 +6,12 @@ from __future__ import annotations
 import gc
 import os
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
@@ -199,3 +201,27 @@ def tuned_chunk(model: Any) -> tuple[int, str]:
 
     found = list(_engine._TUNED.get(model, {}).values())
     return found[0] if found else (_engine._CPU_DEFAULT, "channels_last")
+
+
+def write_section(path: Path, section: str, start: str, end: str, before: str | None = None) -> None:
+    """Replace the text between the markers ``start`` and ``end`` of ``path`` by ``section``
+    (which carries the markers), or add it: before the heading ``before`` when given and found,
+    else at the end. Written atomically (a temporary file, then a rename)."""
+    text = path.read_text() if path.exists() else "# Saliency benchmarks\n"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1].lstrip("\n")
+    elif before and f"\n{before}" in text:
+        head, tail = text.split(f"\n{before}", 1)
+        text = head.rstrip("\n") + "\n\n" + section + f"\n{before}" + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -46,7 +46,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -57,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from _measure import MALLOC_ENV, PeakRSS, machine  # noqa: E402
+from _measure import MALLOC_ENV, PeakRSS, machine, write_section  # noqa: E402
 
 from xaikit.backend.memory import trim_heap  # noqa: E402
 
@@ -756,25 +755,6 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
     return "\n".join(r) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the text between the markers (or add the section at the end), atomically."""
-    text = path.read_text() if path.exists() else "# Saliency benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -858,7 +838,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for key, s in summary.items():
         log(f"{key}: {s}")
-    write_section(args.out, render(lines, summary, meta, st))
+    write_section(args.out, render(lines, summary, meta, st), START, END)
     log(f"wrote {args.out}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from _measure import PeakRSS, machine  # noqa: E402
+from _measure import PeakRSS, machine, write_section  # noqa: E402
 
 from xaikit.backend.memory import trim_heap  # noqa: E402
 
@@ -450,21 +450,6 @@ def render(lines: list[Line], summary: dict[str, dict[str, Any]], meta: dict[str
     return "\n".join(r) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Saliency benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        marker = "\n## GPU"
-        if marker in text:
-            head, tail = text.split(marker, 1)
-            text = head.rstrip("\n") + "\n\n" + section + marker + tail
-        else:
-            text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", default="resnet18,mobilenetv2,lenet")
@@ -513,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{case}: "
             + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in s.items())
         )
-    write_section(args.out, render(lines, summary, meta))
+    write_section(args.out, render(lines, summary, meta), START, END, before="## GPU")
     log(f"wrote {args.out}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
