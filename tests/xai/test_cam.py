@@ -309,6 +309,11 @@ def test_bad_input(framework: str, rng: np.random.Generator) -> None:
         xk.xai.explain(model, x, method="guided_gradcam", raw=True)
     with pytest.raises(XaikitTypeError, match="raw must be"):
         xk.xai.explain(model, x, method="gradcam", raw="yes")
+    # one image without its batch axis: read as 3 grey images, which the model cannot take
+    with pytest.raises(
+        XaikitValueError, match=r"could not be called on the model inputs .*read as images without"
+    ):
+        xk.xai.explain(model, x[0], method="gradcam")
 
 
 def test_default_layer_is_logged(
@@ -319,3 +324,32 @@ def test_default_layer_is_logged(
         res = xk.xai.explain(model, layout(images(rng, batch=1)), method="gradcam", raw=True)
     assert res.layer == ("4" if framework == "torch" else model.layers[2].name)
     assert f"chose layer {res.layer!r}" in caplog.text
+
+
+def test_keras_dict_output_and_guided_step_do_not_hold_the_model(rng: np.random.Generator) -> None:
+    """A Keras model with a dict output explains the output named by ``output=`` (the sub-model
+    keeps the dict's keys), and the cached guided step holds its model weakly."""
+    import gc
+    import weakref
+
+    import keras
+
+    inp = keras.Input((8, 8, 3))
+    h = keras.layers.Conv2D(4, 3, padding="same", activation="relu", name="c")(inp)
+    g = keras.layers.GlobalAveragePooling2D()(keras.layers.ReLU(name="r")(h))
+    head = keras.layers.Dense(3, name="head")
+    model = keras.Model(inp, {"logits": head(g), "aux": keras.layers.Dense(2)(g)})
+    single = keras.Model(inp, head(g))
+    x = rng.uniform(size=(2, 8, 8, 3)).astype(np.float32)
+    np.testing.assert_allclose(
+        xk.xai.explain(model, x, method="gradcam", layer="c", output="logits", target=[0, 2]),
+        xk.xai.explain(single, x, method="gradcam", layer="c", target=[0, 2]),
+        atol=1e-6,
+    )
+    xk.xai.explain(model, x, method="guided_gradcam", layer="c", output="logits")
+    relu = model.get_layer("r")
+    assert "call" not in relu.__dict__  # the class's call shows through again
+    ref = weakref.ref(model)
+    del model, relu
+    gc.collect()
+    assert ref() is None

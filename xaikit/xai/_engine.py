@@ -81,7 +81,6 @@ class Result:
     attributions: list[T]
     chunks: list[int] = field(default_factory=list)
     layout: str = "contiguous"
-    row_bytes: float | None = None  # the measured memory cost of one row (None: not measured)
 
 
 class _PathCache:
@@ -474,11 +473,11 @@ class ChunkPlan:
         return cache[self.row_key]
 
     def _choose(self) -> int:
-        limit: float = float(_CPU_CHUNK if self.bk.pads_chunks() else _CPU_DEFAULT)
         if self.bk.is_accelerator(self.device):
             if self.cap is None:
                 return self._default()
             return max(1, 1 << (min(self.cap, 8192).bit_length() - 1))
+        limit = float(self._default())  # the CPU default of this kind of job (forward-only or not)
         if self.row_bytes:
             limit = min(limit, max(_SIZES[0], _WORKING_SET // self.row_bytes))
         if self.cap is not None:
@@ -612,7 +611,7 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
             bk.empty_cache(device)
             plan.halve()
             continue
-        return Result(state.finish(), sizes, plan.layout, plan.row_bytes)
+        return Result(state.finish(), sizes, plan.layout)
 
 
 def _padded_rows(n: int, chunk: int) -> int:
@@ -662,18 +661,20 @@ def forward_scores(
     while r0 < total:
         r1 = min(total, r0 + chunk)
         n = r1 - r0
+        calling = False  # an error while building the rows is not the model's
         try:
             rows, targets = rows_fn(r0, r1)
             if pad and (size := _padded_rows(r1 - r0, chunk)) > r1 - r0:
                 rows, targets = _pad(bk, rows, targets, size - (r1 - r0))
             n = int(targets.shape[0])
             kw = _kwargs_of(model_kwargs, r0, r1, n)
+            calling = True
             out.append(bk.scores(model, rows, targets, output, xla, **kw)[: r1 - r0])
         except XaikitError:
             raise
         except Exception as exc:
             if not bk.is_oom(exc) or chunk <= 1:
-                if batch is not None and not bk.is_oom(exc) and n != batch:
+                if calling and batch is not None and not bk.is_oom(exc) and n != batch:
                     raise chunk_error(exc, n, batch) from exc
                 raise
             bk.empty_cache(bk.model_device(model))
@@ -805,7 +806,7 @@ def forward_rows(
     plan.probe(*probes(bk, device, throwaway))
     sizes: list[int] = []
     out = bk.to_numpy(scores(total, plan.size, plan.layout, sizes)).astype(np.float64)
-    if sizes and max(sizes) < plan.size:  # an out-of-memory error halved the chunk: remember it
+    if sizes and max(sizes) < min(plan.size, total):  # an out-of-memory error halved the chunk
         while plan.size > max(sizes):
             plan.halve()
     return out.reshape(per_sample, B)

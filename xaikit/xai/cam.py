@@ -44,8 +44,15 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.backend.facets import CamLayer
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
-from xaikit.xai._engine import DEFAULT_BUDGET, _padded_rows, chunk_error, default_rows, forward_rows
-from xaikit.xai.methods import Inputs
+from xaikit.xai._engine import (
+    DEFAULT_BUDGET,
+    _padded_rows,
+    check_max_batch,
+    chunk_error,
+    default_rows,
+    forward_rows,
+)
+from xaikit.xai.methods import Inputs, call_error
 from xaikit.xai.names import CAM_METHODS, canonical
 
 __all__ = [
@@ -199,7 +206,7 @@ def upsample(maps: np.ndarray, size: tuple[int, int], align_corners: bool = Fals
     """
     ry = bilinear_matrix(maps.shape[-2], size[0], align_corners)
     rx = bilinear_matrix(maps.shape[-1], size[1], align_corners)
-    return np.einsum("yh,...hw,xw->...yx", ry, maps, rx)
+    return ry @ maps @ rx.T  # two matmuls (a 3-operand einsum runs as a naive loop)
 
 
 def image_size(inp: Inputs) -> tuple[int, tuple[int, int]]:
@@ -219,7 +226,9 @@ def image_size(inp: Inputs) -> tuple[int, tuple[int, int]]:
 Step = Callable[[list[T], T, "dict[str, Any] | None"], np.ndarray]
 
 
-def _chunked(inp: Inputs, targets: T | None, max_batch: int | str, step: Step) -> np.ndarray:
+def _chunked(
+    inp: Inputs, targets: T | None, max_batch: int | str, step: Step, forward_only: bool = False
+) -> np.ndarray:
     """``step(rows, targets, model_kwargs)`` over the batch in chunks of ``max_batch`` rows
     (``"auto"``: the engine's default), halving the chunk on out-of-memory; the results stacked.
     For a framework whose compiled step retraces on each new shape (TF) a short chunk is padded
@@ -228,7 +237,7 @@ def _chunked(inp: Inputs, targets: T | None, max_batch: int | str, step: Step) -
     device = bk.model_device(inp.model)
     if max_batch == "auto":
         row_elems = sum(int(np.prod(t.shape[1:])) for t in inp.tensors)
-        chunk = default_rows(bk, device, row_elems)
+        chunk = default_rows(bk, device, row_elems, forward_only=forward_only)
     else:
         chunk = int(max_batch)
     pad = bk.pads_chunks()
@@ -256,8 +265,8 @@ def _chunked(inp: Inputs, targets: T | None, max_batch: int | str, step: Step) -
                 bk.empty_cache(device)
                 chunk = max(1, chunk // 2)
                 continue
-            if not bk.is_oom(exc) and size != inp.batch:
-                raise chunk_error(exc, size, inp.batch) from exc
+            if not bk.is_oom(exc):  # nothing ran before the first chunk: the model cannot take x
+                raise (chunk_error(exc, size, inp.batch) if r0 else call_error(inp, exc)) from exc
             raise
         r0 = r1
     return np.concatenate(parts)
@@ -368,7 +377,12 @@ def find_layer(inp: Inputs, layer: Any = None, reshape: Reshape = None) -> CamLa
     to give a map with ``reshape``; the layer found for ``layer=None`` is logged."""
     facet = inp.bk.cam
     kw0 = inp.kwargs.rows(np.arange(1)) if inp.kwargs else None
-    found = facet.resolve(inp.model, layer, [t[:1] for t in inp.tensors], kw0)
+    try:  # the first call of the model on these inputs: a shape the model cannot take shows here
+        found = facet.resolve(inp.model, layer, [t[:1] for t in inp.tensors], kw0)
+    except XaikitError:
+        raise
+    except Exception as exc:
+        raise call_error(inp, exc) from exc
     _layer_check(found, reshape, facet.channel_first(inp.model))
     if layer is None:
         logger.info("class-activation map: layer=None chose layer %r (output %s)", found.name, found.shape)
@@ -411,17 +425,11 @@ def cam_maps(
         return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape)
 
     if method == "eigencam":
-
-        def eigen(rows: list[T], _tg: T, kw: dict[str, Any] | None) -> np.ndarray:
-            return combine(method, host(facet.activations(inp.model, found, rows, output, kw)), None)
-
-        return CamResult(_chunked(inp, None, max_batch, eigen), found.name)
+        return CamResult(
+            _relu(eigen_projection(_layer_values(inp, found, output, max_batch, reshape))), found.name
+        )
     if method == "scorecam":
-
-        def acts(rows: list[T], _tg: T, kw: dict[str, Any] | None) -> np.ndarray:
-            return host(facet.activations(inp.model, found, rows, output, kw))
-
-        all_acts = _chunked(inp, None, max_batch, acts)
+        all_acts = _layer_values(inp, found, output, max_batch, reshape)
         if targets is None:
             from xaikit.xai.methods import pin_targets
 
@@ -463,25 +471,30 @@ def layer_activations(
     from xaikit.backend import get_backend
     from xaikit.xai.methods import prepare
 
-    if max_batch != "auto":
-        from xaikit.xai._engine import check_max_batch
-
-        max_batch = check_max_batch(max_batch)
+    max_batch = check_max_batch(max_batch)
     reshape = check_reshape(reshape)
     bk = get_backend(model, framework)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
-    facet = bk.cam
     with bk.inference(model):
         found = find_layer(inp, layer, reshape)
-        first = facet.channel_first(model)
+        return CamResult(_layer_values(inp, found, output, max_batch, reshape), found.name)
 
-        def acts(rows: list[T], _tg: T, kw: dict[str, Any] | None) -> np.ndarray:
-            t = facet.activations(model, found, rows, output, kw)
-            if callable(reshape):
-                t = reshape(t)
-            return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape)
 
-        return CamResult(_chunked(inp, None, max_batch, acts), found.name)
+def _layer_values(
+    inp: Inputs, found: CamLayer, output: int | str, max_batch: int | str, reshape: Reshape
+) -> np.ndarray:
+    """The layer's activations for the whole batch, (B, C, h, w) float64 on the host: forward
+    passes only, chunked (what Eigen-CAM, Score-CAM and :func:`layer_activations` read)."""
+    bk, facet = inp.bk, inp.bk.cam
+    first = facet.channel_first(inp.model)
+
+    def acts(rows: list[T], _tg: T, kw: dict[str, Any] | None) -> np.ndarray:
+        t = facet.activations(inp.model, found, rows, output, kw)
+        if callable(reshape):
+            t = reshape(t)
+        return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape)
+
+    return _chunked(inp, None, max_batch, acts, forward_only=True)
 
 
 def cam_targets(inp: Inputs, target: Any, output: int | str = 0) -> T | None:
@@ -569,7 +582,7 @@ def _score_cam(
     def rows_fn(r0: int, r1: int) -> list[T]:
         r = np.arange(r0, r1)
         c, b = r // B, r % B
-        up = np.einsum("yh,rhw,xw->ryx", ry, acts[b, c], rx)
+        up = ry @ acts[b, c] @ rx.T  # (rows, H, W)
         lo = up.min(axis=(1, 2), keepdims=True)
         hi = up.max(axis=(1, 2), keepdims=True)
         masks = (up - lo) / (hi - lo + 1e-8)

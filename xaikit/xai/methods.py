@@ -26,24 +26,21 @@ from xaikit.xai._baselines import baseline_array, baseline_values, check_baselin
 from xaikit.xai._engine import DEFAULT_BUDGET, Job, check_memory_budget, endpoint_scores, stream_seed, sweep
 from xaikit.xai._kwargs import ModelKwargs, check_model_kwargs
 from xaikit.xai._quadrature import QUADRATURES, quadrature
+from xaikit.xai.names import GRADIENT_METHODS, canonical, family
 
-METHODS = ("vanilla", "smoothgrad", "integrated", "smint")
-_ALIASES = {
-    "gradient": "vanilla",
-    "gradients": "vanilla",
-    "saliency": "vanilla",
-    "ig": "integrated",
-    "integrated_gradients": "integrated",
-    "smoothgrad_ig": "smint",
-}
+METHODS = GRADIENT_METHODS
 
 
 def canonical_method(method: str) -> str:
-    """The canonical name of a method (``"ig"`` -> ``"integrated"``), or a clear error."""
-    name = _ALIASES.get(method, method) if isinstance(method, str) else method
+    """The canonical name of a gradient method (``"ig"`` -> ``"integrated"``; names and aliases:
+    :mod:`xaikit.xai.names`), or a clear error."""
+    name = canonical(method)
     if name not in METHODS:
-        raise XaikitValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
-    return str(name)
+        raise XaikitValueError(
+            f"method must be a gradient method here ({', '.join(map(repr, METHODS))}); got {method!r}, "
+            f"a {'class-activation map' if family(name) == 'cam' else 'perturbation method'}"
+        )
+    return name
 
 
 @dataclass
@@ -190,23 +187,27 @@ def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
                 bk.empty_cache(bk.model_device(inp.model))
                 chunk = max(1, min(chunk, inp.batch - r0) // 2)
                 continue
-            shapes = ", ".join(
-                f"{k!r}: {tuple(int(d) for d in t.shape)}" for k, t in zip(inp.keys, inp.tensors)
-            )
-            hint = ""
-            if any(len(t.shape) == 3 for t in inp.tensors):
-                hint = (
-                    " A (batch, H, W) input is read as images without a channel axis: for grayscale "
-                    "images add one, e.g. x[:, None] (channel-first) or x[..., None] (channel-last)."
-                )
-            if inp.kwargs:
-                hint += f" model_kwargs passed: {_describe_kwargs(inp.kwargs)}."
-            raise XaikitValueError(
-                f"the model could not be called on the model inputs ({shapes}); "
-                f"check their shape and layout.{hint} The model raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise call_error(inp, exc) from exc
         r0 += int(rows[0].shape[0])
     return bk.cat(parts)
+
+
+def call_error(inp: Inputs, exc: Exception) -> XaikitValueError:
+    """The error for a model that cannot be called on the prepared inputs at all (their shapes,
+    a hint for channel-less images and the ``model_kwargs`` passed, then what the model raised)."""
+    shapes = ", ".join(f"{k!r}: {tuple(int(d) for d in t.shape)}" for k, t in zip(inp.keys, inp.tensors))
+    hint = ""
+    if any(len(t.shape) == 3 for t in inp.tensors):
+        hint = (
+            " A (batch, H, W) input is read as images without a channel axis: for grayscale "
+            "images add one, e.g. x[:, None] (channel-first) or x[..., None] (channel-last)."
+        )
+    if inp.kwargs:
+        hint += f" model_kwargs passed: {_describe_kwargs(inp.kwargs)}."
+    return XaikitValueError(
+        f"the model could not be called on the model inputs ({shapes}); "
+        f"check their shape and layout.{hint} The model raised {type(exc).__name__}: {exc}"
+    )
 
 
 def _describe_kwargs(kw: ModelKwargs) -> str:

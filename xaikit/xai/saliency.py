@@ -495,7 +495,7 @@ def _explain_perturbation(
     perturb.check_options(name, opts)
     bk = get_backend(model, framework)
     values = list(x) if isinstance(x, (list, tuple)) else [x]
-    keys = [f"input_{i}" for i in range(len(values))] if len(values) > 1 else ["x"]
+    keys = [f"input_{i}" for i in range(len(values))] if isinstance(x, (list, tuple)) else ["x"]
     inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     run = perturb.occlusion if name == "occlusion" else perturb.rise
@@ -537,8 +537,7 @@ def _explain_cam(
             "raw=True gives a layer-resolution map, which guided_gradcam (input-resolution "
             "attributions) does not have: use method='gradcam' with raw=True for its Grad-CAM part"
         )
-    if max_batch != "auto":
-        max_batch = check_max_batch(max_batch)
+    max_batch = check_max_batch(max_batch)
     bk = get_backend(model, framework)
     multi = isinstance(x, (list, tuple))
     values = list(x) if multi else [x]

@@ -27,6 +27,7 @@ import tensorflow as tf
 from xaikit.backend.base import HALF_DTYPES, T
 from xaikit.backend.facets import CamFacet, CamLayer
 from xaikit.backend.outputs import as_matrix, select_output
+from xaikit.backend.tf.layers import all_layers
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 
@@ -109,16 +110,17 @@ class Cam(CamFacet):
             fn = self._guided_fn(model, output)
             table[key] = fn
             return fn
-        outs = model.outputs if isinstance(model.outputs, (list, tuple)) else [model.outputs]
-        sub = keras.Model(model.inputs, [layer.obj.output, *outs])
+        try:  # a functional model's output structure keeps a dict output's keys
+            outs = model.output
+        except (AttributeError, ValueError):
+            outs = model.outputs
+        sub = keras.Model(model.inputs, [layer.obj.output, outs])
         compute = self.bk.model_dtype(model)
         half = compute if compute in HALF_DTYPES else None
 
         def call(inputs: list[T]) -> tuple[T, T]:
             xs = [tf.cast(x, half) if half is not None and x.dtype.is_floating else x for x in inputs]
-            res = sub(xs[0] if len(xs) == 1 else xs, training=False)
-            a, rest = res[0], res[1:]
-            out = rest[0] if len(rest) == 1 else list(rest)
+            a, out = sub(xs[0] if len(xs) == 1 else xs, training=False)
             out = as_matrix(select_output(out, output, int(inputs[0].shape[0])))
             if half is not None and out.dtype != tf.float32:
                 out = tf.cast(out, tf.float32)
@@ -148,13 +150,13 @@ class Cam(CamFacet):
         return fn
 
     def _guided_fn(self, model: Any, output: int | str) -> Any:
-        caller = self.bk._caller(model)
+        ref = weakref.ref(model)  # the step is cached under the model (weakly): it must not hold it
 
         def step(inputs: list[T], targets: T) -> list[T]:
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 for x in inputs:
                     tape.watch(x)
-                out = as_matrix(caller(inputs, output, None))
+                out = as_matrix(self.bk._caller(ref())(inputs, output, None))
                 scores = tf.gather(out, targets, axis=1, batch_dims=1)
             grads = tape.gradient(scores, inputs)
             return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
@@ -216,27 +218,17 @@ def _is_relu(fn: Any) -> bool:
     return fn is not None and getattr(fn, "__name__", "") == "relu"
 
 
-def _all_layers(model: Any) -> list[Any]:
-    out: list[Any] = []
-    stack = list(getattr(model, "layers", []) or [])
-    while stack:
-        la = stack.pop()
-        out.append(la)
-        stack.extend(getattr(la, "layers", []) or [])
-    return out
-
-
 @contextlib.contextmanager
 def _guided_relus(model: Any) -> Iterator[None]:
     """Swap, for the duration of the block, the ReLU activation of every layer that has one
     (``activation="relu"`` of Dense/Conv layers, ``Activation("relu")``) and the ``call`` of
     plain ``keras.layers.ReLU`` layers (no max value, slope or threshold) for a guided ReLU;
     restore the model's own attributes in a ``finally`` block."""
-    swapped: list[tuple[Any, str, Any, bool]] = []
+    swapped: list[tuple[Any, str, Any, bool]] = []  # (layer, attribute, own value, had its own)
     try:
-        for la in _all_layers(model):
+        for la in all_layers(model):
             if _is_relu(getattr(la, "activation", None)):
-                swapped.append((la, "activation", la.activation, "activation" in la.__dict__))
+                swapped.append((la, "activation", la.activation, True))
                 la.activation = _guided_relu
             elif (
                 isinstance(la, keras.layers.ReLU)
@@ -244,13 +236,13 @@ def _guided_relus(model: Any) -> Iterator[None]:
                 and not getattr(la, "negative_slope", 0)
                 and not getattr(la, "threshold", 0)
             ):
-                swapped.append((la, "call", None, "call" in la.__dict__))
+                swapped.append((la, "call", la.__dict__.get("call"), "call" in la.__dict__))
                 la.call = _guided_relu
         yield
     finally:
         for la, attr, value, own in reversed(swapped):
-            if attr == "call" and not own:
-                object.__delattr__(la, "call")
+            if not own:  # the class's own method shows through again
+                object.__delattr__(la, attr)
             else:
                 setattr(la, attr, value)
 

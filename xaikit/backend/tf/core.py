@@ -367,8 +367,14 @@ def _input_shape(model: Any) -> tuple[Any, ...] | None:
 
 
 def _static_key(value: Any) -> Any:
-    """A cache key for a constant model argument: the value when hashable, else its identity
-    (the cached step keeps the value alive, so the identity is not reused)."""
+    """A cache key for a constant model argument: the value when hashable; lists, tuples and
+    dicts by their contents (an equal list passed again reuses the compiled step instead of
+    tracing a new one); anything else by its identity (the cached step keeps the value alive,
+    so the identity is not reused)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_static_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((repr(k), _static_key(v)) for k, v in value.items())))
     try:
         hash(value)
     except TypeError:
