@@ -66,6 +66,10 @@ def test_evaluate_takes_perturbation_methods_by_name(framework: str, rng: np.ran
     by_maps = xk.evaluate.deletion(model, x, rise, target=0, steps=4)
     np.testing.assert_array_equal(by_name.scores, by_maps.scores)
     ins = xk.evaluate.insertion(model, x, "occlusion", target=0, steps=4, method_options={"window": 2})
+    with pytest.raises(
+        XaikitValueError, match=r"method options \['output'\] are set by the evaluation itself"
+    ):
+        xk.evaluate.deletion(model, x, "rise", method_options={"output": 0})
     assert ins.scores.shape == (3, 5)
 
 
@@ -133,6 +137,8 @@ def test_saliency_trace_methods_are_checked() -> None:
         Saliency(model, "x", "y_pred", methods=["lime"])
     with pytest.raises(XaikitTypeError, match=r"methods\['rise'\] must be a dict of options; got int 3"):
         Saliency(model, "x", "y_pred", methods={"rise": 3})
+    with pytest.raises(XaikitValueError, match=r"methods='ig': the trace computes the gradient masks itself"):
+        Saliency(model, "x", "y_pred", methods=["ig"])
     with pytest.raises(XaikitTypeError, match=r"methods must be a list of method names or a dict"):
         Saliency(model, "x", "y_pred", methods=5)
     with pytest.raises(XaikitValueError, match=r"methods needs a model with a single input.*\['a', 'b'\]"):

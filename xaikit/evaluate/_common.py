@@ -120,3 +120,17 @@ def ssim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for i in range(a.shape[0]):
         out[i] = structural_similarity(a[i], b[i], data_range=1.0, win_size=win)
     return out
+
+
+def check_method_options(options: Any, reserved: dict[str, str]) -> dict[str, Any]:
+    """The options of a method named to an evaluation (a dict), refusing the keys the
+    evaluation sets itself (``reserved``: key -> the argument to use instead)."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise XaikitTypeError(f"method_options must be a dict of options or None; got {describe(options)}")
+    taken = sorted(set(options) & set(reserved))
+    if taken:
+        fixes = "; ".join(f"{k!r}: {reserved[k]}" for k in taken)
+        raise XaikitValueError(f"method options {taken} are set by the evaluation itself ({fixes})")
+    return dict(options)

@@ -14,7 +14,7 @@ import numpy as np
 
 from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, to_spatial
+from xaikit.evaluate._common import check_method_options, host, to_spatial
 
 __all__ = ["localization"]
 
@@ -54,6 +54,9 @@ def _explained(
     from xaikit.xai.names import canonical
 
     name = canonical(method, "saliency")
+    options = check_method_options(
+        options, {"method": "the saliency argument", "target": "the target argument", "x": "the x argument"}
+    )
     if model is None or x is None:
         raise XaikitValueError(
             f"saliency={method!r} is a method name: pass model= and x= (the batch the masks belong "

@@ -14,7 +14,6 @@ count), and scored in forward passes of ``max_batch`` rows: never one pass per s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +22,8 @@ import numpy as np
 from xaikit.backend import T, get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, spatial_shape, to_spatial
+from xaikit.errors import XaikitValueError, describe
+from xaikit.evaluate._common import check_method_options, host, input_layout, spatial_shape, to_spatial
 from xaikit.layout import move, move_back
 from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
 from xaikit.xai._engine import check_max_batch, default_rows, forward_scores
@@ -32,6 +31,15 @@ from xaikit.xai.methods import pin_targets, prepare
 from xaikit.xai.names import ALL_METHODS, canonical
 
 __all__ = ["BASELINES", "RANKS", "CurveResult", "deletion", "insertion"]
+
+#: what a curve sets itself when it computes maps by name, and the argument to use instead
+_RESERVED = {
+    "target": "the target argument",
+    "method": "the saliency argument",
+    "output": "the output argument",
+    "model_kwargs": "the model_kwargs argument",
+    "framework": "the framework argument",
+}
 
 #: baseline names of :func:`deletion` and :func:`insertion` (an array is accepted too)
 BASELINES = FIXED_BASELINES
@@ -257,23 +265,17 @@ def _curve(
     shape, caxis = input_layout(x, bk)
     batch = shape[0]
     spatial = spatial_shape(shape, caxis)
-    if method_options is not None and not isinstance(method_options, Mapping):
-        raise XaikitTypeError(
-            f"method_options must be a dict of options or None; got {describe(method_options)}"
-        )
     if isinstance(saliency, str):
-        if saliency not in ALL_METHODS:
-            try:
-                canonical(saliency)
-            except XaikitValueError:
-                raise XaikitValueError(
-                    f"saliency must be maps or a method name ({', '.join(map(repr, ALL_METHODS))}); "
-                    f"got {saliency!r}"
-                ) from None
-        method = canonical(saliency)
+        try:
+            method = canonical(saliency)
+        except XaikitValueError:
+            raise XaikitValueError(
+                f"saliency must be maps or a method name ({', '.join(map(repr, ALL_METHODS))}); got {saliency!r}"
+            ) from None
+        options = check_method_options(method_options, _RESERVED)
         from xaikit.xai import explain
 
-        options = {"seed": seed, "max_batch": max_batch, **dict(method_options or {})}
+        options = {"seed": seed, "max_batch": max_batch, **options}
         saliency = explain(
             model, x, target=target, method=method, framework=framework, output=output,
             model_kwargs=model_kwargs, **options,

@@ -14,7 +14,7 @@ from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, descri
 from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
-from xaikit.xai.names import canonical
+from xaikit.xai.names import GRADIENT_METHODS, canonical
 from xaikit.xai.names import title as method_title
 
 __all__ = ["Saliency", "invert_mapping", "to_names"]
@@ -106,6 +106,12 @@ def _check_methods(methods: Any, inputs: list[str]) -> dict[str, dict[str, Any]]
     out: dict[str, dict[str, Any]] = {}
     for name, options in items:
         m = canonical(name, "methods")
+        if m in GRADIENT_METHODS:
+            raise XaikitValueError(
+                f"methods={name!r}: the trace computes the gradient masks itself (vanilla always; "
+                "smoothing= for SmoothGrad, integrating= for Integrated Gradients and SmInt); methods "
+                "adds the others (a CAM, occlusion, RISE)"
+            )
         if not isinstance(options, Mapping):
             raise XaikitTypeError(f"methods[{name!r}] must be a dict of options; got {describe(options)}")
         out[m] = dict(options)
@@ -270,8 +276,6 @@ class Saliency(Trace):
             ds_id=ds_id,
         )
         self.overlay = overlay
-        self.seed_value = seed
-        self.max_batch = max_batch
         self.model = model
         self.model_inputs = inputs
         self.model_outputs = outs
@@ -299,7 +303,6 @@ class Saliency(Trace):
             model_kwargs=model_kwargs,
         )
         self.output = self.salnet.output
-        self.model_kwargs = model_kwargs
         #: the last ImgData painted (``None`` before the first run)
         self.images: Any = None
 
@@ -374,10 +377,12 @@ class Saliency(Trace):
                     nintegration=self.n_integration,
                 )
                 columns["SmInt"] = back(res)
-        for method, options in self.methods.items():
+        if self.methods:
             x = batch[self.model_inputs[0]]
             axis = _mask_axis(columns[""][0].shape, x.shape)
-            columns[method_title(method)] = [self._method_mask(method, options, x, axis)]
+            predicted = _class_ids(vanilla[self.model_outputs[0]]).astype(np.int64)  # the class explained
+            for method, options in self.methods.items():
+                columns[method_title(method)] = [self._method_mask(method, options, x, axis, predicted)]
         if self.overlay is None:
             best = [c for c in columns if c in _OVERLAY_PREFIX.values()][-1]
         else:
@@ -385,20 +390,19 @@ class Saliency(Trace):
         return self._grid(samples, vanilla, columns, best, title)
 
     def _method_mask(
-        self, method: str, options: Mapping[str, Any], x: np.ndarray, axis: int | None
+        self, method: str, options: Mapping[str, Any], x: np.ndarray, axis: int | None, target: np.ndarray
     ) -> np.ndarray:
-        """One of ``methods`` on the samples, as a display mask in [0, 1] shaped like the
-        gradient masks (the input's layout, one channel)."""
+        """One of ``methods`` on the samples, explaining ``target`` (the class the gradient masks
+        explain), as a display mask in [0, 1] shaped like the gradient masks (the input's
+        layout, one channel)."""
         from xaikit.xai import explain
         from xaikit.xai._display import to_display
 
-        kw = dict(options)
-        kw.setdefault("seed", self.seed_value)
-        kw.setdefault("max_batch", self.max_batch)
-        kw.setdefault("output", self.output)
-        if self.model_kwargs is not None:
-            kw.setdefault("model_kwargs", self.model_kwargs)
-        raw = np.asarray(explain(self.model, x, method=method, **kw), dtype=np.float64)
+        net = self.salnet
+        kw = {"seed": net.seed, "max_batch": net.max_batch, "output": net.output, **options}
+        if net.model_kwargs is not None:
+            kw.setdefault("model_kwargs", net.model_kwargs)
+        raw = np.asarray(explain(self.model, x, target=target, method=method, **kw), dtype=np.float64)
         if raw.shape == x.shape:  # input-shaped attributions
             return to_display(raw, axis)
         shown = to_display(raw, None, percentile=100.0)  # a (B, H, W) map
