@@ -71,14 +71,7 @@ def load_classes(methods: list[str] | None = None) -> dict[str, Any]:
     return {m: getattr(mods[CLASSES[m][0]], CLASSES[m][1]) for m in wanted}
 
 
-class ClassTarget:
-    """pytorch-grad-cam's ``ClassifierOutputTarget``: the score of one class (its module imports
-    torchvision, so it is restated here)."""
-
-    def __init__(self, category: int) -> None:
-        self.category = category
-
-    def __call__(self, out: Any) -> Any:
-        if out.ndim == 1:
-            return out[self.category]
-        return out[:, self.category]
+def class_target(category: int) -> Any:
+    """pytorch-grad-cam's own ``ClassifierOutputTarget`` for ``category`` (the score of one
+    class), loaded under the same stub as the CAM classes."""
+    return load_modules(["utils.model_targets"])["utils.model_targets"].ClassifierOutputTarget(category)

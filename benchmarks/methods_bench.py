@@ -197,13 +197,6 @@ def _to_numpy(out: Any) -> Any:
     return np.asarray(out, dtype=np.float64)
 
 
-def _cam_available() -> bool:
-    """Whether this xaikit has the CAM methods (``xaikit.xai.names`` lists them before they land)."""
-    import importlib.util
-
-    return importlib.util.find_spec("xaikit.xai.cam") is not None
-
-
 # ---- CAM family -----------------------------------------------------------------------------------
 def _layer_bound(model: Any, x: Any, targets: list[int], to_input: bool) -> Any:
     """One forward + backward of the batch: the gradient of the target scores with respect to
@@ -236,12 +229,12 @@ def cam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
         return lambda: xk.xai.explain(model, x, target=targets, method=method, layer=LAYER)
 
     def theirs(cls: Any) -> Callable[[], Any]:
-        from _gradcam import ClassTarget
+        from _gradcam import class_target
 
         def fn() -> Any:
             # constructed per call: the object's hooks stay on the model while it lives
             with cls(model=model, target_layers=[model.layer4]) as cam:
-                out = cam(input_tensor=x, targets=[ClassTarget(t) for t in targets])
+                out = cam(input_tensor=x, targets=[class_target(t) for t in targets])
             model.zero_grad(set_to_none=True)  # its loss.backward() leaves parameter gradients
             return out
 
@@ -306,13 +299,13 @@ def scorecam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
         )
     ]
     if gradcam is not None and "scorecam" in gradcam:
-        from _gradcam import ClassTarget
+        from _gradcam import class_target
 
         cls = gradcam["scorecam"]
 
         def theirs() -> Any:
             with cls(model=model, target_layers=[model.layer4]) as cam:  # batch_size: its default, 16
-                return cam(input_tensor=x, targets=[ClassTarget(t) for t in targets])
+                return cam(input_tensor=x, targets=[class_target(t) for t in targets])
 
         lines.append(
             Line("scorecam", "scorecam", "pytorch-grad-cam ScoreCAM batch_size=16", rows, theirs, "peer")
@@ -513,10 +506,6 @@ def measure(cases: list[str], st: Settings) -> tuple[list[Line], dict[str, Any]]
         else:
             facts["gradcam_missing"] = "pytorch-grad-cam not installed: its lines are absent"
             log(facts["gradcam_missing"])
-        if not _cam_available():
-            facts["cam_missing"] = "xaikit has no CAM methods on this commit: the cam cases were skipped"
-            log(facts["cam_missing"])
-            cases = [c for c in cases if c not in ("cam", "scorecam")]
     if "cam" in cases:
         log(f"cam: ResNet-18 {st.size}x{st.size}, B={st.cam_batch}, layer {LAYER}")
         case = cam_lines(st, gradcam)
@@ -644,9 +633,8 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
         "(> 1: xaikit is faster); *× bound* is the bound's time over the line's (1 = as fast as the bound)."
     )
     r.append("")
-    for note in ("cam_missing", "gradcam_missing"):
-        if note in meta["facts"]:
-            r += [f"*{meta['facts'][note]}.*", ""]
+    if "gradcam_missing" in meta["facts"]:
+        r += [f"*{meta['facts']['gradcam_missing']}.*", ""]
     for case, title in (
         ("cam", f"### Grad-CAM family (B={st.cam_batch}, layer `{LAYER}`)"),
         ("scorecam", f"### Score-CAM (B={st.score_batch}, {st.score_batch * 512} masked forward rows)"),

@@ -46,6 +46,7 @@ from tests.real_models import (
     torch_resnet18,
     torch_scores,
 )
+from xaikit.errors import XaikitValueError
 
 BACKENDS = {b.strip() for b in os.environ.get("XAIKIT_TEST_BACKENDS", "torch,tf").split(",") if b.strip()}
 needs_torch = pytest.mark.skipif("torch" not in BACKENDS, reason="torch is not in XAIKIT_TEST_BACKENDS")
@@ -385,3 +386,25 @@ def test_the_own_models_page_runs_as_written(tmp_path, monkeypatch) -> None:
     assert np.all(np.abs(namespace["delta"] / namespace["gap"]) < 1e-3)  # the ViT's, at 32 steps
     grid = namespace["grid"]
     np.testing.assert_allclose(grid["x"][0], namespace["pixels"][:3] / 255.0, atol=2e-6)
+
+
+def test_calibrate_batchnorm_refuses_an_empty_batch_and_a_bad_batch_size() -> None:
+    """An empty batch would reset every statistic to 0 / 1 silently (no pass runs)."""
+    torch = pytest.importorskip("torch")
+    from xaikit.architecture.torch import calibrate_batchnorm
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 2, 3), torch.nn.BatchNorm2d(2))
+    with pytest.raises(XaikitValueError, match=r"batch_size must be an int >= 1; got int 0"):
+        calibrate_batchnorm(model, torch.rand(2, 3, 8, 8), batch_size=0)
+    with pytest.raises(XaikitValueError, match=r"needs a non-empty batch x; got 0 samples"):
+        calibrate_batchnorm(model, torch.rand(0, 3, 8, 8))
+    pytest.importorskip("tensorflow")
+    import keras
+
+    from xaikit.architecture.tensorflow import calibrate_batchnorm as calibrate_keras
+
+    kmodel = keras.Sequential(
+        [keras.Input((8, 8, 3)), keras.layers.Conv2D(2, 3), keras.layers.BatchNormalization()]
+    )
+    with pytest.raises(XaikitValueError, match=r"needs a non-empty batch x; got 0 samples"):
+        calibrate_keras(kmodel, np.zeros((0, 8, 8, 3), np.float32))

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import xaikit as xk
-from benchmarks._gradcam import CLASSES, load_modules
+from benchmarks._gradcam import CLASSES, class_target, load_modules
 from tests.xai.models import images, model_for
 
 torch = pytest.importorskip("torch")
@@ -40,16 +40,6 @@ def gradcam_modules() -> dict[str, Any]:
     return out
 
 
-class _Target:
-    """ClassifierOutputTarget: the score of one class."""
-
-    def __init__(self, category: int) -> None:
-        self.category = category
-
-    def __call__(self, out: Any) -> Any:
-        return out[self.category]
-
-
 @pytest.mark.parametrize("method", list(CLASSES))
 def test_matches_pytorch_grad_cam(
     gradcam_modules: dict[str, Any], method: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
@@ -61,7 +51,7 @@ def test_matches_pytorch_grad_cam(
     monkeypatch.setattr(gradcam_modules["_base"], "scale_cam_image", lambda cam, target_size=None: cam)
     cls = getattr(gradcam_modules[method], CLASSES[method][1])
     with cls(model=model, target_layers=[model[4]]) as cam:
-        theirs = cam(input_tensor=x, targets=[_Target(t) for t in targets])
+        theirs = cam(input_tensor=x, targets=[class_target(t) for t in targets])
     if method == "eigencam":
         from xaikit.xai.cam import eigen_projection
 

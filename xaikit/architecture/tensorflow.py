@@ -7,6 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from xaikit.checks import check_int
+from xaikit.errors import XaikitValueError
+
 __all__ = ["LeNet", "calibrate_batchnorm"]
 
 
@@ -91,7 +94,9 @@ def calibrate_batchnorm(model: tf.keras.Model, x: object, batch_size: int = 32) 
     rates = [d.rate for d in drops]
     data = tf.convert_to_tensor(x)
     n_rows = int(data.shape[0])
-    step = max(1, int(batch_size))
+    step = check_int(batch_size, "batch_size", 1)
+    if n_rows == 0:  # no chunk would run, and every moving statistic would become 0
+        raise XaikitValueError("calibrate_batchnorm needs a non-empty batch x; got 0 samples")
     sums = [[np.zeros_like(m), np.zeros_like(v)] for _, m, v in saved]
     chunks = 0
     try:
@@ -106,8 +111,8 @@ def calibrate_batchnorm(model: tf.keras.Model, x: object, batch_size: int = 32) 
                 acc[1] += n.moving_variance.numpy()
             chunks += 1
         for acc, n in zip(sums, norms, strict=True):
-            n.moving_mean.assign(acc[0] / max(chunks, 1))
-            n.moving_variance.assign(acc[1] / max(chunks, 1))
+            n.moving_mean.assign(acc[0] / chunks)
+            n.moving_variance.assign(acc[1] / chunks)
     except BaseException:
         for n, (_momentum, mean, var) in zip(norms, saved, strict=True):
             n.moving_mean.assign(mean)

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from xaikit.checks import check_int
+from xaikit.errors import XaikitValueError
+
 __all__ = ["LeNet", "ResNet18", "calibrate_batchnorm"]
 
 
@@ -111,11 +114,7 @@ class ResNet18(nn.Module):
         cin = 64
         for i, cout in enumerate(widths):
             stride = 1 if i == 0 else 2
-            setattr(
-                self,
-                f"layer{i + 1}",
-                nn.Sequential(_BasicBlock(cin, cout, stride), _BasicBlock(cout, cout, 1)),
-            )
+            setattr(self, f"layer{i + 1}", self._stage(cin, cout, stride))
             cin = cout
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(512, classes)
@@ -142,8 +141,8 @@ def calibrate_batchnorm(model: nn.Module, x: torch.Tensor, batch_size: int = 32)
     grow or vanish layer after layer, and its input gradients come out around 1e-12: useless to
     explain or to benchmark. One pass over a batch of typical inputs gives it the statistics a
     trained network would have. Only batch-norm layers change (their running mean and variance,
-    as a cumulative average over ``x`` in chunks of ``batch_size``); every other module stays in
-    the mode it was in, and the model is returned in eval mode.
+    as a cumulative average over ``x`` in chunks of ``batch_size``); the passes run in eval mode
+    for every other module (dropout off), and the model is returned in eval mode.
 
     Example:
         >>> import torch
@@ -153,18 +152,21 @@ def calibrate_batchnorm(model: nn.Module, x: torch.Tensor, batch_size: int = 32)
         >>> bool(torch.allclose(model.bn1.running_mean, model.conv1(x).mean(dim=(0, 2, 3)), atol=1e-4))
         True
     """
+    step = check_int(batch_size, "batch_size", 1)
+    if len(x) == 0:
+        raise XaikitValueError("calibrate_batchnorm needs a non-empty batch x; got 0 samples")
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     model.eval()
-    saved = [(m.momentum, m.track_running_stats) for m in norms]
+    saved = [m.momentum for m in norms]
     try:
         for m in norms:
             m.reset_running_stats()
             m.momentum = None  # cumulative average over the calibration passes
             m.train()
-        for i in range(0, len(x), max(1, int(batch_size))):
-            model(x[i : i + batch_size])
+        for i in range(0, len(x), step):
+            model(x[i : i + step])
     finally:
-        for m, (momentum, _track) in zip(norms, saved, strict=True):
+        for m, momentum in zip(norms, saved, strict=True):
             m.momentum = momentum
             m.eval()
     return model.eval()

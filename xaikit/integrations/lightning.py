@@ -143,7 +143,10 @@ class XaikitCallback(pl.Callback):
     | ``on_fit_end`` | ``on_end``: tracker histories into :attr:`results` |
 
     A validation run in the middle of a training epoch (``val_check_interval < 1``) is an eval
-    epoch of its own; the train epoch is paused meanwhile and goes on after it. Several
+    epoch of its own; the train epoch is paused meanwhile and goes on after it. Only the loop's
+    counters are paused: a trace that runs in both modes (``mode=None``, e.g. a metric) starts
+    its eval epoch afresh and so forgets the train batches before the pause; give such traces
+    one mode each when validating mid-epoch. Several
     validation loaders feed one eval epoch. The global step of the traces counts training
     batches.
 
@@ -245,7 +248,6 @@ class XaikitCallback(pl.Callback):
     # ---- Lightning hooks -----------------------------------------------------------------------
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         epochs = trainer.max_epochs if isinstance(trainer.max_epochs, int) and trainer.max_epochs > 0 else 1
-        self.runner.system.total_epochs = epochs
         self.history, self.results = {}, {}
         self._open, self._paused, self._train_logs = None, None, None
         self.runner.on_begin()
