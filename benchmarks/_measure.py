@@ -1,5 +1,6 @@
 """Timing and memory helpers of the saliency benchmark: interleaved repetitions, medians, and the
-peak resident-set-size increase of one call, sampled from ``/proc/self/status`` in a thread."""
+peak resident-set-size increase of one call, sampled in a thread (by xaikit's own
+:func:`xaikit.backend.memory.rss_bytes`)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xaikit.backend.memory import rss_bytes
+
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
-
-
-def rss_bytes() -> int:
-    """The process's current resident set size (VmRSS), in bytes; 0 where /proc is missing."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 class PeakRSS:
