@@ -26,9 +26,17 @@ from xaikit.xai._baselines import baseline_array, baseline_values, check_baselin
 from xaikit.xai._engine import DEFAULT_BUDGET, Job, check_memory_budget, endpoint_scores, stream_seed, sweep
 from xaikit.xai._kwargs import ModelKwargs, check_model_kwargs
 from xaikit.xai._quadrature import QUADRATURES, quadrature
-from xaikit.xai.names import GRADIENT_METHODS, canonical, family
+from xaikit.xai.names import SWEEP_METHODS, canonical, family
 
-METHODS = GRADIENT_METHODS
+#: the methods of one precomputed sweep (:func:`attribute`)
+METHODS = SWEEP_METHODS
+
+
+_KINDS = {
+    "cam": "a class-activation map",
+    "perturbation": "a perturbation method",
+    "gradient": "a method with a loop of its own around the sweep (xaikit.xai.explain runs it)",
+}
 
 
 def canonical_method(method: str) -> str:
@@ -38,7 +46,7 @@ def canonical_method(method: str) -> str:
     if name not in METHODS:
         raise XaikitValueError(
             f"method must be a gradient method here ({', '.join(map(repr, METHODS))}); got {method!r}, "
-            f"a {'class-activation map' if family(name) == 'cam' else 'perturbation method'}"
+            f"{_KINDS[family(name)]}"
         )
     return name
 

@@ -3,7 +3,10 @@
 ``xaikit.xai.explain``, the evaluation functions and the traces take a method by name; this
 module is the one place that knows the names. Three families:
 
-* gradient methods (:mod:`xaikit.xai.methods`): input-shaped attributions;
+* gradient methods: input-shaped attributions from the fused sweep (:mod:`xaikit.xai.methods`:
+  vanilla, SmoothGrad, VarGrad, Input x Gradient, Integrated / Expected / Blur IG, SmInt), the
+  adaptive path of Guided IG (:mod:`xaikit.xai.guided_ig`) and XRAI's region map
+  (:mod:`xaikit.xai.xrai`, one (B, H, W) map per image);
 * class-activation maps (:mod:`xaikit.xai.cam`): one (B, H, W) map per image, from a layer;
 * perturbation methods (:mod:`xaikit.xai.perturb`): model calls on masked copies, no gradients.
 
@@ -23,14 +26,20 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 __all__ = [
     "ALL_METHODS",
     "CAM_METHODS",
+    "CORE_METHODS",
     "GRADIENT_METHODS",
     "PERTURBATION_METHODS",
+    "SWEEP_METHODS",
     "canonical",
     "family",
     "title",
 ]
 
-GRADIENT_METHODS = ("vanilla", "smoothgrad", "integrated", "smint")
+#: the methods of the fused sweep that ``SaliencyNet`` and the ``Saliency`` trace compute themselves
+CORE_METHODS = ("vanilla", "smoothgrad", "integrated", "smint")
+#: every sweep method (one pass over a precomputed row space, ``xaikit.xai.methods.attribute``)
+SWEEP_METHODS = CORE_METHODS + ("vargrad", "input_x_gradient", "expected_gradients", "blur_ig")
+GRADIENT_METHODS = SWEEP_METHODS + ("guided_ig", "xrai")
 CAM_METHODS = (
     "gradcam",
     "gradcam++",
@@ -49,6 +58,12 @@ _TITLES = {
     "smoothgrad": "Smoothed",
     "integrated": "Integrated",
     "smint": "SmInt",
+    "vargrad": "VarGrad",
+    "input_x_gradient": "Input×Gradient",
+    "expected_gradients": "Expected Gradients",
+    "blur_ig": "Blur IG",
+    "guided_ig": "Guided IG",
+    "xrai": "XRAI",
     "gradcam": "Grad-CAM",
     "gradcam++": "Grad-CAM++",
     "xgradcam": "XGrad-CAM",
@@ -68,6 +83,18 @@ _ALIASES = {
     "ig": "integrated",
     "integrated_gradients": "integrated",
     "smoothgrad_ig": "smint",
+    "var_grad": "vargrad",
+    "inputxgradient": "input_x_gradient",
+    "input_times_gradient": "input_x_gradient",
+    "gradient_x_input": "input_x_gradient",
+    "gradientxinput": "input_x_gradient",
+    "expectedgradients": "expected_gradients",
+    "gradientshap": "expected_gradients",
+    "gradient_shap": "expected_gradients",
+    "blurig": "blur_ig",
+    "blur_integrated_gradients": "blur_ig",
+    "guidedig": "guided_ig",
+    "guided_integrated_gradients": "guided_ig",
     "gradcampp": "gradcam++",
     "gradcam_plus_plus": "gradcam++",
     "guidedgradcam": "guided_gradcam",
@@ -79,7 +106,7 @@ def _key(name: str) -> str:
 
 
 _LOOKUP = {_key(n): n for n in ALL_METHODS} | {_key(a): n for a, n in _ALIASES.items()}
-_LOOKUP |= {_key(t): n for n, t in _TITLES.items() if n not in GRADIENT_METHODS}
+_LOOKUP |= {_key(t): n for n, t in _TITLES.items() if n not in CORE_METHODS}
 
 
 def canonical(method: Any, name: str = "method") -> str:

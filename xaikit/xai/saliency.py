@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -410,6 +411,8 @@ def explain(
         True
     """
     kind = family(method)  # an unknown name is refused here, with the list of every method
+    if canonical(method) in OWN_LOOP_METHODS:
+        return _explain_own_loop(model, x, target, canonical(method), framework, seed, max_batch, memory_budget, return_delta, xla, options)  # fmt: skip
     if kind == "perturbation":
         return _explain_perturbation(model, x, target, canonical(method), framework, seed, max_batch, memory_budget, return_delta, xla, options)  # fmt: skip
     if kind == "cam":
@@ -466,6 +469,46 @@ def explain(
     if return_delta:
         return arrays, result.delta
     return arrays
+
+
+#: gradient methods with a loop of their own around the engine (not one precomputed sweep): the
+#: adaptive path of Guided IG and XRAI's regions; module ``xaikit.xai.<name>`` has their ``run``
+OWN_LOOP_METHODS = ("guided_ig", "xrai")
+
+
+def _explain_own_loop(
+    model: Any,
+    x: Any,
+    target: Any,
+    method: str,
+    framework: str | None,
+    seed: int | None,
+    max_batch: int | str,
+    memory_budget: int | float,
+    return_delta: bool,
+    xla: bool,
+    options: dict[str, Any],
+) -> Any:
+    """``explain`` for Guided IG and XRAI: inputs prepared and classes pinned here, the method's
+    own ``run(inp, targets, *, seed, output, max_batch, memory_budget, xla, return_delta,
+    **options)`` does the rest (and checks its options)."""
+    module = importlib.import_module(f"xaikit.xai.{method}")
+    memory_budget = check_memory_budget(memory_budget)
+    max_batch = check_max_batch(max_batch)
+    opts = dict(options)
+    output = _check_output(opts.pop("output", 0))
+    model_kwargs = opts.pop("model_kwargs", None)
+    bk = get_backend(model, framework)
+    values = list(x) if isinstance(x, (list, tuple)) else [x]
+    keys = [f"input_{i}" for i in range(len(values))] if isinstance(x, (list, tuple)) else ["x"]
+    inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
+    seed = _fresh_seed() if seed is None else seed
+    with bk.inference(model):
+        targets, _ = pin_targets(inp, target, output)
+        return module.run(
+            inp, targets, seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget,
+            xla=xla, return_delta=return_delta, **opts,
+        )  # fmt: skip
 
 
 def _explain_perturbation(

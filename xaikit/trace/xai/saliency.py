@@ -14,7 +14,7 @@ from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, descri
 from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
-from xaikit.xai.names import GRADIENT_METHODS, canonical
+from xaikit.xai.names import CORE_METHODS, canonical
 from xaikit.xai.names import title as method_title
 
 __all__ = ["Saliency", "invert_mapping", "to_names"]
@@ -106,7 +106,7 @@ def _check_methods(methods: Any, inputs: list[str]) -> dict[str, dict[str, Any]]
     out: dict[str, dict[str, Any]] = {}
     for name, options in items:
         m = canonical(name, "methods")
-        if m in GRADIENT_METHODS:
+        if m in CORE_METHODS:
             raise XaikitValueError(
                 f"methods={name!r}: the trace computes the gradient masks itself (vanilla always; "
                 "smoothing= for SmoothGrad, integrating= for Integrated Gradients and SmInt); methods "
