@@ -6,7 +6,14 @@ import numpy as np
 
 from xaikit.errors import XaikitValueError
 
-QUADRATURES = ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
+QUADRATURES = (
+    "gausslegendre",
+    "riemann_left",
+    "riemann_right",
+    "riemann_middle",
+    "riemann_trapezoid",
+    "linspace",
+)
 
 
 def quadrature(rule: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -15,7 +22,10 @@ def quadrature(rule: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
     Args:
         rule: one of ``"gausslegendre"`` (exact for polynomials of degree < 2*steps),
             ``"riemann_left"``, ``"riemann_right"``, ``"riemann_middle"``,
-            ``"riemann_trapezoid"`` (needs ``steps >= 2``).
+            ``"riemann_trapezoid"`` (needs ``steps >= 2``), ``"linspace"`` (PAIR
+            ``saliency``'s IntegratedGradients, used by its XRAI: ``steps`` nodes from 0 to 1
+            inclusive, each weighted 1 / steps; both ends get a full weight, so it is biased by
+            (f'(1) + f'(0)) / (2 * steps) against the trapezoid rule).
         steps: number of nodes (gradient evaluations per path).
 
     Returns:
@@ -47,4 +57,6 @@ def quadrature(rule: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
         w = np.full(n, 1.0 / (n - 1))
         w[0] = w[-1] = 0.5 / (n - 1)
         return np.linspace(0.0, 1.0, n), w
+    if rule == "linspace":
+        return np.linspace(0.0, 1.0, n), np.full(n, 1.0 / n)
     raise XaikitValueError(f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {rule!r}")
