@@ -17,10 +17,10 @@ from xaikit.xai._display import to_display
 
 # ---- the registry ------------------------------------------------------------------------------
 def test_every_method_has_one_canonical_name_family_and_title() -> None:
-    assert len(set(names.ALL_METHODS)) == len(names.ALL_METHODS) == 14
+    assert len(set(names.ALL_METHODS)) == len(names.ALL_METHODS) == 20
     for m in names.ALL_METHODS:
         assert names.canonical(m) == m
-        if names.family(m) != "gradient":  # a CAM or perturbation method's title names it too
+        if m not in names.CORE_METHODS:  # a title names its method too ("Blur IG", "Grad-CAM")
             assert names.canonical(names.title(m).upper()) == m
     aliases = {
         "ig": "integrated",
@@ -32,6 +32,12 @@ def test_every_method_has_one_canonical_name_family_and_title() -> None:
         "eigen_cam": "eigencam",
         "Guided Grad-CAM": "guided_gradcam",
         "RISE": "rise",
+        "GradientShap": "expected_gradients",
+        "Input×Gradient": "input_x_gradient",
+        "gradient_x_input": "input_x_gradient",
+        "VarGrad": "vargrad",
+        "blur-ig": "blur_ig",
+        "Guided IG": "guided_ig",
     }
     for alias, name in aliases.items():
         assert names.canonical(alias) == name

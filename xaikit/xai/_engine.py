@@ -33,6 +33,7 @@ from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, descri
 from xaikit.xai._kwargs import ModelKwargs
 
 BaselineFn = Callable[[int], list[T]]
+PathFn = Callable[[list[T], np.ndarray], tuple[list[T], list[T]]]
 
 
 def stream_seed(seed: int, *key: int) -> int:
@@ -62,6 +63,19 @@ class Job:
     xla: bool = False  # compile the TF step with XLA
     model_kwargs: ModelKwargs | None = None  # extra forward arguments; per-sample ones follow the rows
     forward_only: bool = False  # rows cost a forward pass only (perturbation methods): own plan
+    variance: bool = False  # VarGrad: the variance over noise samples instead of the mean
+    #: s -> (B,) factors of each sample's path position (Expected Gradients' random points on the
+    #: straight path): row = baseline + alpha_m * factor_b * (end - baseline); None: all 1
+    row_alpha: Callable[[int], np.ndarray] | None = None
+    #: a path that is not a straight line (Blur IG): ``path(ends, steps)`` gives, for the noisy
+    #: inputs ``ends`` (one (B, ...) tensor per input) of one noise sample and the step indices
+    #: ``steps`` (k,), the rows (k*B, ...) and the per-element multipliers (k*B, ...) of their
+    #: gradients (the attribution is the sum over steps of gradient x multiplier); ``path_steps``
+    #: is the number of steps M. ``baselines`` then only serves the completeness delta.
+    path: PathFn | None = None
+    path_steps: int = 1
+    #: a custom path's start for the noisy inputs of one noise sample (for the completeness delta)
+    path_base: Callable[[list[T]], list[T]] | None = None
 
     @property
     def batch(self) -> int:
@@ -69,6 +83,8 @@ class Job:
 
     @property
     def steps(self) -> int:
+        if self.path is not None:
+            return self.path_steps
         return 1 if self.alphas is None else len(self.alphas)
 
     @property
@@ -89,6 +105,7 @@ class _PathCache:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.items: dict[int, tuple[list[T], list[T] | None, list[T] | None]] = {}
+        self.factors: dict[int, np.ndarray] = {}  # s -> (B,) path-position factors (row_alpha)
         #: memory layout new items are stored in, so chunk rows built from them inherit it
         self.layout = "contiguous"
 
@@ -102,7 +119,11 @@ class _PathCache:
                     for i, (x, sig) in enumerate(zip(ends, job.sigma))
                 ]
             bases = diffs = None
-            if job.alphas is not None and job.baselines is not None:
+            if job.path is not None:  # a custom path: its start only serves the completeness delta
+                ends = [bk.to_layout(e, self.layout) for e in ends]
+                if job.path_base is not None:
+                    bases = [bk.to_layout(b, self.layout) for b in job.path_base(ends)]
+            elif job.alphas is not None and job.baselines is not None:
                 bases = [bk.to_layout(b, self.layout) for b in job.baselines(s)]
                 ends = [bk.to_layout(e, self.layout) for e in ends]
                 diffs = [e - b for e, b in zip(ends, bases)]
@@ -111,9 +132,19 @@ class _PathCache:
             self.items[s] = (ends, bases, diffs)
         return self.items[s]
 
+    def factor(self, s: int) -> np.ndarray:
+        """The (B,) path-position factors of noise sample s (all 1 without ``row_alpha``)."""
+        if s not in self.factors:
+            job = self.job
+            f = np.ones(job.batch) if job.row_alpha is None else job.row_alpha(s)
+            self.factors[s] = np.asarray(f, dtype=np.float64).reshape(job.batch)
+        return self.factors[s]
+
     def forget_before(self, s: int) -> None:
         for key in [k for k in self.items if k < s]:
             del self.items[key]
+        for key in [k for k in self.factors if k < s]:
+            del self.factors[key]
 
 
 def _device_of(t: T) -> Any:
@@ -143,7 +174,9 @@ class _Sweep:
         self.block = self.B * self.M  # rows per noise sample
         self.device = _device_of(job.inputs[0])
         self.acc: list[T] | None = None
+        self.acc2: list[T] = []  # sums of squared per-path attributions (VarGrad)
         self.carry: list[T] | None = None
+        self.mults: list[T] | None = None  # the current chunk's gradient multipliers (custom path)
         self.w = np.ones(1) if job.weights is None else np.asarray(job.weights, dtype=np.float64)
         self.a = np.ones(1) if job.alphas is None else np.asarray(job.alphas, dtype=np.float64)
 
@@ -164,18 +197,27 @@ class _Sweep:
         return _row_weights(self.bk, values, like)
 
     def build(self, r0: int, r1: int) -> tuple[list[T], T]:
-        """The inputs and targets of rows [r0, r1)."""
+        """The inputs and targets of rows [r0, r1) (and, for a custom path, ``self.mults``: the
+        multipliers of their gradients)."""
         job, bk, B = self.job, self.bk, self.B
         s_idx, m_idx, s0, s1 = self._slices(r0, r1)
         parts = [self.cache.get(s) for s in range(s0, s1 + 1)]
         path = job.alphas is not None and parts[0][1] is not None
+        self.mults = None
         rows: list[T] = []
         if r1 - r0 < B or r0 % B:  # part of one slice
             b0, b1 = r0 % B, r0 % B + (r1 - r0)
             ends, bases, diffs = parts[0]
+            if job.path is not None:
+                full, mult = job.path(ends, m_idx[:1])
+                self.mults = [t[b0:b1] for t in mult]
+                return [t[b0:b1] for t in full], job.targets[b0:b1]
             for i in range(len(job.inputs)):
                 if path:
-                    rows.append(bases[i][b0:b1] + float(self.a[m_idx[0]]) * diffs[i][b0:b1])  # type: ignore[index]
+                    a = float(self.a[m_idx[0]])
+                    d = diffs[i][b0:b1]  # type: ignore[index]
+                    step = a * d if job.row_alpha is None else self._factor(s0, d, b0, b1) * a * d
+                    rows.append(bases[i][b0:b1] + step)  # type: ignore[index]
                 else:
                     rows.append(ends[i][b0:b1])
             return rows, job.targets[b0:b1]
@@ -183,20 +225,37 @@ class _Sweep:
         # Runs of consecutive slices that share a noise sample: one broadcast op per run.
         starts = np.flatnonzero(np.r_[True, s_idx[1:] != s_idx[:-1]])
         runs = [(int(s_idx[a]), m_idx[a:b]) for a, b in zip(starts, [*starts[1:], k])]
-        for i, x in enumerate(job.inputs):
-            shape = tuple(int(d) for d in x.shape[1:])
-            pieces = []
-            for s, ms in runs:
-                ends, bases, diffs = self.cache.get(s)
+        pieces: list[list[T]] = [[] for _ in job.inputs]
+        mults: list[list[T]] = [[] for _ in job.inputs]
+        for s, ms in runs:
+            ends, bases, diffs = self.cache.get(s)
+            if job.path is not None:
+                full, mult = job.path(ends, ms)
+                for i in range(len(job.inputs)):
+                    pieces[i].append(full[i])
+                    mults[i].append(mult[i])
+                continue
+            for i, x in enumerate(job.inputs):
+                shape = tuple(int(d) for d in x.shape[1:])
                 if not path:
-                    pieces.append(ends[i])  # no path: one step per noise sample
+                    pieces[i].append(ends[i])  # no path: one step per noise sample
                     continue
-                alpha = self._col(self.a[ms], bk.reshape(diffs[i], (1, B, *shape)))  # type: ignore[index]
-                run = bk.reshape(bases[i], (1, B, *shape)) + alpha * bk.reshape(diffs[i], (1, B, *shape))  # type: ignore[index]
-                pieces.append(bk.reshape(run, (len(ms) * B, *shape)))
-            rows.append(bk.cat(pieces))
+                d = bk.reshape(diffs[i], (1, B, *shape))  # type: ignore[index]
+                alpha = self._col(self.a[ms], d)
+                if job.row_alpha is not None:
+                    alpha = alpha * self._factor(s, d[0], 0, B)[None]
+                run = bk.reshape(bases[i], (1, B, *shape)) + alpha * d  # type: ignore[index]
+                pieces[i].append(bk.reshape(run, (len(ms) * B, *shape)))
+        rows = [bk.cat(p) for p in pieces]
+        if job.path is not None:
+            self.mults = [bk.cat(m) for m in mults]
         targets = job.targets if k == 1 else bk.cat([job.targets] * k)
         return rows, targets
+
+    def _factor(self, s: int, like: T, b0: int, b1: int) -> T:
+        """Noise sample s's path-position factors of samples [b0, b1), shaped to broadcast
+        against ``like`` (b1 - b0, ...)."""
+        return _row_weights(self.bk, self.cache.factor(s)[b0:b1], like)
 
     def reduce(self, grads: Sequence[T], r0: int, r1: int) -> None:
         """Fold one chunk's gradients into the per-sample accumulators."""
@@ -209,6 +268,8 @@ class _Sweep:
         partial = r1 - r0 < B or r0 % B != 0
         new_carry: list[T] = []
         for i, g in enumerate(grads):
+            if self.mults is not None:  # a custom path: each gradient times its multiplier
+                g = g * self.mults[i]
             shape = tuple(int(d) for d in g.shape[1:])
             if partial:
                 b0 = r0 % B
@@ -239,7 +300,11 @@ class _Sweep:
             total = bk.sum0(done)
             if self.acc is None:
                 self.acc = [bk.zeros((B, *x.shape[1:]), self.device, job.dtype) for x in job.inputs]
+                if job.variance:
+                    self.acc2 = [bk.zeros((B, *x.shape[1:]), self.device, job.dtype) for x in job.inputs]
             self.acc[i] = self.acc[i] + total
+            if job.variance:
+                self.acc2[i] = self.acc2[i] + bk.sum0(done * done)
         self.carry = new_carry or None
         self.cache.forget_before(s1 if not closes else s1 + 1)
 
@@ -247,7 +312,10 @@ class _Sweep:
         job = self.job
         if self.acc is None:  # pragma: no cover - every sweep has at least one row
             raise XaikitError("internal error: the sweep produced no rows")
-        return [a / float(job.n_noise) for a in self.acc]
+        n = float(job.n_noise)
+        if job.variance:  # VarGrad: E[a^2] - E[a]^2 over the noise samples (captum's definition)
+            return [a2 / n - (a / n) * (a / n) for a, a2 in zip(self.acc, self.acc2)]
+        return [a / n for a in self.acc]
 
 
 # ---- chunk sizing ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import Move, channel_axis_of, model_move, move, move_back
 from xaikit.xai._baselines import baseline_array, baseline_values, check_baseline
+from xaikit.xai._blur import BlurPath, sigmas
 from xaikit.xai._engine import DEFAULT_BUDGET, Job, check_memory_budget, endpoint_scores, stream_seed, sweep
 from xaikit.xai._kwargs import ModelKwargs, check_model_kwargs
 from xaikit.xai._quadrature import QUADRATURES, quadrature
@@ -345,17 +346,30 @@ class Attribution:
     layout: str
 
 
+#: the noise samples (SmoothGrad, SmInt, VarGrad, Expected Gradients' draws) or IG path steps
+#: when ``nsamples`` is not given; Input x Gradient and Blur IG are not smoothed unless asked
+DEFAULT_NSAMPLES = 25
+#: SmoothGrad noise level when smoothing is asked for and ``stdev_spread`` is not given
+DEFAULT_SPREAD = 0.15
+#: the methods whose attributions complete: sum = f(x) - f(baseline) (exactly, or in expectation)
+COMPLETE_METHODS = ("integrated", "smint", "expected_gradients", "blur_ig")
+
+
 def attribute(
     inp: Inputs,
     targets: T,
     method: str,
     *,
-    nsamples: int = 25,
+    nsamples: int | None = None,
     nintegration: int | None = None,
-    stdev_spread: float = 0.15,
-    magnitude: bool = True,
-    baseline: Any = "uniform",
+    stdev_spread: float | None = None,
+    magnitude: bool | None = None,
+    baseline: Any = None,
     quadrature_rule: str = "gausslegendre",
+    steps: int = 100,
+    max_sigma: float = 50.0,
+    grad_step: float = 0.01,
+    sqrt: bool = False,
     seed: int = 0,
     max_batch: int | str = "auto",
     output: int | str = 0,
@@ -363,11 +377,18 @@ def attribute(
     xla: bool = False,
     memory_budget: int | float = DEFAULT_BUDGET,
 ) -> Attribution:
-    """Run one method on validated inputs and return raw, signed attributions.
+    """Run one sweep method on validated inputs and return raw, signed attributions.
 
-    ``nsamples`` is the number of noise samples (SmoothGrad, SmInt) or of path steps
-    (Integrated Gradients); ``nintegration`` the path steps of SmInt. ``memory_budget`` caps
-    the rows of a ``max_batch="auto"`` chunk (bytes, or a fraction of the available memory; see
+    ``nsamples`` is the number of noise samples (SmoothGrad, SmInt, VarGrad; Input x Gradient
+    and Blur IG smoothed when > 1), of baseline draws (Expected Gradients) or of path steps
+    (Integrated Gradients); ``nintegration`` the path steps of SmInt (and of VarGrad over IG).
+    ``stdev_spread`` is the noise level (a fraction of each sample's value range; default 0.15
+    where noise is drawn, 0 for Expected Gradients). ``magnitude`` averages squared per-path
+    attributions (default: True for SmoothGrad and SmInt, as PAIR; False otherwise). ``baseline``
+    is IG's path start (default ``"uniform"``) or Expected Gradients' reference set (an array of
+    N samples; default: the batch itself). ``steps``, ``max_sigma``, ``grad_step`` and ``sqrt``
+    are Blur IG's (see :mod:`xaikit.xai._blur`). ``memory_budget`` caps the rows of a
+    ``max_batch="auto"`` chunk (bytes, or a fraction of the available memory; see
     :class:`xaikit.xai._engine.ChunkPlan`).
     """
     method = canonical_method(method)
@@ -385,31 +406,134 @@ def attribute(
         xla=bool(xla),
         model_kwargs=inp.kwargs,
     )
-    if method in ("smoothgrad", "smint"):
-        job.n_noise = check_int(nsamples, "nsamples", 1)
-        check_number(stdev_spread, "stdev_spread", low=0)
-        job.sigma = [float(stdev_spread) * (bk.sample_max(x) - bk.sample_min(x)) for x in inp.tensors]
-        job.magnitude = bool(magnitude)
-    if method in ("integrated", "smint"):
-        steps = check_int(
-            nsamples if method == "integrated" else nintegration,
-            "nsamples" if method == "integrated" else "nintegration",
-            1,
+    smoothed = method in ("smoothgrad", "smint", "vargrad")
+    if method in ("input_x_gradient", "blur_ig"):  # smoothed only when asked
+        smoothed = (nsamples is not None and nsamples != 1) or bool(stdev_spread)
+    if method == "expected_gradients":
+        smoothed = bool(stdev_spread)
+    n_default = 1 if method in ("input_x_gradient", "blur_ig") else DEFAULT_NSAMPLES
+    n_noise = check_int(n_default if nsamples is None else nsamples, "nsamples", 1)
+    if magnitude is not None and not isinstance(magnitude, (bool, np.bool_)):
+        raise XaikitTypeError(f"magnitude must be True or False; got {describe(magnitude)}")
+    if method == "vargrad" and magnitude:
+        raise XaikitValueError(
+            "magnitude=True squares each attribution; VarGrad is their variance: leave it out"
         )
+    job.magnitude = bool(method in ("smoothgrad", "smint") if magnitude is None else magnitude)
+    job.variance = method == "vargrad"
+    if smoothed or method == "expected_gradients":
+        job.n_noise = n_noise
+    if smoothed:
+        spread = DEFAULT_SPREAD if stdev_spread is None else stdev_spread
+        check_number(spread, "stdev_spread", low=0)
+        job.sigma = [float(spread) * (bk.sample_max(x) - bk.sample_min(x)) for x in inp.tensors]
+    ig_steps = {"integrated": nsamples, "smint": nintegration, "vargrad": nintegration}.get(method)
+    if method in ("integrated", "smint") or (method == "vargrad" and nintegration is not None):
+        name = "nsamples" if method == "integrated" else "nintegration"
+        m = check_int(DEFAULT_NSAMPLES if ig_steps is None else ig_steps, name, 1)
         if not isinstance(quadrature_rule, str) or quadrature_rule not in QUADRATURES:
             raise XaikitValueError(
                 f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {quadrature_rule!r}"
             )
-        job.alphas, job.weights = quadrature(quadrature_rule, steps)
-        if not isinstance(baseline, (Mapping, list, tuple)):
-            check_baseline(baseline)
-        job.baselines = _baseline_fn(inp, baseline, seed)
+        job.alphas, job.weights = quadrature(quadrature_rule, m)
+        spec = "uniform" if baseline is None else baseline
+        if not isinstance(spec, (Mapping, list, tuple)):
+            check_baseline(spec)
+        job.baselines = _baseline_fn(inp, spec, seed)
+    elif method == "input_x_gradient":  # the gradient at the end of a one-step path from zero
+        job.alphas, job.weights = np.ones(1), np.ones(1)
+        job.baselines = _baseline_fn(inp, "zeros", seed)
+    elif method == "expected_gradients":
+        job.alphas, job.weights = np.ones(1), np.ones(1)
+        job.baselines, job.row_alpha = _reference_draws(inp, baseline, seed)
+    elif method == "blur_ig":
+        path = _blur_path(inp, steps, max_sigma, grad_step, sqrt)
+        job.path, job.path_steps, job.path_base = path, path.steps, path.baseline
     result = sweep(job, memory_budget)
     delta = None
-    if with_delta and job.alphas is not None and not job.magnitude:
+    if with_delta and method in COMPLETE_METHODS and not job.magnitude:
         f_end, f_base = endpoint_scores(job, max(result.chunks))
         gap = bk.sum0(f_end - f_base) / float(job.n_noise)
         total = sum(bk.sample_sum(a) for a in result.attributions)
         delta = bk.to_numpy(total - gap).astype(np.float64)
     arrays = inp.to_user([bk.to_numpy(a) for a in result.attributions])
     return Attribution(arrays, delta, result.chunks, result.layout)
+
+
+def _reference_draws(inp: Inputs, references: Any, seed: int) -> tuple[Any, Any]:
+    """Expected Gradients' draws: ``(baselines(s), factors(s))``, for noise sample s one
+    reference row per sample (uniform over the N references) and one position on the straight
+    path from it to the input (uniform in [0, 1)), both from the call's seed alone (so results do
+    not depend on the chunking). ``references`` is an array of N samples (caller's layout), a
+    list of them for several inputs, or None (the batch itself)."""
+    bk = inp.bk
+    if references is None:
+        refs = list(inp.tensors)
+    else:
+        given = (
+            list(references) if isinstance(references, (list, tuple)) and len(inp.keys) > 1 else [references]
+        )
+        if len(given) != len(inp.keys):
+            raise XaikitValueError(
+                f"baseline (the reference set of expected_gradients) must have one array per model "
+                f"input ({len(inp.keys)}); got {len(given)}"
+            )
+        refs = []
+        for key, ref, x, how in zip(inp.keys, given, inp.tensors, inp.moves):
+            if isinstance(ref, str) or ref is None:
+                raise XaikitTypeError(
+                    f"baseline of expected_gradients must be an array of reference samples (N, ...) "
+                    f"for model input {key!r}; got {describe(ref)}"
+                )
+            arr = np.asarray(bk.to_numpy(ref) if bk.is_tensor(ref) else ref, dtype=np.float64)
+            want = move_back(np.empty((1, *(int(d) for d in x.shape[1:]))), how).shape[1:]
+            if arr.ndim != len(want) + 1 or arr.shape[1:] != want or arr.shape[0] < 1:
+                raise XaikitValueError(
+                    f"baseline of expected_gradients must be reference samples shaped (N, "
+                    f"{', '.join(map(str, want))}) like model input {key!r}'s samples; got {describe(ref)}"
+                )
+            if not np.all(np.isfinite(arr)):
+                raise XaikitValueError(
+                    f"baseline of expected_gradients holds NaN or infinite values ({key!r})"
+                )
+            refs.append(bk.as_tensor(move(arr, how), getattr(x, "device", None), inp.dtype))
+    n_refs, batch = int(refs[0].shape[0]), inp.batch
+    device = getattr(inp.tensors[0], "device", None)
+
+    def draw(s: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(stream_seed(seed, 2, s))
+        return rng.integers(n_refs, size=batch), rng.uniform(size=batch)
+
+    def baselines(s: int) -> list[T]:
+        idx = bk.index(draw(s)[0], device)
+        return [bk.gather(r, idx) for r in refs]
+
+    return baselines, lambda s: draw(s)[1]
+
+
+def _blur_path(inp: Inputs, steps: Any, max_sigma: Any, grad_step: Any, sqrt: Any) -> BlurPath:
+    """Blur IG's path over the inputs' spatial axes (images only), options checked."""
+    steps = check_int(steps, "steps", 1)
+    check_number(max_sigma, "max_sigma", low=0)
+    check_number(grad_step, "grad_step", low=0)
+    if not float(max_sigma) > 0 or not float(grad_step) > 0:
+        raise XaikitValueError(
+            f"max_sigma and grad_step of blur_ig must be > 0; got max_sigma={max_sigma!r}, grad_step={grad_step!r}"
+        )
+    if not isinstance(sqrt, (bool, np.bool_)):
+        raise XaikitTypeError(f"sqrt must be True or False; got {describe(sqrt)}")
+    axes = []
+    for key, x, axis in zip(inp.keys, inp.tensors, inp.channel_axes):
+        nd = len(x.shape)
+        spatial = [a for a in range(1, nd) if a != axis]
+        if nd not in (3, 4) or len(spatial) != 2:
+            raise XaikitValueError(
+                f"blur_ig blurs images: model input {key!r} must be (B, C, H, W), (B, H, W, C) or "
+                f"(B, H, W); got shape {tuple(int(d) for d in x.shape)}"
+            )
+        axes.append((spatial[0], spatial[1]))
+    device = getattr(inp.tensors[0], "device", None)
+    shapes = [tuple(int(d) for d in x.shape) for x in inp.tensors]
+    return BlurPath(
+        inp.bk, shapes, axes, sigmas(float(max_sigma), steps, bool(sqrt)), float(grad_step), device, inp.dtype
+    )

@@ -433,18 +433,14 @@ def explain(
     model_kwargs = opts.pop("model_kwargs", None)
     if "quadrature" in opts:
         opts["quadrature_rule"] = opts.pop("quadrature")
-    unknown = set(opts) - {
-        "nsamples",
-        "nintegration",
-        "stdev_spread",
-        "magnitude",
-        "baseline",
-        "quadrature_rule",
-    }
+    allowed = SWEEP_OPTIONS[method]
+    unknown = set(opts) - set(allowed)
     if unknown:
+        shown = ", ".join(o.replace("quadrature_rule", "quadrature") for o in allowed)
         raise XaikitTypeError(
-            f"explain() got unknown option(s) {sorted(unknown)}; its options are nsamples, "
-            "nintegration, stdev_spread, magnitude, baseline, quadrature, output and model_kwargs"
+            f"explain(method={method!r}) got unknown option(s) "
+            f"{sorted(o.replace('quadrature_rule', 'quadrature') for o in unknown)}; its options are "
+            f"{shown}, output and model_kwargs"
         )
     if method == "smint":
         opts.setdefault("nsamples", 8)
@@ -509,6 +505,18 @@ def _explain_own_loop(
             inp, targets, seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget,
             xla=xla, return_delta=return_delta, **opts,
         )  # fmt: skip
+
+
+_CORE_OPTIONS = ("nsamples", "nintegration", "stdev_spread", "magnitude", "baseline", "quadrature_rule")
+#: the options ``explain`` takes per sweep method (besides output and model_kwargs); the four core
+#: methods share one list, as they always have
+SWEEP_OPTIONS = {
+    **dict.fromkeys(("vanilla", "smoothgrad", "integrated", "smint"), _CORE_OPTIONS),
+    "vargrad": ("nsamples", "stdev_spread", "nintegration", "baseline", "quadrature_rule"),
+    "input_x_gradient": ("nsamples", "stdev_spread", "magnitude"),
+    "expected_gradients": ("nsamples", "stdev_spread", "baseline"),
+    "blur_ig": ("steps", "max_sigma", "grad_step", "sqrt", "nsamples", "stdev_spread", "magnitude"),
+}
 
 
 def _explain_perturbation(
