@@ -114,9 +114,16 @@ def test_completeness_report(framework: str, rng: np.random.Generator) -> None:
         model, x, method="smint", nsamples=3, nintegration=4, baseline="zeros", target=2
     )
     assert s.summary["max_abs"] < 1e-3  # linear: exact on every noisy copy
+    refs = layout(framework, rng.uniform(size=(5, SIZE, SIZE, 3)).astype(np.float32))
+    e = xk.evaluate.completeness(model, x, method="expected_gradients", baseline=refs, nsamples=4, target=2)
+    assert e.summary["max_relative"] < 1e-4  # linear: every draw adds up
+    b = xk.evaluate.completeness(
+        model, x, method="blur_ig", steps=200, max_sigma=2.0, grad_step=1e-3, target=2
+    )
+    assert b.summary["max_relative"] < 2e-2  # Riemann sum and finite difference of the blur path
     with pytest.raises(
         XaikitValueError,
-        match=r"completeness applies to path methods 'integrated' and 'smint'; got method 'vanilla'",
+        match=r"completeness applies to path methods 'integrated', 'smint', 'blur_ig'.*; got method 'vanilla'",
     ):
         xk.evaluate.completeness(model, x, method="vanilla")
     with pytest.raises(XaikitValueError, match=r"completeness of 'smint' needs magnitude=False"):

@@ -157,7 +157,9 @@ def test_explain_rejects_unknown_methods_and_options(net_and_batch) -> None:
         match=r"method must be one of 'vanilla', 'smoothgrad', 'integrated', 'smint', 'vargrad'.*'xrai', 'gradcam'.*'rise'; got 'lime'",
     ):
         xk.xai.explain(model, batch["x"], method="lime")
-    with pytest.raises(XaikitTypeError, match=r"explain\(method='integrated'\) got unknown option\(s\) \['n_steps'\]"):
+    with pytest.raises(
+        XaikitTypeError, match=r"explain\(method='integrated'\) got unknown option\(s\) \['n_steps'\]"
+    ):
         xk.xai.explain(model, batch["x"], method="integrated", n_steps=5)
     with pytest.raises(XaikitValueError, match="max_batch must be 'auto' or an int >= 1; got int 0"):
         xk.xai.explain(model, batch["x"], method="vanilla", max_batch=0)

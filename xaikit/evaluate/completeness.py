@@ -8,9 +8,13 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitValueError
-from xaikit.xai.methods import canonical_method
+from xaikit.xai.names import canonical
 
 __all__ = ["CompletenessResult", "completeness"]
+
+#: the methods whose attributions add up to f(x) - f(baseline): exactly as the steps grow, or in
+#: expectation (Expected Gradients)
+PATH_METHODS = ("integrated", "smint", "blur_ig", "guided_ig", "expected_gradients")
 
 
 @dataclass
@@ -56,8 +60,10 @@ def completeness(
     Args:
         model: a torch or Keras/TF model.
         x: the input batch.
-        method: ``"integrated"`` or ``"smint"`` (path methods; SmInt runs with
-            ``magnitude=False``, the signed average that completeness applies to).
+        method: a path method: ``"integrated"``, ``"smint"`` (run with ``magnitude=False``,
+            the signed average that completeness applies to), ``"blur_ig"`` (the baseline is the
+            fully blurred image), ``"guided_ig"`` or ``"expected_gradients"`` (complete in
+            expectation over the reference draws: the delta shrinks like 1 / sqrt(nsamples)).
         target: classes (None = the prediction, pinned).
         **options: options of :func:`xaikit.xai.explain` (``nsamples``, ``baseline``,
             ``quadrature``, ``seed``, ``max_batch``, ``output`` to pick the model output,
@@ -73,17 +79,17 @@ def completeness(
         >>> r.summary["max_abs"] < 1e-5
         True
     """
-    name = canonical_method(method)
-    if name not in ("integrated", "smint"):
+    name = canonical(method)
+    if name not in PATH_METHODS:
         raise XaikitValueError(
-            f"completeness applies to path methods 'integrated' and 'smint'; got method {method!r}"
+            f"completeness applies to path methods {', '.join(map(repr, PATH_METHODS))}; got method {method!r}"
+        )
+    if options.get("magnitude", False):
+        raise XaikitValueError(
+            f"completeness of {name!r} needs magnitude=False (squared attributions do not add up); "
+            "got magnitude=True"
         )
     if name == "smint":
-        if options.get("magnitude", False):
-            raise XaikitValueError(
-                "completeness of 'smint' needs magnitude=False (squared attributions do not add up); "
-                "got magnitude=True"
-            )
         options["magnitude"] = False
     from xaikit.xai import explain
 

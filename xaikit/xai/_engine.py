@@ -7,6 +7,10 @@ indexed ``r = (s * M + m) * B + b`` (sample fastest, then step, then noise sampl
 * SmoothGrad             S noisy copies, M = 1:   B x S rows
 * Integrated Gradients   S = 1, M path steps:     B x M rows
 * SmInt (SmoothGrad of IG)  S x M:                B x S x M rows
+* VarGrad                S noisy copies:          B x S rows (the variance, not the mean)
+* Input x Gradient       a one-step path from 0:  B rows (x S when smoothed)
+* Expected Gradients     S draws of a reference and a random point on its path: B x S rows
+* Blur IG                M blur levels (a custom path, ``Job.path``): B x M rows (x S smoothed)
 
 The engine cuts the row space into chunks of ``max_batch`` rows, builds each chunk's inputs on
 the model's device (noise and random baselines come from seeded generators, a pure function of

@@ -369,8 +369,15 @@ def explain(
             outputs (see ``output``).
         x: the input batch (numpy or tensor), or a list of inputs for a multi-input model.
         target: class per sample (or one class for all); None = the predicted class, pinned.
-        method: ``"vanilla"``, ``"smoothgrad"``, ``"integrated"`` or ``"smint"``; or a
-            perturbation method (forward passes only, :mod:`xaikit.xai.perturb`): ``"occlusion"``
+        method: a gradient method: ``"vanilla"``, ``"smoothgrad"``, ``"integrated"``,
+            ``"smint"``, ``"vargrad"`` (the variance of noisy gradients), ``"input_x_gradient"``,
+            ``"expected_gradients"`` (captum's GradientShap: IG from reference samples drawn from
+            ``baseline=``, an array of N samples, default the batch itself, at random points
+            of the path), ``"blur_ig"`` (the path from a blurred image; options ``steps``,
+            ``max_sigma``, ``grad_step``, ``sqrt``), ``"guided_ig"`` (an adaptive path; see
+            :mod:`xaikit.xai.guided_ig`) or ``"xrai"`` (regions ranked by IG; a (B, H, W) map; see
+            :mod:`xaikit.xai.xrai`); the table in ``docs/saliency.md`` lists what each answers
+            and costs. Or a perturbation method (forward passes only, :mod:`xaikit.xai.perturb`): ``"occlusion"``
             (options ``window``, ``stride``, ``baseline``; input-shaped result) or ``"rise"``
             (options ``n_masks``, ``cell``, ``p``; a (B, H, W) result, one map per image); or a
             class-activation map (see :mod:`xaikit.xai.cam` and ``docs/cam.md``):
@@ -390,8 +397,11 @@ def explain(
             (float) of the available RAM / free GPU memory; default 0.5.
         return_delta: also return the completeness delta (B,) of IG-based methods.
         xla: compile the TensorFlow chunk step with XLA; ignored for torch.
-        **options: the options of the matching ``SaliencyNet`` method: ``nsamples``,
+        **options: the options of the method (an option it does not take is an error naming
+            the ones it does): ``nsamples`` (noise samples; IG's path steps; Expected Gradients'
+            draws; Input x Gradient and Blur IG are smoothed with ``nsamples`` > 1),
             ``nintegration``, ``stdev_spread``, ``magnitude``, ``baseline``, ``quadrature``,
+            Blur IG's ``steps``, ``max_sigma``, ``grad_step``, ``sqrt``,
             ``output`` (which model output to explain: an index, a dict key or an attribute
             name such as ``"logits"``; default 0, which also takes an output object's ``logits``),
             ``model_kwargs`` (a dict of extra keyword arguments of the model's forward call; a
