@@ -168,3 +168,29 @@ def test_cam_methods_by_name_in_evaluate_and_the_trace(framework: str) -> None:
     img = run_epoch(trace, batches(2))["saliency"]
     got = np.asarray(img["Grad-CAM saliency"][0]).reshape(cam.shape)
     np.testing.assert_allclose(got, to_display(cam, None, percentile=100.0), atol=1e-6)
+
+
+def test_new_gradient_methods_by_name_in_evaluate_and_the_trace(framework: str) -> None:
+    """VarGrad, Input x Gradient, Expected Gradients and Blur IG: input-shaped attributions that
+    the trace shows as one-channel masks and the evaluations take by name."""
+    model = tiny_model(framework)
+    x = np.concatenate([b["x"] for b in batches(2)])[:3]
+    feed = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if framework == "torch" else x
+    axis = 1 if framework == "torch" else 3
+    opts = {
+        "vargrad": {"nsamples": 4},
+        "input_x_gradient": {},
+        "expected_gradients": {"nsamples": 4},
+        "blur_ig": {"steps": 6, "max_sigma": 3.0},
+    }
+    trace = Saliency(model, "x", "y_pred", samples=3, smoothing=0, integrating=0, methods=opts)
+    img = run_epoch(trace, batches(2))["saliency"]
+    for method, o in opts.items():
+        raw = xk.xai.explain(model, feed, method=method, seed=0, **o)
+        assert raw.shape == feed.shape
+        want = to_display(raw, axis)
+        got = np.asarray(img[f"{names.title(method)} saliency"][0]).reshape(want.shape)
+        np.testing.assert_allclose(got, want, atol=1e-6, err_msg=method)
+        by_name = xk.evaluate.deletion(model, feed, method, steps=4, method_options=o)
+        by_maps = xk.evaluate.deletion(model, feed, raw, steps=4)
+        np.testing.assert_array_equal(by_name.scores, by_maps.scores, err_msg=method)
