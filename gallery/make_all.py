@@ -112,6 +112,12 @@ JOBS: tuple[Job, ...] = (
         frameworks=("torch",),
     ),
     Job(
+        "gradient_family",
+        "gradient_family.png",
+        quick=("--epochs", "1", "--n-train", "256", "--steps", "3"),
+        frameworks=("torch",),
+    ),
+    Job(
         "methods_side_by_side",
         ".",  # writes its pictures straight into the pictures' folder
         args=("--part", "shapes"),

@@ -51,6 +51,11 @@ def options(method: str, size: int, n_masks: int, light: bool = False) -> dict[s
         "smoothgrad": {"nsamples": 2 if light else 16},
         "integrated": {"nsamples": 4 if light else 32, "baseline": "black"},
         "smint": {"nsamples": 2 if light else 8, "nintegration": 2 if light else 16, "baseline": "black"},
+        "vargrad": {"nsamples": 2 if light else 16},
+        "expected_gradients": {"nsamples": 2 if light else 32},
+        "blur_ig": {"steps": 4 if light else 32, "max_sigma": 50.0 * size / 224},
+        "guided_ig": {"steps": 4 if light else 32},
+        "xrai": {"steps": 4 if light else 32},
         "occlusion": {"window": window, "stride": window if light else max(1, window // 2)},
         "rise": {"n_masks": n_masks},
     }.get(method, {})
