@@ -200,44 +200,49 @@ def guided_paths(
     k = lower_index(d, fraction)
     m = len(live)
     for step in range(steps):
-        grad_actual = np.asarray(grad_fn(x, live), dtype=np.float64).reshape(m, d)
+        grad = np.asarray(grad_fn(x, live), dtype=np.float64).reshape(m, d)
+        abs_grad = np.abs(grad)
         alpha = (step + 1.0) / steps
         alpha_min, alpha_max = max(alpha - max_dist, 0.0), min(alpha + max_dist, 1.0)
         x_min = xb + df * alpha_min
         x_max = xb + df * alpha_max
         l1_target = l1_total * (1 - (step + 1) / steps)
+        x_start = x  # the clamp below makes a new array
+        # Features behind alpha_min catch up to it. Only the step's first pass can find any
+        # (later passes move features forward only), so this is done once per step. A feature
+        # with no span (df == 0) gives 0 / 0 = NaN, never behind: it stays at its baseline.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            behind = (x - xb) / df < alpha_min
+        x = np.where(behind, x_min, x)
         active = np.arange(m)
         while active.size:
-            full = active.size == m
-            a = slice(None) if full else active
-            xa, xba, dfa, xia = x[a], xb[a], df[a], xi[a]
-            if full:
-                xa = xa.copy()
-            x_mina, x_maxa, ga, target = x_min[a], x_max[a], grad_actual[a], l1_target[a]
-            x_old = xa.copy()
-            with np.errstate(divide="ignore", invalid="ignore"):
-                x_alpha = np.where(dfa != 0, (xa - xba) / dfa, np.nan)
-            x_alpha[np.isnan(x_alpha)] = alpha_max
-            behind = x_alpha < alpha_min
-            xa[behind] = x_mina[behind]
+            a = slice(None) if active.size == m else active
+            xa, xia, x_maxa, target = x[a], xi[a], x_max[a], l1_target[a]  # views when full
             l1_current = np.abs(xa - xia).sum(axis=1)
             done = _isclose(target, l1_current)
-            grad = ga.copy()
-            grad[xa == x_maxa] = np.inf
-            absg = np.abs(grad)
+            at_max = xa == x_maxa  # excluded from the selection (PAIR: gradient set to inf)
+            absg = np.where(at_max, np.inf, abs_grad[a])
             threshold = np.partition(absg, k, axis=1)[:, k : k + 1]
-            sel = (absg <= threshold) & (grad != np.inf) & ~done[:, None]
+            sel = absg <= threshold
+            sel &= ~at_max
+            if done.any():
+                sel &= ~done[:, None]
             l1_s = (np.abs(xa - x_maxa) * sel).sum(axis=1)
             stuck = (l1_s <= 0) & ~done  # nothing left to move: PAIR would loop here forever
             with np.errstate(divide="ignore", invalid="ignore"):
-                gamma = np.where(l1_s > 0, (l1_current - target) / np.where(l1_s > 0, l1_s, 1.0), np.inf)
+                gamma = (l1_current - target) / l1_s
+            gamma[l1_s <= 0] = np.inf
             jump = gamma > 1.0
-            part = np.where(jump, 0.0, gamma)[:, None]
-            moved = np.where(jump[:, None], x_maxa, xa + (x_maxa - xa) * part)
-            xa = np.where(sel, moved, xa)
-            attr[a] += (xa - x_old) * ga
-            x[a] = xa
+            if jump.all():
+                moved = x_maxa
+            else:
+                part = np.where(jump, 1.0, gamma)[:, None]  # a jump moves all the way
+                moved = xa + (x_maxa - xa) * part
+                moved[jump] = x_maxa[jump]
+            x[a] = np.where(sel, moved, xa)
             active = active[jump & ~done & ~stuck]
+        # every move of the step is weighted by the step's one gradient: one product per step
+        attr += (x - x_start) * grad
     out[live] = attr
     return out
 
