@@ -364,3 +364,19 @@ def test_lower_quantile_index_is_numpys() -> None:
     np.testing.assert_array_equal(
         np.partition(values, k, axis=1)[:, k], np.quantile(values, 0.25, axis=1, method="lower")
     )
+
+
+def test_paths_that_cannot_move_end_their_step() -> None:
+    """NaN gradients select nothing (PAIR loops forever there): every step still ends, and
+    the paths whose gradients are finite are unaffected by the others."""
+    x_in = np.array([[1.0, 2.0, 3.0], [1.0, -1.0, 0.5]])
+    w = np.array([0.5, -1.0, 2.0])
+
+    def grad_fn(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        g = np.repeat(w[None], len(rows), axis=0)
+        g[rows == 0] = np.nan
+        return g
+
+    attr = guided_ig.guided_paths(x_in, np.zeros_like(x_in), grad_fn, steps=5)
+    assert np.all(np.isnan(attr[0]))
+    np.testing.assert_allclose(attr[1], x_in[1] * w, rtol=1e-12)
