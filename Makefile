@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.xaikit-installed
 export MPLBACKEND := Agg
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: demo test test-fast lint docs gallery bench clean
+.PHONY: demo test test-fast lint docs gallery bench browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,14 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: $(STAMP)
 	$(VENV)/bin/xaikit demo --out runs/demo
+
+# Chromium for the report's browser tests (tests/test_report_browser.py): Debian's package, as
+# root or through sudo. Without it those tests skip on a user's machine and fail on CI.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	elif command -v sudo >/dev/null 2>&1; then sudo apt-get update -qq && sudo apt-get install -y -qq chromium; \
+	else echo "make browser: chromium is missing; install it as root (apt-get install chromium)" >&2; exit 1; fi
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile --doctest-modules xaikit tests

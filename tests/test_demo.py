@@ -146,13 +146,22 @@ def test_demo_end_to_end(framework, tmp_path):
         saliency_every=2,
     )
     assert result["files"] == [
+        "ce_by_index_train_epoch_3.json",
         "ce_by_index_train_epoch_3.png",
+        "ce_by_label_train_epoch_3.json",
         "ce_by_label_train_epoch_3.png",
+        "evaluation/deletion.json",
+        "evaluation/randomization.json",
+        "evaluation/randomization.png",
+        "saliency_eval_epoch_1.npz",
         "saliency_eval_epoch_1.png",
+        "saliency_eval_epoch_3.npz",
         "saliency_eval_epoch_3.png",
         "summary.json",
+        "report.html",
     ]
-    for name in result["files"][:-1]:
+    assert result["report"] == str(out / "report.html") and (out / "report.html").stat().st_size > 10_000
+    for name in (n for n in result["files"] if n.endswith(".png")):
         pixels = imread(out / name)  # a PNG that decodes, with a drawing on it
         assert pixels.ndim == 3 and min(pixels.shape[:2]) > 100, (name, pixels.shape)
         rgb = pixels[..., :3].reshape(-1, 3)

@@ -1,4 +1,5 @@
-"""The ``xaikit`` command line (``xaikit demo ...``, ``xaikit --version``; also ``python -m xaikit``).
+"""The ``xaikit`` command line (``xaikit demo ...``, ``xaikit report RUN``, ``xaikit --version``; also
+``python -m xaikit``).
 
 No deep-learning framework is imported here: every option is checked first, and the demo loads
 the chosen framework only when it runs. A bad option gives one line on stderr,
@@ -108,7 +109,35 @@ def _parser() -> _Parser:
     demo.add_argument("--batch-size", type=positive, default=DEFAULTS["batch_size"], help=argparse.SUPPRESS)
     demo.add_argument("--n-train", type=positive, default=DEFAULTS["n_train"], help=argparse.SUPPRESS)
     demo.add_argument("--n-eval", type=positive, default=DEFAULTS["n_eval"], help=argparse.SUPPRESS)
+    rep = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page that shows a run folder",
+        description=(
+            "Gather what xaikit wrote into the run folder RUN (summary.json, the saliency grids and their "
+            "data, tracker curves, evaluation results) into one HTML file that needs no network."
+        ),
+    )
+    rep.add_argument("run", metavar="RUN", help="the run folder (e.g. runs/demo)")
+    rep.add_argument("--out", default=None, help="the HTML file (default: RUN/report.html)")
     return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    from xaikit.errors import XaikitError
+
+    if not os.path.isdir(args.run):
+        _fail("xaikit report", f"argument RUN: expected an existing run folder; got {args.run!r}")
+    if args.out is not None and not args.out.lower().endswith((".html", ".htm")):
+        _fail("xaikit report", f"argument --out: expected a file name ending in .html; got {args.out!r}")
+    from xaikit.viz import report
+
+    try:
+        path = report(args.run, args.out)
+    except (XaikitError, OSError) as err:
+        print(f"xaikit: error: {err}", file=sys.stderr)
+        return 2
+    print(f"xaikit report: wrote {path}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "report":
+        return _report(args)
     if args.command == "demo":
         from xaikit.demo import OUT_EXPECTED, out_dir_problem, run_demo, start_framework
         from xaikit.errors import XaikitError
@@ -149,4 +180,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for name in result["files"]:
             print(f"  {name}")
+        if "report" in result:
+            print(f"xaikit demo: report: {result['report']} (open it in a browser)")
     return 0

@@ -4,8 +4,11 @@
 shape classes; every few epochs a :class:`~xaikit.trace.xai.Saliency` trace (in a
 ``RepeatScheduler``) explains the same eval images; a ``LabelTracker`` follows the per-sample
 loss by class and an ``InstanceTracker`` the hardest and easiest eval samples; an
-``ImageSaver`` writes every figure, and ``summary.json`` records the final metrics, the
-settings, the files written and the time taken.
+``ImageSaver`` writes every figure (and the data behind it); after training, a
+model-parameter randomization test and deletion curves score the final maps
+(``evaluation/``); ``summary.json`` records the final metrics, their history, the settings, the
+files written and the time taken; and :func:`xaikit.viz.report` gathers everything into one
+page, ``report.html``.
 """
 
 from __future__ import annotations
@@ -53,6 +56,50 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
     return str(value)
+
+
+def _scalar(value: Any) -> float | None:
+    arr = np.asarray(value, dtype=object if isinstance(value, str) else None)
+    if arr.dtype.kind in "iuf" and arr.size == 1:
+        return round(float(arr.reshape(())), 6)
+    return None
+
+
+def _history(summary: Any) -> dict[str, dict[str, dict[int, float]]]:
+    """The scalar metrics logged at two steps or more, ``{mode: {metric: {step: value}}}`` (times
+    and one-off values such as the learning rate at the end left out)."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for mode, metrics in summary.history.items():
+        for key, steps in metrics.items():
+            if key == "epoch" or "time" in key or key == "steps/sec":
+                continue
+            values = {int(step): v for step, value in steps.items() if (v := _scalar(value)) is not None}
+            if len(values) > 1:
+                out.setdefault(mode, {})[key] = values
+    return out
+
+
+def _evaluate(model: Any, samples: dict[str, np.ndarray] | None, out_dir: Path, seed: int) -> list[Path]:
+    """Score the final maps of the Saliency samples: the randomization test (vanilla gradients,
+    cascading) and deletion curves of vanilla gradients and SmoothGrad; one file each in
+    ``evaluation/`` (about a second for LeNet)."""
+    if samples is None:
+        return []
+    from xaikit.evaluate import deletion, randomization_test
+    from xaikit.viz.run_data import save_evaluation
+    from xaikit.xai import explain
+
+    x = np.asarray(samples["x"], dtype=np.float32)
+    rand = randomization_test(model, x, method="vanilla", order="cascading", seed=seed)
+    written = [save_evaluation(rand, out_dir, "randomization", title="Model-parameter randomization test")]
+    curves = {
+        "vanilla": deletion(model, x, explain(model, x, method="vanilla", seed=seed), steps=16, seed=seed),
+        "smoothgrad": deletion(
+            model, x, explain(model, x, method="smoothgrad", nsamples=16, seed=seed), steps=16, seed=seed
+        ),
+    }
+    written.append(save_evaluation(curves, out_dir, "deletion", title="Deletion curves"))
+    return written
 
 
 def _final(summary: Any, mode: str) -> dict[str, Any]:
@@ -120,6 +167,7 @@ def run_demo(
     saliency_samples: int = DEFAULTS["saliency_samples"],
     log_steps: int | None = 25,
     threads: int | None = DEFAULTS["threads"],
+    report: bool = True,
 ) -> dict[str, Any]:
     """Train, explain and track LeNet on ``shapes``; write figures and ``summary.json`` to ``out``.
 
@@ -136,9 +184,10 @@ def run_demo(
         log_steps: print a training line every this many steps (None: quiet).
         threads: CPU threads for the framework's kernels, >= 1 (None: its default). One thread is the
             default: LeNet's small kernels gain little from more, and a busy machine loses a lot.
+        report: write ``report.html`` (:func:`xaikit.viz.report`) into ``out`` at the end.
 
     Returns:
-        The content of ``summary.json``.
+        The content of ``summary.json``, with ``"report"``: the page's path (when written).
     """
     if framework not in _ARCH:
         raise XaikitValueError(f"framework must be 'torch' or 'tf'; got {framework!r}")
@@ -199,7 +248,9 @@ def run_demo(
         samples=saliency_samples,
         seed=seed,
     )
-    saver = ImageSaver(inputs=["saliency", "ce_by_label", "ce_by_index"], save_dir=out_dir, dpi=110)
+    saver = ImageSaver(
+        inputs=["saliency", "ce_by_label", "ce_by_index"], save_dir=out_dir, dpi=110, save_data=True
+    )
     label_tracker = LabelTracker(
         label="y", metric="sample_ce", label_mapping=shapes.label_mapping, bounds=None, outputs="ce_by_label"
     )
@@ -222,10 +273,14 @@ def run_demo(
         pipeline=pipeline, network=network, epochs=epochs, traces=traces, log_steps=log_steps
     )
     summary = estimator.fit()
+    evaluated = _evaluate(model, saliency.collector.get("eval"), out_dir, seed)
     elapsed = time.perf_counter() - start
 
-    files = sorted(os.path.relpath(p, out_dir) for p in dict.fromkeys(saver.saved))
+    written = [*saver.saved, *map(str, evaluated), *(str(p.with_suffix(".png")) for p in evaluated)]
+    files = sorted(os.path.relpath(p, out_dir) for p in dict.fromkeys(written) if Path(p).exists())
     result: dict[str, Any] = {
+        "model": "LeNet",
+        "data": f"shapes ({n_train} train / {n_eval} eval images, {classes} classes)",
         "framework": framework,
         "seed": seed,
         "settings": {
@@ -244,6 +299,7 @@ def run_demo(
             "classes": list(shapes.label_mapping),
         },
         "final_metrics": {"eval": _final(summary, "eval")},
+        "history": _history(summary),
         "files": files,
         "time_sec": round(elapsed, 2),
         "python": platform.python_version(),
@@ -251,4 +307,9 @@ def run_demo(
     }
     _write_json(out_dir / "summary.json", result)
     result["files"].append("summary.json")
+    if report:
+        from xaikit.viz import report as write_report
+
+        result["report"] = str(write_report(out_dir))
+        result["files"].append(os.path.relpath(result["report"], out_dir))
     return result

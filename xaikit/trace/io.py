@@ -1,7 +1,9 @@
 """Output traces: save, show or log what other traces produce.
 
 * :class:`ImageSaver` writes each ``ImgData`` (e.g. from ``Saliency``) or history (the list of
-  ``Summary`` from ``LabelTracker`` / ``InstanceTracker``) to ``<key>_<mode>_epoch_<n>.png``.
+  ``Summary`` from ``LabelTracker`` / ``InstanceTracker``) to ``<key>_<mode>_epoch_<n>.png``,
+  and, with ``save_data=True``, its data beside it (``.npz`` cells / ``.json`` history, read by
+  ``xaikit report``).
 * :class:`ImageViewer` shows them where a display exists, and otherwise saves them.
 * :class:`TensorBoard` logs the logged metrics as scalars and chosen keys as images.
 
@@ -54,15 +56,21 @@ class ImageSaver(Trace):
     :attr:`keys`), so it does not need the same scheduler as the trace it draws; at the end of
     the run it warns about keys that no trace ever wrote (a typo, usually).
 
+    With ``save_data=True`` the data behind each picture is also written beside it, for
+    :func:`xaikit.viz.report` (``xaikit report``): an ``ImgData`` as ``<same name>.npz`` (its
+    columns as painted, images at most 128 px a side) and a tracker history as
+    ``<same name>.json`` (the series as numbers); see :mod:`xaikit.viz.run_data`.
+
     Args:
         inputs: the key(s) to save.
         save_dir: the folder (created when needed).
         dpi: resolution of the PNG files.
         mode: modes whose epoch ends are saved (the end of the run always is).
         ds_id: dataset ids to run on.
+        save_data: also write the data of each picture (``.npz`` / ``.json``) beside it.
 
     Attributes:
-        saved: the paths written so far, in order.
+        saved: the paths written so far, in order (data files included).
     """
 
     def __init__(
@@ -72,6 +80,7 @@ class ImageSaver(Trace):
         dpi: float = 150,
         mode: str | Iterable[str] | None = ("eval", "test"),
         ds_id: str | Iterable[str] | None = None,
+        save_data: bool = False,
     ) -> None:
         keys = to_list(inputs, "inputs")
         if not keys:
@@ -82,6 +91,9 @@ class ImageSaver(Trace):
         self.keys = keys
         self.save_dir = _check_dir(save_dir, "save_dir")
         self.dpi = _check_dpi(dpi)
+        if not isinstance(save_data, bool):
+            raise XaikitTypeError(f"save_data must be True or False; got {describe(save_data)}")
+        self.save_data = save_data
         self.saved: list[str] = []
         self._found: set[str] = set()
 
@@ -97,7 +109,7 @@ class ImageSaver(Trace):
                 stacklevel=2,
             )
 
-    def _figures(self, data: Data) -> Iterable[tuple[str, Any]]:
+    def _figures(self, data: Data) -> Iterable[tuple[str, Any, Any]]:
         from xaikit.viz._output import paint_value
 
         for key in self.keys:
@@ -113,7 +125,7 @@ class ImageSaver(Trace):
                     f"{type(self).__name__} can draw ImgData, Summary, a list of Summary or a figure; "
                     f"key {key!r} holds {describe(value)}"
                 )
-            yield key, fig
+            yield key, value, fig
 
     def _path(self, key: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_.|" else "_" for c in key).replace("|", "_")
@@ -123,9 +135,29 @@ class ImageSaver(Trace):
     def _output(self, data: Data) -> None:
         from xaikit.viz import save_figure
 
-        for key, fig in self._figures(data):
+        for key, value, fig in self._figures(data):
             path = save_figure(fig, self._path(key), dpi=self.dpi)
             self.saved.append(str(path))
+            if self.save_data:
+                written = _save_data(value, path, key)
+                if written is not None:
+                    self.saved.append(str(written))
+
+
+def _save_data(value: Any, png: Path, key: str) -> Path | None:
+    """The data behind a saved picture, beside it: an ImgData's cells (``.npz``), a history's
+    series (``.json``); None for anything else (a bare figure)."""
+    from xaikit.summary import Summary
+    from xaikit.viz import ImgData
+    from xaikit.viz.run_data import save_cells, save_history
+
+    if isinstance(value, ImgData):
+        return save_cells(value, png.with_suffix(".npz"))
+    if isinstance(value, Summary) or (
+        isinstance(value, list) and value and all(isinstance(s, Summary) for s in value)
+    ):
+        return save_history(value, png.with_suffix(".json"), title=key)
+    return None
 
 
 class ImageViewer(ImageSaver):
@@ -157,7 +189,7 @@ class ImageViewer(ImageSaver):
         from xaikit.viz._output import can_show, show_figure
 
         if can_show():
-            for _, fig in self._figures(data):
+            for _, _, fig in self._figures(data):
                 show_figure(fig)
             return
         before = len(self.saved)

@@ -1,4 +1,4 @@
-"""Painting: the ImgData grid, saliency overlays and training-history plots.
+"""Painting: the ImgData grid, saliency overlays, training-history plots and the run report page.
 
 This is the only package of xaikit that imports matplotlib. Everything here uses matplotlib's
 object API (``Figure`` + the Agg canvas), never the pyplot state machine, so it runs headless.
@@ -18,5 +18,6 @@ from xaikit.viz._save import save_figure
 from xaikit.viz.history import plot_history
 from xaikit.viz.img_data import ImgData
 from xaikit.viz.overlay import overlay
+from xaikit.viz.report_page import report
 
-__all__ = ["ImgData", "denormalize", "display_range", "overlay", "plot_history", "save_figure"]
+__all__ = ["ImgData", "denormalize", "display_range", "overlay", "plot_history", "report", "save_figure"]

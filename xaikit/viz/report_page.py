@@ -1,0 +1,537 @@
+"""``xaikit report``: one self-contained HTML page to look at a run folder.
+
+:func:`report` reads what xaikit wrote into a run folder and writes one HTML file: every
+picture is embedded (``data:`` URIs), the page's CSS and JavaScript are inline and written
+here (no library, no CDN, no font download), and a Content-Security-Policy forbids any network
+request, so the page works from ``file://`` and can be mailed as one file. Links to the
+full-size PNG files are relative, so they work while the page sits in the run folder.
+
+What it reads (each section appears only when its files exist):
+
+* ``summary.json`` (``xaikit demo``): model, data, settings, final metrics, time and, when
+  present, the ``history`` of the logged metrics (drawn as curves);
+* ``<key>_<mode>_epoch_<n>.npz`` cells files (``ImageSaver`` with an ``ImgData``, e.g. the
+  ``Saliency`` trace): per key, the grid of the epoch chosen by a slider, and a
+  method-by-method view of one sample (its image, each mask and the mask's overlay);
+* ``<key>_<mode>_epoch_<n>.json`` history files (``ImageSaver`` with ``LabelTracker`` /
+  ``InstanceTracker`` output): interactive curves (hover shows the series, e.g. the sample
+  index, the step and the value);
+* ``evaluation/<name>.json`` (:func:`xaikit.viz.run_data.save_evaluation`): sortable tables,
+  mean curves and the randomization grid;
+* a ``table.csv`` in a sub-folder (the sample table of an explained dataset, e.g.
+  ``explain/table.csv`` or ``<store>.zarr/table.csv``): a filterable, sortable table and the
+  first / most / least confident samples (by a ``confidence``, ``score`` or ``prob`` column);
+* every ``*.png`` in the folder: a link each.
+
+Formats: :mod:`xaikit.viz.run_data`.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> run = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (run / "summary.json").write_text('{"model": "LeNet", "final_metrics": {"eval": {"accuracy": 0.9}}}')
+    >>> page = report(run)
+    >>> page.name, "LeNet" in page.read_text()
+    ('report.html', True)
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.files import write_text
+from xaikit.viz.run_data import EVALUATION_FORMAT, HISTORY_FORMAT, jsonable, load_cells
+
+__all__ = ["PIXEL_BUDGET", "THUMB_SIDE", "report"]
+
+#: the longest side of a thumbnail cell in the page (pixels; shown enlarged, full PNG on click)
+THUMB_SIDE = 96
+#: the most thumbnail pixels embedded for one key's grids over all epochs; beyond it the cells shrink
+PIXEL_BUDGET = 12_000_000
+#: the most rows of an explained-dataset table embedded in the page
+MAX_TABLE_ROWS = 2000
+_EPOCH_FILE = re.compile(r"^(?P<key>.+)_(?P<mode>[A-Za-z0-9]+)_epoch_(?P<epoch>\d+)\.(?P<ext>npz|json|png)$")
+_CONFIDENCE = ("confidence", "score", "prob", "probability")
+
+
+def _png_uri(rgb: np.ndarray) -> str:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="PNG", compress_level=6)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _thumb_uri(path: Path, width: int = 900) -> str | None:
+    """A downscaled PNG of the picture at ``path`` (None when it cannot be read)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as opened:
+            rgb = opened.convert("RGB")
+        if rgb.width > width:
+            rgb = rgb.resize((width, max(1, round(rgb.height * width / rgb.width))), Image.Resampling.LANCZOS)
+        return _png_uri(np.asarray(rgb))
+    except (OSError, UnidentifiedImageError):
+        return None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------------------------- saliency
+def _resize(batch: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(B, h, w, 3) uint8 resized to ``size`` = (th, tw) (box filter down, nearest up)."""
+    if batch.shape[1:3] == size:
+        return batch
+    from PIL import Image
+
+    th, tw = size
+    down = batch.shape[1] >= th and batch.shape[2] >= tw
+    method = Image.Resampling.BOX if down else Image.Resampling.NEAREST
+    return np.stack([np.asarray(Image.fromarray(im).resize((tw, th), method)) for im in batch])
+
+
+def _thumb_size(shape: tuple[int, int], cells: int, budget_share: float) -> tuple[int, int]:
+    h, w = shape
+    side = min(max(h, w), THUMB_SIDE)
+    while side > 16 and cells * side * side > budget_share:
+        side = int(side * 0.85)
+    scale = side / max(h, w)
+    return max(1, round(h * scale)), max(1, round(w * scale))
+
+
+def _overlays(base: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The heat-map overlay of a mask (0..255) over its image (uint8 RGB), as uint8 RGB."""
+    from xaikit.viz.overlay import overlay
+
+    side = max(base.shape[1:3])
+    out = overlay(
+        base.astype(np.float32) / 255.0, mask.astype(np.float32) / 255.0, smooth=max(1.0, side / 32.0)
+    )
+    return np.round(np.clip(out, 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def _saliency_group(
+    run: Path, key: str, mode: str, files: dict[int, Path], index: int
+) -> dict[str, Any] | None:
+    """One key's cells files (by epoch) as sprites: per epoch one PNG, rows = samples, columns =
+    the grid's image columns then one overlay per mask."""
+    loaded = {}
+    for epoch in sorted(files):
+        try:
+            loaded[epoch] = load_cells(files[epoch])
+        except (OSError, ValueError, KeyError):
+            continue
+    if not loaded:
+        return None
+    last = loaded[max(loaded)]
+    columns = last["columns"]
+    rows = int(last["rows"])
+    images = [i for i, c in enumerate(columns) if c["kind"] == "image" and c["rows"] == rows]
+    texts = [i for i, c in enumerate(columns) if c["kind"] == "text" and c["rows"] == rows]
+    if not images:
+        return None
+    masks = [i for i in images if columns[i]["mask"]]
+    plain = [i for i in images if not columns[i]["mask"]]
+    base = plain[0] if plain else None
+    overlaid = [i for i in masks if not columns[i]["signed"]] if base is not None else []
+    ncells = len(images) + len(overlaid)
+    native = tuple(last["rgb"][base if base is not None else images[0]].shape[1:3])
+    th, tw = _thumb_size(native, ncells * rows * len(loaded), PIXEL_BUDGET)
+    sprites, pngs, text, colors, epochs = [], [], [], [], []
+    for epoch, cells in loaded.items():
+        if [c["name"] for c in cells["columns"]] != [c["name"] for c in columns]:
+            continue  # a different layout (the columns changed): not comparable across the slider
+        tiles = [_resize(cells["rgb"][i], (th, tw)) for i in images]
+        for i in overlaid:
+            tiles.append(_resize(_overlays(cells["rgb"][base], cells["value"][i]), (th, tw)))  # type: ignore[index]
+        sprite = np.concatenate([np.concatenate(list(t), axis=0) for t in tiles], axis=1)
+        sprites.append(_png_uri(sprite))
+        png = files[epoch].with_suffix(".png")
+        pngs.append(png.relative_to(run).as_posix() if png.exists() else None)
+        text.append([cells["text"].get(i, [""] * rows) for i in texts])
+        colors.append([cells["columns"][i].get("colors") or [None] * rows for i in texts])
+        epochs.append(epoch)
+    cells_meta = [{"title": columns[i]["title"], "kind": "mask" if i in masks else "image"} for i in images]
+    methods = []
+    for i in masks:
+        pos = images.index(i)
+        over = len(images) + overlaid.index(i) if i in overlaid else None
+        methods.append({"title": columns[i]["title"], "mask": pos, "overlay": over})
+        if over is not None:
+            cells_meta.append({"title": f"{columns[i]['title']} overlay", "kind": "overlay"})
+    return {
+        "id": f"g{index}",
+        "key": key,
+        "mode": mode,
+        "title": last.get("title") or key,
+        "epochs": epochs,
+        "rows": rows,
+        "th": th,
+        "tw": tw,
+        "ncells": ncells,
+        "cells": cells_meta,
+        "grid": list(range(len(images))),
+        "base": images.index(base) if base is not None else None,
+        "methods": methods,
+        "text_titles": [columns[i]["title"] for i in texts],
+        "text": text,
+        "colors": colors,
+        "sprites": sprites,
+        "pngs": pngs,
+    }
+
+
+def _picture_group(
+    run: Path, key: str, mode: str, files: dict[int, Path], index: int
+) -> dict[str, Any] | None:
+    """PNG grids saved without their data (``ImageSaver(save_data=False)``): a downscaled copy of
+    each, behind the same epoch slider (no method view: that needs the cells file)."""
+    thumbs, pngs, epochs = [], [], []
+    for epoch in sorted(files):
+        uri = _thumb_uri(files[epoch])
+        if uri is not None:
+            thumbs.append(uri)
+            pngs.append(files[epoch].relative_to(run).as_posix())
+            epochs.append(epoch)
+    if not thumbs:
+        return None
+    return {"id": f"p{index}", "key": key, "mode": mode, "epochs": epochs, "thumbs": thumbs, "pngs": pngs}
+
+
+# ---------------------------------------------------------------------------------------- charts
+def _history_chart(doc: Mapping[str, Any], source: str) -> list[dict[str, Any]]:
+    """A history file as charts, one per metric."""
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for s in doc.get("series", []):
+        name = str(s.get("name"))
+        label = name if s.get("mode") in (None, "eval") else f"{name} ({s['mode']})"
+        by_metric.setdefault(str(s.get("metric")), []).append(
+            {
+                "name": label,
+                "x": s.get("steps", []),
+                "y": s.get("values", []),
+                "low": s.get("low"),
+                "high": s.get("high"),
+            }
+        )
+    title = str(doc.get("title") or source)
+    return [
+        {
+            "title": f"{title}: {metric}" if len(by_metric) > 1 else title,
+            "x_label": "step",
+            "y_label": metric,
+            "series": series,
+            "source": source,
+        }
+        for metric, series in by_metric.items()
+    ]
+
+
+def _summary_charts(history: Any) -> list[dict[str, Any]]:
+    """``summary.json``'s ``{mode: {metric: {step: value}}}`` as one chart per metric."""
+    if not isinstance(history, Mapping):
+        return []
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for mode, metrics in history.items():
+        if not isinstance(metrics, Mapping):
+            continue
+        for metric, steps in metrics.items():
+            if not isinstance(steps, Mapping):
+                continue
+            pairs = sorted((int(k), v) for k, v in steps.items() if isinstance(v, (int, float)))
+            if pairs:
+                by_metric.setdefault(str(metric), []).append(
+                    {"name": str(mode), "x": [p[0] for p in pairs], "y": [p[1] for p in pairs]}
+                )
+    return [
+        {
+            "title": f"{metric} by step",
+            "x_label": "step",
+            "y_label": metric,
+            "series": s,
+            "source": "summary.json",
+        }
+        for metric, s in by_metric.items()
+    ]
+
+
+# ----------------------------------------------------------------------------------- evaluation
+def _evaluation(path: Path, run: Path) -> dict[str, Any] | None:
+    doc = _read_json(path)
+    if not isinstance(doc, Mapping) or doc.get("format") != EVALUATION_FORMAT:
+        return None
+    images = []
+    for name in doc.get("images") or []:
+        picture = path.parent / str(name)
+        uri = _thumb_uri(picture) if picture.is_file() else None
+        if uri is not None:
+            images.append({"uri": uri, "href": picture.relative_to(run).as_posix()})
+    charts = [
+        {
+            "title": c.get("title", ""),
+            "x_label": c.get("x_label", ""),
+            "y_label": c.get("y_label", ""),
+            "series": c.get("series", []),
+            "source": path.relative_to(run).as_posix(),
+        }
+        for c in doc.get("curves") or []
+    ]
+    return {
+        "title": str(doc.get("title") or path.stem),
+        "kind": str(doc.get("kind") or ""),
+        "note": doc.get("note"),
+        "tables": [_format_table(t) for t in doc.get("tables") or []],
+        "charts": charts,
+        "images": images,
+        "source": path.relative_to(run).as_posix(),
+    }
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def _format_table(table: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"title", "columns", "rows"}`` with each cell as display text and a sort key."""
+    rows = []
+    for row in table.get("rows") or []:
+        cells = []
+        for v in row:
+            number = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            cells.append({"text": _fmt(v), "sort": "" if number is None else repr(float(number))})
+        rows.append(cells)
+    return {
+        "title": str(table.get("title") or ""),
+        "columns": [str(c) for c in table.get("columns") or []],
+        "rows": rows,
+    }
+
+
+# -------------------------------------------------------------------------------------- explain
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _explained(path: Path, run: Path) -> dict[str, Any] | None:
+    """A sample table (``table.csv``) of an explained dataset: the table and the first, most and
+    least confident samples."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            records = [r for _, r in zip(range(MAX_TABLE_ROWS + 1), reader)]
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return None
+    if not header:
+        return None
+    total = len(records)
+    cut = total > MAX_TABLE_ROWS
+    records = records[:MAX_TABLE_ROWS]
+    lower = [h.strip().lower() for h in header]
+    conf = next((lower.index(c) for c in _CONFIDENCE if c in lower), None)
+    rows = [[{"text": v, "sort": "" if _number(v) is None else repr(_number(v))} for v in r] for r in records]
+    picks: list[dict[str, Any]] = [{"title": "first samples", "rows": rows[:10]}]
+    if conf is not None:
+        scored = [(_number(r[conf]) if conf < len(r) else None, i) for i, r in enumerate(records)]
+        ranked = sorted((s, i) for s, i in scored if s is not None)
+        picks.append(
+            {"title": f"most confident (by {header[conf]})", "rows": [rows[i] for _, i in ranked[::-1][:10]]}
+        )
+        picks.append(
+            {"title": f"least confident (by {header[conf]})", "rows": [rows[i] for _, i in ranked[:10]]}
+        )
+    return {
+        "title": path.parent.relative_to(run).as_posix(),
+        "source": path.relative_to(run).as_posix(),
+        "columns": header,
+        "rows": rows,
+        "cut": cut,
+        "picks": picks,
+    }
+
+
+# ---------------------------------------------------------------------------------------- summary
+def _summary_view(summary: Mapping[str, Any]) -> dict[str, Any]:
+    found = summary.get("settings")
+    settings: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    facts = [
+        (k, _fmt(v) if not isinstance(v, (list, dict)) else json.dumps(v))
+        for k, v in summary.items()
+        if k not in ("settings", "final_metrics", "files", "history")
+    ]
+    metrics = []
+    final = summary.get("final_metrics")
+    if isinstance(final, Mapping):
+        for mode, values in final.items():
+            if isinstance(values, Mapping):
+                metrics += [(str(mode), str(k), _fmt(v)) for k, v in values.items()]
+    return {
+        "facts": facts,
+        "settings": [
+            (str(k), _fmt(v) if not isinstance(v, (list, dict)) else json.dumps(v))
+            for k, v in settings.items()
+        ],
+        "metrics": metrics,
+    }
+
+
+def _collect(run: Path) -> dict[str, Any]:
+    groups: dict[tuple[str, str], dict[int, Path]] = {}
+    pictures: dict[tuple[str, str], dict[int, Path]] = {}
+    with_data: set[tuple[str, str]] = set()
+    charts: list[dict[str, Any]] = []
+    pngs: list[str] = []
+    for path in sorted(run.iterdir()):
+        match = _EPOCH_FILE.match(path.name)
+        if not path.is_file() or match is None:
+            continue
+        key, mode, epoch, ext = match["key"], match["mode"], int(match["epoch"]), match["ext"]
+        if ext == "npz":
+            groups.setdefault((key, mode), {})[epoch] = path
+            with_data.add((key, mode))
+        elif ext == "json":
+            doc = _read_json(path)
+            if isinstance(doc, Mapping) and doc.get("format") == HISTORY_FORMAT:
+                charts += _history_chart(doc, path.name)
+                with_data.add((key, mode))
+        else:
+            pictures.setdefault((key, mode), {})[epoch] = path
+    for path in sorted(run.rglob("*.png")):
+        if not any(part.startswith(".") for part in path.relative_to(run).parts):
+            pngs.append(path.relative_to(run).as_posix())
+    summary = _read_json(run / "summary.json")
+    summary = summary if isinstance(summary, Mapping) else None
+    if summary is not None:
+        charts = _summary_charts(summary.get("history")) + charts
+    saliency: list[dict[str, Any]] = []
+    for (key, mode), files in sorted(groups.items()):
+        group = _saliency_group(run, key, mode, files, len(saliency))
+        if group is not None:
+            saliency.append(group)
+    picture_groups: list[dict[str, Any]] = []
+    for (key, mode), files in sorted(pictures.items()):
+        if (key, mode) not in with_data:
+            group = _picture_group(run, key, mode, files, len(picture_groups))
+            if group is not None:
+                picture_groups.append(group)
+    evaluations = []
+    for path in sorted((run / "evaluation").glob("*.json")) if (run / "evaluation").is_dir() else []:
+        ev = _evaluation(path, run)
+        if ev is not None:
+            evaluations.append(ev)
+    explained = []
+    for path in sorted(run.glob("*/table.csv")):
+        table = _explained(path, run)
+        if table is not None:
+            explained.append(table)
+    for i, chart in enumerate([*charts, *(c for ev in evaluations for c in ev["charts"])]):
+        chart["id"] = f"c{i}"
+    return {
+        "summary": _summary_view(summary) if summary is not None else None,
+        "saliency": saliency,
+        "pictures": picture_groups,
+        "charts": charts,
+        "evaluations": evaluations,
+        "explained": explained,
+        "pngs": pngs,
+    }
+
+
+def _environment() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    return Environment(
+        loader=PackageLoader("xaikit.viz", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _asset(name: str) -> str:
+    return resources.files("xaikit.viz").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def report(
+    run: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, title: str | None = None
+) -> Path:
+    """Write one self-contained HTML page that shows the run folder ``run``.
+
+    Args:
+        run: the run folder (what ``xaikit demo`` or an ``Estimator`` with ``ImageSaver``
+            wrote; see the module docstring for what is read).
+        out: the HTML file (default ``<run>/report.html``). Links to the PNG files are relative
+            to it.
+        title: the page title (default: ``"xaikit report: <run folder name>"``).
+
+    Returns:
+        The path of the page.
+
+    Raises:
+        XaikitValueError: ``run`` is not a folder, or ``out`` is not an ``.html`` file name.
+    """
+    from markupsafe import Markup
+
+    if not isinstance(run, (str, os.PathLike)):
+        raise XaikitTypeError(f"run must be a folder path (str or PathLike); got {describe(run)}")
+    run_dir = Path(run)
+    if not run_dir.is_dir():
+        raise XaikitValueError(f"run must be an existing run folder; got {str(run)!r} (no such folder)")
+    out_path = Path(out) if out is not None else run_dir / "report.html"
+    if out_path.suffix.lower() not in (".html", ".htm"):
+        raise XaikitValueError(f"out must be a file name ending in .html; got {str(out_path)!r}")
+    start = time.perf_counter()
+    data = _collect(run_dir)
+    # links are relative to the page: rebase them when the page is written elsewhere
+    base = os.path.relpath(run_dir.resolve(), out_path.resolve().parent)
+    prefix = "" if base == "." else base.replace(os.sep, "/") + "/"
+    data["prefix"] = prefix
+    page_data = {
+        "groups": data["saliency"],
+        "pictures": data["pictures"],
+        "charts": [*data["charts"], *(c for e in data["evaluations"] for c in e["charts"])],
+        "prefix": prefix,
+    }
+    html = (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            title=title or f"xaikit report: {run_dir.resolve().name}",
+            data=data,
+            page_data=jsonable(page_data),
+            css=Markup(_asset("report.css")),
+            js=Markup(_asset("report.js")),
+            built_sec=round(time.perf_counter() - start, 2),
+        )
+    )
+    return write_text(out_path, html)
