@@ -67,7 +67,9 @@ def main(argv: list[str] | None = None) -> str:
         "object mask": data["mask"][idx].astype(np.float32),
     }
     for method in METHODS:
-        raw = np.asarray(xk.xai.explain(model, xm, method=method, seed=0, **options(method, args.steps, refs)))
+        raw = np.asarray(
+            xk.xai.explain(model, xm, method=method, seed=0, **options(method, args.steps, refs))
+        )
         if raw.shape == xm.shape:  # input-shaped attributions: one channel of magnitudes
             shown = to_display(raw, axis).squeeze(axis)
         else:  # XRAI: one (B, H, W) map, its regions' ranks
