@@ -1,4 +1,6 @@
-"""Saliency: vanilla gradients, SmoothGrad, Integrated Gradients and SmInt, fused and exact.
+"""Explanations by name: the gradient family (vanilla, SmoothGrad, IG, SmInt, VarGrad,
+Input x Gradient, Expected Gradients, Blur IG, Guided IG, XRAI), class-activation maps and
+perturbation methods; ``SaliencyNet`` for the batch-dict API. Fused, seeded and exact.
 
 Example:
     >>> import torch, xaikit as xk
