@@ -377,3 +377,28 @@ def test_bad_options_are_refused_by_name() -> None:
         xk.xai.explain(model, x, method="expected_gradients", baseline=np.full((1, 3, 2, 2), np.nan))
     with pytest.raises(XaikitValueError, match=r"nsamples must be an int >= 1; got int 0"):
         xk.xai.explain(model, x, method="vargrad", nsamples=0)
+
+
+def test_vargrad_matches_pair_gradient_saliency_moments(rng: np.random.Generator, monkeypatch) -> None:
+    """PAIR has no VarGrad, but its GradientSaliency.GetSmoothedMask gives both moments over the
+    same draws (magnitude=True: E[g^2], False: E[g]); with xaikit's noise injected, VarGrad is
+    their difference E[g^2] - E[g]^2."""
+    import torch
+
+    pair = pytest.importorskip("saliency.core")
+    model, _ = model_for("torch", seed=2, activation="softplus")
+    x = images(rng, batch=2)
+    n, spread, seed = 6, 0.2, 7
+    noise = _our_noise(torch.as_tensor(to_channel_first(x)), seed, n, spread).permute(0, 1, 3, 4, 2).numpy()
+    ours = xk.xai.explain(model, x, target=3, method="vargrad", nsamples=n, stdev_spread=spread, seed=seed)
+    for b in range(len(x)):
+        moments = []
+        for magnitude in (True, False):
+            queue = [noise[s, b].astype(np.float64) for s in range(n)]
+            monkeypatch.setattr(np.random, "normal", lambda *a, _q=queue, **k: _q.pop(0))
+            moments.append(
+                pair.GradientSaliency().GetSmoothedMask(
+                    x[b], _pair_gradients(model, 3), nsamples=n, stdev_spread=spread, magnitude=magnitude
+                )
+            )
+        _close(ours[b], moments[0] - moments[1] ** 2, rtol=1e-5, msg=f"sample {b}")
