@@ -156,7 +156,9 @@ def _check_options(options: Mapping[str, Any]) -> _Options:
     return _Options(
         steps=check_int(options.get("steps", 100), "steps", 1),
         baselines=baselines,
-        area_threshold=float(check_number(options.get("area_threshold", 1.0), "area_threshold", low=0, high=1)),
+        area_threshold=float(
+            check_number(options.get("area_threshold", 1.0), "area_threshold", low=0, high=1)
+        ),
         algorithm=algorithm,
         min_pixel_diff=check_int(options.get("min_pixel_diff", 50), "min_pixel_diff", 1),
         segments=options.get("segments"),
@@ -189,8 +191,7 @@ def _image_axes(inp: Inputs) -> tuple[int, int, int]:
 def _check_segments(segments: Any, batch: int, h: int, w: int) -> list[np.ndarray]:
     """User segments as one (n, H*W) bool array per image."""
     expected = (
-        f"segments must be None or one list of boolean (H, W) = ({h}, {w}) masks per image "
-        f"({batch} images)"
+        f"segments must be None or one list of boolean (H, W) = ({h}, {w}) masks per image ({batch} images)"
     )
     if isinstance(segments, (str, bytes, Mapping)) or not isinstance(segments, (list, tuple, np.ndarray)):
         raise XaikitTypeError(f"{expected}; got {describe(segments)}")
@@ -302,21 +303,13 @@ def label_maps(image: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-@lru_cache(maxsize=16)
-def _offset_pairs(h: int, w: int, radius: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-    """Per offset o of the disk (o != 0): flat pixel indices ``(q, p)`` of every pixel p whose
-    neighbour q = p + o lies inside the (h, w) image."""
+@lru_cache(maxsize=8)
+def _disk_offsets(radius: int) -> np.ndarray:
+    """(k, 2) offsets (dy, dx) of scikit-image's ``disk(radius)``, the centre left out."""
     from skimage.morphology import disk
 
-    grid = np.arange(h * w).reshape(h, w)
-    pairs = []
-    for dy, dx in np.argwhere(disk(radius)) - radius:
-        if dy == 0 and dx == 0:
-            continue
-        p = grid[max(0, -dy) : h - max(0, dy), max(0, -dx) : w - max(0, dx)]
-        q = grid[max(0, dy) : h - max(0, -dy), max(0, dx) : w - max(0, -dx)]
-        pairs.append((q.ravel(), p.ravel()))
-    return tuple(pairs)
+    offsets = np.argwhere(disk(radius)) - radius
+    return offsets[np.any(offsets != 0, axis=1)]
 
 
 def dilated_masks(segs: Sequence[np.ndarray], radius: int = _DILATION) -> np.ndarray:
@@ -324,25 +317,44 @@ def dilated_masks(segs: Sequence[np.ndarray], radius: int = _DILATION) -> np.nda
 
     Row order is PAIR's: map by map, labels ``min .. max`` of each (a label missing from the
     resized map gives an empty row). Pixel p belongs to label l's dilated mask when some pixel
-    q = p + o, o in the disk, has label l: first each pixel's own label, then, per offset, only
-    the pixels whose neighbour has another label (one gather and one scatter per offset for all
-    the maps at once). Equal to scikit-image's ``dilation`` of each mask (its border reflection
-    adds nothing for a disk).
+    p + o, o in the disk, has label l. Each pixel's own label first; then only pixels near an
+    edge (within a box of side 2 * radius + 1 of a pixel whose 4-neighbour has another label)
+    can see another label in their disk, and for those, per offset of the disk, one gather from
+    the label maps padded with a junk label and one scatter of the labels that differ, all the
+    maps at once. Equal to scikit-image's ``dilation`` of each mask (its border reflection adds
+    nothing for a disk), without one dilation per mask.
     """
+    from scipy import ndimage
+
     h, w = segs[0].shape
     lows = [int(s.min()) for s in segs]
     counts = [int(s.max()) - lo + 1 for s, lo in zip(segs, lows)]
     starts = np.cumsum([0, *counts[:-1]])
-    labels = np.stack([(s.reshape(-1) - lo + st) for s, lo, st in zip(segs, lows, starts)])
-    member = np.zeros((sum(counts), h * w), dtype=bool)
-    pixels = np.broadcast_to(np.arange(h * w), labels.shape)
-    member[labels, pixels] = True
+    total = sum(counts)
+    grid = np.stack([(s - lo + st) for s, lo, st in zip(segs, lows, starts)]).astype(np.intp)
+    member = np.zeros((total + 1, h * w), dtype=bool)  # the last row: the junk label, dropped
+    member[grid.reshape(len(segs), -1), np.arange(h * w)] = True
     if radius > 0:
-        for q, p in _offset_pairs(h, w, radius):
-            near, own = labels[:, q], labels[:, p]
-            other = near != own
-            member[near[other], np.broadcast_to(p, near.shape)[other]] = True
-    return member
+        edge = np.zeros(grid.shape, dtype=bool)
+        step_y, step_x = grid[:, 1:] != grid[:, :-1], grid[:, :, 1:] != grid[:, :, :-1]
+        edge[:, 1:] |= step_y
+        edge[:, :-1] |= step_y
+        edge[:, :, 1:] |= step_x
+        edge[:, :, :-1] |= step_x
+        near = ndimage.maximum_filter(edge, size=(1, 2 * radius + 1, 2 * radius + 1), mode="constant")
+        wp = w + 2 * radius
+        padded = np.full((len(segs), h + 2 * radius, wp), total, dtype=np.intp)
+        padded[:, radius : radius + h, radius : radius + w] = grid
+        flat = padded.reshape(-1)
+        s_idx, ys, xs = np.nonzero(near)
+        centre = (s_idx * (h + 2 * radius) + ys + radius) * wp + xs + radius
+        own = flat[centre]
+        pixel = ys * w + xs
+        for dy, dx in _disk_offsets(radius):
+            seen = flat[centre + (dy * wp + dx)]
+            other = seen != own
+            member[seen[other], pixel[other]] = True
+    return member[:total]
 
 
 def candidate_masks(image: np.ndarray) -> np.ndarray:
@@ -366,7 +378,9 @@ def _density(values: np.ndarray) -> float:
     return float(np.sum(values) / len(values))
 
 
-def _rank_full(m: Any, attr: np.ndarray, area_threshold: float, min_pixel_diff: int) -> list[tuple[np.ndarray, float]]:
+def _rank_full(
+    m: Any, attr: np.ndarray, area_threshold: float, min_pixel_diff: int
+) -> list[tuple[np.ndarray, float]]:
     """Greedy regions of PAIR's ``XRAI._xrai``: (pixels added, gain) in the order added.
 
     ``counts`` and ``sums`` hold, per candidate, the number of uncovered pixels it would add and
