@@ -103,8 +103,9 @@ class XraiResult:
         remainder: (B,) bool: whether the image's last region is the uncovered remainder (it
             is then listed last whatever its gain).
         attributions: the Integrated-Gradients attributions the regions were ranked by, the mean
-            over the baselines (and noise samples), with the input's shape and layout (float32);
-            XRAI ranks by their maximum over channels.
+            over the baselines (and noise samples), with the input's shape and layout, in the
+            model's working dtype (float32 for float32 and half-precision models); XRAI ranks by
+            their maximum over channels.
     """
 
     maps: np.ndarray
