@@ -145,25 +145,27 @@ def _pair_call_model(model: Any) -> Any:
 
 
 def pair_call(model: Any, x: Any, targets: list[int], method: str, st: Settings) -> Any:
-    """PAIR ``saliency`` one image at a time, at the same settings."""
+    """PAIR ``saliency`` one image at a time, at the same settings (Guided IG through
+    ``_guided_ig``'s numpy-2 shim: PAIR 0.9.0 calls ``np.quantile(interpolation=...)``)."""
     import numpy as np
     import saliency.core as pair
+    from _guided_ig import pair_guided_ig
+    from _xrai import pair_xrai
 
+    xc = x.numpy()
     images = np.ascontiguousarray(x.permute(0, 2, 3, 1).numpy())
     call = _pair_call_model(model)
 
     def run() -> None:
-        for img, cls in zip(images, targets):
-            args = {"class": cls}
-            if method == "blur_ig":
+        if method == "guided_ig":
+            pair_guided_ig(model, xc, targets, steps=st.steps, baseline=np.zeros_like(xc))  # its layout
+        elif method == "xrai":
+            pair_xrai(model, xc, np.asarray(targets), steps=st.steps, batch_size=st.steps)
+        else:  # blur_ig
+            for img, cls in zip(images, targets):
                 pair.BlurIG().GetMask(
-                    img, call, args, max_sigma=st.max_sigma, steps=st.steps, batch_size=st.steps
+                    img, call, {"class": cls}, max_sigma=st.max_sigma, steps=st.steps, batch_size=st.steps
                 )
-            elif method == "guided_ig":
-                pair.GuidedIG().GetMask(img, call, args, x_steps=st.steps, x_baseline=np.zeros_like(img))
-            elif method == "xrai":
-                params = pair.XRAIParameters(steps=st.steps)
-                pair.XRAI().GetMask(img, call, args, batch_size=st.steps, extra_parameters=params)
 
     return run
 
