@@ -1,7 +1,7 @@
 """PAIR ``saliency`` Guided IG as a peer: one image at a time through its ``call_model_function``,
 and a rough timing of it against xaikit's fused ``guided_ig`` at equal settings.
 
-PAIR ``saliency`` 0.9.0 calls ``np.quantile(..., interpolation='lower')``, a keyword numpy 2
+PAIR ``saliency`` 0.2.1 calls ``np.quantile(..., interpolation='lower')``, a keyword numpy 2
 removed; :func:`pair_numpy` runs PAIR with a stand-in for its module's ``numpy`` that renames
 the keyword to ``method`` (the same quantile) and, optionally, replaces
 ``np.random.normal`` in PAIR's ``base`` module (``GetSmoothedMask``'s noise) with given draws.

@@ -368,7 +368,8 @@ def test_bad_options_are_refused_by_name() -> None:
     with pytest.raises(XaikitValueError, match=r"blur_ig blurs images: model input 'x' must be"):
         xk.xai.explain(torch.nn.Linear(3, 2), torch.rand(2, 3), method="blur_ig")
     with pytest.raises(
-        XaikitValueError, match=r"reference samples shaped \(N, 3, 2, 2\).*got float64 array \(4, 3, 2\)"
+        XaikitValueError,
+        match=r"reference samples shaped \(N, 3, 2, 2\) like model input 'x''s samples; got ndarray of shape \(4, 3, 2\)",
     ):
         xk.xai.explain(model, x, method="expected_gradients", baseline=np.zeros((4, 3, 2)))
     with pytest.raises(XaikitTypeError, match=r"must be an array of reference samples.*got str 'zeros'"):

@@ -2,7 +2,7 @@
 
 PAIR works one image at a time; xaikit advances every path of the batch (and of the noise
 samples) together, one chunked gradient evaluation per step. Agreement with PAIR is checked per
-image. PAIR 0.9.0 needs numpy 2's ``np.quantile(method=)`` for its ``interpolation=``:
+image. PAIR 0.2.1 needs numpy 2's ``np.quantile(method=)`` for its ``interpolation=``:
 ``benchmarks._guided_ig.pair_numpy`` runs it with that one keyword renamed (and, for
 ``GetSmoothedMask``, with xaikit's seeded noise draws injected in order).
 """

@@ -225,7 +225,9 @@ def _describe_kwargs(kw: ModelKwargs) -> str:
     return ", ".join(f"{k!r}: {v}" for k, v in {**per, **fixed}.items())
 
 
-def pin_targets(inp: Inputs, target: Any, output: int | str = 0) -> tuple[T, np.ndarray]:
+def pin_targets(
+    inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
+) -> tuple[T, np.ndarray | None]:
     """The class explained for each sample, fixed once for all of its rows.
 
     Args:
@@ -233,13 +235,28 @@ def pin_targets(inp: Inputs, target: Any, output: int | str = 0) -> tuple[T, np.
         target: None (each sample's predicted class on the clean input, so that noisy and
             interpolated rows keep explaining the same class), one class for all, or one per sample.
         output: which model output to read when the model returns several.
+        predict: False when the caller does not need the predictions: given classes are then
+            checked against the model's class count from a forward pass of one sample instead
+            of the whole batch (a single-pass method such as Input x Gradient would otherwise pay
+            for a second forward pass of the batch).
 
     Returns:
         ``(targets, predictions)``: int64 (B,) classes on the model's device, and the model's
-        predictions for the clean inputs (numpy, see :func:`predictions_of`). A model output of
-        one score per row, (B,), is explained as class 0: ``target`` must be None or 0.
+        predictions for the clean inputs (numpy, see :func:`predictions_of`; None when given
+        classes were not predicted). A model output of one score per row, (B,), is explained
+        as class 0: ``target`` must be None or 0.
     """
     bk = inp.bk
+    if target is not None and not predict:
+        kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
+        try:
+            one = bk.forward(inp.model, [t[:1] for t in inp.tensors], output, **kw)
+        except Exception:  # e.g. a model that binds per-sample values: the whole batch says why
+            one = None
+        if one is not None:
+            n_classes = int(one.shape[1]) if len(one.shape) == 2 else 1
+            classes = _check_targets(bk, target, inp.batch, n_classes)
+            return bk.index(classes, getattr(inp.tensors[0], "device", None)), None
     scores = logits(inp, output)
     predictions = predictions_of(bk.to_numpy(scores))
     n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1

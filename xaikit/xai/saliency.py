@@ -326,7 +326,8 @@ def _explain(
     """Predictions of the model outputs (the explained one alone, or outputs 0 .. n_outputs - 1)
     and the attributions, inside inference mode."""
     bk = inp.bk
-    targets, explained = pin_targets(inp, target, output)
+    targets, found = pin_targets(inp, target, output)
+    explained = np.asarray(found)  # predict=True: always the predictions
     if n_outputs == 1:
         predictions = [explained]
     else:
@@ -458,7 +459,7 @@ def explain(
     inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, output)
+        targets, _ = pin_targets(inp, target, output, predict=False)
         result = attribute(
             inp,
             targets,
@@ -510,7 +511,7 @@ def _explain_own_loop(
     inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, output)
+        targets, _ = pin_targets(inp, target, output, predict=False)
         return module.run(
             inp, targets, seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget,
             xla=xla, return_delta=return_delta, **opts,
@@ -561,7 +562,7 @@ def _explain_perturbation(
     seed = _fresh_seed() if seed is None else seed
     run = perturb.occlusion if name == "occlusion" else perturb.rise
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, output)
+        targets, _ = pin_targets(inp, target, output, predict=False)
         return run(
             inp, targets, seed=seed, output=output, max_batch=max_batch,
             memory_budget=memory_budget, xla=xla, **opts,
