@@ -156,6 +156,12 @@ JOBS: tuple[Job, ...] = (
 )
 
 #: gallery scripts that paint nothing, and why
+#: docs pictures that a test takes instead of a gallery job, and the command that renews them
+TEST_PICTURES: dict[str, str] = {
+    "report.png": "XAIKIT_UPDATE_DOCS_IMG=1 pytest tests/test_report_browser.py -k screenshot "
+    "(a screenshot of the report page in headless Chromium, structurally checked by the test)",
+}
+
 NOT_PICTURES: dict[str, str] = {
     "tutorial_traces": "prints the logs quoted in docs/tutorial_traces.md; paints nothing",
 }

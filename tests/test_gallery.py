@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gallery.make_all import JOBS, NOT_PICTURES, Job, gallery_scripts
+from gallery.make_all import JOBS, NOT_PICTURES, TEST_PICTURES, Job, gallery_scripts
 
 BACKENDS = {b.strip() for b in os.environ.get("XAIKIT_TEST_BACKENDS", "torch,tf").split(",") if b.strip()}
 
@@ -35,7 +35,10 @@ def test_every_docs_picture_is_painted_by_a_job() -> None:
 
     on_disk = sorted(str(p.relative_to(DOCS_IMG)) for p in DOCS_IMG.rglob("*.png"))
     painted = {p for job in JOBS for p in job.outputs}
-    assert [p for p in on_disk if p not in painted] == []
+    assert [p for p in on_disk if p not in painted and p not in TEST_PICTURES] == []
+    assert not painted & set(TEST_PICTURES)  # one source per picture
+    for picture, how in TEST_PICTURES.items():  # a test's picture names the test that takes it
+        assert (DOCS_IMG / picture).exists() and "pytest tests/" in how
 
 
 @pytest.mark.slow

@@ -15,9 +15,10 @@ import pytest
 from matplotlib import colormaps
 
 from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.evaluate import save_evaluation
 from xaikit.summary import Summary, ValWithError
 from xaikit.viz import ImgData, overlay, report
-from xaikit.viz.run_data import MAX_CELL_SIDE, load_cells, save_cells, save_evaluation, save_history
+from xaikit.viz.run_data import MAX_CELL_SIDE, load_cells, save_cells, save_history
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -85,8 +85,7 @@ def _evaluate(model: Any, samples: dict[str, np.ndarray] | None, out_dir: Path, 
     ``evaluation/`` (about a second for LeNet)."""
     if samples is None:
         return []
-    from xaikit.evaluate import deletion, randomization_test
-    from xaikit.viz.run_data import save_evaluation
+    from xaikit.evaluate import deletion, randomization_test, save_evaluation
     from xaikit.xai import explain
 
     x = np.asarray(samples["x"], dtype=np.float32)

@@ -16,6 +16,7 @@ from xaikit.evaluate.completeness import CompletenessResult, completeness
 from xaikit.evaluate.localization import localization
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
 from xaikit.evaluate.randomization import RandomizationResult, model_layers, randomization_test
+from xaikit.evaluate.saving import save_evaluation
 from xaikit.evaluate.traces import DeletionAUC, SaliencyStability
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "localization",
     "model_layers",
     "randomization_test",
+    "save_evaluation",
 ]

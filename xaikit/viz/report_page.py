@@ -16,7 +16,7 @@ What it reads (each section appears only when its files exist):
 * ``<key>_<mode>_epoch_<n>.json`` history files (``ImageSaver`` with ``LabelTracker`` /
   ``InstanceTracker`` output): interactive curves (hover shows the series, e.g. the sample
   index, the step and the value);
-* ``evaluation/<name>.json`` (:func:`xaikit.viz.run_data.save_evaluation`): sortable tables,
+* ``evaluation/<name>.json`` (:func:`xaikit.evaluate.save_evaluation`): sortable tables,
   mean curves and the randomization grid;
 * a ``table.csv`` in a sub-folder (the sample table of an explained dataset, e.g.
   ``explain/table.csv`` or ``<store>.zarr/table.csv``): a filterable, sortable table and the

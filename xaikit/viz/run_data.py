@@ -16,7 +16,7 @@ report, so that the page is built from what is on disk and never re-computes any
   tracker's list of :class:`~xaikit.summary.Summary`): ``{"format": "xaikit-history/1",
   "title", "series": [{"name", "mode", "metric", "steps", "values", "low", "high"}]}``
   (``low`` / ``high`` are null for series without a band).
-* **evaluation** (``evaluation/<name>.json``, written by :func:`save_evaluation` from an
+* **evaluation** (``evaluation/<name>.json``, written by :func:`xaikit.evaluate.save_evaluation` from an
   ``xk.evaluate`` result): ``{"format": "xaikit-evaluation/1", "kind", "title", "note",
   "tables": [{"title", "columns", "rows"}], "curves": [{"title", "x_label", "y_label",
   "series": [{"name", "x", "y"}]}], "images": [file names beside the JSON]}``.
@@ -59,8 +59,8 @@ __all__ = [
     "jsonable",
     "load_cells",
     "save_cells",
-    "save_evaluation",
     "save_history",
+    "table_doc",
 ]
 
 CELLS_FORMAT = "xaikit-cells/1"
@@ -231,7 +231,7 @@ def save_history(summaries: Any, path: str | os.PathLike[str], title: str | None
 
 
 # ----------------------------------------------------------------------------------- evaluation
-def _table(title: str, frame: Any) -> dict[str, Any]:
+def table_doc(title: str, frame: Any) -> dict[str, Any]:
     """A pandas DataFrame or a dict of equal-length columns as ``{"title", "columns", "rows"}``."""
     if hasattr(frame, "to_dict") and hasattr(frame, "columns"):
         columns = [str(c) for c in frame.columns]
@@ -249,118 +249,3 @@ def _table(title: str, frame: Any) -> dict[str, Any]:
             f"table {title!r} must be a DataFrame or a dict of columns; got {describe(frame)}"
         )
     return {"title": title, "columns": columns, "rows": rows}
-
-
-def _curves(name: str, results: Mapping[str, Any]) -> dict[str, Any]:
-    """Deletion / insertion results by method: an AUC table, per-sample AUCs and mean curves."""
-    kinds = {r.kind for r in results.values()}
-    kind = kinds.pop() if len(kinds) == 1 else "perturbation"
-    summary = {
-        "method": list(results),
-        "auc_mean": [r.auc_mean for r in results.values()],
-        "samples": [int(r.scores.shape[0]) for r in results.values()],
-        "steps": [len(r.fractions) - 1 for r in results.values()],
-        "rank": [r.rank for r in results.values()],
-    }
-    per_sample: dict[str, Any] = {"sample": np.arange(next(iter(results.values())).auc.shape[0])}
-    if len({r.auc.shape[0] for r in results.values()}) == 1:
-        for method, r in results.items():
-            per_sample[f"auc {method}"] = r.auc
-    tables = [_table(f"{kind} AUC by method", summary)]
-    if len(per_sample) > 1:
-        tables.append(_table(f"{kind} AUC per sample", per_sample))
-    x_label = "fraction of pixels " + ("deleted" if kind == "deletion" else "inserted")
-    curve = {
-        "title": f"mean {kind} curve",
-        "x_label": x_label,
-        "y_label": "score of the target class",
-        "series": [{"name": m, "x": r.fractions, "y": r.curve_mean} for m, r in results.items()],
-    }
-    note = (
-        "Lower deletion AUC (the score falls fast as the most salient pixels go) and higher "
-        "insertion AUC mean a map that points at what the model uses."
-    )
-    return {"kind": kind, "title": name, "note": note, "tables": tables, "curves": [curve], "images": []}
-
-
-def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, title: str | None = None) -> Path:
-    """Write an ``xk.evaluate`` result to ``<folder>/evaluation/<name>.json`` for the report.
-
-    Args:
-        result: a ``RandomizationResult`` (its table, per-sample table, baseline and the grid
-            painted to ``<name>.png``), a ``CurveResult`` or a dict ``{method: CurveResult}``
-            (AUC tables and mean curves), a ``CompletenessResult``, the dict of
-            :func:`~xaikit.evaluate.localization`, a pandas DataFrame, or a dict of
-            equal-length columns (a plain table).
-        folder: the run folder.
-        name: the file name without extension (letters, digits, ``-``, ``_``, ``.``).
-        title: the section title (default: ``name``).
-
-    Returns:
-        The path of the JSON file.
-    """
-    from xaikit.evaluate import CompletenessResult, CurveResult, RandomizationResult
-
-    if not isinstance(name, str) or not name or any(not (c.isalnum() or c in "-_.") for c in name):
-        raise XaikitValueError(f"name must be a file name of letters, digits, '-', '_' or '.'; got {name!r}")
-    out_dir = Path(folder) / "evaluation"
-    title = title or name
-    doc: dict[str, Any]
-    if isinstance(result, RandomizationResult):
-        image = f"{name}.png"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        result.paint_figure(save_path=out_dir / image, dpi=90)
-        tables = [_table(f"randomization steps ({result.order}, {result.method})", result.table)]
-        if result.baseline is not None:
-            tables.append(
-                _table("baseline: two randomized copies", {k: [v] for k, v in result.baseline.mean.items()})
-            )
-        tables.append(_table("per sample", result.per_sample))
-        doc = {
-            "kind": "randomization",
-            "note": result.caption,
-            "tables": tables,
-            "curves": [],
-            "images": [image],
-        }
-    elif isinstance(result, CurveResult) or (
-        isinstance(result, Mapping) and result and all(isinstance(r, CurveResult) for r in result.values())
-    ):
-        results = {result.kind: result} if isinstance(result, CurveResult) else dict(result)
-        doc = _curves(title, results)
-    elif isinstance(result, CompletenessResult):
-        tables = [
-            _table("summary", {k: [v] for k, v in result.summary.items()}),
-            _table(
-                "per sample",
-                {
-                    "sample": np.arange(len(result.delta)),
-                    "delta": result.delta,
-                    "gap": result.gap,
-                    "total": result.total,
-                    "relative": result.relative,
-                },
-            ),
-        ]
-        doc = {"kind": "completeness", "note": "sum(attributions) - (f(x) - f(baseline)) per sample.",
-               "tables": tables, "curves": [], "images": []}  # fmt: skip
-    elif isinstance(result, Mapping) and set(result) == {"energy", "pointing"}:
-        energy, pointing = np.asarray(result["energy"]), np.asarray(result["pointing"])
-        tables = [
-            _table(
-                "summary",
-                {"energy_mean": [float(np.nanmean(energy))], "pointing_rate": [float(pointing.mean())]},
-            ),
-            _table("per sample", {"sample": np.arange(len(energy)), "energy": energy, "pointing": pointing}),
-        ]
-        doc = {"kind": "localization", "note": "Share of the map inside the object mask, and whether its peak is in it.",
-               "tables": tables, "curves": [], "images": []}  # fmt: skip
-    elif isinstance(result, Mapping) or (hasattr(result, "to_dict") and hasattr(result, "columns")):
-        doc = {"kind": "table", "note": None, "tables": [_table(title, result)], "curves": [], "images": []}
-    else:
-        raise XaikitTypeError(
-            "result must be a RandomizationResult, CurveResult (or a dict of them by method), "
-            f"CompletenessResult, localization dict, DataFrame or dict of columns; got {describe(result)}"
-        )
-    doc = {"format": EVALUATION_FORMAT, "title": title, **doc}
-    return write_json(out_dir / f"{name}.json", jsonable(doc))

@@ -36,9 +36,9 @@ def blur_matrix(n: int, sigma: float, truncate: float = TRUNCATE) -> np.ndarray:
     ``scipy.ndimage.gaussian_filter(..., mode="constant")`` does). sigma 0 is the identity.
 
     Example:
-        >>> k = blur_matrix(5, 1.0)
-        >>> bool(np.allclose(k, k.T)), round(float(k[2].sum()), 6), round(float(k[0].sum()), 3)
-        (True, 1.0, 0.758)
+        >>> k = blur_matrix(9, 1.0)  # radius 4: the middle row holds the whole kernel
+        >>> bool(np.allclose(k, k.T)), round(float(k[4].sum()), 6), round(float(k[0].sum()), 3)
+        (True, 1.0, 0.699)
     """
     if sigma <= 0:
         return np.eye(n)
