@@ -19,13 +19,14 @@ from xaikit.evaluate.completeness import CompletenessResult
 from xaikit.evaluate.perturbation import CurveResult
 from xaikit.evaluate.randomization import RandomizationResult
 from xaikit.files import write_json
-from xaikit.viz.run_data import EVALUATION_FORMAT, jsonable, table_doc
 
 __all__ = ["save_evaluation"]
 
 
 def _curves(name: str, results: Mapping[str, Any]) -> dict[str, Any]:
     """Deletion / insertion results by method: an AUC table, per-sample AUCs and mean curves."""
+    from xaikit.viz.run_data import table_doc
+
     kinds = {r.kind for r in results.values()}
     kind = kinds.pop() if len(kinds) == 1 else "perturbation"
     summary = {
@@ -72,6 +73,9 @@ def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, titl
     Returns:
         The path of the JSON file.
     """
+    # imported here: the painting package loads matplotlib, which `import xaikit.evaluate` must not
+    from xaikit.viz.run_data import EVALUATION_FORMAT, jsonable, table_doc
+
     if not isinstance(name, str) or not name or any(not (c.isalnum() or c in "-_.") for c in name):
         raise XaikitValueError(f"name must be a file name of letters, digits, '-', '_' or '.'; got {name!r}")
     out_dir = Path(folder) / "evaluation"
