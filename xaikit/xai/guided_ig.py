@@ -175,7 +175,9 @@ def guided_paths(
         grad_fn: ``grad_fn(points, rows)``: the gradients (len(rows), D) of the target score
             at ``points`` (len(rows), D), the current points of the paths ``rows`` (indices
             into the n paths). Called once per step with every path that is not constant.
-        steps, fraction, max_dist: see the module.
+        steps: path steps (see the module).
+        fraction: the share of the features moved per inner pass.
+        max_dist: how far (in alpha) a feature may stray from the straight line.
 
     A path whose input equals its baseline gets zero attributions and no gradient evaluation.
 
@@ -313,7 +315,10 @@ def run(
         inp: the prepared ``Inputs`` (one model input).
         targets: int64 (B,) classes on the model's device.
         seed: the noise seed (used when ``nsamples`` > 1).
-        output, max_batch, memory_budget, xla: as for ``xaikit.xai.explain``.
+        output: the model output explained, as for ``xaikit.xai.explain``.
+        max_batch: rows per chunk of each step's gradient sweep, or ``"auto"``.
+        memory_budget: the budget of the chunks and of the paths' host arrays.
+        xla: compile the TF chunk step with XLA.
         return_delta: also return the completeness error (see the module).
         **options: ``steps``, ``fraction``, ``max_dist``, ``baseline``, ``nsamples``,
             ``stdev_spread``, ``magnitude`` (see the module).
