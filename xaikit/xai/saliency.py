@@ -349,6 +349,16 @@ def _explain(
     return result, predictions
 
 
+def _prepared(model: Any, x: Any, framework: str | None, model_kwargs: Any) -> tuple[Any, Inputs, bool]:
+    """``(backend, prepared inputs, several inputs?)`` of an ``explain`` call: ``x`` is one batch
+    (key ``"x"``) or a list of them (keys ``"input_0"``, ...)."""
+    bk = get_backend(model, framework)
+    multi = isinstance(x, (list, tuple))
+    values = list(x) if multi else [x]
+    keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
+    return bk, prepare(bk, model, values, keys, model_kwargs=model_kwargs), multi
+
+
 def explain(
     model: Any,
     x: Any,
@@ -435,10 +445,6 @@ def explain(
         return _explain_cam(model, x, target, canonical(method), framework, max_batch, memory_budget, options)
     method = canonical_method(method)
     memory_budget = check_memory_budget(memory_budget)
-    bk = get_backend(model, framework)
-    multi = isinstance(x, (list, tuple))
-    values = list(x) if multi else [x]
-    keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
     opts = dict(options)
     output = _check_output(opts.pop("output", 0))
     model_kwargs = opts.pop("model_kwargs", None)
@@ -456,7 +462,7 @@ def explain(
     if method == "smint":
         opts.setdefault("nsamples", 8)
         opts.setdefault("nintegration", 50)
-    inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
+    bk, inp, multi = _prepared(model, x, framework, model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     with bk.inference(model):
         targets, _ = pin_targets(inp, target, output, predict=False)
@@ -505,10 +511,7 @@ def _explain_own_loop(
     opts = dict(options)
     output = _check_output(opts.pop("output", 0))
     model_kwargs = opts.pop("model_kwargs", None)
-    bk = get_backend(model, framework)
-    values = list(x) if isinstance(x, (list, tuple)) else [x]
-    keys = [f"input_{i}" for i in range(len(values))] if isinstance(x, (list, tuple)) else ["x"]
-    inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
+    bk, inp, _ = _prepared(model, x, framework, model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     with bk.inference(model):
         targets, _ = pin_targets(inp, target, output, predict=False)
@@ -555,10 +558,7 @@ def _explain_perturbation(
     output = _check_output(opts.pop("output", 0))
     model_kwargs = opts.pop("model_kwargs", None)
     perturb.check_options(name, opts)
-    bk = get_backend(model, framework)
-    values = list(x) if isinstance(x, (list, tuple)) else [x]
-    keys = [f"input_{i}" for i in range(len(values))] if isinstance(x, (list, tuple)) else ["x"]
-    inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
+    bk, inp, _ = _prepared(model, x, framework, model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     run = perturb.occlusion if name == "occlusion" else perturb.rise
     with bk.inference(model):
@@ -600,11 +600,7 @@ def _explain_cam(
             "attributions) does not have: use method='gradcam' with raw=True for its Grad-CAM part"
         )
     max_batch = check_max_batch(max_batch)
-    bk = get_backend(model, framework)
-    multi = isinstance(x, (list, tuple))
-    values = list(x) if multi else [x]
-    keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
-    inp = prepare(bk, model, values, keys, model_kwargs=model_kwargs)
+    bk, inp, multi = _prepared(model, x, framework, model_kwargs)
     with bk.inference(model):
         if method == "guided_gradcam":  # two passes over the same classes: pinned first
             given = cam_targets(inp, target, output)
