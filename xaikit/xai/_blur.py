@@ -70,40 +70,43 @@ class BlurPath:
     blur at ``sigma_m``; its gradient is multiplied by ``-(sigma_{m+1} - sigma_m) *
     (blur(sigma_m + grad_step) - blur(sigma_m)) / grad_step``.
 
-    ``shapes``/``axes`` give each input's (B, ...) shape and its two spatial axes (model layout).
-    Blur matrices are built once per (size, sigma) and kept on the device.
+    ``axes`` gives each input's two spatial axes (model layout). All the steps of a chunk are
+    blurred by two batched matrix products: a stack of blur matrices, one per step, against the
+    images, built once per (size, sigmas) and kept on the device.
     """
 
     def __init__(
         self,
         bk: Backend,
-        shapes: Sequence[tuple[int, ...]],
         axes: Sequence[tuple[int, int]],
         levels: np.ndarray,
         grad_step: float,
         device: object,
         dtype: str,
     ) -> None:
-        self.bk, self.shapes, self.axes = bk, list(shapes), list(axes)
+        self.bk, self.axes = bk, list(axes)
         self.levels = np.asarray(levels, dtype=np.float64)
         self.grad_step = float(grad_step)
         self.device, self.dtype = device, dtype
-        self._matrices: dict[tuple[int, float], T] = {}
+        self._stacks: dict[tuple[int, int, tuple[float, ...]], T] = {}
 
     @property
     def steps(self) -> int:
         return len(self.levels) - 1
 
-    def _matrix(self, n: int, sigma: float) -> T:
-        key = (n, float(sigma))
-        if key not in self._matrices:
-            self._matrices[key] = self.bk.as_tensor(blur_matrix(n, sigma), self.device, self.dtype)
-        return self._matrices[key]
+    def _stack(self, n: int, rank: int, sigmas: tuple[float, ...]) -> T:
+        """The (k, 1, ..., n, n) stack of blur matrices for ``sigmas``, shaped to broadcast
+        against (1, B, ..., n, n) images of ``rank`` axes (batch included)."""
+        key = (n, rank, sigmas)
+        if key not in self._stacks:
+            mats = np.stack([blur_matrix(n, s) for s in sigmas])
+            shape = (len(sigmas),) + (1,) * (rank - 2) + (n, n)
+            self._stacks[key] = self.bk.as_tensor(mats.reshape(shape), self.device, self.dtype)
+        return self._stacks[key]
 
-    def blur(self, x: T, i: int, sigma: float) -> T:
-        """Input i's rows ``x`` blurred at ``sigma`` along its two spatial axes."""
-        if sigma <= 0:
-            return x
+    def blur(self, x: T, i: int, sigmas: Sequence[float]) -> T:
+        """Input i's rows ``x`` (B, ...) blurred at each of ``sigmas`` along its two spatial
+        axes: (k * B, ...), sigma by sigma."""
         bk = self.bk
         nd = len(x.shape)
         # the two spatial axes last: (B, C, H, W) or (B, H, W); blur = K_h @ x @ K_w^T
@@ -112,24 +115,25 @@ class BlurPath:
         moved = channel != 1
         t = bk.moveaxis(x, channel, 1) if moved else x
         h, w = int(t.shape[-2]), int(t.shape[-1])
-        out = bk.matmul(bk.matmul(self._matrix(h, sigma), t), self._matrix(w, sigma))  # K_w symmetric
+        key = tuple(float(s) for s in sigmas)
+        t = bk.reshape(t, (1, *t.shape))
+        out = bk.matmul(bk.matmul(self._stack(h, nd, key), t), self._stack(w, nd, key))  # K_w symmetric
+        out = bk.reshape(out, (len(key) * int(x.shape[0]), *out.shape[2:]))
         return bk.moveaxis(out, 1, channel) if moved else out
 
     def __call__(self, ends: list[T], steps: np.ndarray) -> tuple[list[T], list[T]]:
+        here_s = self.levels[steps]
+        factors = -(self.levels[steps + 1] - here_s) / self.grad_step  # per step, shaped per row below
         rows: list[T] = []
         mults: list[T] = []
         for i, x in enumerate(ends):
-            r, m = [], []
-            for step in steps:
-                s0, s1 = float(self.levels[step]), float(self.levels[step + 1])
-                here = self.blur(x, i, s0)
-                ahead = self.blur(x, i, s0 + self.grad_step)
-                r.append(here)
-                m.append((ahead - here) * (-(s1 - s0) / self.grad_step))
-            rows.append(self.bk.cat(r))
-            mults.append(self.bk.cat(m))
+            here = self.blur(x, i, here_s)
+            ahead = self.blur(x, i, here_s + self.grad_step)
+            per_row = np.repeat(factors, int(x.shape[0])).reshape((-1,) + (1,) * (len(x.shape) - 1))
+            rows.append(here)
+            mults.append((ahead - here) * self.bk.as_tensor(per_row, self.device, self.dtype))
         return rows, mults
 
     def baseline(self, ends: list[T]) -> list[T]:
         """The path's start for each input: the images blurred at ``max_sigma``."""
-        return [self.blur(x, i, float(self.levels[-1])) for i, x in enumerate(ends)]
+        return [self.blur(x, i, [float(self.levels[-1])]) for i, x in enumerate(ends)]

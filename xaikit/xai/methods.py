@@ -550,7 +550,6 @@ def _blur_path(inp: Inputs, steps: Any, max_sigma: Any, grad_step: Any, sqrt: An
             )
         axes.append((spatial[0], spatial[1]))
     device = getattr(inp.tensors[0], "device", None)
-    shapes = [tuple(int(d) for d in x.shape) for x in inp.tensors]
     return BlurPath(
-        inp.bk, shapes, axes, sigmas(float(max_sigma), steps, bool(sqrt)), float(grad_step), device, inp.dtype
+        inp.bk, axes, sigmas(float(max_sigma), steps, bool(sqrt)), float(grad_step), device, inp.dtype
     )
