@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: what no module below may load at import (or on the attribute accesses listed with it)
-HEAVY = ("torch", "tensorflow", "keras", "lightning", "matplotlib", "sklearn", "pandas")
+HEAVY = ("torch", "tensorflow", "keras", "lightning", "matplotlib", "sklearn", "pandas", "zarr", "ray")
 
 CASES = {
     "package": ("xaikit", "xaikit.backend", "xaikit.xai", "xaikit.errors"),
@@ -39,7 +39,7 @@ CASES = {
 ACCESSES = {
     "data": "xk.Pipeline, xk.Network, xk.build, xk.dataset.NumpyDataset, xk.op.numpyop.Minmax",
     "inspect": "xk.inspect.ModuleTracker, xk.inspect.read_log",
-    "lazy names": "xk.Estimator, xk.trace.metric.Accuracy, xk.evaluate.deletion, xk.xai.explain",
+    "lazy names": "xk.Estimator, xk.trace.metric.Accuracy, xk.evaluate.deletion, xk.xai.explain, xk.xai.explain_dataset",
 }
 
 

@@ -1,6 +1,7 @@
 """Explanations by name: the gradient family (vanilla, SmoothGrad, IG, SmInt, VarGrad,
 Input x Gradient, Expected Gradients, Blur IG, Guided IG, XRAI), class-activation maps and
-perturbation methods; ``SaliencyNet`` for the batch-dict API. Fused, seeded and exact.
+perturbation methods; ``SaliencyNet`` for the batch-dict API; ``explain_dataset`` for a whole
+dataset into a resumable Zarr store. Fused, seeded and exact.
 
 Example:
     >>> import torch, xaikit as xk
@@ -10,7 +11,8 @@ Example:
     (2, 4)
 """
 
+from xaikit.xai.dataset import DatasetExplanation, ModelSpec, explain_dataset
 from xaikit.xai.methods import METHODS
 from xaikit.xai.saliency import SaliencyNet, explain
 
-__all__ = ["METHODS", "SaliencyNet", "explain"]
+__all__ = ["METHODS", "DatasetExplanation", "ModelSpec", "SaliencyNet", "explain", "explain_dataset"]

@@ -1,0 +1,299 @@
+"""explain_dataset: values (== explain per batch, exact on a linear model), data adapters, and
+durability: SIGKILL mid-run + resume is bit-equal to one uninterrupted run, a corrupted chunk is
+redone, a store of other settings and a second writer are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import xaikit as xk  # noqa: E402
+from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
+from xaikit.xai._engine import stream_seed  # noqa: E402
+from xaikit.xai._store import StoreLockedError  # noqa: E402
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from dataset_models import SlowData, images, tiny_cnn  # noqa: E402
+
+OPTS = {"nsamples": 3}
+
+
+def _records(out: Path) -> dict[int, dict]:
+    return {int(p.stem): json.loads(p.read_text()) for p in (out / "shards").glob("*.json")}
+
+
+def _reference(tmp_path: Path, n: int = 24, every: int = 8, method: str = "smoothgrad") -> np.ndarray:
+    res = xk.xai.explain_dataset(
+        tiny_cnn(), SlowData(n, every, 0.0), method=method, out=tmp_path / "ref.zarr", batch_size=4,
+        shard_size=every, progress=False, **OPTS,
+    )  # fmt: skip
+    return np.asarray(res.attributions[:])
+
+
+def test_values_equal_explain_per_batch(tmp_path: Path) -> None:
+    model = tiny_cnn()
+    before = [p.detach().clone() for p in model.parameters()]
+    x, y = images(10), np.arange(10) % 3
+    res = xk.xai.explain_dataset(
+        model, x, method="smoothgrad", out=tmp_path / "a.zarr", batch_size=3, shard_size=6, labels=y,
+        progress=False, seed=7, **OPTS,
+    )  # fmt: skip
+    assert res.complete and res.committed == [0, 1]
+    attr = res.attributions[:]
+    # shard k, batch j: explain of those rows with the seed derived from (seed, k, j)
+    for k, (s0, s1) in enumerate([(0, 6), (6, 10)]):
+        for j, b0 in enumerate(range(s0, s1, 3)):
+            b1 = min(b0 + 3, s1)
+            ref = xk.xai.explain(
+                model, x[b0:b1], method="smoothgrad", seed=stream_seed(7, k, j), max_batch=128, **OPTS
+            )
+            np.testing.assert_array_equal(attr[b0:b1], ref)
+    table = res.table
+    logits = model(torch.from_numpy(x)).detach().numpy()
+    prob = np.exp(logits - logits.max(1, keepdims=True))
+    prob /= prob.sum(1, keepdims=True)
+    np.testing.assert_array_equal(table["index"], np.arange(10))
+    np.testing.assert_array_equal(table["label"], y)
+    np.testing.assert_array_equal(table["prediction"], logits.argmax(1))
+    np.testing.assert_allclose(table["score"], prob.max(1), rtol=1e-5)
+    assert table["delta"].isna().all() and (table["file"] == "").all()
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # model unchanged
+    m = res.manifest
+    assert (m["length"], m["shard_size"], m["batch_size"], m["map_shape"]) == (10, 6, 3, [3, 8, 8])
+
+
+def test_linear_model_exact_and_delta(tmp_path: Path) -> None:
+    """IG of a linear model from a zero baseline: exactly W[c] * x, completeness delta ~ 0."""
+    model = torch.nn.Linear(6, 4)
+    x = np.random.default_rng(1).random((9, 6), dtype=np.float32)
+    res = xk.xai.explain_dataset(
+        model, x, method="integrated", out=tmp_path / "ig.zarr", batch_size=4, progress=False,
+        baseline="zeros", nsamples=8,
+    )  # fmt: skip
+    pred = res.table["prediction"].to_numpy()
+    w = model.weight.detach().numpy()
+    np.testing.assert_allclose(res.attributions[:], w[pred] * x, rtol=1e-5, atol=1e-6)
+    assert np.all(np.abs(res.table["delta"]) < 1e-4)
+    # target="label": the labels' rows of W, not the predictions'
+    y = (pred + 1) % 4
+    lab = xk.xai.explain_dataset(
+        model, x, method="vanilla", out=tmp_path / "lab.zarr", labels=y, target="label", progress=False
+    )
+    np.testing.assert_allclose(lab.attributions[:], w[y], rtol=1e-6)
+
+
+def test_adapters_agree(tmp_path: Path) -> None:
+    """numpy, NumpyDataset, torch Dataset and DataLoader of the same samples: the same bits."""
+    x, y = images(7), np.arange(7) % 5
+    kw = {"method": "vanilla", "batch_size": 3, "progress": False}
+    ref = xk.xai.explain_dataset(tiny_cnn(), x, out=tmp_path / "np.zarr", labels=y, **kw)
+    ds = xk.dataset.NumpyDataset({"x": x, "y": y, "file": np.array([f"s{i}.png" for i in range(7)])})
+    tds = torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+    loader = torch.utils.data.DataLoader(tds, batch_size=2, shuffle=False)
+    for name, data in [("nds", ds), ("tds", tds), ("loader", loader)]:
+        res = xk.xai.explain_dataset(tiny_cnn(), data, out=tmp_path / f"{name}.zarr", **kw)
+        np.testing.assert_array_equal(res.attributions[:], ref.attributions[:])
+        np.testing.assert_array_equal(res.table["label"], y)
+    assert list(xk.xai.DatasetExplanation.open(tmp_path / "nds.zarr").table["file"]) == [
+        f"s{i}.png" for i in range(7)
+    ]
+
+
+def test_image_folder(tmp_path: Path) -> None:
+    from PIL import Image
+
+    folder = tmp_path / "imgs"
+    (folder / "sub").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (3, 8, 8, 3), dtype=np.uint8)
+    names = ["b.png", "a.png", "sub/c.png"]
+    for name, p in zip(names, pixels):
+        Image.fromarray(p).save(folder / name)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 3, 2))
+    res = xk.xai.explain_dataset(
+        model, str(folder), method="input_x_gradient", out=tmp_path / "f.zarr", progress=False
+    )
+    assert list(res.table["file"]) == ["a.png", "b.png", "sub/c.png"]
+    x = pixels[[1, 0, 2]].astype(np.float32) / 255  # sorted: a, b, sub/c; read as (H, W, 3) in [0, 1]
+    w = model[1].weight.detach().numpy().reshape(2, 8, 8, 3)
+    np.testing.assert_allclose(res.attributions[:], w[res.table["prediction"]] * x, rtol=1e-5, atol=1e-7)
+    Image.fromarray(pixels[0][:4]).save(folder / "d.png")  # 8 wide, 4 high
+    with pytest.raises(XaikitValueError, match=r"different sizes.*d\.png.*8x4.*transform="):
+        xk.xai.explain_dataset(
+            model, str(folder / "*.png"), method="vanilla", out=tmp_path / "g.zarr", progress=False
+        )
+
+
+def test_sigkill_resume_is_bit_equal(tmp_path: Path) -> None:
+    """The driver killed with SIGKILL after 2 of 4 shards: a second writer is refused while it
+    runs; the resumed run keeps the 2 committed shards, does the other 2, and matches one
+    uninterrupted run bit for bit."""
+    n, every = 24, 6
+    out = tmp_path / "k.zarr"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
+    log = tmp_path / "driver.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "dataset_models.py"), str(out), str(n), str(every), "1.5"],
+            env=env, stdout=sink, stderr=sink,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(_records(out)) < 2 if (out / "shards").is_dir() else True:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "the subprocess committed no 2 shards in 60 s"
+            time.sleep(0.05)
+        with pytest.raises(StoreLockedError, match=rf"pid {proc.pid}"):
+            xk.xai.explain_dataset(tiny_cnn(), SlowData(n, every, 0.0), method="smoothgrad", out=out,
+                                   batch_size=4, shard_size=every, progress=False, **OPTS)  # fmt: skip
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    before = _records(out)
+    assert 2 <= len(before) < 4 and (out / ".lock").exists()  # a stale lock of a dead pid
+    res = xk.xai.explain_dataset(tiny_cnn(), SlowData(n, every, 0.0), method="smoothgrad", out=out,
+                                 batch_size=4, shard_size=every, progress=False, **OPTS)  # fmt: skip
+    after = _records(out)
+    assert sorted(after) == [0, 1, 2, 3] and res.complete
+    for k, rec in before.items():  # committed shards were not redone
+        assert after[k] == rec and rec["worker"].endswith(f":{proc.pid}")
+    redone = [k for k in after if k not in before]
+    assert all(after[k]["worker"].endswith(f":{os.getpid()}") for k in redone)
+    np.testing.assert_array_equal(res.attributions[:], _reference(tmp_path, n, every))
+    assert not (out / ".lock").exists()
+
+
+def test_corrupted_and_partial_chunks_are_redone(tmp_path: Path) -> None:
+    n, every = 16, 4
+    ref = _reference(tmp_path, n, every)
+    out = tmp_path / "ref.zarr"
+    before = _records(out)
+    chunk1 = out / "attributions" / "c" / "1" / "0" / "0" / "0"
+    data = bytearray(chunk1.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in shard 1's compressed maps
+    chunk1.write_bytes(bytes(data))
+    chunk2 = out / "attributions" / "c" / "2" / "0" / "0" / "0"
+    chunk2.write_bytes(chunk2.read_bytes()[:10])  # shard 2: a partial chunk file
+    (out / "score" / "c" / "3").unlink()  # shard 3: its scores missing
+    res = xk.xai.explain_dataset(tiny_cnn(), SlowData(n, every, 0.0), method="smoothgrad", out=out,
+                                 batch_size=4, shard_size=every, progress=False, **OPTS)  # fmt: skip
+    after = _records(out)
+    assert after[0] == before[0]
+    assert all(after[k]["committed"] > before[k]["committed"] for k in (1, 2, 3))
+    np.testing.assert_array_equal(res.attributions[:], ref)
+
+
+def test_other_settings_refused(tmp_path: Path) -> None:
+    x = images(8)
+    out = tmp_path / "s.zarr"
+    kw = {"out": out, "batch_size": 4, "progress": False}
+    xk.xai.explain_dataset(tiny_cnn(), x, method="smoothgrad", nsamples=2, **kw)
+    other = tiny_cnn()
+    with torch.no_grad():
+        other[0].bias[0] += 1e-3
+    cases = [
+        ({"method": "vanilla"}, x, tiny_cnn(), 'method: stored "smoothgrad", now "vanilla"'),
+        ({"method": "smoothgrad", "nsamples": 3}, x, tiny_cnn(), "options: stored"),
+        ({"method": "smoothgrad", "nsamples": 2}, x, other, "fingerprint: stored"),
+        ({"method": "smoothgrad", "nsamples": 2}, x[:6], tiny_cnn(), "length: stored 8, now 6"),
+        ({"method": "smoothgrad", "nsamples": 2, "seed": 1}, x, tiny_cnn(), "seed: stored 0, now 1"),
+    ]
+    for opts, data, model, message in cases:
+        with pytest.raises(XaikitValueError, match=message):
+            xk.xai.explain_dataset(model, data, **kw, **opts)
+    res = xk.xai.explain_dataset(tiny_cnn(), x[:6], method="vanilla", resume=False, **kw)  # starts over
+    assert res.manifest["length"] == 6 and res.attributions.shape == (6, 3, 8, 8) and res.complete
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(XaikitValueError, match="not an explain_dataset store"):
+        xk.xai.explain_dataset(tiny_cnn(), x, out=tmp_path / "other", progress=False)
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+def test_stale_lock_taken_over_live_lock_refused(tmp_path: Path) -> None:
+    import socket
+
+    out = tmp_path / "l.zarr"
+    out.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (out / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
+    res = xk.xai.explain_dataset(tiny_cnn(), images(4), method="vanilla", out=out, progress=False)
+    assert res.complete and not (out / ".lock").exists()
+    (out / ".lock").write_text(json.dumps({"pid": os.getppid(), "host": socket.gethostname()}))
+    with pytest.raises(StoreLockedError, match=f"pid {os.getppid()}"):
+        xk.xai.explain_dataset(tiny_cnn(), images(4), method="vanilla", out=out, progress=False)
+
+
+def test_torchscript_file_and_factories(tmp_path: Path) -> None:
+    x = images(5)
+    ref = xk.xai.explain_dataset(tiny_cnn(), x, method="vanilla", out=tmp_path / "r.zarr", progress=False)
+    path = tmp_path / "net.pt"
+    with warnings.catch_warnings():  # torch 2.9+ calls TorchScript deprecated; users still have such files
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.trace(tiny_cnn(), torch.zeros(1, 3, 8, 8)).save(str(path))
+    kw = {"method": "vanilla", "progress": False}
+    for i, spec in enumerate([str(path), tiny_cnn, "dataset_models:tiny_cnn"]):
+        res = xk.xai.explain_dataset(spec, x, out=tmp_path / f"{i}.zarr", **kw)
+        np.testing.assert_array_equal(res.attributions[:], ref.attributions[:])
+    assert xk.xai.DatasetExplanation.open(tmp_path / "0.zarr").manifest["fingerprint"].startswith("sha256:")
+    assert (
+        xk.xai.DatasetExplanation.open(tmp_path / "1.zarr").manifest["fingerprint"]
+        == ref.manifest["fingerprint"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"data": [np.zeros((3, 8, 8))]}, XaikitTypeError, "data: a list is not a dataset"),
+        ({"data": {"x": 1}}, XaikitTypeError, "data must be a numpy array"),
+        ({"data": np.zeros((0, 3, 8, 8))}, XaikitValueError, "non-empty batch"),
+        ({"engine": "dask"}, XaikitValueError, "engine must be one of"),
+        ({"method": "nope"}, XaikitValueError, "method must be one of"),
+        ({"target": "truth"}, XaikitValueError, "target must be None"),
+        ({"out": "s3://bucket/x.zarr"}, XaikitValueError, "out must be a folder"),
+        ({"max_batch": "auto"}, XaikitValueError, "max_batch='auto'"),
+        ({"batch_size": 0}, XaikitValueError, "batch_size"),
+        ({"seed": None}, XaikitTypeError, "seed"),
+        ({"model_or_factory": "nets.py"}, XaikitValueError, "model_or_factory: a str"),
+        ({"model_or_factory": "missing_mod:f"}, XaikitValueError, "cannot import 'missing_mod:f'"),
+        ({"model_or_factory": lambda: 3}, XaikitTypeError, "must return a torch or Keras model"),
+        ({"model_or_factory": 3}, XaikitTypeError, "model_or_factory must be"),
+        ({"data": "/no/such/dir"}, XaikitValueError, "no such folder"),
+        ({"target": "label"}, XaikitValueError, "needs labels"),
+    ],
+)
+def test_bad_inputs(tmp_path: Path, kwargs: dict, error: type, message: str) -> None:
+    call = {
+        "model_or_factory": tiny_cnn(),
+        "data": images(2),
+        "method": "vanilla",
+        "out": tmp_path / "b.zarr",
+    }
+    call.update(kwargs)
+    with pytest.raises(error, match=message):
+        xk.xai.explain_dataset(**call, progress=False)
+    with pytest.raises(XaikitValueError, match="not an explain_dataset store"):
+        xk.xai.DatasetExplanation.open(tmp_path / "nothing")
+
+
+def test_progress_lines_when_not_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    xk.xai.explain_dataset(tiny_cnn(), images(6), method="vanilla", out=tmp_path / "p.zarr", batch_size=2)
+    err = capsys.readouterr().err
+    assert "explain_dataset: 6/6 rows (100%)" in err and "rows/s" in err

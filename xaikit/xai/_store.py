@@ -1,0 +1,337 @@
+"""The results store of ``explain_dataset``: a Zarr v3 group on a (shared) file system.
+
+Layout of ``<out>/``::
+
+    zarr.json          the root group; its attributes hold a copy of the manifest
+    manifest.json      format version, model fingerprint, method, options, length, shard size, ...
+    attributions/      (N, *map shape) float32, one chunk per shard along axis 0
+    index/ label/ prediction/ score/ delta/ file/    (N,) columns, one chunk per shard
+    shards/<k>.json    the completion record of shard k (written last, atomically)
+    .lock              the pid and host of the run that writes the store
+
+A shard is committed by one atomic write (temp file + ``os.replace``) of its completion record
+after all of its data: a crash leaves a shard either committed or not. The record holds a
+SHA-256 of the shard's stored values; on resume a committed shard is read back and its checksum
+verified, so a partial or corrupted chunk is found and the shard redone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xaikit.errors import XaikitError, XaikitValueError
+from xaikit.files import write_json
+
+#: version of the store layout; a store of another version is refused
+FORMAT = 1
+#: the manifest keys whose values must match for a run to resume a store
+SETTINGS = (
+    "format",
+    "fingerprint",
+    "method",
+    "options",
+    "length",
+    "shard_size",
+    "batch_size",
+    "seed",
+    "target",
+)
+#: per-sample columns: name -> (dtype, fill value)
+COLUMNS: dict[str, tuple[Any, Any]] = {
+    "index": ("int64", -1),
+    "label": ("int64", -1),
+    "prediction": ("int64", -1),
+    "score": ("float32", float("nan")),
+    "delta": ("float32", float("nan")),
+}
+
+
+class StoreLockedError(XaikitError):
+    """Another run is writing the store."""
+
+
+@dataclass
+class ShardResult:
+    """What one shard gives: the per-sample values of samples ``start`` .. ``stop - 1``."""
+
+    shard: int
+    start: int
+    stop: int
+    attributions: np.ndarray
+    label: np.ndarray
+    prediction: np.ndarray
+    score: np.ndarray
+    delta: np.ndarray
+    files: list[str] | None
+    seconds: float = 0.0
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {
+            "index": np.arange(self.start, self.stop, dtype=np.int64),
+            "label": self.label.astype(np.int64),
+            "prediction": self.prediction.astype(np.int64),
+            "score": self.score.astype(np.float32),
+            "delta": self.delta.astype(np.float32),
+        }
+
+
+def checksum(attributions: np.ndarray, columns: Mapping[str, np.ndarray], files: list[str]) -> str:
+    """SHA-256 of a shard's values as stored (float32 maps, the columns in ``COLUMNS`` order, the
+    file names joined by newlines)."""
+    digest = hashlib.sha256()
+    digest.update(np.ascontiguousarray(attributions, dtype=np.float32).tobytes())
+    for name, (dtype, _) in COLUMNS.items():
+        digest.update(np.ascontiguousarray(columns[name], dtype=dtype).tobytes())
+    digest.update("\n".join(files).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON value standing for ``value`` in the manifest: arrays by shape, dtype and SHA-256,
+    tuples as lists, other objects by their type and repr."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        array = np.ascontiguousarray(np.asarray(value))
+        return {
+            "array": list(array.shape),
+            "dtype": array.dtype.str,
+            "sha256": hashlib.sha256(array.tobytes()).hexdigest(),
+        }
+    return {"object": f"{type(value).__module__}.{type(value).__qualname__}", "repr": repr(value)[:200]}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Store:
+    """A results store at ``path`` (see the module)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    # ---- paths and the manifest ----------------------------------------------------------------
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.json"
+
+    def exists(self) -> bool:
+        return self.manifest_path.is_file()
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.manifest_path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise XaikitValueError(
+                f"{str(self.path)!r} is not an explain_dataset store (no manifest.json)"
+            ) from None
+
+    def record_path(self, shard: int) -> Path:
+        return self.path / "shards" / f"{shard}.json"
+
+    def group(self, writable: bool = True) -> Any:
+        import zarr
+
+        return zarr.open_group(str(self.path), mode="r+" if writable else "r")
+
+    # ---- the lock ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold ``<out>/.lock`` for the block: a second writer is refused; a lock left by a dead
+        process of this host is taken over."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock = self.path / ".lock"
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        for _ in range(3):
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                try:
+                    held = json.loads(lock.read_text(encoding="utf-8") or "{}")
+                except (OSError, ValueError):
+                    held = {}
+                pid, host = held.get("pid"), held.get("host")
+                if host == me["host"] and isinstance(pid, int) and not _pid_alive(pid):
+                    stale = lock.with_name(f".lock.stale-{os.getpid()}")
+                    with contextlib.suppress(FileNotFoundError):
+                        os.replace(lock, stale)
+                        stale.unlink()
+                    continue
+                if not held:  # being written this instant by its owner
+                    time.sleep(0.05)
+                    continue
+                raise StoreLockedError(
+                    f"out: the store {str(self.path)!r} is being written by another run (pid {pid} on "
+                    f"host {host!r}, lock file {str(lock)!r}); wait for it, or delete the lock file if "
+                    "that run is gone"
+                ) from None
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(me))
+            break
+        else:
+            raise StoreLockedError(f"out: could not take the lock {str(lock)!r} of the store")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+
+    # ---- creating / opening --------------------------------------------------------------------
+    def prepare(self, manifest: dict[str, Any], resume: bool) -> None:
+        """Create the store for ``manifest``, or check that the existing one has the same
+        settings (``resume``) or clear it (not ``resume``). Call it holding the lock."""
+        if self.exists():
+            old = self.manifest()
+            if not resume:
+                self._clear()
+            else:
+                differ = [k for k in SETTINGS if old.get(k) != manifest.get(k)]
+                if differ:
+                    lines = "; ".join(
+                        f"{k}: stored {json.dumps(old.get(k))[:120]}, now {json.dumps(manifest.get(k))[:120]}"
+                        for k in differ
+                    )
+                    raise XaikitValueError(
+                        f"out: the store {str(self.path)!r} was written with other settings ({lines}); "
+                        "pass another out=, or resume=False to overwrite it"
+                    )
+                return
+        elif self.path.is_dir() and any(p.name != ".lock" for p in self.path.iterdir()):
+            raise XaikitValueError(
+                f"out: {str(self.path)!r} exists and is not an explain_dataset store (no manifest.json); "
+                "pass a new or empty folder"
+            )
+        import zarr
+
+        n, size = int(manifest["length"]), int(manifest["shard_size"])
+        root = zarr.open_group(str(self.path), mode="a")  # "w" would delete the lock
+        for name, (dtype, fill) in COLUMNS.items():
+            root.create_array(name, shape=(n,), chunks=(size,), dtype=dtype, fill_value=fill)
+        root.create_array("file", shape=(n,), chunks=(size,), dtype=str)
+        root.attrs["xaikit_manifest"] = manifest
+        (self.path / "shards").mkdir(exist_ok=True)
+        write_json(self.manifest_path, manifest)
+
+    def _clear(self) -> None:
+        for child in self.path.iterdir():
+            if child.name == ".lock":
+                continue
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+
+    def ensure_attributions(self, map_shape: tuple[int, ...]) -> None:
+        """Create the ``attributions`` array on the first shard's map shape (and record the shape
+        in the manifest), or check the shape against the one there."""
+        manifest = self.manifest()
+        known = manifest.get("map_shape")
+        if known is not None:
+            if tuple(known) != tuple(map_shape):
+                raise XaikitValueError(
+                    f"the method gave maps of shape {tuple(map_shape)} for this shard but {tuple(known)} "
+                    "for the earlier ones; every sample of a dataset must have one shape"
+                )
+            return
+        root = self.group()
+        n, size = int(manifest["length"]), int(manifest["shard_size"])
+        root.create_array(
+            "attributions",
+            shape=(n, *map_shape),
+            chunks=(size, *map_shape),
+            dtype="float32",
+            fill_value=float("nan"),
+            overwrite=True,
+        )
+        manifest["map_shape"] = [int(d) for d in map_shape]
+        root.attrs["xaikit_manifest"] = manifest
+        write_json(self.manifest_path, manifest)
+
+    # ---- shards --------------------------------------------------------------------------------
+    def write_shard(self, result: ShardResult, worker: str = "local") -> dict[str, Any]:
+        """Write a shard's values, then commit it (its completion record); returns the record."""
+        root = self.group()
+        cols = result.columns()
+        files = result.files if result.files is not None else [""] * (result.stop - result.start)
+        sl = slice(result.start, result.stop)
+        root["attributions"][sl] = result.attributions.astype(np.float32, copy=False)
+        for name in COLUMNS:
+            root[name][sl] = cols[name]
+        root["file"][sl] = np.array(files, dtype=object)
+        record = {
+            "shard": result.shard,
+            "start": result.start,
+            "stop": result.stop,
+            "sha256": checksum(result.attributions, cols, files),
+            "seconds": round(result.seconds, 4),
+            "worker": worker,
+            "host": socket.gethostname(),
+            "committed": time.time(),
+        }
+        write_json(self.record_path(result.shard), record)
+        return record
+
+    def records(self) -> dict[int, dict[str, Any]]:
+        """The completion records found (unverified), by shard."""
+        out: dict[int, dict[str, Any]] = {}
+        folder = self.path / "shards"
+        if not folder.is_dir():
+            return out
+        for p in folder.glob("*.json"):
+            try:
+                rec = json.loads(p.read_text(encoding="utf-8"))
+                out[int(rec["shard"])] = rec
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # an unreadable record is no commit
+        return out
+
+    def verify(self, record: Mapping[str, Any]) -> bool:
+        """Whether the stored values of a committed shard still have its checksum."""
+        try:
+            root = self.group(writable=False)
+            sl = slice(int(record["start"]), int(record["stop"]))
+            attributions = root["attributions"][sl]
+            cols = {name: root[name][sl] for name in COLUMNS}
+            files = [str(f) for f in root["file"][sl]]
+        except Exception:  # a chunk that does not decode: not committed
+            return False
+        return bool(checksum(attributions, cols, files) == record.get("sha256"))
+
+    def committed(self, n_shards: int, shard_range: Any) -> set[int]:
+        """The shards whose records exist, match their ranges and verify; a record that fails is
+        removed (its shard is redone)."""
+        done = set()
+        shaped = self.manifest().get("map_shape") is not None
+        for k, rec in self.records().items():
+            ok = 0 <= k < n_shards and (int(rec.get("start", -1)), int(rec.get("stop", -1))) == shard_range(k)
+            if ok and shaped and self.verify(rec):
+                done.add(k)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    self.record_path(k).unlink()
+        return done
