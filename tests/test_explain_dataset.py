@@ -297,3 +297,18 @@ def test_progress_lines_when_not_a_terminal(tmp_path: Path, capsys: pytest.Captu
     xk.xai.explain_dataset(tiny_cnn(), images(6), method="vanilla", out=tmp_path / "p.zarr", batch_size=2)
     err = capsys.readouterr().err
     assert "explain_dataset: 6/6 rows (100%)" in err and "rows/s" in err
+
+
+def test_tf_data(tmp_path: Path) -> None:
+    tf = pytest.importorskip("tensorflow")
+    x, y = images(6), np.arange(6) % 5
+    kw = {"method": "vanilla", "batch_size": 4, "progress": False}
+    ref = xk.xai.explain_dataset(tiny_cnn(), x, out=tmp_path / "np.zarr", labels=y, **kw)
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    res = xk.xai.explain_dataset(tiny_cnn(), ds, out=tmp_path / "tf.zarr", **kw)
+    np.testing.assert_array_equal(res.attributions[:], ref.attributions[:])
+    np.testing.assert_array_equal(res.table["label"], y)
+    with pytest.raises(XaikitValueError, match=r"gives batches.*unbatch\(\)"):
+        xk.xai.explain_dataset(tiny_cnn(), ds.batch(2), out=tmp_path / "b.zarr", **kw)
+    with pytest.raises(XaikitValueError, match="infinite cardinality"):
+        xk.xai.explain_dataset(tiny_cnn(), ds.repeat(), out=tmp_path / "r.zarr", **kw)
