@@ -25,6 +25,7 @@ __all__ = [
     "fingerprint_of_file",
     "load_model_file",
     "model_file_kind",
+    "to_accelerator",
     "weights_fingerprint",
 ]
 
@@ -113,3 +114,15 @@ def weights_fingerprint(model: Any, framework: str | None = None) -> str:
         digest.update(f"{array.dtype.str}{array.shape}".encode())
         digest.update(array.tobytes())
     return f"sha256:{digest.hexdigest()}"
+
+
+def to_accelerator(model: Any) -> Any:
+    """The model on the process's GPU when it has one: a torch module is moved to ``cuda``
+    (Keras places its work on a visible GPU by itself); returned unchanged otherwise."""
+    from xaikit.backend.registry import framework_of
+
+    if framework_of(model) != "torch":
+        return model
+    import torch
+
+    return model.to("cuda") if torch.cuda.is_available() else model

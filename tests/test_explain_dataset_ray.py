@@ -1,0 +1,115 @@
+"""explain_dataset(engine="ray"): 2 local CPU workers give engine="local"'s bits; a worker
+killed mid-run is replaced and every shard is committed once; a factory that builds other
+weights in a worker is refused. One Ray session is shared by the module (start-up is slow)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+ray = pytest.importorskip("ray")
+
+import xaikit as xk  # noqa: E402
+from xaikit.errors import XaikitValueError  # noqa: E402
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from dataset_models import SlowData, tiny_cnn  # noqa: E402
+
+pytestmark = pytest.mark.ray
+KW: dict[str, Any] = {"method": "smoothgrad", "batch_size": 4, "nsamples": 3, "progress": False}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    # workers import the tests' helper module by name (dataset_models:tiny_cnn, SlowData)
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), str(HERE), *([saved] if saved else [])])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def _local(tmp_path: Path, n: int, every: int) -> np.ndarray:
+    res = xk.xai.explain_dataset(
+        tiny_cnn(), SlowData(n, every, 0.0), out=tmp_path / "local.zarr", shard_size=every, **KW
+    )
+    return np.asarray(res.attributions[:])
+
+
+def test_two_workers_equal_local(cluster: Any, tmp_path: Path) -> None:
+    n, every = 20, 4
+    res = xk.xai.explain_dataset(
+        "dataset_models:tiny_cnn", SlowData(n, every, 0.0), out=tmp_path / "ray.zarr", shard_size=every,
+        engine="ray", workers=2, **KW,
+    )  # fmt: skip
+    records = res.store.records()
+    assert sorted(records) == [0, 1, 2, 3, 4] and res.complete
+    assert all(
+        r["worker"].startswith("ray:") and not r["worker"].endswith(f":{os.getpid()}")
+        for r in records.values()
+    )
+    np.testing.assert_array_equal(res.attributions[:], _local(tmp_path, n, every))
+    assert (res.table["label"].to_numpy() == np.arange(n) % 5).all()
+
+
+def test_killed_worker_is_replaced(cluster: Any, tmp_path: Path) -> None:
+    n, every = 24, 4
+    out = tmp_path / "kill.zarr"
+    box: dict[str, Any] = {}
+
+    def drive() -> None:
+        try:
+            box["res"] = xk.xai.explain_dataset(
+                tiny_cnn(), SlowData(n, every, 0.8), out=out, shard_size=every, engine="ray", workers=2, **KW
+            )
+        except BaseException as exc:  # handed to the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    store = xk.xai.DatasetExplanation(out).store
+    deadline = time.monotonic() + 90
+    while not (out / "shards").is_dir() or len(store.records()) < 2:
+        assert thread.is_alive(), box.get("error")
+        assert time.monotonic() < deadline, "no 2 shards committed by the Ray workers in 90 s"
+        time.sleep(0.05)
+    before = store.records()
+    victim = int(next(iter(before.values()))["worker"].rsplit(":", 1)[1])
+    os.kill(victim, signal.SIGKILL)
+    thread.join(120)
+    assert not thread.is_alive() and "error" not in box, box.get("error")
+    after = box["res"].store.records()
+    assert sorted(after) == list(range(6))
+    for k, rec in before.items():  # shards committed before the kill were not redone
+        assert after[k] == rec
+    assert any(r["worker"].endswith(f":{victim}") for r in after.values())
+    assert {r["worker"] for r in after.values()} - {r["worker"] for r in before.values()}  # a new worker
+    np.testing.assert_array_equal(box["res"].attributions[:], _local(tmp_path, n, every))
+
+
+def test_factory_with_other_weights_refused(cluster: Any, tmp_path: Path) -> None:
+    with pytest.raises(XaikitValueError, match="a Ray worker built a model with other weights"):
+        xk.xai.explain_dataset(
+            "dataset_models:unseeded_cnn",
+            SlowData(8, 4, 0.0),
+            out=tmp_path / "u.zarr",
+            engine="ray",
+            workers=1,
+            **KW,
+        )
