@@ -1,5 +1,5 @@
-"""The ``xaikit`` command line (``xaikit demo ...``, ``xaikit report RUN``, ``xaikit --version``; also
-``python -m xaikit``).
+"""The ``xaikit`` command line (``xaikit demo ...``, ``xaikit report RUN``, ``xaikit explain --model M
+--data D --out DIR``, ``xaikit --version``; also ``python -m xaikit``).
 
 No deep-learning framework is imported here: every option is checked first, and the demo loads
 the chosen framework only when it runs. A bad option gives one line on stderr,
@@ -15,7 +15,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = ["main"]
 
@@ -119,7 +119,132 @@ def _parser() -> _Parser:
     )
     rep.add_argument("run", metavar="RUN", help="the run folder (e.g. runs/demo)")
     rep.add_argument("--out", default=None, help="the HTML file (default: RUN/report.html)")
+    exp = sub.add_parser(
+        "explain",
+        help="explain every sample of a dataset into a resumable Zarr store (plus PNG grids)",
+        description=(
+            "Explain every sample of --data with --model into the Zarr store --out (resumable: a run "
+            "that stops keeps its committed shards), then paint grids of the first, the most and the "
+            "least confident samples into --out/grids. See docs/dataset.md."
+        ),
+    )
+    exp.add_argument(
+        "--model",
+        required=True,
+        help="a Keras file (.keras), a TorchScript file (.pt, .pth, .ts) or package.module:factory",
+    )
+    exp.add_argument(
+        "--data",
+        required=True,
+        help="a folder or glob of PNG/JPEG images, a .npy array, or a .npz with x (and y)",
+    )
+    exp.add_argument("--method", default="smint", help="any method of xk.xai.explain (default: %(default)s)")
+    exp.add_argument("--out", required=True, help="the store folder, e.g. runs/audit.zarr")
+    exp.add_argument("--workers", type=positive, default=None, help="Ray workers (implies the Ray engine)")
+    exp.add_argument("--ray-address", default=None, help="join this Ray cluster ('auto' or ray://host:port)")
+    exp.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the shards an earlier run committed (default: %(default)s)",
+    )
+    exp.add_argument("--batch-size", type=positive, default=64)
+    exp.add_argument(
+        "--shard-size", type=positive, default=None, help="samples per shard (default: 4 batches)"
+    )
+    exp.add_argument("--seed", type=natural, default=0)
+    exp.add_argument("--target", choices=["predicted", "label"], default="predicted")
+    exp.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a method option, e.g. -o nsamples=8 (a JSON value, else a string); repeatable",
+    )
+    exp.add_argument("--grid-size", type=natural, default=8, help="samples per PNG grid (0: no grids)")
     return parser
+
+
+def _method_options(items: Sequence[str]) -> dict[str, Any]:
+    import json
+
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.isidentifier():
+            _fail("xaikit explain", f"argument --option: expected KEY=VALUE; got {item!r}")
+        try:
+            options[key] = json.loads(text)
+        except ValueError:
+            options[key] = text
+    return options
+
+
+def _explain_data(spec: str) -> object:
+    import numpy as np
+
+    lower = spec.lower()
+    if lower.endswith(".npy"):
+        if not os.path.isfile(spec):
+            _fail("xaikit explain", f"argument --data: expected an existing .npy file; got {spec!r}")
+        return np.load(spec, mmap_mode="r")
+    if lower.endswith(".npz"):
+        if not os.path.isfile(spec):
+            _fail("xaikit explain", f"argument --data: expected an existing .npz file; got {spec!r}")
+        from xaikit.dataset import NumpyDataset
+
+        with np.load(spec) as npz:
+            return NumpyDataset({k: npz[k] for k in npz.files})
+    return spec
+
+
+def _explain(args: argparse.Namespace) -> int:
+    options = _method_options(args.option)
+    data = _explain_data(args.data)
+    engine = "ray" if args.workers is not None or args.ray_address is not None else "local"
+    print(f"xaikit explain: {args.method} of {args.data} with {args.model} ({engine} engine) -> {args.out}")
+    from xaikit.errors import XaikitError
+
+    try:
+        with _native_notices_filtered():
+            import xaikit as xk
+            from xaikit.xai._grids import save_grids
+            from xaikit.xai._sources import as_source
+
+        source = as_source(data)
+        result = xk.xai.explain_dataset(
+            args.model,
+            source,
+            method=args.method,
+            out=args.out,
+            batch_size=args.batch_size,
+            engine=engine,
+            workers=args.workers,
+            resume=args.resume,
+            seed=args.seed,
+            shard_size=args.shard_size,
+            target="label" if args.target == "label" else None,
+            address=args.ray_address,
+            **options,
+        )
+        grids = (
+            save_grids(result, source, os.path.join(args.out, "grids"), args.grid_size)
+            if args.grid_size
+            else []
+        )
+    except (XaikitError, OSError) as err:
+        print(f"xaikit: error: {err}", file=sys.stderr)
+        return 2
+    table = result.table
+    print(
+        f"xaikit explain: {len(table)} samples in {len(result.committed)} shard"
+        f"{'' if len(result.committed) == 1 else 's'}; attributions "
+        f"{tuple(result.attributions.shape)} in {os.path.join(args.out, 'attributions')}"
+    )
+    for path in grids:
+        print(f"  {path}")
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -149,6 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "report":
         return _report(args)
+    if args.command == "explain":
+        return _explain(args)
     if args.command == "demo":
         from xaikit.demo import OUT_EXPECTED, out_dir_problem, run_demo, start_framework
         from xaikit.errors import XaikitError

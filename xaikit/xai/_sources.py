@@ -54,7 +54,7 @@ def _float32(x: Any, what: str) -> np.ndarray:
     array = np.asarray(x)
     if array.dtype.kind not in "fiub":
         raise XaikitTypeError(f"data: {what} must hold numbers; got {describe(array)}")
-    return np.ascontiguousarray(array, dtype=np.float32)
+    return np.array(array, dtype=np.float32, order="C")  # a copy: writable even from a read-only memmap
 
 
 def _labels(values: Any, what: str) -> np.ndarray | None:
