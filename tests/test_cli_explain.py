@@ -85,6 +85,7 @@ def test_explain_folder_and_npy(tmp_path: Path, capsys: pytest.CaptureFixture[st
         (["--data", "/nowhere", "-o", "nsamples"], "argument --option: expected KEY=VALUE"),
         (["--data", "/nowhere"], "no such folder"),
         (["--data", "/nowhere", "--workers", "0"], "argument --workers: expected an int >= 1"),
+        (["--data", "/nowhere", "-o", "seed=3"], "seed is an option of its own here (--seed)"),
     ],
 )
 def test_explain_bad_options(

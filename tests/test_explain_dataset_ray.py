@@ -113,3 +113,22 @@ def test_factory_with_other_weights_refused(cluster: Any, tmp_path: Path) -> Non
             workers=1,
             **KW,
         )
+
+
+def test_relative_paths_reach_the_workers(
+    cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative image folder and a relative out: Ray workers run in another working directory."""
+    from PIL import Image
+
+    monkeypatch.chdir(tmp_path)
+    Path("imgs").mkdir()
+    pixels = np.random.default_rng(0).integers(0, 256, (3, 8, 8, 3), dtype=np.uint8)
+    for i, p in enumerate(pixels):
+        Image.fromarray(p).save(f"imgs/{i}.png")
+    kw = {"method": "vanilla", "progress": False}
+    res = xk.xai.explain_dataset(tiny_cnn(), "imgs", out="r.zarr", engine="ray", workers=1, **kw)
+    ref = xk.xai.explain_dataset(tiny_cnn(), "imgs/*.png", out="l.zarr", **kw)
+    np.testing.assert_array_equal(res.attributions[:], ref.attributions[:])
+    assert list(res.table["file"]) == ["0.png", "1.png", "2.png"]
+    assert list(ref.table["file"]) == ["imgs/0.png", "imgs/1.png", "imgs/2.png"]

@@ -166,6 +166,12 @@ def _parser() -> _Parser:
     return parser
 
 
+#: explain_dataset's own arguments: never method options
+_OWN_KEYS = frozenset(
+    ("method", "out", "batch_size", "engine", "workers", "resume", "seed", "shard_size", "target", "address")
+)
+
+
 def _method_options(items: Sequence[str]) -> dict[str, Any]:
     import json
 
@@ -174,6 +180,12 @@ def _method_options(items: Sequence[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key.isidentifier():
             _fail("xaikit explain", f"argument --option: expected KEY=VALUE; got {item!r}")
+        if key in _OWN_KEYS:
+            flag = "--" + key.replace("_", "-")
+            _fail(
+                "xaikit explain",
+                f"argument --option: {key} is an option of its own here ({flag}); got {item!r}",
+            )
         try:
             options[key] = json.loads(text)
         except ValueError:

@@ -227,7 +227,10 @@ class ImageFilesSource(Source):
     kind = "image files"
 
     def __init__(self, files: list[str], transform: Callable[[str], Any] | None, root: str) -> None:
-        self.files = files
+        # names as stored: relative to the folder, or as the glob matched them; paths as read:
+        # absolute, so that a worker with another working directory (Ray) finds them
+        self.names = [os.path.relpath(p, root) if root else p for p in files]
+        self.files = [os.path.abspath(p) for p in files]
         self.transform = transform
         self.root = root
         self.size: tuple[int, int] | None = None
@@ -254,10 +257,9 @@ class ImageFilesSource(Source):
         return _read_image(path)
 
     def get(self, start: int, stop: int) -> Rows:
-        names = self.files[start:stop]
-        samples = [self._one(p) for p in names]
+        samples = [self._one(p) for p in self.files[start:stop]]
         rows = _stack(samples, [None] * len(samples), self.kind)
-        rows.files = [os.path.relpath(p, self.root) if self.root else p for p in names]
+        rows.files = self.names[start:stop]
         return rows
 
 

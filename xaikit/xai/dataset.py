@@ -504,7 +504,7 @@ def explain_dataset(
     model = spec.build()
     settings = Settings(name, opts, n, batch_size, shard_size, seed, target, framework)
     settings.fingerprint = spec.fingerprint(model)
-    store = Store(out)
+    store = Store(os.path.abspath(out))  # absolute: Ray workers run in other working directories
     with store.lock():
         store.prepare(settings.manifest(spec), resume)
         done = store.committed(settings.n_shards, settings.shard_range)
