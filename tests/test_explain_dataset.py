@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 import xaikit as xk  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
 from xaikit.xai._engine import stream_seed  # noqa: E402
-from xaikit.xai._store import StoreLockedError  # noqa: E402
+from xaikit.xai import StoreLockedError  # noqa: E402
 from xaikit.xai.names import ALL_METHODS  # noqa: E402
 
 HERE = Path(__file__).parent

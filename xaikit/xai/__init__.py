@@ -11,8 +11,16 @@ Example:
     (2, 4)
 """
 
-from xaikit.xai.dataset import DatasetExplanation, ModelSpec, explain_dataset
+from xaikit.xai.dataset import DatasetExplanation, ModelSpec, StoreLockedError, explain_dataset
 from xaikit.xai.methods import METHODS
 from xaikit.xai.saliency import SaliencyNet, explain
 
-__all__ = ["METHODS", "DatasetExplanation", "ModelSpec", "SaliencyNet", "explain", "explain_dataset"]
+__all__ = [
+    "METHODS",
+    "DatasetExplanation",
+    "ModelSpec",
+    "SaliencyNet",
+    "StoreLockedError",
+    "explain",
+    "explain_dataset",
+]

@@ -59,7 +59,8 @@ COLUMNS: dict[str, tuple[Any, Any]] = {
 
 
 class StoreLockedError(XaikitError):
-    """Another run is writing the store."""
+    """Another run is writing the store (``xk.xai.StoreLockedError``): the message names its pid,
+    host and lock file."""
 
 
 @dataclass

@@ -41,11 +41,11 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine import stream_seed
 from xaikit.xai._sources import Source, as_source
-from xaikit.xai._store import FORMAT, ShardResult, Store, jsonable
+from xaikit.xai._store import FORMAT, ShardResult, Store, StoreLockedError, jsonable
 from xaikit.xai.methods import COMPLETE_METHODS, logits, predictions_of, prepare
 from xaikit.xai.names import canonical, family
 
-__all__ = ["DatasetExplanation", "ModelSpec", "explain_dataset"]
+__all__ = ["DatasetExplanation", "ModelSpec", "StoreLockedError", "explain_dataset"]
 
 #: methods whose results come with a completeness delta (NaN for the others)
 DELTA_METHODS = (*COMPLETE_METHODS, "guided_ig")
