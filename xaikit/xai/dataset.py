@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,7 @@ DELTA_METHODS = (*COMPLETE_METHODS, "guided_ig")
 #: rows per fused chunk unless given: a fixed size, so that every process gives the same bits
 #: (``max_batch="auto"`` times chunk sizes per process and may choose differently)
 DEFAULT_MAX_BATCH = 128
-#: options of explain that are not the method's but are kept in the manifest all the same
+#: the engines of explain_dataset
 ENGINES = ("local", "ray")
 
 
@@ -149,7 +149,6 @@ class Settings:
     target: str | None
     framework: str | None
     fingerprint: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_shards(self) -> int:
