@@ -45,8 +45,8 @@ __all__ = [
     "max_sensitivity",
 ]
 
-#: host memory (bytes) a group of perturbed copies may take (their inputs, maps and the
-#: differences, about 24 bytes per element): ``n_samples x B`` rows are explained in one call
+#: host memory (bytes) a group of perturbed copies may take (their inputs and maps here and in
+#: the engine, about 24 bytes per element): ``n_samples x B`` rows are explained in one call
 #: when they fit, else in groups of whole noise samples
 GROUP_BYTES = 512 << 20
 
@@ -378,6 +378,12 @@ def _from_perturbed(
     return _reduce("max" if kind == "lipschitz" else kind, ratios)
 
 
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, NaN where den is 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
 def _normalised(maps: np.ndarray) -> np.ndarray:
     """Each row divided by its largest magnitude (a row of zeros unchanged)."""
     top = np.abs(maps).max(axis=1, keepdims=True)
@@ -434,6 +440,7 @@ def _robustness(
 
     clean = maps_of(x, targets, seed).astype(np.float64)
     x_flat = np.asarray(host(x, "x"), dtype=np.float64).reshape(batch, -1)
+    clean32 = clean.astype(np.float32)
     denom = np.linalg.norm(clean, axis=1)
     per_sample = int(np.prod(shape))  # elements of the whole batch, one noise sample
     group = max(1, min(n_samples, GROUP_BYTES // max(1, 24 * per_sample)))
@@ -446,15 +453,11 @@ def _robustness(
         rows = xs.astype(np.float32, copy=False).reshape((g * batch, *shape[1:]))
         maps = maps_of(rows, np.tile(targets, g), seed + 1 + j).reshape(g, batch, -1)
         groups.append(g * batch)
-        num = np.sqrt(np.sum(np.square(maps - clean.astype(np.float32)[None], dtype=np.float64), axis=2))
-        if what == "sensitivity":
-            with np.errstate(invalid="ignore", divide="ignore"):
-                r = np.where(denom[None] > 0, num / np.where(denom > 0, denom, 1.0)[None], np.nan)
-        else:
-            step = np.linalg.norm(
-                np.asarray(xs, dtype=np.float64).reshape(g, batch, -1) - x_flat[None], axis=2
-            )
-            with np.errstate(invalid="ignore", divide="ignore"):
-                r = np.where(step > 0, num / np.where(step > 0, step, 1.0), np.nan)
-        ratios[:, k0:k1] = r.T
+        for k in range(g):  # one noise sample at a time: temporaries of one batch only
+            num = np.linalg.norm((maps[k] - clean32).astype(np.float64), axis=1)
+            if what == "sensitivity":
+                ratios[:, k0 + k] = _ratio(num, denom)
+            else:
+                step = np.linalg.norm(np.asarray(xs[k], dtype=np.float64).reshape(batch, -1) - x_flat, axis=1)
+                ratios[:, k0 + k] = _ratio(num, step)
     return ratios, targets, groups, name
