@@ -3,7 +3,7 @@
 Quantus is not a dependency of xaikit: run this script in a separate environment that has
 Quantus and torch, with this repository on the path::
 
-    PYTHONPATH=. /tmp/qvenv/bin/python benchmarks/quantus_robustness.py [--resnet]
+    PYTHONPATH=. /tmp/qvenv/bin/python benchmarks/quantus_robustness.py [--resnet | --resnet-only]
 
 On a seeded torch LeNet and ``shapes`` images (grey, 32 x 32):
 
@@ -235,8 +235,9 @@ def main() -> None:
     print("\n| model | metric | method | noise samples | xaikit CPU s | Quantus CPU s | speed-up (CPU) "
           "| xaikit wall s | Quantus wall s |")  # fmt: skip
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    timings(model, x32, y32, "LeNet 32x32, B=32", [("vanilla", 50, 3), ("smoothgrad", 5, 3)])
-    if "--resnet" in sys.argv:
+    if "--resnet-only" not in sys.argv:
+        timings(model, x32, y32, "LeNet 32x32, B=32", [("vanilla", 50, 3), ("smoothgrad", 5, 3)])
+    if "--resnet" in sys.argv or "--resnet-only" in sys.argv:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
         from real_models import torch_resnet18
 
