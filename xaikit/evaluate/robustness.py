@@ -426,7 +426,7 @@ def _robustness(
     batch = shape[0]
     inp = prepare(bk, model, [x], ["x"])
     with bk.inference(model):
-        pinned, _ = pin_targets(inp, target, output)
+        pinned, _ = pin_targets(inp, target, output, predict=target is None)  # given: no forward pass
     targets = bk.to_numpy(pinned).astype(np.int64)
     del inp
 
