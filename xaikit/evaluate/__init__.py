@@ -2,7 +2,11 @@
 
 * :func:`randomization_test` — the model-parameter randomization test (Adebayo et al., 2018).
 * :func:`deletion`, :func:`insertion` — perturbation curves and their AUC (Petsiuk et al., 2018).
-* :func:`localization` — energy inside and pointing game against ground-truth masks.
+* :func:`localization` — energy inside, pointing game and relevance rank accuracy against
+  ground-truth masks (:func:`relevance_rank_accuracy` alone).
+* :func:`max_sensitivity`, :func:`avg_sensitivity`, :func:`local_lipschitz` — robustness: how
+  much the map moves when the input barely moves (Yeh et al., 2019; Alvarez-Melis & Jaakkola,
+  2018).
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
@@ -13,9 +17,16 @@ Every function leaves the model exactly as it found it.
 from __future__ import annotations
 
 from xaikit.evaluate.completeness import CompletenessResult, completeness
-from xaikit.evaluate.localization import localization
+from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
 from xaikit.evaluate.randomization import RandomizationResult, model_layers, randomization_test
+from xaikit.evaluate.robustness import (
+    LipschitzResult,
+    SensitivityResult,
+    avg_sensitivity,
+    local_lipschitz,
+    max_sensitivity,
+)
 from xaikit.evaluate.saving import save_evaluation
 from xaikit.evaluate.traces import DeletionAUC, SaliencyStability
 
@@ -23,13 +34,19 @@ __all__ = [
     "CompletenessResult",
     "CurveResult",
     "DeletionAUC",
+    "LipschitzResult",
     "RandomizationResult",
     "SaliencyStability",
+    "SensitivityResult",
+    "avg_sensitivity",
     "completeness",
     "deletion",
     "insertion",
+    "local_lipschitz",
     "localization",
+    "max_sensitivity",
     "model_layers",
     "randomization_test",
+    "relevance_rank_accuracy",
     "save_evaluation",
 ]

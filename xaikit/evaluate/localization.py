@@ -4,6 +4,9 @@
   accuracy): the fraction of the map's positive mass that lies inside the mask.
 * *pointing game* (Zhang et al., 2016): whether the map's maximum lies inside the mask (grown
   by ``tolerance`` pixels).
+* *relevance rank accuracy* (Arras et al., "CLEVR-XAI", Information Fusion 2022,
+  https://arxiv.org/abs/2003.07258; Quantus's ``RelevanceRankAccuracy``): with K the mask's
+  pixel count, the fraction of the K highest-ranked pixels that lie inside the mask.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import check_method_options, host, to_spatial
 
-__all__ = ["localization"]
+__all__ = ["localization", "relevance_rank_accuracy"]
 
 
 def _disk(radius: float, ndim: int) -> np.ndarray:
@@ -97,11 +100,12 @@ def localization(
         **method_options: more options of the method (``layer``, ``nsamples``, ``output``, ...).
 
     Returns:
-        ``{"energy": (B,) float, "pointing": (B,) bool}``. ``energy`` is the positive mass inside
-        the mask divided by the total positive mass (NaN for a map without positive mass).
+        ``{"energy": (B,) float, "pointing": (B,) bool, "rank_accuracy": (B,) float}``.
+        ``energy`` is the positive mass inside the mask divided by the total positive mass (NaN for a map without positive mass).
         ``pointing`` is True when the map's maximum lies inside the (grown) mask; when several
         positions share the maximum (e.g. clipped display masks), when at least half of them
-        do; a constant map points nowhere (False).
+        do; a constant map points nowhere (False). ``rank_accuracy`` is
+        :func:`relevance_rank_accuracy`.
 
     Example:
         >>> sal = np.zeros((1, 4, 4)); sal[0, 1, 1] = 3.0; sal[0, 3, 3] = 1.0
@@ -111,6 +115,43 @@ def localization(
         ([0.75], [True])
     """
     tolerance = check_number(tolerance, "tolerance (in pixels)", low=0, kind=XaikitTypeError)
+    smap, masks = _maps_and_masks(saliency, mask, absolute, model, x, target, seed, method_options)
+    batch, spatial = masks.shape[0], tuple(masks.shape[1:])
+    pos = np.maximum(smap, 0.0).reshape(batch, -1)
+    inside = masks.reshape(batch, -1)
+    total = pos.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        energy = np.where(total > 0, (pos * inside).sum(axis=1) / np.where(total > 0, total, 1.0), np.nan)
+    if tolerance > 0:
+        from scipy.ndimage import binary_dilation
+
+        disk = _disk(float(tolerance), len(spatial))
+        grown = np.stack([binary_dilation(m, structure=disk) for m in masks]).reshape(batch, -1)
+    else:
+        grown = inside
+    flat = smap.reshape(batch, -1)
+    top = flat.max(axis=1, keepdims=True)
+    ties = flat == top
+    hit_share = (ties & grown).sum(axis=1) / ties.sum(axis=1)
+    pointing = (hit_share >= 0.5) & (flat.min(axis=1) < top[:, 0])
+    return {
+        "energy": energy.astype(np.float64),
+        "pointing": pointing.astype(bool),
+        "rank_accuracy": _rank_accuracy(smap, masks),
+    }
+
+
+def _maps_and_masks(
+    saliency: Any,
+    mask: Any,
+    absolute: bool,
+    model: Any,
+    x: Any,
+    target: Any,
+    seed: int,
+    method_options: dict[str, Any],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (B, *spatial) maps (computed first for a method name) and the boolean masks."""
     masks = _masks(mask, None)
     if isinstance(saliency, str):
         saliency = _explained(saliency, model, x, target, seed, method_options)
@@ -130,21 +171,71 @@ def localization(
         smap = to_spatial(saliency, spatial, batch, channels=None, absolute=absolute)
     except XaikitValueError as exc:
         raise XaikitValueError(f"{exc} (the mask's shape is {masks.shape})") from None
-    pos = np.maximum(smap, 0.0).reshape(batch, -1)
-    inside = masks.reshape(batch, -1)
-    total = pos.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        energy = np.where(total > 0, (pos * inside).sum(axis=1) / np.where(total > 0, total, 1.0), np.nan)
-    if tolerance > 0:
-        from scipy.ndimage import binary_dilation
+    return smap, masks
 
-        disk = _disk(float(tolerance), len(spatial))
-        grown = np.stack([binary_dilation(m, structure=disk) for m in masks]).reshape(batch, -1)
-    else:
-        grown = inside
+
+def _rank_accuracy(smap: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """Per sample, the share of the K best-ranked positions inside the mask (K = the mask's
+    size), ties at the K-th value shared in proportion (the mean over random tie orders)."""
+    batch = smap.shape[0]
     flat = smap.reshape(batch, -1)
-    top = flat.max(axis=1, keepdims=True)
-    ties = flat == top
-    hit_share = (ties & grown).sum(axis=1) / ties.sum(axis=1)
-    pointing = (hit_share >= 0.5) & (flat.min(axis=1) < top[:, 0])
-    return {"energy": energy.astype(np.float64), "pointing": pointing.astype(bool)}
+    inside = masks.reshape(batch, -1)
+    k = inside.sum(axis=1)
+    out = np.full(batch, np.nan)
+    for i in np.flatnonzero(k > 0):
+        v, m, ki = flat[i], inside[i], int(k[i])
+        kth = np.partition(v, v.size - ki)[v.size - ki]  # the K-th largest value
+        above, tied = v > kth, v == kth
+        slots = ki - int(above.sum())
+        out[i] = ((above & m).sum() + slots * (tied & m).sum() / tied.sum()) / ki
+    return out
+
+
+def relevance_rank_accuracy(
+    saliency: Any,
+    mask: Any,
+    absolute: bool = True,
+    *,
+    model: Any = None,
+    x: Any = None,
+    target: Any = None,
+    seed: int = 0,
+    **method_options: Any,
+) -> np.ndarray:
+    """Relevance rank accuracy: the share of the K top-ranked pixels inside the mask.
+
+    With K the number of pixels in a sample's mask, the K pixels of highest relevance are
+    taken and the fraction of them that lie inside the mask is returned (Arras et al. 2022;
+    Quantus 0.6's ``RelevanceRankAccuracy``). Higher is better: 1 when the mask's pixels are
+    exactly the K most relevant ones; a map that ignores the object scores about K / (H * W),
+    the mask's share of the image. Pixels tied at the K-th value share the remaining places in
+    proportion (the mean over every order of the ties), so the score does not depend on how
+    ties are broken: a constant map scores exactly K / (H * W). Quantus sorts ties in numpy's
+    order instead; on maps without ties the two agree exactly (``benchmarks/quantus_robustness.py``).
+    This is also the ``"rank_accuracy"`` entry of :func:`localization`.
+
+    Args:
+        saliency: one map per sample, as :func:`localization` takes it (or a method name with
+            ``model=`` and ``x=``).
+        mask: ground-truth object masks ``(B, H, W)`` (``(B, H, W, 1)`` / ``(B, 1, H, W)`` too),
+            booleans or 0/1.
+        absolute: rank by magnitude (default; channels summed by magnitude); with False,
+            channels are summed with their signs and the largest signed values rank first
+            (Quantus's default ``abs=False``).
+        model: with a method name: the model to explain.
+        x: with a method name: the input batch the masks belong to.
+        target: with a method name: the class explained (None: the prediction).
+        seed: with a method name: the seed of the method.
+        **method_options: more options of the method (``layer``, ``nsamples``, ``output``, ...).
+
+    Returns:
+        (B,) float64 scores in [0, 1]; NaN for an empty mask.
+
+    Example:
+        >>> sal = np.zeros((1, 4, 4)); sal[0, 0, 0], sal[0, 3, 3], sal[0, 1, 1], sal[0, 3, 2] = 4, 3, 2, 1
+        >>> gt = np.zeros((1, 4, 4), dtype=bool); gt[0, :2, :2] = True  # K = 4 pixels
+        >>> relevance_rank_accuracy(sal, gt).tolist()  # the top 4: two inside, two outside
+        [0.5]
+    """
+    smap, masks = _maps_and_masks(saliency, mask, absolute, model, x, target, seed, method_options)
+    return _rank_accuracy(smap, masks)

@@ -22,6 +22,14 @@ from xaikit.files import write_json
 
 __all__ = ["save_evaluation"]
 
+#: the keys of a :func:`xaikit.evaluate.localization` result (before and after rank accuracy)
+_LOCALIZATION_KEYS = ({"energy", "pointing"}, {"energy", "pointing", "rank_accuracy"})
+
+
+def _nanmean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else float("nan")
+
 
 def _curves(name: str, results: Mapping[str, Any]) -> dict[str, Any]:
     """Deletion / insertion results by method: an AUC table, per-sample AUCs and mean curves."""
@@ -121,17 +129,15 @@ def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, titl
         ]
         doc = {"kind": "completeness", "note": "sum(attributions) - (f(x) - f(baseline)) per sample.",
                "tables": tables, "curves": [], "images": []}  # fmt: skip
-    elif isinstance(result, Mapping) and set(result) == {"energy", "pointing"}:
+    elif isinstance(result, Mapping) and set(result) in _LOCALIZATION_KEYS:
         energy, pointing = np.asarray(result["energy"]), np.asarray(result["pointing"])
-        tables = [
-            table_doc(
-                "summary",
-                {"energy_mean": [float(np.nanmean(energy))], "pointing_rate": [float(pointing.mean())]},
-            ),
-            table_doc(
-                "per sample", {"sample": np.arange(len(energy)), "energy": energy, "pointing": pointing}
-            ),
-        ]
+        summary = {"energy_mean": [_nanmean(energy)], "pointing_rate": [float(pointing.mean())]}
+        per_sample = {"sample": np.arange(len(energy)), "energy": energy, "pointing": pointing}
+        if "rank_accuracy" in result:
+            rank = np.asarray(result["rank_accuracy"], dtype=np.float64)
+            summary["rank_accuracy_mean"] = [_nanmean(rank)]
+            per_sample["rank_accuracy"] = rank
+        tables = [table_doc("summary", summary), table_doc("per sample", per_sample)]
         doc = {"kind": "localization", "note": "Share of the map inside the object mask, and whether its peak is in it.",
                "tables": tables, "curves": [], "images": []}  # fmt: skip
     elif isinstance(result, Mapping) or (hasattr(result, "to_dict") and hasattr(result, "columns")):

@@ -1,0 +1,463 @@
+"""Robustness: does the explanation stay put when the input barely moves?
+
+* :func:`max_sensitivity`, :func:`avg_sensitivity` (Yeh et al., "On the (In)fidelity and
+  Sensitivity of Explanations", NeurIPS 2019, https://arxiv.org/abs/1901.09392): the largest
+  (mean) relative change ``||Φ(x + δ) - Φ(x)|| / ||Φ(x)||`` of the map over ``n_samples`` copies of
+  the input with uniform noise ``δ`` in ``[-radius, radius]`` on every element.
+* :func:`local_lipschitz` (Alvarez-Melis & Jaakkola, "On the Robustness of Interpretability
+  Methods", 2018, https://arxiv.org/abs/1806.08049): the largest ratio
+  ``||Φ(x') - Φ(x)|| / ||x' - x||`` over ``n_samples`` copies ``x' = x + δ`` with Gaussian noise
+  ``δ ~ N(0, std²)``.
+
+Lower is better for all three. Norms are Frobenius norms of the whole map (every element of
+every channel). The class explained is the same for the clean input and all of its perturbed
+copies: ``target`` or, by default, the model's prediction on the clean input.
+
+All perturbed copies are explained together: the ``n_samples x B`` perturbed rows are stacked
+and explained by one call of :func:`xaikit.xai.explain` (its fused, chunked engine), in groups of
+whole noise samples when the stack would be large (see :data:`GROUP_BYTES`), never one call per
+noise sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import get_backend
+from xaikit.backend.outputs import check_output
+from xaikit.checks import check_int, check_number
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.evaluate._common import check_method_options, host, input_layout
+from xaikit.xai._engine import check_max_batch
+from xaikit.xai.methods import pin_targets, prepare
+from xaikit.xai.names import ALL_METHODS, canonical
+
+__all__ = [
+    "GROUP_BYTES",
+    "LipschitzResult",
+    "SensitivityResult",
+    "avg_sensitivity",
+    "local_lipschitz",
+    "max_sensitivity",
+]
+
+#: host memory (bytes) a group of perturbed copies may take (their inputs and maps here and in
+#: the engine, about 24 bytes per element): ``n_samples x B`` rows are explained in one call
+#: when they fit, else in groups of whole noise samples
+GROUP_BYTES = 512 << 20
+
+_RESERVED = {
+    "target": "the target argument",
+    "method": "the method argument",
+    "seed": "the seed argument",
+    "max_batch": "the max_batch argument",
+    "output": "the output argument",
+    "framework": "the framework argument",
+    "model_kwargs": "nothing: models with extra keyword arguments are not supported here",
+    "return_delta": "nothing: the robustness metrics compare maps only",
+    "raw": "nothing: the robustness metrics compare the maps themselves",
+}
+
+#: draws perturbed copies k0..k1-1 of the batch: (k1 - k0, B, ...) numpy
+Perturb = Callable[[int, int], np.ndarray]
+
+
+def _nanmean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+@dataclass
+class SensitivityResult:
+    """Max- or average-sensitivity of a method's maps, per sample. Lower is better.
+
+    Attributes:
+        kind: ``"max"`` or ``"avg"``.
+        scores: (B,) float64 the maximum (mean) of ``ratios`` over the noise samples; NaN for a
+            sample whose clean map is all zeros (the relative change is undefined).
+        ratios: (B, n_samples) ``||Φ(x + δ_k) - Φ(x)|| / ||Φ(x)||`` for each noise sample k.
+        targets: (B,) the class explained, the same for the clean and the perturbed inputs.
+        method: the method's canonical name.
+        radius: the noise's half-width.
+        groups: the rows of each call of :func:`xaikit.xai.explain` on the perturbed copies.
+    """
+
+    kind: str
+    scores: np.ndarray
+    ratios: np.ndarray
+    targets: np.ndarray
+    method: str
+    radius: float
+    groups: list[int] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float:
+        """The mean score over the samples with a defined score (NaN if none)."""
+        return _nanmean(self.scores)
+
+    def __repr__(self) -> str:
+        return (
+            f"SensitivityResult({self.kind}, method={self.method}, samples={self.scores.shape[0]}, "
+            f"n_samples={self.ratios.shape[1]}, radius={self.radius:g}, mean={self.mean:.4g})"
+        )
+
+
+@dataclass
+class LipschitzResult:
+    """The local Lipschitz estimate of a method's maps, per sample. Lower is better.
+
+    Attributes:
+        scores: (B,) float64 the maximum of ``ratios`` over the noise samples.
+        ratios: (B, n_samples) ``||Φ(x + δ_k) - Φ(x)|| / ||δ_k||`` for each noise sample k.
+        targets: (B,) the class explained, the same for the clean and the perturbed inputs.
+        method: the method's canonical name.
+        std: the noise's standard deviation.
+        groups: the rows of each call of :func:`xaikit.xai.explain` on the perturbed copies.
+    """
+
+    scores: np.ndarray
+    ratios: np.ndarray
+    targets: np.ndarray
+    method: str
+    std: float
+    groups: list[int] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float:
+        """The mean score over the samples with a defined score (NaN if none)."""
+        return _nanmean(self.scores)
+
+    def __repr__(self) -> str:
+        return (
+            f"LipschitzResult(method={self.method}, samples={self.scores.shape[0]}, "
+            f"n_samples={self.ratios.shape[1]}, std={self.std:g}, mean={self.mean:.4g})"
+        )
+
+
+def max_sensitivity(
+    model: Any,
+    x: Any,
+    method: str,
+    target: Any = None,
+    *,
+    n_samples: int = 200,
+    radius: float = 0.2,
+    normalise: bool = False,
+    seed: int = 0,
+    max_batch: int | str = "auto",
+    output: int | str = 0,
+    framework: str | None = None,
+    method_options: dict[str, Any] | None = None,
+) -> SensitivityResult:
+    """Max-sensitivity: the largest relative change of the map under small input noise.
+
+    ``score = max_k ||Φ(x + δ_k) - Φ(x)||_F / ||Φ(x)||_F`` with ``δ_k`` uniform in
+    ``[-radius, radius]`` on every element of x, k = 1..n_samples. Lower is better.
+
+    The defaults are Quantus 0.6's ``MaxSensitivity`` ones (200 samples, ``lower_bound=0.2``:
+    uniform noise in [-0.2, 0.2] in the input's units, Frobenius norms, no normalisation); the
+    scores equal Quantus's on the same perturbed inputs (``benchmarks/quantus_robustness.py``).
+    Memory: the ``n_samples x B`` perturbed rows are explained in one call of
+    :func:`xaikit.xai.explain` when their inputs and maps fit in :data:`GROUP_BYTES`, else in
+    groups of whole noise samples; each call runs the fused engine in chunks of ``max_batch``.
+
+    Args:
+        model: a torch or Keras/TF model returning (batch, classes).
+        x: the input batch (numpy or tensor), in the model's layout.
+        method: the explanation method, by name (any of
+            :data:`xaikit.xai.names.ALL_METHODS`); it is re-run on every perturbed copy.
+        target: class per sample (or one for all); None = the model's prediction on the clean
+            x. The perturbed copies explain the same class as their clean sample.
+        n_samples: perturbed copies per sample.
+        radius: the half-width of the uniform noise, in the input's units (> 0).
+        normalise: divide every map by its own largest magnitude first (Quantus's
+            ``normalise=True``, but per sample: Quantus divides by the largest magnitude of
+            the whole batch).
+        seed: the noise's seed (and the method's, for methods that draw noise).
+        max_batch: rows per forward/backward pass of the method, or ``"auto"``.
+        output: which model output to explain when the model returns several.
+        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
+        method_options: options of the method (``nsamples``, ``layer``, ...), passed to
+            :func:`xaikit.xai.explain`.
+
+    Returns:
+        A :class:`SensitivityResult` (``kind="max"``).
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+        >>> r = max_sensitivity(model, torch.rand(3, 1, 4, 4), "vanilla", n_samples=4)
+        >>> r.scores.tolist()  # the gradient of a linear model does not depend on x
+        [0.0, 0.0, 0.0]
+    """
+    return _sensitivity(
+        "max", model, x, method, target, n_samples, radius, normalise, seed, max_batch, output, framework,
+        method_options,
+    )  # fmt: skip
+
+
+def avg_sensitivity(
+    model: Any,
+    x: Any,
+    method: str,
+    target: Any = None,
+    *,
+    n_samples: int = 200,
+    radius: float = 0.2,
+    normalise: bool = False,
+    seed: int = 0,
+    max_batch: int | str = "auto",
+    output: int | str = 0,
+    framework: str | None = None,
+    method_options: dict[str, Any] | None = None,
+) -> SensitivityResult:
+    """Average-sensitivity: the mean relative change of the map under small input noise.
+
+    ``score = mean_k ||Φ(x + δ_k) - Φ(x)||_F / ||Φ(x)||_F``; the same arguments, noise and
+    defaults as :func:`max_sensitivity` (Quantus 0.6's ``AvgSensitivity``). Lower is better.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+        >>> r = avg_sensitivity(model, torch.rand(2, 1, 4, 4), "input_x_gradient", n_samples=8)
+        >>> r.ratios.shape, bool(np.all(r.scores > 0))
+        ((2, 8), True)
+    """
+    return _sensitivity(
+        "avg", model, x, method, target, n_samples, radius, normalise, seed, max_batch, output, framework,
+        method_options,
+    )  # fmt: skip
+
+
+def local_lipschitz(
+    model: Any,
+    x: Any,
+    method: str,
+    target: Any = None,
+    *,
+    n_samples: int = 200,
+    std: float = 0.1,
+    normalise: bool = False,
+    seed: int = 0,
+    max_batch: int | str = "auto",
+    output: int | str = 0,
+    framework: str | None = None,
+    method_options: dict[str, Any] | None = None,
+) -> LipschitzResult:
+    """The local Lipschitz estimate: how fast the map moves per unit of input change.
+
+    ``score = max_k ||Φ(x + δ_k) - Φ(x)||_2 / ||δ_k||_2`` with Gaussian noise
+    ``δ_k ~ N(0, std²)`` on every element, k = 1..n_samples (Alvarez-Melis & Jaakkola 2018,
+    estimated by sampling as Quantus 0.6's ``LocalLipschitzEstimate``: 200 samples, std 0.1,
+    Euclidean distances). Lower is better. Quantus normalises the maps by default, by the
+    largest magnitude of the whole batch, so that a sample's score depends on the other
+    samples; here ``normalise=False`` is the default (the paper's definition) and
+    ``normalise=True`` divides each map by its own largest magnitude. Quantus also adds 1e-10
+    to the denominator; the ratios here are exact. Memory: as :func:`max_sensitivity`.
+
+    Args:
+        model: a torch or Keras/TF model returning (batch, classes).
+        x: the input batch (numpy or tensor), in the model's layout.
+        method: the explanation method, by name; it is re-run on every perturbed copy.
+        target: class per sample (or one for all); None = the model's prediction on the clean x.
+        n_samples: perturbed copies per sample.
+        std: the standard deviation of the Gaussian noise, in the input's units (> 0).
+        normalise: divide every map by its own largest magnitude first.
+        seed: the noise's seed (and the method's, for methods that draw noise).
+        max_batch: rows per forward/backward pass of the method, or ``"auto"``.
+        output: which model output to explain when the model returns several.
+        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
+        method_options: options of the method, passed to :func:`xaikit.xai.explain`.
+
+    Returns:
+        A :class:`LipschitzResult`.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+        >>> local_lipschitz(model, torch.rand(2, 1, 4, 4), "vanilla", n_samples=4).scores.tolist()
+        [0.0, 0.0]
+    """
+    n_samples = check_int(n_samples, "n_samples", 1)
+    std = check_number(std, "std (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
+    shape = _checked_shape(model, x, framework)
+    rng = np.random.default_rng(seed)
+
+    def perturb(k0: int, k1: int) -> np.ndarray:
+        noise = rng.standard_normal(size=(k1 - k0, *shape), dtype=np.float32) * np.float32(std)
+        return np.asarray(host(x, "x"), dtype=np.float32)[None] + noise
+
+    ratios, targets, groups, name = _robustness(
+        "lipschitz", model, x, method, target, perturb, n_samples, normalise, seed, max_batch, output,
+        framework, method_options,
+    )  # fmt: skip
+    return LipschitzResult(_reduce("max", ratios), ratios, targets, name, float(std), groups)
+
+
+def _checked_shape(model: Any, x: Any, framework: str | None) -> tuple[int, ...]:
+    bk = get_backend(model, framework)
+    shape, _ = input_layout(x, bk)
+    return shape
+
+
+def _sensitivity(
+    kind: str,
+    model: Any,
+    x: Any,
+    method: str,
+    target: Any,
+    n_samples: int,
+    radius: float,
+    normalise: bool,
+    seed: int,
+    max_batch: int | str,
+    output: int | str,
+    framework: str | None,
+    method_options: dict[str, Any] | None,
+) -> SensitivityResult:
+    n_samples = check_int(n_samples, "n_samples", 1)
+    radius = check_number(radius, "radius (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
+    shape = _checked_shape(model, x, framework)
+    rng = np.random.default_rng(seed)
+
+    def perturb(k0: int, k1: int) -> np.ndarray:
+        u = rng.random(size=(k1 - k0, *shape), dtype=np.float32)
+        return np.asarray(host(x, "x"), dtype=np.float32)[None] + (
+            u * np.float32(2 * radius) - np.float32(radius)
+        )
+
+    ratios, targets, groups, name = _robustness(
+        "sensitivity", model, x, method, target, perturb, n_samples, normalise, seed, max_batch, output,
+        framework, method_options,
+    )  # fmt: skip
+    return SensitivityResult(kind, _reduce(kind, ratios), ratios, targets, name, float(radius), groups)
+
+
+def _reduce(kind: str, ratios: np.ndarray) -> np.ndarray:
+    # a NaN ratio (a clean map of zeros) is NaN for every noise sample of that row
+    if kind == "avg":
+        return np.asarray(ratios.mean(axis=1), dtype=np.float64)
+    return np.asarray(ratios.max(axis=1), dtype=np.float64)
+
+
+def _from_perturbed(
+    kind: str,
+    model: Any,
+    x: Any,
+    method: str,
+    perturbed: Any,
+    target: Any = None,
+    *,
+    normalise: bool = False,
+    seed: int = 0,
+    max_batch: int | str = "auto",
+    output: int | str = 0,
+    framework: str | None = None,
+    method_options: dict[str, Any] | None = None,
+) -> np.ndarray:
+    """The scores of ``kind`` (``"max"``, ``"avg"`` or ``"lipschitz"``) on given perturbed
+    copies ``perturbed`` of shape (n_samples, *x.shape): the same computation as the public
+    functions without drawing the noise (to compare with another tool on its own draws)."""
+    arr = host(perturbed, "perturbed")
+    shape = _checked_shape(model, x, framework)
+    if arr.ndim != len(shape) + 1 or tuple(arr.shape[1:]) != shape:
+        raise XaikitValueError(f"perturbed must have shape (n_samples, *{shape}); got {describe(perturbed)}")
+
+    def perturb(k0: int, k1: int) -> np.ndarray:
+        return np.asarray(arr[k0:k1])
+
+    what = "lipschitz" if kind == "lipschitz" else "sensitivity"
+    ratios, *_ = _robustness(
+        what, model, x, method, target, perturb, arr.shape[0], normalise, seed, max_batch, output, framework,
+        method_options,
+    )  # fmt: skip
+    return _reduce("max" if kind == "lipschitz" else kind, ratios)
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, NaN where den is 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def _normalised(maps: np.ndarray) -> np.ndarray:
+    """Each row divided by its largest magnitude (a row of zeros unchanged)."""
+    top = np.abs(maps).max(axis=1, keepdims=True)
+    return maps / np.where(top > 0, top, 1.0)
+
+
+def _robustness(
+    what: str,
+    model: Any,
+    x: Any,
+    method: str,
+    target: Any,
+    perturb: Perturb,
+    n_samples: int,
+    normalise: bool,
+    seed: int,
+    max_batch: int | str,
+    output: int | str,
+    framework: str | None,
+    method_options: dict[str, Any] | None,
+) -> tuple[np.ndarray, np.ndarray, list[int], str]:
+    """Per-sample ratios (B, n_samples) of ``what`` (``"sensitivity"``: ||ΔΦ|| / ||Φ(x)||,
+    ``"lipschitz"``: ||ΔΦ|| / ||Δx||), the targets, the rows per explain call and the method."""
+    from xaikit.xai import explain
+
+    if not isinstance(method, str):
+        raise XaikitTypeError(
+            f"method must be the name of an explanation method ({', '.join(map(repr, ALL_METHODS))}); "
+            f"got {describe(method)}"
+        )
+    name = canonical(method, "method")
+    if not isinstance(normalise, (bool, np.bool_)):
+        raise XaikitTypeError(f"normalise must be True or False; got {describe(normalise)}")
+    seed = check_int(seed, "seed", 0)
+    output = check_output(output)
+    max_batch = check_max_batch(max_batch)
+    options = check_method_options(method_options, _RESERVED)
+    bk = get_backend(model, framework)
+    shape, _ = input_layout(x, bk)
+    batch = shape[0]
+    inp = prepare(bk, model, [x], ["x"])
+    with bk.inference(model):
+        pinned, _ = pin_targets(inp, target, output, predict=target is None)  # given: no forward pass
+    targets = bk.to_numpy(pinned).astype(np.int64)
+    del inp
+
+    def maps_of(rows: Any, tgt: np.ndarray, s: int) -> np.ndarray:
+        out = explain(
+            model, rows, target=tgt, method=name, framework=framework, seed=s, max_batch=max_batch,
+            output=output, **options,
+        )  # fmt: skip
+        flat = np.asarray(out, dtype=np.float32).reshape(tgt.shape[0], -1)
+        return _normalised(flat) if normalise else flat
+
+    clean = maps_of(x, targets, seed).astype(np.float64)
+    x_flat = np.asarray(host(x, "x"), dtype=np.float64).reshape(batch, -1)
+    clean32 = clean.astype(np.float32)
+    denom = np.linalg.norm(clean, axis=1)
+    per_sample = int(np.prod(shape))  # elements of the whole batch, one noise sample
+    group = max(1, min(n_samples, GROUP_BYTES // max(1, 24 * per_sample)))
+    ratios = np.empty((batch, n_samples), dtype=np.float64)
+    groups: list[int] = []
+    for j, k0 in enumerate(range(0, n_samples, group)):
+        k1 = min(n_samples, k0 + group)
+        g = k1 - k0
+        xs = perturb(k0, k1)
+        rows = xs.astype(np.float32, copy=False).reshape((g * batch, *shape[1:]))
+        maps = maps_of(rows, np.tile(targets, g), seed + 1 + j).reshape(g, batch, -1)
+        groups.append(g * batch)
+        for k in range(g):  # one noise sample at a time: temporaries of one batch only
+            num = np.linalg.norm((maps[k] - clean32).astype(np.float64), axis=1)
+            if what == "sensitivity":
+                ratios[:, k0 + k] = _ratio(num, denom)
+            else:
+                step = np.linalg.norm(np.asarray(xs[k], dtype=np.float64).reshape(batch, -1) - x_flat, axis=1)
+                ratios[:, k0 + k] = _ratio(num, step)
+    return ratios, targets, groups, name
