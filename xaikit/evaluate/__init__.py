@@ -4,6 +4,7 @@
 * :func:`deletion`, :func:`insertion` — perturbation curves and their AUC (Petsiuk et al., 2018).
 * :func:`localization` — energy inside and pointing game against ground-truth masks.
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
+* :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -13,6 +14,7 @@ Every function leaves the model exactly as it found it.
 from __future__ import annotations
 
 from xaikit.evaluate.completeness import CompletenessResult, completeness
+from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
 from xaikit.evaluate.localization import localization
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
 from xaikit.evaluate.randomization import RandomizationResult, model_layers, randomization_test
@@ -21,15 +23,19 @@ from xaikit.evaluate.traces import DeletionAUC, SaliencyStability
 
 __all__ = [
     "CompletenessResult",
+    "ComplexityResult",
     "CurveResult",
     "DeletionAUC",
     "RandomizationResult",
     "SaliencyStability",
+    "SparsenessResult",
     "completeness",
+    "complexity",
     "deletion",
     "insertion",
     "localization",
     "model_layers",
     "randomization_test",
     "save_evaluation",
+    "sparseness",
 ]
