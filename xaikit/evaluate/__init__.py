@@ -5,6 +5,8 @@
 * :func:`localization` — energy inside and pointing game against ground-truth masks.
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
 * :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
+* :func:`compare` — several methods, every metric (:data:`METRICS`), one table with ranks and
+  verdicts; :class:`Compare` runs it over training.
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -13,22 +15,30 @@ Every function leaves the model exactly as it found it.
 
 from __future__ import annotations
 
+from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
 from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
 from xaikit.evaluate.localization import localization
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
 from xaikit.evaluate.randomization import RandomizationResult, model_layers, randomization_test
+from xaikit.evaluate.registry import METRICS, Metric, MetricContext
 from xaikit.evaluate.saving import save_evaluation
-from xaikit.evaluate.traces import DeletionAUC, SaliencyStability
+from xaikit.evaluate.traces import Compare, DeletionAUC, SaliencyStability
 
 __all__ = [
+    "METRICS",
+    "Compare",
+    "CompareResult",
     "CompletenessResult",
     "ComplexityResult",
     "CurveResult",
     "DeletionAUC",
+    "Metric",
+    "MetricContext",
     "RandomizationResult",
     "SaliencyStability",
     "SparsenessResult",
+    "compare",
     "completeness",
     "complexity",
     "deletion",
