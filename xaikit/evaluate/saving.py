@@ -160,7 +160,7 @@ def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, titl
         }
     else:
         raise XaikitTypeError(
-            "result must be a CompareResult, RandomizationResult, CurveResult (or a dict of them by method), "
+            "result must be a RandomizationResult, CurveResult (or a dict of them by method), CompareResult, "
             f"CompletenessResult, localization dict, DataFrame or dict of columns; got {describe(result)}"
         )
     doc = {"format": EVALUATION_FORMAT, "title": title, **doc}
