@@ -9,8 +9,12 @@ Writes the side-by-side figure (PNG) and the table and verdicts (markdown, into
 ``docs/evaluate.md`` between its ``compare_methods`` markers when the picture goes to
 ``docs/img``, else ``compare_table.md`` beside the picture).
 
+With ``--resnet-samples N`` (default 4; 0 skips it), the same comparison (vanilla, Grad-CAM and
+a random map) also runs on a random-weight ResNet-18 at 224x224 (``tests/real_models.py``): its
+scores mean nothing (random weights), its timing says what ``compare`` costs at that size.
+
 Usage: python -m gallery.compare_methods [--out docs/img/compare.png] [--n-train 6000]
-    [--epochs 8] [--samples 24]
+    [--epochs 8] [--samples 24] [--resnet-samples 4]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 import xaikit as xk
 from gallery.evaluate_methods import accuracy, load, train_torch
+from xaikit.dataset.data import shapes
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 MARKERS = ("<!-- compare_methods:table -->", "<!-- /compare_methods:table -->")
@@ -63,6 +68,29 @@ def markdown(result: Any, note: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def resnet_table(samples: int) -> str:
+    """The comparison on a random-weight ResNet-18 at 224x224, as markdown (cost, not trust)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from real_models import IMAGENET_MEAN, IMAGENET_STD, channel_first, normalize, torch_resnet18
+
+    data, _ = shapes.load_data(image_size=224, n_train=samples, n_eval=1, seed=0)
+    x = channel_first(normalize(data["x"], IMAGENET_MEAN, IMAGENET_STD))
+    model = torch_resnet18(x).eval()
+    methods: dict[str, Any] = {"vanilla": "vanilla", "Grad-CAM": "gradcam"}
+    methods["random map (chance)"] = np.random.default_rng(0).random(data["mask"].shape)
+    t0 = time.perf_counter()
+    result = xk.evaluate.compare(model, x, methods, mask=data["mask"])
+    took = time.perf_counter() - t0
+    print(result.table.to_string())
+    note = (
+        f"ResNet-18 at 224×224 with **random weights** (batch norm calibrated; `tests/real_models.py`), "
+        f"{samples} `shapes` pictures: the scores say nothing about trust, the run says what `compare` "
+        f"costs at this size: {took:.0f} s for the whole call on the shared 2-core CPU (the deletion and "
+        f"insertion curves alone are 2 × 21 forward passes per image and method: {2 * 21 * samples * 3} here)."
+    )
+    return markdown(result, note).split("\nVerdicts:")[0]
+
+
 def write_table(text: str, picture: Path, target: str) -> Path:
     page = picture.resolve().parent.parent / "evaluate.md"
     head, tail = MARKERS
@@ -86,6 +114,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--n-train", type=int, default=6000)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--samples", type=int, default=24, help="held-out images scored")
+    parser.add_argument("--resnet-samples", type=int, default=4, help="224x224 ResNet-18 pictures (0: skip)")
     args = parser.parse_args(argv)
     picture = Path(args.out)
     picture.parent.mkdir(parents=True, exist_ok=True)
@@ -109,7 +138,10 @@ def main(argv: list[str] | None = None) -> Path:
         f"{acc:.1%}); {args.samples} held-out images with their object masks; trained in {trained:.0f} s, "
         f"compared in {scored:.0f} s on a shared 2-core CPU."
     )
-    path = write_table(markdown(result, note), picture, args.table)
+    text = markdown(result, note)
+    if args.resnet_samples > 0:
+        text += "\n" + resnet_table(args.resnet_samples)
+    path = write_table(text, picture, args.table)
     print(f"figure written to {picture}, table to {path}")
     return path
 

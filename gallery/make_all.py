@@ -150,7 +150,7 @@ JOBS: tuple[Job, ...] = (
     Job(
         "compare_methods",
         "compare.png",
-        quick=("--n-train", "64", "--epochs", "1", "--samples", "4"),
+        quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--resnet-samples", "0"),
         frameworks=("torch",),
     ),
     Job(

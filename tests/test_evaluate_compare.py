@@ -97,6 +97,24 @@ def test_table_matches_the_standalone_metrics_and_ranks_the_exact_map_first():
     assert "worst localized" in res.verdicts["random"]
 
 
+def test_a_metric_of_ones_own_joins_the_table():
+    from xaikit.evaluate.registry import Metric
+
+    model, x, exact, _ = _square_case("torch", batch=2)
+    peak = Metric(
+        "peak_share", "complexity", True, False, False, "What share of the mass is in the top pixel?",
+        lambda c: c.magnitudes.reshape(c.batch, -1).max(axis=1) / c.magnitudes.reshape(c.batch, -1).sum(axis=1),
+    )  # fmt: skip
+    res = xk.evaluate.compare(model, x, {"exact": exact}, metrics=[peak, "sparseness"], target=0)
+    flat = np.abs(exact).reshape(2, -1)
+    assert res.table["peak_share"].iloc[0] == pytest.approx((flat.max(1) / flat.sum(1)).mean())
+    with pytest.raises(XaikitValueError, match="family must be one of"):
+        Metric("x", "speed", True, False, False, "?", lambda c: c.nan())
+    bad = Metric("short", "complexity", True, False, False, "?", lambda c: np.zeros(1))
+    with pytest.raises(XaikitValueError, match="returned 1 scores for 2 samples"):
+        xk.evaluate.compare(model, x, ["vanilla"], metrics=[bad])
+
+
 def test_ranks_follow_direction_and_share_ties():
     from xaikit.evaluate.compare import _ranks
 
