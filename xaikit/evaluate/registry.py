@@ -6,44 +6,52 @@ the question it answers, and an adapter ``score(context) -> (B,)`` that computes
 scores from a :class:`MetricContext` (the model, the inputs, the pinned targets, one method's
 maps computed once by ``compare``, ...). :data:`METRICS` lists them in the order of the table.
 
-Adding a metric is one entry in :data:`METRICS`. A metric that follows the conventions of
-``xk.evaluate`` (``name(model, x, saliency, target, *, seed=, max_batch=, framework=, ...)``
-returning a result with ``.scores`` (B,)) is wrapped by :func:`maps_adapter`; one that
-re-explains (``name(model, x, method, target, *, ..., method_options=)``) by
-:func:`method_adapter` (it scores NaN for custom maps, which cannot be re-explained). The
-entries of the metrics being added beside this module are, once their functions exist::
+Adding a metric is one entry: a ``Metric(...)`` in the tuple that builds :data:`METRICS` (its
+position is its column in the table). A metric that follows the conventions of ``xk.evaluate``
+(``name(model, x, saliency, target, *, seed=, max_batch=, framework=, ...)`` returning a result
+with ``.scores`` (B,)) is wrapped by :func:`maps_adapter`; one that re-explains
+(``name(model, x, method, target, *, seed=, max_batch=, framework=, method_options=, ...)``) by
+:func:`method_adapter` (it scores NaN for custom maps, which cannot be re-explained). The entries
+of the metrics being added beside this module, once their functions exist and are imported at
+the top of this module::
 
     # faithfulness.py
-    "road": Metric("road", "faithfulness", higher_is_better=False, needs_mask=False,
-                   re_explains=False, question="Does removing the top pixels (with noisy linear "
-                   "imputation, so no out-of-distribution holes) kill the score fast?",
-                   score=maps_adapter(road)),
-    "infidelity": Metric("infidelity", "faithfulness", False, False, False,
-                   "Does the map predict how the score changes under small perturbations?",
-                   maps_adapter(infidelity)),
-    "faithfulness_correlation": Metric("faithfulness_correlation", "faithfulness", True, False,
-                   False, "Do the attributions of random pixel sets correlate with the score "
-                   "drop when those pixels are removed?", maps_adapter(faithfulness_correlation)),
-    # robustness.py (re-explain noisy copies of x: not cheap)
-    "max_sensitivity": Metric("max_sensitivity", "robustness", False, False, True,
-                   "How much can the map change under a small input perturbation?",
-                   method_adapter(max_sensitivity), cheap=False),
-    "avg_sensitivity": ... method_adapter(avg_sensitivity), cheap=False),
-    "local_lipschitz": ... method_adapter(local_lipschitz), cheap=False),
-    # localization.py
-    "relevance_rank_accuracy": Metric("relevance_rank_accuracy", "localization", True, True,
-                   False, "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
-                   lambda c: relevance_rank_accuracy(c.maps, c.mask).scores),
-    # randomization.py (re-explain under a changed model or target)
-    "random_logit": Metric("random_logit", "randomization", False, False, True,
-                   "Does the map change when another class is explained?",
-                   method_adapter(random_logit)),
-    "efficient_mprt", "smooth_mprt": likewise with method_adapter(...), cheap=False.
+    Metric("road", "faithfulness", False, False, False,
+           "Does removing the top pixels (noisy linear imputation: no out-of-distribution holes) "
+           "kill the score fast?", maps_adapter(road)),
+    Metric("infidelity", "faithfulness", False, False, False,
+           "Does the map predict how the score changes under small perturbations?",
+           maps_adapter(infidelity)),
+    Metric("faithfulness_correlation", "faithfulness", True, False, False,
+           "Do the attributions of random pixel sets correlate with the score drop when those "
+           "pixels are removed?", maps_adapter(faithfulness_correlation)),
+    # robustness.py (re-explain perturbed copies of x: not cheap)
+    Metric("max_sensitivity", "robustness", False, False, True,
+           "How much can the map change under a small input perturbation?",
+           method_adapter(max_sensitivity), cheap=False),
+    Metric("avg_sensitivity", "robustness", False, False, True,
+           "How much does the map change on average under a small input perturbation?",
+           method_adapter(avg_sensitivity), cheap=False),
+    Metric("local_lipschitz", "robustness", False, False, True,
+           "How fast can the map change relative to the input around x?",
+           method_adapter(local_lipschitz), cheap=False),
+    # localization.py (needs masks)
+    Metric("relevance_rank_accuracy", "localization", True, True, False,
+           "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
+           lambda c: np.asarray(relevance_rank_accuracy(c.magnitudes, c.mask).scores, float)),
+    # randomization (re-explain under another target or a changed model)
+    Metric("random_logit", "randomization", False, False, True,
+           "Does the map change when another class is explained?", method_adapter(random_logit)),
+    Metric("efficient_mprt", "randomization", ..., method_adapter(efficient_mprt), cheap=False),
+    Metric("smooth_mprt", "randomization", ..., method_adapter(smooth_mprt), cheap=False),
 
-(check each signature and its direction of better when adding it: the adapters pass ``model,
-x, maps-or-method, targets`` positionally and ``seed``, ``max_batch``, ``framework`` (and
-``method_options``) by keyword; pass fixed settings as keywords of the adapter, e.g.
-``maps_adapter(road, percentages=...)``).
+Check each signature and direction of better when adding it (the positional fields are
+``name, family, higher_is_better, needs_mask, re_explains, question, score``): the adapters
+pass ``model, x, maps-or-method, targets`` positionally and ``seed``, ``max_batch``,
+``framework`` (and ``method_options``) by keyword; fixed settings go as keywords of the adapter,
+e.g. ``maps_adapter(road, percentages=...)``; ``attr=`` names the result's per-sample field when
+it is not ``scores``. Add a short name for the figure's titles to ``compare._SHORT``, a line to
+the metric table of ``docs/evaluate.md``, and a ``Pair`` to ``benchmarks/evaluate_bench.py``.
 
 ``cheap`` metrics (at most one more explanation per method) are the default set of
 ``compare(metrics=None)``, with the mask metrics when a mask is given.
