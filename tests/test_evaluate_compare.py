@@ -169,6 +169,8 @@ def test_lenet_default_metrics_randomization_and_completeness(tmp_path):
 def test_custom_maps_score_nan_on_re_explaining_metrics():
     model, x, exact, _ = _square_case("torch", batch=2)
     res = xk.evaluate.compare(model, x, {"mine": exact}, metrics=["randomization", "sparseness"], target=0)
+    every = xk.evaluate.compare(model, x, {"mine": exact}, mask=square_mask(2), target=0)
+    assert {"localization_energy", "pointing_game", "deletion_auc"} <= set(every.table.columns)
     assert np.isnan(res.table["randomization"].iloc[0]) and np.isfinite(res.table["sparseness"].iloc[0])
     assert "custom maps" in res.verdicts["mine"]
 
@@ -185,6 +187,8 @@ def test_each_framework_agrees_with_torch_on_the_same_weights(framework):
         before = weights_of(fw, model)
         xk.evaluate.compare(model, x, ["vanilla"], metrics=["randomization"], target=0)
         assert all(np.array_equal(a, b) for a, b in zip(before, weights_of(fw, model)))
+        fig = res.figure()  # channel-first (torch) or channel-last (Keras) inputs
+        assert len(fig.axes) == 3 * 3 and fig.axes[0].images[0].get_array().shape == (SIZE, SIZE, CHANNELS)
     for col in ("deletion_auc", "insertion_auc", "sparseness"):
         np.testing.assert_allclose(tables["torch"][col], tables[framework][col], atol=1e-5)
     assert tables["torch"]["rank deletion_auc"].tolist() == tables[framework]["rank deletion_auc"].tolist()
