@@ -148,6 +148,12 @@ JOBS: tuple[Job, ...] = (
         pictures=("methods_side_by_side_resnet18.png",),
     ),
     Job(
+        "compare_methods",
+        "compare.png",
+        quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--resnet-samples", "0"),
+        frameworks=("torch",),
+    ),
+    Job(
         "evaluate_methods",
         "randomization_grid.png",
         quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--frameworks", "torch"),

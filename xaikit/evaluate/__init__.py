@@ -8,6 +8,9 @@
   much the map moves when the input barely moves (Yeh et al., 2019; Alvarez-Melis & Jaakkola,
   2018).
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
+* :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
+* :func:`compare` — several methods, every metric (:data:`METRICS`), one table with ranks and
+  verdicts; :class:`Compare` runs it over training.
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -16,10 +19,13 @@ Every function leaves the model exactly as it found it.
 
 from __future__ import annotations
 
+from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
+from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
 from xaikit.evaluate.randomization import RandomizationResult, model_layers, randomization_test
+from xaikit.evaluate.registry import METRICS, Metric, MetricContext
 from xaikit.evaluate.robustness import (
     LipschitzResult,
     SensitivityResult,
@@ -28,18 +34,27 @@ from xaikit.evaluate.robustness import (
     max_sensitivity,
 )
 from xaikit.evaluate.saving import save_evaluation
-from xaikit.evaluate.traces import DeletionAUC, SaliencyStability
+from xaikit.evaluate.traces import Compare, DeletionAUC, SaliencyStability
 
 __all__ = [
+    "METRICS",
+    "Compare",
+    "CompareResult",
     "CompletenessResult",
+    "ComplexityResult",
     "CurveResult",
     "DeletionAUC",
     "LipschitzResult",
+    "Metric",
+    "MetricContext",
     "RandomizationResult",
     "SaliencyStability",
     "SensitivityResult",
+    "SparsenessResult",
     "avg_sensitivity",
+    "compare",
     "completeness",
+    "complexity",
     "deletion",
     "insertion",
     "local_lipschitz",
@@ -49,4 +64,5 @@ __all__ = [
     "randomization_test",
     "relevance_rank_accuracy",
     "save_evaluation",
+    "sparseness",
 ]

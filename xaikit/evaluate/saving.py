@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.evaluate.compare import CompareResult
 from xaikit.evaluate.completeness import CompletenessResult
 from xaikit.evaluate.perturbation import CurveResult
 from xaikit.evaluate.randomization import RandomizationResult
@@ -69,7 +70,8 @@ def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, titl
     """Write an ``xk.evaluate`` result to ``<folder>/evaluation/<name>.json`` for the report.
 
     Args:
-        result: a ``RandomizationResult`` (its table, per-sample table, baseline and the grid
+        result: a ``CompareResult`` (its table, the verdicts as the note, the per-sample scores
+            and the figure painted to ``<name>.png``), a ``RandomizationResult`` (its table, per-sample table, baseline and the grid
             painted to ``<name>.png``), a ``CurveResult`` or a dict ``{method: CurveResult}``
             (AUC tables and mean curves), a ``CompletenessResult``, the dict of
             :func:`~xaikit.evaluate.localization`, a pandas DataFrame, or a dict of
@@ -89,7 +91,21 @@ def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, titl
     out_dir = Path(folder) / "evaluation"
     title = title or name
     doc: dict[str, Any]
-    if isinstance(result, RandomizationResult):
+    if isinstance(result, CompareResult):
+        image = f"{name}.png"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result.figure(out_dir / image, dpi=90)
+        doc = {
+            "kind": "comparison",
+            "note": result.note,
+            "tables": [
+                table_doc("methods compared (mean score, rank: 1 = best)", result.table),
+                table_doc("per sample", result.per_sample),
+            ],
+            "curves": [],
+            "images": [image],
+        }
+    elif isinstance(result, RandomizationResult):
         image = f"{name}.png"
         out_dir.mkdir(parents=True, exist_ok=True)
         result.paint_figure(save_path=out_dir / image, dpi=90)
@@ -150,7 +166,7 @@ def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, titl
         }
     else:
         raise XaikitTypeError(
-            "result must be a RandomizationResult, CurveResult (or a dict of them by method), "
+            "result must be a RandomizationResult, CurveResult (or a dict of them by method), CompareResult, "
             f"CompletenessResult, localization dict, DataFrame or dict of columns; got {describe(result)}"
         )
     doc = {"format": EVALUATION_FORMAT, "title": title, **doc}

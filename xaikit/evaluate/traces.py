@@ -4,6 +4,8 @@
   (lower = the maps point at what the model really uses).
 * :class:`SaliencyStability` logs the Spearman rank correlation between the samples' maps now
   and the last time it ran: "when did the explanation settle?"
+* :class:`Compare` runs :func:`~xaikit.evaluate.compare` on the samples, keeps each table and
+  logs each method's mean rank: "which explanation should I trust, and since when?"
 
 Both explain the same samples every time (collected once, like the ``Saliency`` trace), run in
 ``eval`` mode by default, and can be wrapped in a scheduler (``EpochScheduler``,
@@ -30,7 +32,7 @@ from xaikit.evaluate._common import input_layout, spatial_shape, spearman, to_sp
 from xaikit.trace.base import Data, Trace
 from xaikit.trace.xai._samples import SampleCollector
 
-__all__ = ["DeletionAUC", "SaliencyStability"]
+__all__ = ["Compare", "DeletionAUC", "SaliencyStability"]
 
 
 class _FixedSampleTrace(Trace):
@@ -274,3 +276,114 @@ class SaliencyStability(_FixedSampleTrace):
         rho = spearman(previous, current)
         self.last_spearman = rho
         self._log(data, float(rho.mean()))
+
+
+class Compare(Trace):
+    """Run :func:`~xaikit.evaluate.compare` on a fixed sample set each time it runs.
+
+    Keeps every comparison (``results``: epoch -> :class:`~xaikit.evaluate.CompareResult`) and
+    logs each method's mean rank as ``<outputs>_<method>_mean_rank`` (1 = best on every metric).
+    Wrap it in a scheduler (``EpochScheduler``, ``RepeatScheduler``) to run only on some epochs.
+
+    Args:
+        model: the torch or Keras model being trained.
+        methods: method names (or a dict label -> method name), as for ``compare``.
+        model_inputs: the batch key of the model's input.
+        samples: None (the first batch seen), a number of samples, or a dict of arrays.
+        class_key: a batch key with the classes to explain and score (default: the prediction).
+        mask_key: a batch key with ground-truth masks (B, H, W) for the localization metrics.
+        metrics: metric names (None: the default set of ``compare``).
+        outputs: the prefix of the logged keys.
+        mode: modes it runs in.
+        ds_id: dataset ids it runs on.
+        seed: the methods' noise and the metrics' draws (the same every run).
+        method_options: method -> options, as for ``compare``.
+        max_batch: rows per forward pass.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+        >>> trace = Compare(model, ["vanilla", "input_x_gradient"], metrics=["sparseness"])
+        >>> d = Data({"x": np.random.rand(2, 1, 4, 4).astype(np.float32)})
+        >>> trace.on_batch_end(d); trace.on_epoch_end(d)
+        >>> sorted(d.read_logs())
+        ['compare_input_x_gradient_mean_rank', 'compare_vanilla_mean_rank']
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        methods: Any = ("vanilla", "integrated"),
+        model_inputs: str = "x",
+        samples: int | Mapping[str, Any] | None = None,
+        class_key: str | None = None,
+        mask_key: str | None = None,
+        metrics: Any = None,
+        outputs: str = "compare",
+        mode: Any = "eval",
+        ds_id: Any = None,
+        seed: int = 0,
+        method_options: Mapping[str, Mapping[str, Any]] | None = None,
+        max_batch: int | str = "auto",
+    ) -> None:
+        from xaikit.evaluate.compare import _methods, _metrics, _options
+
+        if not isinstance(model_inputs, str):
+            raise XaikitTypeError(f"model_inputs must be one batch key (str); got {describe(model_inputs)}")
+        if not isinstance(outputs, str):
+            raise XaikitTypeError(
+                f"outputs must be a str (the prefix of the logged keys); got {describe(outputs)}"
+            )
+        entries = _methods(methods)
+        if any(name is None for _, name, _ in entries):
+            raise XaikitTypeError(
+                "methods of the Compare trace must be method names (maps change over training)"
+            )
+        self.methods = {label: name for label, name, _ in entries}
+        _metrics(metrics, True if mask_key else None)  # unknown names / masks needed: fail now
+        _options(method_options, entries)
+        keys = [model_inputs] + [k for k in (class_key, mask_key) if k]
+        labels = list(self.methods)
+        super().__init__(
+            inputs=keys, outputs=[f"{outputs}_{m}_mean_rank" for m in labels], mode=mode, ds_id=ds_id
+        )
+        self.model = model
+        self.model_inputs = model_inputs
+        self.class_key = class_key
+        self.mask_key = mask_key
+        self.metrics = metrics
+        self.seed = seed
+        self.method_options = method_options
+        self.max_batch = max_batch
+        self.collector = SampleCollector(samples, keys=keys)
+        #: epoch -> the comparison of that run
+        self.results: dict[int, Any] = {}
+
+    def _mode(self) -> str:
+        return str(getattr(getattr(self, "system", None), "mode", None) or "eval")
+
+    def on_batch_end(self, data: Data) -> None:
+        self.collector.collect(self._mode(), data)
+
+    def on_epoch_end(self, data: Data) -> None:
+        from xaikit.evaluate.compare import compare
+
+        ready = self.collector.finish(self._mode())
+        if ready is None:
+            return
+        target = None
+        if self.class_key:
+            labels = ready[self.class_key]
+            flat = labels.ndim <= 1 or labels.shape[1:] == (1,)
+            target = (labels.reshape(-1) if flat else labels.reshape(len(labels), -1).argmax(axis=1)).astype(
+                np.int64
+            )
+        result = compare(
+            self.model, ready[self.model_inputs], self.methods, self.metrics,
+            mask=ready[self.mask_key] if self.mask_key else None, target=target, seed=self.seed,
+            method_options=self.method_options, max_batch=self.max_batch,
+        )  # fmt: skip
+        epoch = int(getattr(getattr(self, "system", None), "epoch_idx", 0) or 0)
+        self.results[epoch] = result
+        for key, rank in zip(self.outputs, result.table["mean rank"]):
+            data.write_with_log(key, float(rank))

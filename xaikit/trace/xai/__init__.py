@@ -1,7 +1,8 @@
 """Explanation traces: ``Saliency`` (masks of fixed samples over training), ``GradCAM`` and
 ``EigenCAM`` (class-activation maps), ``LabelTracker`` (a per-sample metric grouped by label)
 and ``InstanceTracker`` (a per-sample metric by index).
-The faithfulness traces ``DeletionAUC`` and ``SaliencyStability`` live in :mod:`xaikit.evaluate`.
+The faithfulness traces ``DeletionAUC``, ``SaliencyStability`` and ``Compare`` live in
+:mod:`xaikit.evaluate`.
 
 Example:
     >>> from xaikit.trace.xai import Saliency, GradCAM, EigenCAM, LabelTracker, InstanceTracker

@@ -1,0 +1,310 @@
+"""The metrics that :func:`xaikit.evaluate.compare` runs, by name: what each answers and how to score.
+
+A :class:`Metric` says what family a metric belongs to, whether higher is better, whether it
+needs ground-truth masks, whether it must re-explain (it needs a method name rather than maps),
+the question it answers, and an adapter ``score(context) -> (B,)`` that computes its per-sample
+scores from a :class:`MetricContext` (the model, the inputs, the pinned targets, one method's
+maps computed once by ``compare``, ...). :data:`METRICS` lists them in the order of the table.
+
+Adding a metric is one entry: a ``Metric(...)`` in the tuple that builds :data:`METRICS` (its
+position is its column in the table). A metric that follows the conventions of ``xk.evaluate``
+(``name(model, x, saliency, target, *, seed=, max_batch=, framework=, ...)`` returning a result
+with ``.scores`` (B,)) is wrapped by :func:`maps_adapter`; one that re-explains
+(``name(model, x, method, target, *, seed=, max_batch=, framework=, method_options=, ...)``) by
+:func:`method_adapter` (it scores NaN for custom maps, which cannot be re-explained). The entries
+of the metrics being added beside this module, once their functions exist and are imported at
+the top of this module::
+
+    # faithfulness.py
+    Metric("road", "faithfulness", False, False, False,
+           "Does removing the top pixels (noisy linear imputation: no out-of-distribution holes) "
+           "kill the score fast?", maps_adapter(road)),
+    Metric("infidelity", "faithfulness", False, False, False,
+           "Does the map predict how the score changes under small perturbations?",
+           maps_adapter(infidelity)),
+    Metric("faithfulness_correlation", "faithfulness", True, False, False,
+           "Do the attributions of random pixel sets correlate with the score drop when those "
+           "pixels are removed?", maps_adapter(faithfulness_correlation)),
+    # robustness.py (re-explain perturbed copies of x: not cheap)
+    Metric("max_sensitivity", "robustness", False, False, True,
+           "How much can the map change under a small input perturbation?",
+           method_adapter(max_sensitivity), cheap=False),
+    Metric("avg_sensitivity", "robustness", False, False, True,
+           "How much does the map change on average under a small input perturbation?",
+           method_adapter(avg_sensitivity), cheap=False),
+    Metric("local_lipschitz", "robustness", False, False, True,
+           "How fast can the map change relative to the input around x?",
+           method_adapter(local_lipschitz), cheap=False),
+    # localization.py (needs masks)
+    Metric("relevance_rank_accuracy", "localization", True, True, False,
+           "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
+           lambda c: np.asarray(relevance_rank_accuracy(c.magnitudes, c.mask).scores, float)),
+    # randomization (re-explain under another target or a changed model)
+    Metric("random_logit", "randomization", False, False, True,
+           "Does the map change when another class is explained?", method_adapter(random_logit)),
+    Metric("efficient_mprt", "randomization", ..., method_adapter(efficient_mprt), cheap=False),
+    Metric("smooth_mprt", "randomization", ..., method_adapter(smooth_mprt), cheap=False),
+
+Check each signature and direction of better when adding it (the positional fields are
+``name, family, higher_is_better, needs_mask, re_explains, question, score``): the adapters
+pass ``model, x, maps-or-method, targets`` positionally and ``seed``, ``max_batch``,
+``framework`` (and ``method_options``) by keyword; fixed settings go as keywords of the adapter,
+e.g. ``maps_adapter(road, percentages=...)``; ``attr=`` names the result's per-sample field when
+it is not ``scores``. Add a short name for the figure's titles to ``compare._SHORT``, a line to
+the metric table of ``docs/evaluate.md``, and a ``Pair`` to ``benchmarks/evaluate_bench.py``.
+
+``cheap`` metrics (at most one more explanation per method) are the default set of
+``compare(metrics=None)``, with the mask metrics when a mask is given.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xaikit.evaluate._common import spearman, to_spatial
+from xaikit.evaluate.complexity import complexity, sparseness
+from xaikit.evaluate.localization import localization
+from xaikit.evaluate.perturbation import deletion, insertion
+
+__all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
+
+#: the metric families, in the order of the table
+FAMILIES = ("faithfulness", "robustness", "complexity", "randomization", "localization")
+
+
+@dataclass
+class MetricContext:
+    """What a metric adapter may read about one method of a comparison.
+
+    Attributes:
+        model: the model.
+        x: the input batch, as given to ``compare``.
+        method: the method's name (canonical), or None for custom maps.
+        label: the method's label in the table.
+        maps: the raw maps of the method (computed once by ``compare``).
+        targets: (B,) the classes explained and scored (pinned once for every method).
+        spatial: the spatial shape of one input, e.g. ``(H, W)``.
+        channels: the input's channel count (None without a channel axis).
+        mask: (B, *spatial) ground-truth masks, or None.
+        seed: the seed of the methods' noise and the metrics' draws.
+        max_batch: rows per forward pass.
+        framework: ``"torch"``, ``"tf"`` or None (the model's own).
+        method_options: the options the method's maps were computed with.
+        delta: (B,) the completeness delta of a path method's maps (None for other methods).
+    """
+
+    model: Any
+    x: Any
+    method: str | None
+    label: str
+    maps: np.ndarray
+    targets: np.ndarray
+    spatial: tuple[int, ...]
+    channels: int | None
+    mask: np.ndarray | None = None
+    seed: int = 0
+    max_batch: int | str = "auto"
+    framework: str | None = None
+    method_options: dict[str, Any] = field(default_factory=dict)
+    delta: np.ndarray | None = None
+    _magnitudes: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def batch(self) -> int:
+        """The number of samples."""
+        return int(self.targets.shape[0])
+
+    @property
+    def magnitudes(self) -> np.ndarray:
+        """(B, *spatial) the maps' magnitudes, channels summed (computed once)."""
+        if self._magnitudes is None:
+            self._magnitudes = to_spatial(self.maps, self.spatial, self.batch, channels=self.channels)
+        return self._magnitudes
+
+    def nan(self) -> np.ndarray:
+        """(B,) NaN: the score of a metric that does not apply to this method."""
+        return np.full(self.batch, np.nan)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of :func:`xaikit.evaluate.compare`.
+
+    Attributes:
+        name: the key in :data:`METRICS` and the column of the table.
+        family: one of :data:`FAMILIES`.
+        higher_is_better: whether a higher score means a better explanation.
+        needs_mask: whether it needs ground-truth masks (``compare(mask=...)``).
+        re_explains: whether it computes new maps itself (it needs a method name; custom maps
+            score NaN).
+        question: the one-line question it answers.
+        score: the adapter, ``score(context) -> (B,)`` per-sample scores (NaN where it does not
+            apply).
+        cheap: in the default set (at most one more explanation per method).
+    """
+
+    name: str
+    family: str
+    higher_is_better: bool
+    needs_mask: bool
+    re_explains: bool
+    question: str
+    score: Callable[[MetricContext], np.ndarray] = field(repr=False, compare=False)
+    cheap: bool = True
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            from xaikit.errors import XaikitValueError
+
+            raise XaikitValueError(f"family must be one of {FAMILIES}; got {self.family!r}")
+
+
+def _scores(result: Any, attr: str) -> np.ndarray:
+    return np.asarray(getattr(result, attr), dtype=np.float64).reshape(-1)
+
+
+def maps_adapter(
+    fn: Callable[..., Any], attr: str = "scores", **settings: Any
+) -> Callable[[MetricContext], np.ndarray]:
+    """An adapter for a metric of the maps: ``fn(model, x, maps, targets, seed=, max_batch=,
+    framework=, **settings).<attr>``.
+
+    Example:
+        >>> from xaikit.evaluate.perturbation import deletion
+        >>> score = maps_adapter(deletion, attr="auc", steps=10)
+        >>> callable(score)
+        True
+    """
+
+    def score(ctx: MetricContext) -> np.ndarray:
+        result = fn(
+            ctx.model, ctx.x, ctx.maps, ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            framework=ctx.framework, **settings,
+        )  # fmt: skip
+        return _scores(result, attr)
+
+    return score
+
+
+def method_adapter(
+    fn: Callable[..., Any], attr: str = "scores", **settings: Any
+) -> Callable[[MetricContext], np.ndarray]:
+    """An adapter for a metric that re-explains: ``fn(model, x, method, targets, seed=,
+    max_batch=, framework=, method_options=, **settings).<attr>``; NaN for custom maps.
+
+    Example:
+        >>> callable(method_adapter(lambda *a, **k: None))
+        True
+    """
+
+    def score(ctx: MetricContext) -> np.ndarray:
+        if ctx.method is None:
+            return ctx.nan()
+        result = fn(
+            ctx.model, ctx.x, ctx.method, ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            framework=ctx.framework, method_options=dict(ctx.method_options), **settings,
+        )  # fmt: skip
+        return _scores(result, attr)
+
+    return score
+
+
+# ------------------------------------------------------------------------------------ adapters
+def _localization(key: str) -> Callable[[MetricContext], np.ndarray]:
+    def score(ctx: MetricContext) -> np.ndarray:
+        return np.asarray(localization(ctx.magnitudes, ctx.mask)[key], dtype=np.float64)
+
+    return score
+
+
+def _randomization(ctx: MetricContext) -> np.ndarray:
+    """Spearman ρ between the |maps| of the trained model and of the model with every layer
+    re-drawn (the last step of the cascading :func:`randomization_test`, same seed and recipe)."""
+    if ctx.method is None:
+        return ctx.nan()
+    from xaikit.backend import get_backend
+    from xaikit.xai import saliency as _saliency
+
+    bk = get_backend(ctx.model, ctx.framework)
+    ops = bk.eval
+    layers = ops.weighted_layers(ctx.model)
+    if not layers:
+        return ctx.nan()
+    saved = ops.snapshot(ctx.model)
+    try:
+        for i, (_, layer) in reversed(list(enumerate(layers))):
+            ops.randomize(layer, np.random.default_rng([int(ctx.seed) % (2**63), i]))
+        maps = _saliency.explain(
+            ctx.model, ctx.x, target=ctx.targets, method=ctx.method, framework=ctx.framework,
+            seed=ctx.seed, max_batch=ctx.max_batch, **ctx.method_options,
+        )  # fmt: skip
+    finally:
+        ops.restore(saved)
+    random = to_spatial(np.asarray(maps), ctx.spatial, ctx.batch, channels=ctx.channels)
+    return spearman(ctx.magnitudes, random)
+
+
+def _completeness(ctx: MetricContext) -> np.ndarray:
+    if ctx.delta is None:
+        return ctx.nan()
+    return np.abs(np.asarray(ctx.delta, dtype=np.float64).reshape(-1))
+
+
+def _map_score(fn: Callable[..., Any]) -> Callable[[MetricContext], np.ndarray]:
+    def score(ctx: MetricContext) -> np.ndarray:
+        return np.asarray(fn(ctx.magnitudes).scores, dtype=np.float64)
+
+    return score
+
+
+#: every metric ``compare`` knows, in the order of the table (see the module docstring to add one)
+METRICS: OrderedDict[str, Metric] = OrderedDict(
+    (m.name, m)
+    for m in (
+        Metric(
+            "deletion_auc", "faithfulness", False, False, False,
+            "Does removing the most salient pixels first (to black, 20 steps) kill the score fast?",
+            maps_adapter(deletion, attr="auc", steps=20, baseline="black"),
+        ),
+        Metric(
+            "insertion_auc", "faithfulness", True, False, False,
+            "Does putting the most salient pixels back first (onto a blurred copy) restore the score fast?",
+            maps_adapter(insertion, attr="auc", steps=20, baseline="blur"),
+        ),
+        Metric(
+            "completeness_delta", "faithfulness", False, False, False,
+            "Do the attributions add up to f(x) - f(baseline)? |delta| (path methods only, NaN otherwise)",
+            _completeness,
+        ),
+        Metric(
+            "sparseness", "complexity", True, False, False,
+            "Is the map concentrated on few pixels? (Gini index of its magnitudes)",
+            _map_score(sparseness),
+        ),
+        Metric(
+            "complexity", "complexity", False, False, False,
+            "How spread out is the map? (entropy of its normalized magnitudes)",
+            _map_score(complexity),
+        ),
+        Metric(
+            "randomization", "randomization", False, False, True,
+            "Does the map change when every weight is re-drawn? (Spearman rho of |maps|, trained vs random)",
+            _randomization,
+        ),
+        Metric(
+            "localization_energy", "localization", True, True, False,
+            "How much of the map's mass lies inside the object mask?",
+            _localization("energy"),
+        ),
+        Metric(
+            "pointing_game", "localization", True, True, False,
+            "Does the map's maximum lie inside the object mask?",
+            _localization("pointing"),
+        ),
+    )
+)  # fmt: skip
