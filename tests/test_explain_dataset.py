@@ -20,8 +20,8 @@ torch = pytest.importorskip("torch")
 
 import xaikit as xk  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
-from xaikit.xai._engine import stream_seed  # noqa: E402
 from xaikit.xai import StoreLockedError  # noqa: E402
+from xaikit.xai._engine import stream_seed  # noqa: E402
 from xaikit.xai.names import ALL_METHODS  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -73,6 +73,23 @@ def test_values_equal_explain_per_batch(tmp_path: Path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # model unchanged
     m = res.manifest
     assert (m["length"], m["shard_size"], m["batch_size"], m["map_shape"]) == (10, 6, 3, [3, 8, 8])
+
+
+def test_score_of_a_model_that_ends_in_a_softmax(tmp_path: Path) -> None:
+    """A model that gives probabilities has them stored as they are (not put through a second
+    softmax, which squeezes every score towards 1/classes); logits go through one softmax."""
+    logits_model = tiny_cnn()
+    prob_model = torch.nn.Sequential(tiny_cnn(), torch.nn.Softmax(dim=1))
+    x = images(8)
+    with torch.no_grad():
+        prob = prob_model(torch.from_numpy(x)).numpy()
+    kw = {"method": "vanilla", "batch_size": 4, "progress": False}
+    a = xk.xai.explain_dataset(prob_model, x, out=tmp_path / "p.zarr", **kw).table
+    b = xk.xai.explain_dataset(logits_model, x, out=tmp_path / "l.zarr", **kw).table
+    np.testing.assert_array_equal(a["prediction"], prob.argmax(1))
+    np.testing.assert_array_equal(a["score"], prob.max(1))  # the model's own numbers, bit for bit
+    np.testing.assert_allclose(b["score"], prob.max(1), rtol=1e-5)  # the softmax of the logits
+    assert a["score"].min() > 0.3 and b["prediction"].tolist() == a["prediction"].tolist()
 
 
 def test_linear_model_exact_and_delta(tmp_path: Path) -> None:

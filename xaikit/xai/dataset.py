@@ -182,11 +182,23 @@ class Settings:
 
 
 def _softmax_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """The probability of ``classes`` per row: a row that already is a probability vector (in
+    [0, 1], summing to 1 within 1e-4: a model ending in a softmax, like xaikit's LeNet) as it is,
+    any other row through a softmax; a one-score model's raw score.
+
+    Example:
+        >>> s = np.array([[0.7, 0.2, 0.1], [2.0, 0.0, 0.0]], np.float32)
+        >>> [round(float(v), 4) for v in _softmax_of(s, np.array([0, 0]))]
+        [0.7, 0.787]
+    """
     if scores.ndim == 1:
         return scores.astype(np.float32)
-    z = scores.astype(np.float64) - scores.max(axis=1, keepdims=True)
+    s = scores.astype(np.float64)
+    z = s - s.max(axis=1, keepdims=True)
     p = np.exp(z)
     p /= p.sum(axis=1, keepdims=True)
+    already = np.all((s >= 0) & (s <= 1), axis=1) & (np.abs(s.sum(axis=1) - 1) <= 1e-4)
+    p = np.where(already[:, None], s, p)
     return p[np.arange(len(p)), classes].astype(np.float32)
 
 
@@ -194,7 +206,8 @@ def explain_rows(
     model: Any, x: np.ndarray, labels: np.ndarray | None, settings: Settings, seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(attributions, predictions, scores, deltas)`` of one batch: the predicted class and its
-    softmax probability (the raw score for a one-score model), and the attributions of the
+    probability (the model's output where it gives probabilities, else its softmax; the raw score
+    for a one-score model), and the attributions of the
     predicted class (of the label with ``target="label"``)."""
     from xaikit.xai.saliency import explain
 
@@ -352,7 +365,7 @@ class DatasetExplanation:
     @property
     def table(self) -> Any:
         """A pandas DataFrame of the committed samples: ``index``, ``label`` (-1: none),
-        ``prediction``, ``score`` (softmax probability of the prediction), ``delta``
+        ``prediction``, ``score`` (the probability of the prediction), ``delta``
         (completeness delta; NaN for methods without one) and ``file`` ("" for none)."""
         import pandas as pd
 
