@@ -306,6 +306,16 @@ class Progress:
             )
             sys.stderr.flush()
 
+    def say(self, line: str) -> None:
+        """One line on stderr (through the bar on a terminal); nothing when not enabled."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+            return
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -331,6 +341,11 @@ class DatasetExplanation:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.store = Store(path)
         self.path = str(path)
+        #: the shards that the :func:`explain_dataset` call that returned this handle found
+        #: committed and kept (a resumed run), and those it explained; empty for a handle of
+        #: :meth:`open`
+        self.resumed: list[int] = []
+        self.explained: list[int] = []
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> DatasetExplanation:
@@ -523,6 +538,12 @@ def explain_dataset(
         todo = [k for k in range(settings.n_shards) if k not in done]
         rows_done = sum(settings.shard_range(k)[1] - settings.shard_range(k)[0] for k in done)
         bar = Progress(n, rows_done, progress)
+        if done:
+            bar.say(
+                f"explain_dataset: resuming {str(store.path)!r}: {len(done)} of {settings.n_shards} shards "
+                f"({rows_done} of {n} rows) already committed, kept; "
+                + (f"{len(todo)} to do" if todo else "nothing to do")
+            )
         try:
             if engine == "ray":
                 from xaikit.xai._ray import run_ray
@@ -532,7 +553,9 @@ def explain_dataset(
                 _run_local(model, source, settings, store, todo, bar)
         finally:
             bar.close()
-    return DatasetExplanation(out)
+    handle = DatasetExplanation(out)
+    handle.resumed, handle.explained = sorted(done), todo
+    return handle
 
 
 def _run_local(
