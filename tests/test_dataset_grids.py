@@ -82,3 +82,22 @@ def test_save_grids_writes_three_pngs_and_none_for_non_images(
     )
     assert save_grids(vectors, as_source(flat), tmp_path / "none") == []
     assert not (tmp_path / "none").exists()
+
+
+def test_grid_names_the_files(tmp_path: Path) -> None:
+    from PIL import Image
+
+    folder = tmp_path / "imgs"
+    (folder / "sub").mkdir(parents=True)
+    pixels = (images(2).transpose(0, 2, 3, 1) * 255).astype(np.uint8)
+    names = ["a.png", "sub/" + "long" * 8 + ".png"]
+    for name, p in zip(names, pixels):
+        Image.fromarray(p).save(folder / name)
+    res = xk.xai.explain_dataset(
+        tiny_cnn(), folder, method="vanilla", out=tmp_path / "f.zarr", progress=False
+    )
+    assert list(res.table["file"]) == names
+    grid = dataset_grid(res, as_source(folder), np.array([1, 0]), "t")
+    assert grid is not None
+    text = grid["sample"][0]
+    assert text[0].split("\n")[1] == "…" + ("long" * 8 + ".png")[-23:] and text[1].endswith("\na.png")

@@ -52,8 +52,8 @@ def dataset_grid(
 ) -> ImgData | None:
     """The grid of samples ``idx`` (committed ones) of ``result`` (a
     :class:`~xaikit.xai.DatasetExplanation`) read from ``source``: one row per sample with
-    ``#index pred P (score)`` (and ``label L`` where a label differs, in red), the image and its
-    map scaled for display. None when the samples are not images (no grid). ``table`` is
+    ``#index pred P (score)`` (then the file's name, if any, and ``label L`` where a label
+    differs, in red), the image and its map scaled for display. None when the samples are not images (no grid). ``table`` is
     ``result.table`` when the caller has read it already."""
     from xaikit.viz import ImgData
 
@@ -68,9 +68,13 @@ def dataset_grid(
         mask = mask[:, 0] if axis == 1 else mask[..., 0]
     rows = (result.table if table is None else table).set_index("index").loc[idx]
     text, colors = [], []
-    for i, p, s, y in zip(idx, rows["prediction"], rows["score"], rows["label"]):
+    for i, p, s, y, f in zip(idx, rows["prediction"], rows["score"], rows["label"], rows["file"]):
         wrong = y >= 0 and y != p
-        text.append(f"#{i} pred {p} ({s:.2f})" + (f"\nlabel {y}" if wrong else ""))
+        name = os.path.basename(str(f))
+        name = name if len(name) <= 24 else "…" + name[-23:]
+        text.append(
+            f"#{i} pred {p} ({s:.2f})" + (f"\n{name}" if name else "") + (f"\nlabel {y}" if wrong else "")
+        )
         colors.append("red" if wrong else None)
     return ImgData(
         {"sample": text, "image": x, "saliency": mask},
