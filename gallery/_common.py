@@ -39,7 +39,9 @@ def out_path(args: argparse.Namespace, default_out: str) -> str:
     return str(DOCS_IMG / default_out.format(framework=getattr(args, "framework", "torch")))
 
 
-def train_lenet(framework: str, epochs: int = 6, n_train: int = 6000, seed: int = 0) -> tuple[Any, Any]:
+def train_lenet(
+    framework: str, epochs: int = 6, n_train: int = 6000, seed: int = 0, batch_size: int = 64
+) -> tuple[Any, Any]:
     """A LeNet trained on ``shapes`` with the Estimator; returns (model, eval dataset in [0, 1])."""
     if framework == "torch":
         import torch
@@ -55,7 +57,7 @@ def train_lenet(framework: str, epochs: int = 6, n_train: int = 6000, seed: int 
         tf.keras.utils.set_random_seed(seed)
     train, evaluation = shapes.load_data(n_train=n_train, n_eval=500, seed=seed)
     pipeline = xk.Pipeline(
-        train_data=train, eval_data=evaluation, batch_size=64, ops=[Minmax("x", "x")], seed=seed
+        train_data=train, eval_data=evaluation, batch_size=batch_size, ops=[Minmax("x", "x")], seed=seed
     )
     model = xk.build(lambda: LeNet(input_shape=(32, 32, 3), classes=len(shapes.label_mapping)), "adam")
     network = xk.Network(

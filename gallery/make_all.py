@@ -159,6 +159,12 @@ JOBS: tuple[Job, ...] = (
         quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--frameworks", "torch"),
         frameworks=("torch", "tf"),
     ),
+    Job(
+        "explain_dataset",
+        "dataset_grids.png",
+        quick=("--epochs", "1", "--n-train", "256", "--n", "16", "--show", "3", "--nsamples", "2"),
+        frameworks=("torch",),
+    ),
 )
 
 #: gallery scripts that paint nothing, and why

@@ -44,7 +44,7 @@ def test_explain_folder_and_npy(tmp_path: Path, capsys: pytest.CaptureFixture[st
         == 0
     )
     printed = capsys.readouterr().out
-    assert "6 samples in 3 shards" in printed
+    assert "6 samples in 3 shards, all explained now; attributions (6, 8, 8, 3)" in printed
     for name in ("first", "most_confident", "least_confident"):
         assert (out / "grids" / f"{name}.png").stat().st_size > 1000
     res = xk.xai.DatasetExplanation.open(out)
@@ -56,11 +56,14 @@ def test_explain_folder_and_npy(tmp_path: Path, capsys: pytest.CaptureFixture[st
         progress=False, nsamples=2,
     )  # fmt: skip
     np.testing.assert_array_equal(res.attributions[:], direct.attributions[:])
-    # a second run resumes: nothing left to do; another method is refused with status 2
+    # a second run resumes: nothing left to do, and it says so; another method is refused with status 2
     assert (
         main([*args, "--method", "smoothgrad", "-o", "nsamples=2", "--batch-size", "2", "--grid-size", "0"])
         == 0
     )
+    printed = capsys.readouterr()
+    assert "6 samples in 3 shards: 3 kept from an earlier run, 0 explained now" in printed.out
+    assert "3 of 3 shards (6 of 6 rows) already committed, kept; nothing to do" in printed.err
     assert main([*args, "--method", "vanilla", "--batch-size", "2"]) == 2
     assert 'method: stored "smoothgrad", now "vanilla"' in capsys.readouterr().err
     assert main([*args, "--method", "vanilla", "--batch-size", "2", "--no-resume", "--grid-size", "0"]) == 0

@@ -20,8 +20,8 @@ torch = pytest.importorskip("torch")
 
 import xaikit as xk  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
-from xaikit.xai._engine import stream_seed  # noqa: E402
 from xaikit.xai import StoreLockedError  # noqa: E402
+from xaikit.xai._engine import stream_seed  # noqa: E402
 from xaikit.xai.names import ALL_METHODS  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -73,6 +73,23 @@ def test_values_equal_explain_per_batch(tmp_path: Path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # model unchanged
     m = res.manifest
     assert (m["length"], m["shard_size"], m["batch_size"], m["map_shape"]) == (10, 6, 3, [3, 8, 8])
+
+
+def test_score_of_a_model_that_ends_in_a_softmax(tmp_path: Path) -> None:
+    """A model that gives probabilities has them stored as they are (not put through a second
+    softmax, which squeezes every score towards 1/classes); logits go through one softmax."""
+    logits_model = tiny_cnn()
+    prob_model = torch.nn.Sequential(tiny_cnn(), torch.nn.Softmax(dim=1))
+    x = images(8)
+    with torch.no_grad():
+        prob = prob_model(torch.from_numpy(x)).numpy()
+    kw = {"method": "vanilla", "batch_size": 4, "progress": False}
+    a = xk.xai.explain_dataset(prob_model, x, out=tmp_path / "p.zarr", **kw).table
+    b = xk.xai.explain_dataset(logits_model, x, out=tmp_path / "l.zarr", **kw).table
+    np.testing.assert_array_equal(a["prediction"], prob.argmax(1))
+    np.testing.assert_array_equal(a["score"], prob.max(1))  # the model's own numbers, bit for bit
+    np.testing.assert_allclose(b["score"], prob.max(1), rtol=1e-5)  # the softmax of the logits
+    assert a["score"].min() > 0.3 and b["prediction"].tolist() == a["prediction"].tolist()
 
 
 def test_linear_model_exact_and_delta(tmp_path: Path) -> None:
@@ -174,6 +191,7 @@ def test_sigkill_resume_is_bit_equal(tmp_path: Path) -> None:
     for k, rec in before.items():  # committed shards were not redone
         assert after[k] == rec and rec["worker"].endswith(f":{proc.pid}")
     redone = [k for k in after if k not in before]
+    assert res.resumed == sorted(before) and res.explained == sorted(redone)
     assert all(after[k]["worker"].endswith(f":{os.getpid()}") for k in redone)
     np.testing.assert_array_equal(res.attributions[:], _reference(tmp_path, n, every))
     assert not (out / ".lock").exists()
@@ -295,9 +313,28 @@ def test_bad_inputs(tmp_path: Path, kwargs: dict, error: type, message: str) -> 
 
 
 def test_progress_lines_when_not_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    xk.xai.explain_dataset(tiny_cnn(), images(6), method="vanilla", out=tmp_path / "p.zarr", batch_size=2)
+    out = tmp_path / "p.zarr"
+    kw = {"method": "vanilla", "out": out, "batch_size": 2, "shard_size": 2}
+    res = xk.xai.explain_dataset(tiny_cnn(), images(6), **kw)
     err = capsys.readouterr().err
-    assert "explain_dataset: 6/6 rows (100%)" in err and "rows/s" in err
+    assert "explain_dataset: 6/6 rows (100%)" in err and "rows/s" in err and "resuming" not in err
+    assert (res.resumed, res.explained) == ([], [0, 1, 2])
+    # a resumed run says what it keeps and what it does; the handle says so too
+    for k in (1, 2):
+        (out / "shards" / f"{k}.json").unlink()
+    res = xk.xai.explain_dataset(tiny_cnn(), images(6), **kw)
+    err = capsys.readouterr().err
+    assert f"resuming {str(out)!r}: 1 of 3 shards (2 of 6 rows) already committed, kept; 2 to do" in err
+    assert (res.resumed, res.explained) == ([0], [1, 2]) and "6/6 rows" in err
+    res = xk.xai.explain_dataset(tiny_cnn(), images(6), **kw)
+    assert "3 of 3 shards (6 of 6 rows) already committed, kept; nothing to do" in capsys.readouterr().err
+    assert (res.resumed, res.explained) == ([0, 1, 2], [])
+    xk.xai.explain_dataset(tiny_cnn(), images(6), progress=False, **kw)
+    assert capsys.readouterr().err == ""  # progress=False: silent
+    assert (xk.xai.DatasetExplanation.open(out).resumed, xk.xai.DatasetExplanation.open(out).explained) == (
+        [],
+        [],
+    )
 
 
 def test_tf_data(tmp_path: Path) -> None:

@@ -249,9 +249,14 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"xaikit: error: {err}", file=sys.stderr)
         return 2
     table = result.table
+    shards = len(result.committed)
+    done = f"{shards} shard{'' if shards == 1 else 's'}"
+    if result.resumed:
+        done += f": {len(result.resumed)} kept from an earlier run, {len(result.explained)} explained now"
+    else:
+        done += ", all explained now"
     print(
-        f"xaikit explain: {len(table)} samples in {len(result.committed)} shard"
-        f"{'' if len(result.committed) == 1 else 's'}; attributions "
+        f"xaikit explain: {len(table)} samples in {done}; attributions "
         f"{tuple(result.attributions.shape)} in {os.path.join(args.out, 'attributions')}"
     )
     for path in grids:

@@ -1,11 +1,16 @@
-"""PNG grids of a dataset explanation: the first samples, the most and the least confident
-(by the stored ``score``), each row the image, its display mask and the prediction."""
+"""Grids of a dataset explanation: the first samples, the most and the least confident (by the
+stored ``score``), each row the sample, the image and its display mask.
+
+:func:`pick_samples` chooses the samples, :func:`dataset_grid` builds one grid (an
+:class:`~xaikit.viz.ImgData`; painting is ``viz``'s), :func:`save_grids` writes the PNGs of
+``xaikit explain``. The gallery's ``docs/img/dataset_grids.png`` is built by the same functions.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,44 +18,85 @@ from xaikit.layout import channel_axis_of
 from xaikit.xai._display import to_display
 from xaikit.xai._sources import Source
 
+if TYPE_CHECKING:
+    from xaikit.viz import ImgData
 
-def _pick(table: Any, n: int) -> dict[str, np.ndarray]:
+#: the grids of :func:`save_grids`, in order
+GRIDS = ("first", "most_confident", "least_confident")
+
+
+def pick_samples(table: Any, n: int) -> dict[str, np.ndarray]:
+    """The sample indices of each grid of :data:`GRIDS`: the first ``n`` rows of ``table``, the
+    ``n`` of highest score (best first) and the ``n`` of lowest score (worst first); ties keep
+    the table's order.
+
+    Example:
+        >>> import pandas as pd
+        >>> t = pd.DataFrame({"index": [0, 1, 2, 3], "score": [0.5, 0.9, 0.2, 0.9]})
+        >>> {k: v.tolist() for k, v in pick_samples(t, 2).items()}
+        {'first': [0, 1], 'most_confident': [1, 3], 'least_confident': [2, 0]}
+    """
     index = table["index"].to_numpy()
-    order = np.argsort(table["score"].to_numpy(), kind="stable")
+    score = table["score"].to_numpy()
+    low_first = np.argsort(score, kind="stable")
+    high_first = np.argsort(-score, kind="stable")
     return {
         "first": index[:n],
-        "most_confident": index[order[::-1][:n]],
-        "least_confident": index[order[:n]],
+        "most_confident": index[high_first[:n]],
+        "least_confident": index[low_first[:n]],
     }
+
+
+def dataset_grid(
+    result: Any, source: Source, idx: np.ndarray, title: str, table: Any = None
+) -> ImgData | None:
+    """The grid of samples ``idx`` (committed ones) of ``result`` (a
+    :class:`~xaikit.xai.DatasetExplanation`) read from ``source``: one row per sample with
+    ``#index pred P (score)`` (then the file's name, if any, and ``label L`` where a label
+    differs, in red), the image and its map scaled for display. None when the samples are not images (no grid). ``table`` is
+    ``result.table`` when the caller has read it already."""
+    from xaikit.viz import ImgData
+
+    idx = np.asarray(idx, dtype=np.int64)
+    x = np.concatenate([source.get(int(i), int(i) + 1).x for i in idx])
+    if x.ndim not in (3, 4):
+        return None
+    raw = np.asarray(result.attributions.get_orthogonal_selection((idx,)))
+    axis = channel_axis_of(raw.shape, prefer_first=x.ndim == 4 and channel_axis_of(x.shape, True) == 1)
+    mask = to_display(raw, axis)
+    if mask.ndim == 4:
+        mask = mask[:, 0] if axis == 1 else mask[..., 0]
+    rows = (result.table if table is None else table).set_index("index").loc[idx]
+    text, colors = [], []
+    for i, p, s, y, f in zip(idx, rows["prediction"], rows["score"], rows["label"], rows["file"]):
+        wrong = y >= 0 and y != p
+        name = os.path.basename(str(f))
+        name = name if len(name) <= 24 else "…" + name[-23:]
+        text.append(
+            f"#{i} pred {p} ({s:.2f})" + (f"\n{name}" if name else "") + (f"\nlabel {y}" if wrong else "")
+        )
+        colors.append("red" if wrong else None)
+    return ImgData(
+        {"sample": text, "image": x, "saliency": mask},
+        colormaps={"saliency": "inferno"},
+        vranges={"saliency": (0.0, 1.0)},
+        text_colors={"sample": colors},
+        figure_title=title,
+    )
 
 
 def save_grids(result: Any, source: Source, folder: str | os.PathLike[str], n: int = 8) -> list[Path]:
     """Write ``first.png``, ``most_confident.png`` and ``least_confident.png`` into ``folder``
     (``n`` samples each, committed samples only); returns the paths."""
-    from xaikit.viz import ImgData
-
     table = result.table
     if len(table) == 0:
         return []
     paths = []
-    by_index = table.set_index("index")
-    for name, idx in _pick(table, n).items():
-        x = np.concatenate([source.get(int(i), int(i) + 1).x for i in idx])
-        if x.ndim not in (3, 4):  # not images: no grid
+    method = result.manifest["method"]
+    for name, idx in pick_samples(table, n).items():
+        grid = dataset_grid(result, source, idx, f"{method}: {name.replace('_', ' ')}", table)
+        if grid is None:  # not images: no grid
             return []
-        raw = np.asarray(result.attributions.get_orthogonal_selection((idx,)))
-        axis = channel_axis_of(raw.shape, prefer_first=x.ndim == 4 and channel_axis_of(x.shape, True) == 1)
-        mask = to_display(raw, axis)
-        if mask.ndim == 4:
-            mask = mask[:, 0] if axis == 1 else mask[..., 0]
-        rows = by_index.loc[idx]
-        text = [f"#{i} pred {p} ({s:.2f})" for i, p, s in zip(idx, rows["prediction"], rows["score"])]
-        grid = ImgData(
-            {"sample": text, "image": x, "saliency": mask},
-            colormaps={"saliency": "inferno"},
-            vranges={"saliency": (0.0, 1.0)},
-            figure_title=f"{result.manifest['method']}: {name.replace('_', ' ')}",
-        )
         path = Path(folder) / f"{name}.png"
         grid.paint_figure(save_path=path, dpi=72)
         paths.append(path)

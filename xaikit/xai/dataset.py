@@ -182,11 +182,23 @@ class Settings:
 
 
 def _softmax_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """The probability of ``classes`` per row: a row that already is a probability vector (in
+    [0, 1], summing to 1 within 1e-4: a model ending in a softmax, like xaikit's LeNet) as it is,
+    any other row through a softmax; a one-score model's raw score.
+
+    Example:
+        >>> s = np.array([[0.7, 0.2, 0.1], [2.0, 0.0, 0.0]], np.float32)
+        >>> [round(float(v), 4) for v in _softmax_of(s, np.array([0, 0]))]
+        [0.7, 0.787]
+    """
     if scores.ndim == 1:
         return scores.astype(np.float32)
-    z = scores.astype(np.float64) - scores.max(axis=1, keepdims=True)
+    s = scores.astype(np.float64)
+    z = s - s.max(axis=1, keepdims=True)
     p = np.exp(z)
     p /= p.sum(axis=1, keepdims=True)
+    already = np.all((s >= 0) & (s <= 1), axis=1) & (np.abs(s.sum(axis=1) - 1) <= 1e-4)
+    p = np.where(already[:, None], s, p)
     return p[np.arange(len(p)), classes].astype(np.float32)
 
 
@@ -194,7 +206,8 @@ def explain_rows(
     model: Any, x: np.ndarray, labels: np.ndarray | None, settings: Settings, seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(attributions, predictions, scores, deltas)`` of one batch: the predicted class and its
-    softmax probability (the raw score for a one-score model), and the attributions of the
+    probability (the model's output where it gives probabilities, else its softmax; the raw score
+    for a one-score model), and the attributions of the
     predicted class (of the label with ``target="label"``)."""
     from xaikit.xai.saliency import explain
 
@@ -293,6 +306,16 @@ class Progress:
             )
             sys.stderr.flush()
 
+    def say(self, line: str) -> None:
+        """One line on stderr (through the bar on a terminal); nothing when not enabled."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+            return
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -318,6 +341,11 @@ class DatasetExplanation:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.store = Store(path)
         self.path = str(path)
+        #: the shards that the :func:`explain_dataset` call that returned this handle found
+        #: committed and kept (a resumed run), and those it explained; empty for a handle of
+        #: :meth:`open`
+        self.resumed: list[int] = []
+        self.explained: list[int] = []
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> DatasetExplanation:
@@ -352,7 +380,7 @@ class DatasetExplanation:
     @property
     def table(self) -> Any:
         """A pandas DataFrame of the committed samples: ``index``, ``label`` (-1: none),
-        ``prediction``, ``score`` (softmax probability of the prediction), ``delta``
+        ``prediction``, ``score`` (the probability of the prediction), ``delta``
         (completeness delta; NaN for methods without one) and ``file`` ("" for none)."""
         import pandas as pd
 
@@ -510,6 +538,12 @@ def explain_dataset(
         todo = [k for k in range(settings.n_shards) if k not in done]
         rows_done = sum(settings.shard_range(k)[1] - settings.shard_range(k)[0] for k in done)
         bar = Progress(n, rows_done, progress)
+        if done:
+            bar.say(
+                f"explain_dataset: resuming {str(store.path)!r}: {len(done)} of {settings.n_shards} shards "
+                f"({rows_done} of {n} rows) already committed, kept; "
+                + (f"{len(todo)} to do" if todo else "nothing to do")
+            )
         try:
             if engine == "ray":
                 from xaikit.xai._ray import run_ray
@@ -519,7 +553,9 @@ def explain_dataset(
                 _run_local(model, source, settings, store, todo, bar)
         finally:
             bar.close()
-    return DatasetExplanation(out)
+    handle = DatasetExplanation(out)
+    handle.resumed, handle.explained = sorted(done), todo
+    return handle
 
 
 def _run_local(
