@@ -210,38 +210,51 @@ def impute(image: np.ndarray, removed: np.ndarray, height: int, width: int) -> n
         >>> impute(ramp, np.array([5, 10]), 4, 4).round(12).tolist()  # interior pixels come back
         [[5.0, 10.0]]
     """
+    return _impute_many(np.asarray(image, dtype=np.float64)[None], np.asarray(removed)[None], height, width)[
+        0
+    ]
+
+
+#: most unknowns solved in one sparse system (images of a chunk are solved together, as one
+#: block-diagonal system, up to this size)
+_MAX_UNKNOWNS = 200_000
+
+
+def _impute_many(planes: np.ndarray, removed: np.ndarray, height: int, width: int) -> np.ndarray:
+    """:func:`impute` of m images at once, each with k removed pixels: planes (m, C, P), removed
+    (m, k) -> (m, C, k); one block-diagonal system (the images do not interact)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.linalg import spsolve
 
-    n = len(removed)
-    channels = image.shape[0]
-    if n == 0:
-        return np.zeros((channels, 0))
-    var = np.full(height * width, -1, dtype=np.int64)
-    var[removed] = np.arange(n)
+    m, k = removed.shape
+    channels = planes.shape[1]
+    if k == 0:
+        return np.zeros((m, channels, 0))
+    n = m * k
+    ids = np.arange(n).reshape(m, k)
+    var = np.full((m, height * width), -1, dtype=np.int64)
+    np.put_along_axis(var, removed, ids, axis=1)
+    pix = planes.transpose(0, 2, 1)  # (m, P, C)
+    sample = np.broadcast_to(np.arange(m)[:, None], (m, k))
     ys, xs = np.divmod(removed, width)
     diag = np.zeros(n)
     rhs = np.zeros((n, channels))
-    rows, cols, vals = [], [], []
+    rows, cols, vals = [ids.ravel()], [ids.ravel()], [diag]
     for dy, dx, w in _NEIGHBOURS:
         ny, nx = ys + dy, xs + dx
         inside = (ny >= 0) & (ny < height) & (nx >= 0) & (nx < width)
-        i = np.nonzero(inside)[0]
-        nb = ny[inside] * width + nx[inside]
-        diag[i] += w
-        v = var[nb]
+        s, row, nb = sample[inside], ids[inside], ny[inside] * width + nx[inside]
+        diag[row] += w
+        v = var[s, nb]
         unknown = v >= 0
-        rows.append(i[unknown])
+        rows.append(row[unknown])
         cols.append(v[unknown])
         vals.append(np.full(int(unknown.sum()), -w))
         known = ~unknown
-        rhs[i[known]] += w * image[:, nb[known]].T  # each pixel once per offset: no repeated index
-    rows.append(np.arange(n))
-    cols.append(np.arange(n))
-    vals.append(diag)
+        rhs[row[known]] += w * pix[s[known], nb[known]]  # each pixel once per offset
     a = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)).tocsc()
     sol = spsolve(a, rhs[:, 0] if channels == 1 else rhs)
-    return np.asarray(sol, dtype=np.float64).reshape(n, channels).T
+    return np.asarray(sol, dtype=np.float64).reshape(m, k, channels).transpose(0, 2, 1)
 
 
 @dataclass
@@ -419,14 +432,25 @@ def road(
     sizes: list[int] = []
     predicted: list[np.ndarray] = []
 
-    def image(o: str, f: int, b: int) -> np.ndarray:
-        img = planes[b].copy()
-        removed = lists[o][b, : counts[f]]
-        values = impute(img, removed, height, width)
-        draw = streams[o].rs.randn(*values.shape)  # drawn also for noise=0: Quantus's stream
-        img[:, removed] = values + noise * draw
-        sample = img.reshape((img.shape[0], height, width))
-        return sample[0] if caxis is None else np.moveaxis(sample, 0, caxis - 1)
+    def images(r0: int, r1: int) -> np.ndarray:
+        """The imputed images of rows r0..r1-1 (x's layout); the images of one order and
+        fraction are solved together, noise drawn row after row (Quantus's order)."""
+        out = np.empty((r1 - r0,) + run.shape[1:])
+        r = r0
+        while r < r1:
+            o, (f, b) = orders[r // per_order], divmod(r % per_order, batch)
+            k = int(counts[f])
+            m = min(r1 - r, batch - b, max(1, _MAX_UNKNOWNS // max(k, 1)))  # same order and fraction
+            removed = lists[o][b : b + m, :k]
+            imgs = planes[b : b + m].copy()
+            values = _impute_many(imgs, removed, height, width)
+            for i in range(m):  # drawn also for noise=0: the stream stays Quantus's
+                draw = streams[o].rs.randn(*values[i].shape)
+                imgs[i][:, removed[i]] = values[i] + noise * draw
+            grid = imgs.reshape((m, -1, height, width))
+            out[r - r0 : r - r0 + m] = grid[:, 0] if caxis is None else np.moveaxis(grid, 1, caxis)
+            r += m
+        return out
 
     with run.bk.inference(model):
         targets, _ = pin_targets(run.inp, target, output)
@@ -434,13 +458,8 @@ def road(
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             for k, o in enumerate(orders):
                 streams[o].at(min(max(r0 - k * per_order, 0), per_order))
-            imgs = []
-            for r in range(r0, r1):
-                o = orders[r // per_order]
-                f, b = divmod(r % per_order, batch)
-                imgs.append(image(o, f, b))
             idx = run.bk.index(np.arange(r0, r1) % batch, run.device)
-            return [run.upload(np.stack(imgs))], run.bk.gather(targets, idx)
+            return [run.upload(images(r0, r1))], run.bk.gather(targets, idx)
 
         flat_scores = _stash_scores(run, model, rows_fn, total, output, sizes, predicted)
     tg = run.bk.to_numpy(targets).astype(np.int64)
