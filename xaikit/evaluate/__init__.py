@@ -11,6 +11,8 @@
 * :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
 * :func:`compare` — several methods, every metric (:data:`METRICS`), one table with ranks and
   verdicts; :class:`Compare` runs it over training.
+* :func:`road`, :func:`infidelity`, :func:`faithfulness_correlation` — faithfulness by
+  perturbation: remove-and-debias curves, captum's infidelity, Bhatt et al.'s correlation.
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -22,6 +24,15 @@ from __future__ import annotations
 from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
 from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
+from xaikit.evaluate.faithfulness import (
+    FaithfulnessCorrelationResult,
+    InfidelityResult,
+    ROADCurve,
+    ROADResult,
+    faithfulness_correlation,
+    infidelity,
+    road,
+)
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
 from xaikit.evaluate.randomization import RandomizationResult, model_layers, randomization_test
@@ -44,9 +55,13 @@ __all__ = [
     "ComplexityResult",
     "CurveResult",
     "DeletionAUC",
+    "FaithfulnessCorrelationResult",
+    "InfidelityResult",
     "LipschitzResult",
     "Metric",
     "MetricContext",
+    "ROADCurve",
+    "ROADResult",
     "RandomizationResult",
     "SaliencyStability",
     "SensitivityResult",
@@ -56,6 +71,8 @@ __all__ = [
     "completeness",
     "complexity",
     "deletion",
+    "faithfulness_correlation",
+    "infidelity",
     "insertion",
     "local_lipschitz",
     "localization",
@@ -63,6 +80,7 @@ __all__ = [
     "model_layers",
     "randomization_test",
     "relevance_rank_accuracy",
+    "road",
     "save_evaluation",
     "sparseness",
 ]

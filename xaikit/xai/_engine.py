@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T
+from xaikit.backend.outputs import as_matrix
 from xaikit.checks import check_int
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._kwargs import ModelKwargs
@@ -720,12 +721,14 @@ def forward_scores(
     sizes: list[int] | None = None,
     model_kwargs: ModelKwargs | None = None,
     batch: int | None = None,
+    predicted: list[np.ndarray] | None = None,
 ) -> T:
     """Target-class scores of ``total`` rows built by ``rows_fn(r0, r1)``: forward only, ``chunk``
     rows at a time, on the device; returns a (total,) tensor. An out-of-memory error halves the
     chunk and redoes the rows (``sizes``, when given, receives the rows of each pass).
     ``model_kwargs`` are cut to the rows: row r belongs to sample r % B (the order of every
-    caller's row space)."""
+    caller's row space). ``predicted``, when given, receives each pass's predicted class per row
+    (numpy int64, the argmax of the selected output; the scores then come from the same pass)."""
     chunk = max(1, int(chunk))
     pad = bk.pads_chunks()
     out: list[T] = []
@@ -741,7 +744,13 @@ def forward_scores(
             n = int(targets.shape[0])
             kw = _kwargs_of(model_kwargs, r0, r1, n)
             calling = True
-            out.append(bk.scores(model, rows, targets, output, xla, **kw)[: r1 - r0])
+            if predicted is None:
+                out.append(bk.scores(model, rows, targets, output, xla, **kw)[: r1 - r0])
+            else:
+                full = bk.to_numpy(as_matrix(bk.forward(model, rows, output, **kw)))[: r1 - r0]
+                picked = full[np.arange(r1 - r0), bk.to_numpy(targets)[: r1 - r0]]
+                out.append(bk.as_tensor(picked, bk.model_device(model), "float32"))
+                predicted.append(full.argmax(axis=1).astype(np.int64))
         except XaikitError:
             raise
         except Exception as exc:
