@@ -51,6 +51,7 @@ __all__ = [
     "SmoothMPRTResult",
     "discrete_entropy",
     "efficient_mprt",
+    "other_classes",
     "random_logit",
     "smooth_mprt",
 ]
