@@ -50,6 +50,7 @@ from xaikit.evaluate import randomization_more as rm  # noqa: E402
 
 REPEATS = 3
 CALLS: list[dict[str, Any]] = []
+RECORD = {"on": True}  # off while timing: the copies would slow Quantus down
 
 
 def lenet() -> torch.nn.Module:
@@ -75,7 +76,10 @@ def gradient(model: Any, inputs: Any, targets: Any, **_: Any) -> np.ndarray:
     out = model(x)
     (g,) = torch.autograd.grad(out[torch.arange(len(x)), t].sum(), x)
     a = g.numpy()
-    CALLS.append({"model": id(model), "x": np.asarray(inputs).copy(), "y": t.numpy().copy(), "a": a.copy()})
+    if RECORD["on"]:
+        CALLS.append(
+            {"model": id(model), "x": np.asarray(inputs).copy(), "y": t.numpy().copy(), "a": a.copy()}
+        )
     return a
 
 
@@ -84,9 +88,9 @@ def _kwargs(model: Any, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
             "explain_func": gradient}  # fmt: skip
 
 
-def timed(fn: Any) -> tuple[float, Any]:
+def timed(fn: Any, repeats: int = REPEATS) -> tuple[float, Any]:
     times, out = [], None
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
@@ -194,29 +198,39 @@ def distribution(seeds: int = 5) -> None:
           f"xaikit {np.mean(o):.4f} (sd {np.std(o):.4f})")  # fmt: skip
 
 
-def timings(model: torch.nn.Module, x: np.ndarray, label: str, nsamples: int) -> None:
+def timings(model: torch.nn.Module, x: np.ndarray, label: str, nsamples: int, repeats: int = REPEATS) -> None:
+    """Both tools at equal settings (Quantus's defaults, the same gradient); sMPRT is skipped
+    when ``nsamples`` is 0."""
     with torch.no_grad():
         y = model(torch.as_tensor(x)).argmax(1).numpy()
     classes = int(model(torch.as_tensor(x[:1])).shape[1])
     kw = _kwargs(model, x, y)
     rows = []
     CALLS.clear()
-    tq, _ = timed(lambda: quantus.RandomLogit(num_classes=classes, disable_warnings=True)(**kw))
-    to, _ = timed(lambda: xk.evaluate.random_logit(model, x, "vanilla", y))
+    tq, _ = timed(lambda: quantus.RandomLogit(num_classes=classes, disable_warnings=True)(**kw), repeats)
+    to, _ = timed(lambda: xk.evaluate.random_logit(model, x, "vanilla", y), repeats)
     rows.append(("random_logit", to, tq))
-    tq, _ = timed(lambda: quantus.EfficientMPRT(disable_warnings=True)(**kw))
-    to, _ = timed(lambda: xk.evaluate.efficient_mprt(model, x, "vanilla", y))
+    tq, _ = timed(lambda: quantus.EfficientMPRT(disable_warnings=True)(**kw), repeats)
+    to, _ = timed(lambda: xk.evaluate.efficient_mprt(model, x, "vanilla", y), repeats)
     rows.append(("efficient_mprt", to, tq))
+    CALLS.clear()
+    if not nsamples:
+        _table(label, x, rows, repeats)
+        return
     real = quantus.explain
     quantus.explain = gradient
     try:
-        tq, _ = timed(lambda: quantus.SmoothMPRT(nr_samples=nsamples, disable_warnings=True)(**kw))
+        tq, _ = timed(lambda: quantus.SmoothMPRT(nr_samples=nsamples, disable_warnings=True)(**kw), repeats)
     finally:
         quantus.explain = real
-    to, _ = timed(lambda: xk.evaluate.smooth_mprt(model, x, "vanilla", y, nsamples=nsamples))
+    to, _ = timed(lambda: xk.evaluate.smooth_mprt(model, x, "vanilla", y, nsamples=nsamples), repeats)
     rows.append((f"smooth_mprt (nsamples={nsamples})", to, tq))
     CALLS.clear()
-    print(f"\n{label}, batch {len(x)}, median of {REPEATS}, shared 2-core CPU")
+    _table(label, x, rows, repeats)
+
+
+def _table(label: str, x: np.ndarray, rows: list[tuple[str, float, float]], repeats: int) -> None:
+    print(f"\n{label}, batch {len(x)}, median of {repeats}, shared 2-core CPU")
     print("| metric | xaikit s | Quantus s | speed-up |\n|---|---:|---:|---:|")
     for name, a, b in rows:
         print(f"| {name} | {a:.3f} | {b:.3f} | {b / a:.1f}x |")
@@ -227,19 +241,30 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--resnet", action="store_true", help="also time a 224x224 ResNet-18")
     parser.add_argument("--no-timing", action="store_true")
+    parser.add_argument("--timing-only", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(2)
     print(f"quantus {quantus.__version__}, torch {torch.__version__}")
-    agreement(not args.no_save)
-    distribution()
+    if not args.timing_only:
+        agreement(not args.no_save)
+        distribution()
+    RECORD["on"] = False
     if not args.no_timing:
         timings(lenet(), images(32), "LeNet 32x32", 50)
     if args.resnet:
-        from tests.real_models import torch_resnet18
+        from tests.real_models import (
+            IMAGENET_MEAN,
+            IMAGENET_STD,
+            channel_first,
+            normalize,
+            pictures,
+            torch_resnet18,
+        )
 
-        model = torch_resnet18().eval()
-        x = np.random.default_rng(0).uniform(size=(32, 3, 224, 224)).astype(np.float32)
-        timings(model, x, "ResNet-18 224x224", 2)
+        pixels, _ = pictures(32)
+        x = channel_first(normalize(pixels, IMAGENET_MEAN, IMAGENET_STD))
+        model = torch_resnet18(x[:8]).eval()
+        timings(model, x, "ResNet-18 224x224", 0, repeats=1)  # sMPRT: 62 layer steps, too slow here
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from xaikit.evaluate._common import (
 )
 from xaikit.evaluate.randomization import _display_maps, _select, layer_rng, similarity_tables
 from xaikit.xai._engine import check_max_batch
-from xaikit.xai.methods import logits, pin_targets, prepare
+from xaikit.xai.methods import _check_targets, logits, predictions_of, prepare
 from xaikit.xai.names import canonical
 
 __all__ = [
@@ -224,10 +224,13 @@ def _setup(
     input_layout(x, bk)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     with bk.inference(model):
-        scores = logits(inp, output)
-        pinned, _ = pin_targets(inp, target, output)
-    n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1
-    return bk, method, options, bk.to_numpy(pinned).astype(np.int64), n_classes
+        scores = bk.to_numpy(logits(inp, output))  # one forward pass: the class count and targets
+    n_classes = int(scores.shape[1]) if scores.ndim == 2 else 1
+    if target is None:
+        targets = predictions_of(scores) if scores.ndim == 2 else np.zeros(scores.shape[0], dtype=np.int64)
+    else:
+        targets = _check_targets(bk, target, scores.shape[0], n_classes)
+    return bk, method, options, np.asarray(targets, dtype=np.int64), n_classes
 
 
 def _explain(
