@@ -402,3 +402,25 @@ def test_quantus_smooth_mprt(quantus_data: dict[str, Any]) -> None:
     np.testing.assert_allclose(
         per["spearman_abs"].to_numpy().reshape(len(names), batch), d["sm_scores"], atol=1e-5
     )
+
+
+def test_per_sample_model_kwargs_follow_their_rows(rng: np.random.Generator) -> None:
+    import torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 3, bias=False)
+
+        def forward(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+            return self.lin(x.flatten(1)) * scale
+
+    torch.manual_seed(0)
+    model = Scaled()
+    w = model.lin.weight.detach().numpy().reshape(3, 1, 4, 4)
+    x, scale = torch.rand(3, 1, 4, 4), torch.tensor([[1.0], [2.0], [-3.0]])
+    r = xk.evaluate.random_logit(model, x, "vanilla", target=0, model_kwargs={"scale": scale}, seed=2)
+    np.testing.assert_allclose(r.maps, scale.numpy()[:, :, None, None] * w[[0, 0, 0]], rtol=1e-6)
+    np.testing.assert_allclose(r.maps_other, scale.numpy()[:, :, None, None] * w[r.others], rtol=1e-6)
+    s = xk.evaluate.smooth_mprt(model, x, "vanilla", target=0, nsamples=3, model_kwargs={"scale": scale})
+    np.testing.assert_allclose(s.maps["original"], scale.numpy()[:, :, None, None] * w[[0, 0, 0]], rtol=1e-5)
