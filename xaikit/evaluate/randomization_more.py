@@ -224,12 +224,16 @@ def _setup(
     input_layout(x, bk)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     with bk.inference(model):
-        scores = bk.to_numpy(logits(inp, output))  # one forward pass: the class count and targets
+        if target is None:  # the predictions: one forward pass of the batch
+            scores = bk.to_numpy(logits(inp, output))
+        else:  # given classes: one row tells the class count
+            kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
+            scores = bk.to_numpy(bk.forward(inp.model, [t[:1] for t in inp.tensors], output, **kw))
     n_classes = int(scores.shape[1]) if scores.ndim == 2 else 1
     if target is None:
         targets = predictions_of(scores) if scores.ndim == 2 else np.zeros(scores.shape[0], dtype=np.int64)
     else:
-        targets = _check_targets(bk, target, scores.shape[0], n_classes)
+        targets = _check_targets(bk, target, inp.batch, n_classes)
     return bk, method, options, np.asarray(targets, dtype=np.int64), n_classes
 
 
