@@ -88,13 +88,18 @@ def _kwargs(model: Any, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
             "explain_func": gradient}  # fmt: skip
 
 
-def timed(fn: Any, repeats: int = REPEATS) -> tuple[float, Any]:
-    times, out = [], None
+def paired(ours: Any, theirs: Any, repeats: int = REPEATS) -> tuple[float, float]:
+    """Median seconds of ``repeats`` calls of each tool, the tools alternating (so that both see
+    the same load on the shared machine), after one untimed warm-up call of each (xaikit probes a
+    chunk size once per model and input shape)."""
+    ours(), theirs()
+    a, b = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+        for fn, times in ((ours, a), (theirs, b)):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(a), statistics.median(b)
 
 
 def agreement(save: bool) -> dict[str, Any]:
@@ -206,26 +211,30 @@ def timings(model: torch.nn.Module, x: np.ndarray, label: str, nsamples: int, re
     classes = int(model(torch.as_tensor(x[:1])).shape[1])
     kw = _kwargs(model, x, y)
     rows = []
-    CALLS.clear()
-    tq, _ = timed(lambda: quantus.RandomLogit(num_classes=classes, disable_warnings=True)(**kw), repeats)
-    to, _ = timed(lambda: xk.evaluate.random_logit(model, x, "vanilla", y), repeats)
+    to, tq = paired(
+        lambda: xk.evaluate.random_logit(model, x, "vanilla", y),
+        lambda: quantus.RandomLogit(num_classes=classes, disable_warnings=True)(**kw),
+        repeats,
+    )
     rows.append(("random_logit", to, tq))
-    tq, _ = timed(lambda: quantus.EfficientMPRT(disable_warnings=True)(**kw), repeats)
-    to, _ = timed(lambda: xk.evaluate.efficient_mprt(model, x, "vanilla", y), repeats)
+    to, tq = paired(
+        lambda: xk.evaluate.efficient_mprt(model, x, "vanilla", y),
+        lambda: quantus.EfficientMPRT(disable_warnings=True)(**kw),
+        repeats,
+    )
     rows.append(("efficient_mprt", to, tq))
-    CALLS.clear()
-    if not nsamples:
-        _table(label, x, rows, repeats)
-        return
-    real = quantus.explain
-    quantus.explain = gradient
-    try:
-        tq, _ = timed(lambda: quantus.SmoothMPRT(nr_samples=nsamples, disable_warnings=True)(**kw), repeats)
-    finally:
-        quantus.explain = real
-    to, _ = timed(lambda: xk.evaluate.smooth_mprt(model, x, "vanilla", y, nsamples=nsamples), repeats)
-    rows.append((f"smooth_mprt (nsamples={nsamples})", to, tq))
-    CALLS.clear()
+    if nsamples:
+        real = quantus.explain
+        quantus.explain = gradient
+        try:
+            to, tq = paired(
+                lambda: xk.evaluate.smooth_mprt(model, x, "vanilla", y, nsamples=nsamples),
+                lambda: quantus.SmoothMPRT(nr_samples=nsamples, disable_warnings=True)(**kw),
+                repeats,
+            )
+        finally:
+            quantus.explain = real
+        rows.append((f"smooth_mprt (nsamples={nsamples})", to, tq))
     _table(label, x, rows, repeats)
 
 
@@ -242,6 +251,7 @@ def main() -> None:
     parser.add_argument("--resnet", action="store_true", help="also time a 224x224 ResNet-18")
     parser.add_argument("--no-timing", action="store_true")
     parser.add_argument("--timing-only", action="store_true")
+    parser.add_argument("--nsamples", type=int, default=50, help="sMPRT copies on the LeNet (0: skip)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     print(f"quantus {quantus.__version__}, torch {torch.__version__}")
@@ -250,7 +260,7 @@ def main() -> None:
         distribution()
     RECORD["on"] = False
     if not args.no_timing:
-        timings(lenet(), images(32), "LeNet 32x32", 50)
+        timings(lenet(), images(32), "LeNet 32x32", args.nsamples)
     if args.resnet:
         from tests.real_models import (
             IMAGENET_MEAN,
@@ -264,7 +274,7 @@ def main() -> None:
         pixels, _ = pictures(32)
         x = channel_first(normalize(pixels, IMAGENET_MEAN, IMAGENET_STD))
         model = torch_resnet18(x[:8]).eval()
-        timings(model, x, "ResNet-18 224x224", 0, repeats=1)  # sMPRT: 62 layer steps, too slow here
+        timings(model, x, "ResNet-18 224x224", 0, repeats=2)  # sMPRT: 62 layer steps, too slow here
 
 
 if __name__ == "__main__":
