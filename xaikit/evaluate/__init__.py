@@ -1,6 +1,8 @@
 """Is an explanation faithful to the model? One-call checks for torch and Keras models.
 
 * :func:`randomization_test` — the model-parameter randomization test (Adebayo et al., 2018).
+* :func:`random_logit`, :func:`efficient_mprt`, :func:`smooth_mprt` — the random-logit test
+  (Sixt et al., 2020) and the efficient / smooth MPRT (Hedström et al., 2023).
 * :func:`deletion`, :func:`insertion` — perturbation curves and their AUC (Petsiuk et al., 2018).
 * :func:`localization` — energy inside, pointing game and relevance rank accuracy against
   ground-truth masks (:func:`relevance_rank_accuracy` alone).
@@ -36,6 +38,14 @@ from xaikit.evaluate.faithfulness import (
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
 from xaikit.evaluate.randomization import RandomizationResult, model_layers, randomization_test
+from xaikit.evaluate.randomization_more import (
+    EfficientMPRTResult,
+    RandomLogitResult,
+    SmoothMPRTResult,
+    efficient_mprt,
+    random_logit,
+    smooth_mprt,
+)
 from xaikit.evaluate.registry import METRICS, Metric, MetricContext
 from xaikit.evaluate.robustness import (
     LipschitzResult,
@@ -55,6 +65,7 @@ __all__ = [
     "ComplexityResult",
     "CurveResult",
     "DeletionAUC",
+    "EfficientMPRTResult",
     "FaithfulnessCorrelationResult",
     "InfidelityResult",
     "LipschitzResult",
@@ -62,15 +73,18 @@ __all__ = [
     "MetricContext",
     "ROADCurve",
     "ROADResult",
+    "RandomLogitResult",
     "RandomizationResult",
     "SaliencyStability",
     "SensitivityResult",
+    "SmoothMPRTResult",
     "SparsenessResult",
     "avg_sensitivity",
     "compare",
     "completeness",
     "complexity",
     "deletion",
+    "efficient_mprt",
     "faithfulness_correlation",
     "infidelity",
     "insertion",
@@ -78,9 +92,11 @@ __all__ = [
     "localization",
     "max_sensitivity",
     "model_layers",
+    "random_logit",
     "randomization_test",
     "relevance_rank_accuracy",
     "road",
     "save_evaluation",
+    "smooth_mprt",
     "sparseness",
 ]

@@ -277,7 +277,7 @@ def randomization_test(
         )
 
     def draw(layer_seed: int, name: str) -> np.random.Generator:
-        return np.random.default_rng([int(layer_seed) % (2**63), index[name]])
+        return layer_rng(layer_seed, index[name])
 
     saved = ops.snapshot(model)
     maps: dict[str, np.ndarray] = {}
@@ -299,6 +299,49 @@ def randomization_test(
         ops.restore(saved)
 
     channels = shape[caxis] if caxis is not None else None
+    table, per_sample = similarity_tables(maps, spatial, batch, channels, caxis)
+    floor = None
+    if random_baseline:
+        copy_a, copy_b = copies
+        sims = {
+            "spearman_abs": spearman(
+                to_spatial(copy_a, spatial, batch, channels=channels),
+                to_spatial(copy_b, spatial, batch, channels=channels),
+            ),
+            "spearman": spearman(
+                to_spatial(copy_a, spatial, batch, channels=channels, absolute=False),
+                to_spatial(copy_b, spatial, batch, channels=channels, absolute=False),
+            ),
+            "ssim": ssim(_display_maps(copy_a, caxis), _display_maps(copy_b, caxis)),
+        }
+        floor = RandomBaseline(
+            pd.DataFrame({"sample": np.arange(batch), **sims}),
+            {k: float(np.mean(v)) if np.all(np.isfinite(v)) else float("nan") for k, v in sims.items()},
+            (seed + 1, seed + 2),
+            (copy_a, copy_b),
+        )
+    return RandomizationResult(table, per_sample, maps, targets, order, method, x_host, caxis, floor)
+
+
+def layer_rng(seed: int, position: int) -> np.random.Generator:
+    """The generator of the new weights of the layer at ``position`` in :func:`model_layers`'s
+    order, for a randomization with ``seed``: the same layer gets the same new weights whatever
+    the order of the steps."""
+    return np.random.default_rng([int(seed) % (2**63), int(position)])
+
+
+def similarity_tables(
+    maps: dict[str, np.ndarray],
+    spatial: tuple[int, ...],
+    batch: int,
+    channels: int | None,
+    caxis: int | None,
+) -> tuple[Any, Any]:
+    """``(table, per_sample)``: the similarity of each map in ``maps`` (after ``"original"``) to
+    the original one: Spearman of the absolute and of the signed maps, SSIM of the display
+    masks; the table holds the means over samples, one row per step."""
+    import pandas as pd
+
     orig_abs = to_spatial(maps["original"], spatial, batch, channels=channels)
     orig_sig = to_spatial(maps["original"], spatial, batch, channels=channels, absolute=False)
     orig_disp = _display_maps(maps["original"], caxis)
@@ -333,27 +376,7 @@ def randomization_test(
     per_sample = pd.DataFrame(
         samples, columns=["step", "layer", "sample", "spearman_abs", "spearman", "ssim"]
     )
-    floor = None
-    if random_baseline:
-        copy_a, copy_b = copies
-        sims = {
-            "spearman_abs": spearman(
-                to_spatial(copy_a, spatial, batch, channels=channels),
-                to_spatial(copy_b, spatial, batch, channels=channels),
-            ),
-            "spearman": spearman(
-                to_spatial(copy_a, spatial, batch, channels=channels, absolute=False),
-                to_spatial(copy_b, spatial, batch, channels=channels, absolute=False),
-            ),
-            "ssim": ssim(_display_maps(copy_a, caxis), _display_maps(copy_b, caxis)),
-        }
-        floor = RandomBaseline(
-            pd.DataFrame({"sample": np.arange(batch), **sims}),
-            {k: float(np.mean(v)) if np.all(np.isfinite(v)) else float("nan") for k, v in sims.items()},
-            (seed + 1, seed + 2),
-            (copy_a, copy_b),
-        )
-    return RandomizationResult(table, per_sample, maps, targets, order, method, x_host, caxis, floor)
+    return table, per_sample
 
 
 def _display_maps(raw: np.ndarray, channel_axis: int | None) -> np.ndarray:
