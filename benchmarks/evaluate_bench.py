@@ -10,14 +10,25 @@ For each metric of :data:`PAIRS` (a list to extend: one :class:`Pair` per metric
 Quantus's at equal settings), on a seeded torch LeNet (one grey channel, 32x32, 5 classes:
 Quantus's pixel flipping checks its step size against the spatial size only) and a batch of
 ``shapes`` images with their object masks (``--models resnet18``: also a random-weight
-ResNet-18 on 224x224 pictures, ``tests/real_models.py``, without the pixel-flipping pair, whose
-Quantus side needs one channel): one untimed warm-up call each, then ``--reps``
+ResNet-18 on 224x224 pictures, ``tests/real_models.py``, without the pixel-flipping and ROAD
+pairs, whose Quantus side needs one channel): one untimed warm-up call each, then ``--reps``
 interleaved rounds; the median wall time, the speed-up (Quantus / xaikit) and the peak
 resident-memory growth of a call (sampled every millisecond, ``benchmarks/_measure.py``).
 
+The **bound** column is the model's own cost at the same row counts: a plain torch loop, in
+chunks of 256 rows, of forward passes (``torch.no_grad``) over the rows our implementation
+scores and forward+backward passes over the rows it explains (each pair's ``rows``), without
+any metric logic, timed in the same interleaved rounds. ``xaikit / bound`` shows how far a
+metric is from that floor; where Quantus sends the same rows through the model, its speed-up
+cannot exceed ``Quantus / bound`` either. Metrics with no model work have no bound ("–").
+
 Maps are given (vanilla gradients, made tie-free) to the metrics of maps; the metrics that
 re-explain get the same explanation function on both sides (``xk.xai.explain``, vanilla), so
-the timing compares the metrics' own loops. Writes its table into ``docs/benchmarks.md``
+the timing compares the metrics' own loops (sMPRT: Quantus's ``quantus.explain``, which it
+calls on the noisy copies, is pointed at the same function). The settings of the faithfulness,
+robustness and randomization pairs are those of ``benchmarks/quantus_faithfulness.py``,
+``quantus_robustness.py`` and ``quantus_randomization.py`` (where the two tools were checked to
+agree), with fewer noise samples (:data:`ROBUST_N`, :data:`SMPRT_N`) to keep a run short. Writes its table into ``docs/benchmarks.md``
 between the ``evaluate-bench`` markers and the raw figures to
 ``benchmarks/results/evaluate_bench.json``.
 """
@@ -28,7 +39,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +70,13 @@ class Setup:
     y: np.ndarray  # (B,) the predicted classes
     maps: np.ndarray  # (B, H, W) tie-free non-negative maps
     mask: np.ndarray  # (B, H, W) bool object masks
+    raw: np.ndarray  # (B, C, H, W) the signed vanilla gradients
+    classes: int  # the model's classes
+    cache: dict[str, Any] = field(default_factory=dict)  # inputs built once per setup (untimed)
+
+    @property
+    def grey(self) -> bool:
+        return self.x.shape[1] == 1
 
 
 @dataclass
@@ -70,6 +88,8 @@ class Pair:
     theirs: Callable[[Setup], Any]
     note: str = ""
     grey_only: bool = False  # Quantus's side needs a one-channel model (left out on ResNet-18)
+    #: (forward rows, gradient rows) our implementation sends to the model
+    rows: Callable[[Setup], tuple[int, int]] = lambda s: (0, 0)
 
 
 def _xk_explain(model: Any, inputs: np.ndarray, targets: np.ndarray, **_: Any) -> np.ndarray:
@@ -79,6 +99,63 @@ def _xk_explain(model: Any, inputs: np.ndarray, targets: np.ndarray, **_: Any) -
 
 def _q(metric: Any, s: Setup, **kw: Any) -> Any:
     return metric(model=s.model, x_batch=s.x, y_batch=s.y, channel_first=True, device="cpu", **kw)
+
+
+def _n_layers(s: Setup) -> int:
+    """The layers with weights (the randomization tests' steps)."""
+    return len(xk.evaluate.model_layers(s.model))
+
+
+#: ROAD's percentages: Quantus's default 1, 3, ..., 99 (its ROAD needs one channel: LeNet only)
+ROAD_PERCENTAGES = list(range(1, 100, 2))
+#: noise samples of the robustness metrics, both sides (Quantus's default is 200)
+ROBUST_N = 16
+#: noisy copies per map of sMPRT, both sides (Quantus's default is 50)
+SMPRT_N = 5
+
+
+def _fc_runs(s: Setup) -> int:
+    """Faithfulness-correlation runs (of 224 features): Quantus's 100 on the LeNet, 10 on 224x224."""
+    return 100 if s.grey else 10
+
+
+def _patch(s: Setup) -> int:
+    """Infidelity's patch size: 4 on 32x32 (64 patches), 56 on 224x224 (16 patches)."""
+    return 4 if s.x.shape[-1] <= 32 else 56
+
+
+def _cumulative_patches(s: Setup) -> np.ndarray:
+    """Quantus's Infidelity perturbations ``I = x - x_k`` (its ``n_perturb_samples=1``): square
+    patches set to the sample's minimum one after another in raster order, cumulatively;
+    (K, B, C, H, W), built once per setup (``benchmarks/quantus_faithfulness.py`` checks them
+    against the ones Quantus makes)."""
+    if "patches" not in s.cache:
+        x, patch = s.x, _patch(s)
+        b, _, h, w = x.shape
+        low = x.reshape(b, -1).min(axis=1)[:, None, None, None]
+        xp = x.copy()
+        out = []
+        for i in range(h // patch):
+            for j in range(w // patch):
+                xp[:, :, i * patch : (i + 1) * patch, j * patch : (j + 1) * patch] = low
+                out.append(x - xp)
+        s.cache["patches"] = np.stack(out)
+    return s.cache["patches"]
+
+
+def _q_smooth_mprt(s: Setup) -> Any:
+    """Quantus's SmoothMPRT calls ``quantus.explain`` on the noisy copies: pointed at ours."""
+    real = quantus.explain
+    quantus.explain = _xk_explain
+    try:
+        return _q(quantus.SmoothMPRT(nr_samples=SMPRT_N, disable_warnings=True), s, explain_func=_xk_explain)
+    finally:
+        quantus.explain = real
+
+
+def _robust(cls: Any, n: int, s: Setup, **kw: Any) -> Any:
+    metric = cls(nr_samples=n, normalise=False, disable_warnings=True, **kw)
+    return _q(metric, s, a_batch=None, explain_func=_xk_explain, batch_size=len(s.x))
 
 
 #: the metrics compared; add a Pair per new metric (ours, Quantus's at equal settings)
@@ -95,6 +172,7 @@ PAIRS: list[Pair] = [
         ),
         f"{STEPS} steps, black baseline",
         grey_only=True,
+        rows=lambda s: ((STEPS + 1) * len(s.x), 0),
     ),
     Pair(
         "pointing game / PointingGame",
@@ -115,6 +193,7 @@ PAIRS: list[Pair] = [
         lambda s: xk.evaluate.randomization_test(s.model, s.x, s.y, method="vanilla", random_baseline=False),
         lambda s: _q(quantus.MPRT(disable_warnings=True), s, a_batch=None, explain_func=_xk_explain),
         "cascading, every layer, vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, (_n_layers(s) + 1) * len(s.x)),
     ),
     Pair(
         "sparseness / Sparseness",
@@ -125,6 +204,89 @@ PAIRS: list[Pair] = [
         "complexity / Complexity",
         lambda s: xk.evaluate.complexity(s.maps),
         lambda s: _q(quantus.Complexity(disable_warnings=True), s, a_batch=s.maps[:, None]),
+    ),
+    Pair(
+        "road / ROAD",
+        lambda s: xk.evaluate.road(s.model, s.x, s.maps, s.y, fractions=np.array(ROAD_PERCENTAGES) / 100.0,
+                                   order="morf", noise=0.01),
+        lambda s: _q(quantus.ROAD(percentages=ROAD_PERCENTAGES, noise=0.01, normalise=False, abs=False,
+                                  disable_warnings=True), s, a_batch=s.maps[:, None], softmax=False),
+        f"MoRF, {len(ROAD_PERCENTAGES)} percentages (1, 3, ..., 99 %), noise 0.01",
+        grey_only=True,
+        rows=lambda s: (len(ROAD_PERCENTAGES) * len(s.x), 0),
+    ),
+    Pair(
+        "infidelity / Infidelity",
+        lambda s: xk.evaluate.infidelity(s.model, s.x, s.raw, s.y, perturbation=_cumulative_patches(s),
+                                         normalize=False),
+        lambda s: _q(quantus.Infidelity(perturb_patch_sizes=[_patch(s)], n_perturb_samples=1, normalise=False,
+                                        abs=False, disable_warnings=True), s, a_batch=s.raw, softmax=False),
+        "Quantus's cumulative patch perturbations (4x4 on 32x32: 64; 56x56 on 224x224: 16), given to ours "
+        "as an array; signed vanilla maps",
+        rows=lambda s: ((len(_cumulative_patches(s)) + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "faithfulness_correlation / FaithfulnessCorrelation",
+        lambda s: xk.evaluate.faithfulness_correlation(s.model, s.x, s.maps, s.y, subset_size=224,
+                                                       n_runs=_fc_runs(s), baseline="black"),
+        lambda s: _q(quantus.FaithfulnessCorrelation(nr_runs=_fc_runs(s), subset_size=224, normalise=False,
+                                                     abs=False, return_aggregate=False, disable_warnings=True),
+                     s, a_batch=s.maps[:, None], softmax=False),
+        "224 features per subset, 100 runs (LeNet) / 10 runs (224x224), black baseline",
+        rows=lambda s: ((_fc_runs(s) + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "max_sensitivity / MaxSensitivity",
+        lambda s: xk.evaluate.max_sensitivity(s.model, s.x, "vanilla", s.y, n_samples=ROBUST_N, radius=0.2),
+        lambda s: _robust(quantus.MaxSensitivity, ROBUST_N, s, lower_bound=0.2),
+        f"{ROBUST_N} noise samples, uniform ±0.2, vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, (ROBUST_N + 1) * len(s.x)),
+    ),
+    Pair(
+        "avg_sensitivity / AvgSensitivity",
+        lambda s: xk.evaluate.avg_sensitivity(s.model, s.x, "vanilla", s.y, n_samples=ROBUST_N, radius=0.2),
+        lambda s: _robust(quantus.AvgSensitivity, ROBUST_N, s, lower_bound=0.2),
+        f"{ROBUST_N} noise samples, uniform ±0.2, vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, (ROBUST_N + 1) * len(s.x)),
+    ),
+    Pair(
+        "local_lipschitz / LocalLipschitzEstimate",
+        lambda s: xk.evaluate.local_lipschitz(s.model, s.x, "vanilla", s.y, n_samples=ROBUST_N, std=0.1),
+        lambda s: _robust(quantus.LocalLipschitzEstimate, ROBUST_N, s, perturb_std=0.1),
+        f"{ROBUST_N} noise samples, Gaussian std 0.1, vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, (ROBUST_N + 1) * len(s.x)),
+    ),
+    Pair(
+        "relevance_rank_accuracy / RelevanceRankAccuracy",
+        lambda s: xk.evaluate.relevance_rank_accuracy(s.maps, s.mask, absolute=False),
+        lambda s: _q(quantus.RelevanceRankAccuracy(abs=False, normalise=False, disable_warnings=True), s,
+                     a_batch=s.maps[:, None], s_batch=s.mask[:, None].astype(float)),
+        "signed (non-negative) maps, no normalisation",
+    ),
+    Pair(
+        "random_logit / RandomLogit",
+        lambda s: xk.evaluate.random_logit(s.model, s.x, "vanilla", s.y, num_classes=s.classes, seed=42,
+                                           similarity="spearman"),
+        lambda s: _q(quantus.RandomLogit(num_classes=s.classes, seed=42,
+                                         similarity_func=quantus.similarity_func.correlation_spearman,
+                                         abs=True, normalise=False, disable_warnings=True),
+                     s, explain_func=_xk_explain),
+        "Spearman of the absolute maps, vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, 2 * len(s.x)),
+    ),
+    Pair(
+        "efficient_mprt / EfficientMPRT",
+        lambda s: xk.evaluate.efficient_mprt(s.model, s.x, "vanilla", s.y),
+        lambda s: _q(quantus.EfficientMPRT(disable_warnings=True), s, explain_func=_xk_explain),
+        "Quantus's defaults (100 bins, every layer), vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, 2 * len(s.x)),
+    ),
+    Pair(
+        "smooth_mprt / SmoothMPRT",
+        lambda s: xk.evaluate.smooth_mprt(s.model, s.x, "vanilla", s.y, nsamples=SMPRT_N),
+        _q_smooth_mprt,
+        f"bottom-up, every layer, {SMPRT_N} noisy copies (noise 0.1), vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, (_n_layers(s) + 1) * SMPRT_N * len(s.x)),
     ),
 ]  # fmt: skip
 
@@ -141,7 +303,7 @@ def setup(batch: int) -> Setup:
     raw = np.asarray(xk.xai.explain(model, x, target=y, method="vanilla"))
     smap = np.abs(raw).sum(axis=1)
     smap = smap + 1e-9 * smap.max() * np.random.default_rng(0).random(smap.shape)  # tie-free
-    return Setup(model, x, y, smap, test["mask"].astype(bool))
+    return Setup(model, x, y, smap, test["mask"].astype(bool), raw.astype(np.float32), 5)
 
 
 def setup_resnet(batch: int) -> Setup:
@@ -157,7 +319,24 @@ def setup_resnet(batch: int) -> Setup:
     raw = np.asarray(xk.xai.explain(model, x, target=y, method="vanilla"))
     smap = np.abs(raw).sum(axis=1)
     smap = smap + 1e-9 * smap.max() * np.random.default_rng(0).random(smap.shape)
-    return Setup(model, x, y, smap, data["mask"].astype(bool))
+    classes = int(model(torch.as_tensor(x[:1])).shape[1])
+    return Setup(model, x, y, smap, data["mask"].astype(bool), raw.astype(np.float32), classes)
+
+
+def model_loop(s: Setup, forward_rows: int, gradient_rows: int, chunk: int = 256) -> None:
+    """The model's own work at the given row counts: the batch's rows cycled, in chunks of
+    ``chunk``, forward passes under ``torch.no_grad`` then forward+backward passes (the input
+    gradient of the target logits); no metric logic."""
+    xt, yt = torch.as_tensor(s.x), torch.as_tensor(s.y)
+    batch = len(xt)
+    with torch.no_grad():
+        for r0 in range(0, forward_rows, chunk):
+            s.model(xt[torch.arange(r0, min(forward_rows, r0 + chunk)) % batch])
+    for r0 in range(0, gradient_rows, chunk):
+        idx = torch.arange(r0, min(gradient_rows, r0 + chunk)) % batch
+        rows = xt[idx].requires_grad_(True)
+        out = s.model(rows)
+        torch.autograd.grad(out[torch.arange(len(idx)), yt[idx]].sum(), rows)
 
 
 MODELS = {
@@ -173,15 +352,20 @@ def markdown(rows: list[dict[str, Any]], info: dict[str, Any], batch: int, reps:
         f"{torch.__version__.split('+')[0]} {model}, batch {batch}, median of {reps} "
         f"interleaved runs after a warm-up, on {info.get('cpu', 'a CPU')} ({info.get('cores')} cores, load "
         f"average {info.get('load_avg', ['?'])[0]} at the start: a shared machine, so take the times as "
-        "rough). Memory: the peak resident-set growth of one call.",
+        "rough). Memory: the peak resident-set growth of one call. Bound: a plain torch loop of the "
+        "model's passes at our row counts (forward rows under no_grad, gradient rows forward+backward, "
+        'chunks of 256), no metric logic; "–": no model work.',
         "",
-        "| model | metric (xaikit / Quantus) | xaikit s | Quantus s | speed-up | xaikit peak RSS MiB | Quantus peak RSS MiB | note |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| model | metric (xaikit / Quantus) | xaikit s | Quantus s | speed-up | bound s | xaikit / bound "
+        "| xaikit peak RSS MiB | Quantus peak RSS MiB | note |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
+        b = r["bound_s"]
+        bound, over = (f"{b:.4f}", f"{r['ours_s'] / b:.1f}×") if b else ("–", "–")
         lines.append(
             f"| {r['model']} | {r['name']} | {r['ours_s']:.4f} | {r['theirs_s']:.4f} | {r['speedup']:.1f}× | "
-            f"{r['ours_rss_mib']:.1f} | {r['theirs_rss_mib']:.1f} | {r['note']} |"
+            f"{bound} | {over} | {r['ours_rss_mib']:.1f} | {r['theirs_rss_mib']:.1f} | {r['note']} |"
         )
     lines.append(END)
     return "\n".join(lines) + "\n"
@@ -199,7 +383,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     info = machine()
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    cases: list[tuple[str, Pair, Case, Case]] = []
+    cases: list[tuple[str, Pair, Case, Case, Case | None, tuple[int, int]]] = []
+    bounds: dict[tuple[str, int, int], Case] = {}  # one loop per model and row counts
     for model in models:
         s = MODELS[model][0](args.batch)
         for p in PAIRS:
@@ -211,10 +396,22 @@ def main(argv: list[str] | None = None) -> None:
             theirs = Case(
                 p.name, "peer", "torch", model, args.batch, args.batch, lambda p=p, s=s: p.theirs(s)
             )
-            cases.append((model, p, ours, theirs))
-    interleave([c for _, _, a, b in cases for c in (a, b)], args.reps)
+            fwd, grad = p.rows(s)
+            bound = None
+            if fwd + grad:
+                key = (model, fwd, grad)
+                if key not in bounds:
+                    bounds[key] = Case(
+                        f"model loop {fwd} forward + {grad} gradient rows", "bound", "torch", model,
+                        args.batch, fwd + grad, lambda s=s, fwd=fwd, grad=grad: model_loop(s, fwd, grad),
+                    )  # fmt: skip
+                bound = bounds[key]
+            cases.append((model, p, ours, theirs, bound, (fwd, grad)))
+    timed = [c for _, _, a, b, _, _ in cases for c in (a, b)] + list(bounds.values())
+    interleave(timed, args.reps)
     rows = []
-    for model, p, ours, theirs in cases:
+    for model, p, ours, theirs, bound, (fwd, grad) in cases:
+        bound_s = bound.median if bound is not None else 0.0
         rows.append(
             {
                 "model": model,
@@ -223,14 +420,20 @@ def main(argv: list[str] | None = None) -> None:
                 "ours_s": ours.median,
                 "theirs_s": theirs.median,
                 "speedup": theirs.median / ours.median,
+                "bound_s": bound_s,
+                "forward_rows": fwd,
+                "gradient_rows": grad,
                 "ours_rss_mib": ours.peak_rss / 2**20,
                 "theirs_rss_mib": theirs.peak_rss / 2**20,
                 "ours_times": ours.times,
                 "theirs_times": theirs.times,
+                "bound_times": bound.times if bound is not None else [],
             }
         )
+        over = f", xaikit / bound {ours.median / bound_s:.1f}" if bound_s else ""
         print(
-            f"{p.name}: xaikit {ours.median:.4f}s, Quantus {theirs.median:.4f}s, {theirs.median / ours.median:.1f}x"
+            f"{p.name}: xaikit {ours.median:.4f}s, Quantus {theirs.median:.4f}s, "
+            f"{theirs.median / ours.median:.1f}x; bound {bound_s:.4f}s ({fwd} forward, {grad} gradient rows){over}"
         )
     text = markdown(rows, info, args.batch, args.reps, "; ".join(MODELS[m][1] for m in models))
     print(text)
