@@ -232,7 +232,8 @@ PAIRS: list[Pair] = [
         lambda s: _q(quantus.FaithfulnessCorrelation(nr_runs=_fc_runs(s), subset_size=224, normalise=False,
                                                      abs=False, return_aggregate=False, disable_warnings=True),
                      s, a_batch=s.maps[:, None], softmax=False),
-        "224 features per subset, 100 runs (LeNet) / 10 runs (224x224), black baseline",
+        "224 features per subset, 100 runs (LeNet) / 10 runs (224x224), black baseline (on RGB ours "
+        "removes 224 pixels, Quantus 224 channel elements)",
         rows=lambda s: ((_fc_runs(s) + 1) * len(s.x), 0),
     ),
     Pair(
@@ -319,7 +320,8 @@ def setup_resnet(batch: int) -> Setup:
     raw = np.asarray(xk.xai.explain(model, x, target=y, method="vanilla"))
     smap = np.abs(raw).sum(axis=1)
     smap = smap + 1e-9 * smap.max() * np.random.default_rng(0).random(smap.shape)
-    classes = int(model(torch.as_tensor(x[:1])).shape[1])
+    with torch.no_grad():
+        classes = int(model(torch.as_tensor(x[:1])).shape[1])
     return Setup(model, x, y, smap, data["mask"].astype(bool), raw.astype(np.float32), classes)
 
 
