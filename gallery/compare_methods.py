@@ -3,7 +3,7 @@
 Trains xaikit's LeNet on the bundled ``shapes`` images (PyTorch, the loop of
 ``gallery/evaluate_methods.py``), then compares vanilla gradients, SmoothGrad, Integrated
 Gradients, Grad-CAM and a random map (the chance level) on held-out images with their object
-masks in one call: every default metric plus the two localization metrics.
+masks in one call: every metric of ``xk.evaluate.METRICS`` (the robustness and MPRT ones too).
 
 Writes the side-by-side figure (PNG) and the table and verdicts (markdown, into
 ``docs/evaluate.md`` between its ``compare_methods`` markers when the picture goes to
@@ -47,22 +47,24 @@ OPTIONS = {"smoothgrad": {"nsamples": 16}, "integrated": {"nsamples": 32, "basel
 
 
 def markdown(result: Any, note: str) -> str:
-    """The table (means, with the mean rank and seconds) and the verdicts as markdown."""
-    cols = [m.name for m in result.metrics]
-    arrows = {m.name: "↑" if m.higher_is_better else "↓" for m in result.metrics}
+    """The table (one row per metric, one column per method: the mean score, its rank in
+    brackets; then the mean rank and the seconds) and the verdicts, as markdown."""
+    rows = result.table.to_dict("records")
+    methods = [r["method"] for r in rows]
     lines = [
         f"{note}",
         "",
-        "| method | " + " | ".join(f"{c} {arrows[c]}" for c in cols) + " | mean rank | seconds |",
-        "|---|" + "---:|" * (len(cols) + 2),
+        "| metric | " + " | ".join(methods) + " |",
+        "|---|" + "---:|" * len(methods),
     ]
-    for row in result.table.to_dict("records"):
-        cells = ["–" if not np.isfinite(row[c]) else f"{row[c]:.3f}" for c in cols]
-        lines.append(
-            f"| {row['method']} | "
-            + " | ".join(cells)
-            + f" | {row['mean rank']:.2f} | {row['seconds']:.2f} |"
-        )
+    for m in result.metrics:
+        cells = []
+        for r in rows:
+            v, rank = r[m.name], r[f"rank {m.name}"]
+            cells.append("–" if not np.isfinite(v) else f"{v:.3g} ({rank:.0f})")
+        lines.append(f"| {m.name} {'↑' if m.higher_is_better else '↓'} | " + " | ".join(cells) + " |")
+    lines.append("| **mean rank** | " + " | ".join(f"**{r['mean rank']:.2f}**" for r in rows) + " |")
+    lines.append("| seconds (maps) | " + " | ".join(f"{r['seconds']:.2f}" for r in rows) + " |")
     lines += ["", "Verdicts:", ""]
     lines += [f"* **{m}**: {v}" for m, v in result.verdicts.items()]
     return "\n".join(lines) + "\n"
@@ -128,7 +130,15 @@ def main(argv: list[str] | None = None) -> Path:
     methods: dict[str, Any] = dict(METHODS)
     methods["random map (chance)"] = np.random.default_rng(0).random(mask.shape)
     t0 = time.perf_counter()
-    result = xk.evaluate.compare(model, x, methods, mask=mask, method_options=OPTIONS, samples_in_figure=4)
+    result = xk.evaluate.compare(
+        model,
+        x,
+        methods,
+        metrics=list(xk.evaluate.METRICS),
+        mask=mask,
+        method_options=OPTIONS,
+        samples_in_figure=4,
+    )
     scored = time.perf_counter() - t0
     result.figure(picture, dpi=80, cell_size=1.5)
     print(result.table.to_string())

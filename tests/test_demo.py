@@ -150,6 +150,8 @@ def test_demo_end_to_end(framework, tmp_path):
         "ce_by_index_train_epoch_3.png",
         "ce_by_label_train_epoch_3.json",
         "ce_by_label_train_epoch_3.png",
+        "evaluation/compare.json",
+        "evaluation/compare.png",
         "evaluation/deletion.json",
         "evaluation/randomization.json",
         "evaluation/randomization.png",

@@ -81,11 +81,12 @@ def _history(summary: Any) -> dict[str, dict[str, dict[int, float]]]:
 
 def _evaluate(model: Any, samples: dict[str, np.ndarray] | None, out_dir: Path, seed: int) -> list[Path]:
     """Score the final maps of the Saliency samples: the randomization test (vanilla gradients,
-    cascading) and deletion curves of vanilla gradients and SmoothGrad; one file each in
-    ``evaluation/`` (about a second for LeNet)."""
+    cascading), deletion curves of vanilla gradients and SmoothGrad, and a comparison of four
+    methods by every default metric of ``xk.evaluate.compare``; one file each in ``evaluation/``
+    (a few seconds for LeNet)."""
     if samples is None:
         return []
-    from xaikit.evaluate import deletion, randomization_test, save_evaluation
+    from xaikit.evaluate import compare, deletion, randomization_test, save_evaluation
     from xaikit.xai import explain
 
     x = np.asarray(samples["x"], dtype=np.float32)
@@ -98,6 +99,10 @@ def _evaluate(model: Any, samples: dict[str, np.ndarray] | None, out_dir: Path, 
         ),
     }
     written.append(save_evaluation(curves, out_dir, "deletion", title="Deletion curves"))
+    methods = ["vanilla", "smoothgrad", "integrated", "gradcam"]
+    options = {"smoothgrad": {"nsamples": 16}, "integrated": {"nsamples": 16}}
+    table = compare(model, x, methods, method_options=options, seed=seed)
+    written.append(save_evaluation(table, out_dir, "compare", title="Which explanation can you trust?"))
     return written
 
 

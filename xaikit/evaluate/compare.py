@@ -137,6 +137,16 @@ _SHORT = {
     "randomization": "ρ",
     "localization_energy": "E",
     "pointing_game": "pg",
+    "road": "road",
+    "infidelity": "infd",
+    "faithfulness_correlation": "fcor",
+    "max_sensitivity": "maxS",
+    "avg_sensitivity": "avgS",
+    "local_lipschitz": "lip",
+    "random_logit": "rlog",
+    "efficient_mprt": "eMPRT",
+    "smooth_mprt": "sMPRT",
+    "relevance_rank_accuracy": "rra",
 }
 
 

@@ -11,39 +11,9 @@ position is its column in the table). A metric that follows the conventions of `
 (``name(model, x, saliency, target, *, seed=, max_batch=, framework=, ...)`` returning a result
 with ``.scores`` (B,)) is wrapped by :func:`maps_adapter`; one that re-explains
 (``name(model, x, method, target, *, seed=, max_batch=, framework=, method_options=, ...)``) by
-:func:`method_adapter` (it scores NaN for custom maps, which cannot be re-explained). The entries
-of the metrics being added beside this module, once their functions exist and are imported at
-the top of this module::
-
-    # faithfulness.py
-    Metric("road", "faithfulness", False, False, False,
-           "Does removing the top pixels (noisy linear imputation: no out-of-distribution holes) "
-           "kill the score fast?", maps_adapter(road)),
-    Metric("infidelity", "faithfulness", False, False, False,
-           "Does the map predict how the score changes under small perturbations?",
-           maps_adapter(infidelity)),
-    Metric("faithfulness_correlation", "faithfulness", True, False, False,
-           "Do the attributions of random pixel sets correlate with the score drop when those "
-           "pixels are removed?", maps_adapter(faithfulness_correlation)),
-    # robustness.py (re-explain perturbed copies of x: not cheap)
-    Metric("max_sensitivity", "robustness", False, False, True,
-           "How much can the map change under a small input perturbation?",
-           method_adapter(max_sensitivity), cheap=False),
-    Metric("avg_sensitivity", "robustness", False, False, True,
-           "How much does the map change on average under a small input perturbation?",
-           method_adapter(avg_sensitivity), cheap=False),
-    Metric("local_lipschitz", "robustness", False, False, True,
-           "How fast can the map change relative to the input around x?",
-           method_adapter(local_lipschitz), cheap=False),
-    # localization.py (needs masks)
-    Metric("relevance_rank_accuracy", "localization", True, True, False,
-           "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
-           lambda c: np.asarray(relevance_rank_accuracy(c.magnitudes, c.mask).scores, float)),
-    # randomization (re-explain under another target or a changed model)
-    Metric("random_logit", "randomization", False, False, True,
-           "Does the map change when another class is explained?", method_adapter(random_logit)),
-    Metric("efficient_mprt", "randomization", ..., method_adapter(efficient_mprt), cheap=False),
-    Metric("smooth_mprt", "randomization", ..., method_adapter(smooth_mprt), cheap=False),
+:func:`method_adapter` (it scores NaN for custom maps, which cannot be re-explained). Every metric of ``xk.evaluate`` is registered below; the
+settings ``compare`` uses for each (fewer noise samples than the standalone defaults where a
+metric re-explains many copies) are in its entry.
 
 Check each signature and direction of better when adding it (the positional fields are
 ``name, family, higher_is_better, needs_mask, re_explains, question, score``): the adapters
@@ -68,8 +38,11 @@ import numpy as np
 
 from xaikit.evaluate._common import spearman, to_spatial
 from xaikit.evaluate.complexity import complexity, sparseness
-from xaikit.evaluate.localization import localization
+from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
+from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.perturbation import deletion, insertion
+from xaikit.evaluate.randomization_more import efficient_mprt, random_logit, smooth_mprt
+from xaikit.evaluate.robustness import avg_sensitivity, local_lipschitz, max_sensitivity
 
 __all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
 
@@ -255,6 +228,48 @@ def _completeness(ctx: MetricContext) -> np.ndarray:
     return np.abs(np.asarray(ctx.delta, dtype=np.float64).reshape(-1))
 
 
+def _rank_accuracy(ctx: MetricContext) -> np.ndarray:
+    return np.asarray(relevance_rank_accuracy(ctx.magnitudes, ctx.mask), dtype=np.float64).reshape(-1)
+
+
+def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
+    """Bhatt et al.'s correlation over 50 random subsets of 1/8 of the pixels (at most 224, the
+    paper's and Quantus's subset size at 224x224)."""
+    pixels = int(np.prod(ctx.spatial))
+    result = faithfulness_correlation(
+        ctx.model, ctx.x, ctx.maps, ctx.targets, subset_size=max(1, min(224, pixels // 8)), n_runs=50,
+        seed=ctx.seed, max_batch=ctx.max_batch, framework=ctx.framework,
+    )  # fmt: skip
+    return _scores(result, "scores")
+
+
+#: compare's robustness noise, as fractions of the batch's value range (max - min): "small"
+#: must mean small for the data at hand (the standalone defaults, Quantus's 0.2 and 0.1, assume
+#: standardized inputs and, on pixels in [0, 1], flip a softmax model into saturation)
+ROBUST_RADIUS = 0.02
+ROBUST_STD = 0.01
+
+
+def _robust(
+    fn: Callable[..., Any], scale_name: str, fraction: float, **settings: Any
+) -> Callable[[MetricContext], np.ndarray]:
+    def score(ctx: MetricContext) -> np.ndarray:
+        if ctx.method is None:
+            return ctx.nan()
+        from xaikit.evaluate._common import host
+
+        values = host(ctx.x, "x")
+        span = float(np.max(values) - np.min(values)) or 1.0
+        result = fn(
+            ctx.model, ctx.x, ctx.method, ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            framework=ctx.framework, method_options=dict(ctx.method_options),
+            **{scale_name: fraction * span}, **settings,
+        )  # fmt: skip
+        return _scores(result, "scores")
+
+    return score
+
+
 def _map_score(fn: Callable[..., Any]) -> Callable[[MetricContext], np.ndarray]:
     def score(ctx: MetricContext) -> np.ndarray:
         return np.asarray(fn(ctx.magnitudes).scores, dtype=np.float64)
@@ -282,6 +297,45 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             _completeness,
         ),
         Metric(
+            "road", "faithfulness", False, False, False,
+            "Does removing the top pixels (filled by noisy linear imputation, so no out-of-distribution "
+            "holes) kill the score fast? (mean target score over 10-90% removed, most relevant first)",
+            maps_adapter(road, order="morf"),
+        ),
+        Metric(
+            "infidelity", "faithfulness", False, False, False,
+            "Does the map predict how the score changes under small Gaussian perturbations? (captum's "
+            "definition, 20 perturbations)",
+            maps_adapter(infidelity, n_perturb=20),
+        ),
+        Metric(
+            "faithfulness_correlation", "faithfulness", True, False, False,
+            "Do the attributions of random pixel sets correlate with the score drop when those pixels "
+            "are removed? (Pearson, 50 sets)",
+            _faithfulness_correlation,
+        ),
+        Metric(
+            "max_sensitivity", "robustness", False, False, True,
+            "How much can the map change under a small input perturbation? (largest relative change over "
+            "20 uniform draws of radius 2% of the inputs' range)",
+            _robust(max_sensitivity, "radius", ROBUST_RADIUS, n_samples=20),
+            cheap=False,
+        ),
+        Metric(
+            "avg_sensitivity", "robustness", False, False, True,
+            "How much does the map change on average under a small input perturbation? (mean relative "
+            "change over 20 draws of radius 2% of the range)",
+            _robust(avg_sensitivity, "radius", ROBUST_RADIUS, n_samples=20),
+            cheap=False,
+        ),
+        Metric(
+            "local_lipschitz", "robustness", False, False, True,
+            "How fast can the map change relative to the input around x? (20 Gaussian draws, std 1% of "
+            "the range; each map divided by its maximum, so methods of any scale compare)",
+            _robust(local_lipschitz, "std", ROBUST_STD, n_samples=20, normalise=True),
+            cheap=False,
+        ),
+        Metric(
             "sparseness", "complexity", True, False, False,
             "Is the map concentrated on few pixels? (Gini index of its magnitudes)",
             _map_score(sparseness),
@@ -297,6 +351,25 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             _randomization,
         ),
         Metric(
+            "random_logit", "randomization", False, False, True,
+            "Does the map change when another (random) class is explained? (SSIM of the two maps)",
+            method_adapter(random_logit),
+        ),
+        Metric(
+            "efficient_mprt", "randomization", True, False, True,
+            "Does the map lose its structure once every weight is re-drawn? (relative rise of the "
+            "histogram entropy, eMPRT)",
+            method_adapter(efficient_mprt),
+            cheap=False,
+        ),
+        Metric(
+            "smooth_mprt", "randomization", False, False, True,
+            "Does the denoised map change as the layers are re-drawn bottom up? (Spearman rho of |maps| "
+            "at the last step, 5 noisy copies, sMPRT)",
+            method_adapter(smooth_mprt, nsamples=5),
+            cheap=False,
+        ),
+        Metric(
             "localization_energy", "localization", True, True, False,
             "How much of the map's mass lies inside the object mask?",
             _localization("energy"),
@@ -305,6 +378,11 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "pointing_game", "localization", True, True, False,
             "Does the map's maximum lie inside the object mask?",
             _localization("pointing"),
+        ),
+        Metric(
+            "relevance_rank_accuracy", "localization", True, True, False,
+            "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
+            _rank_accuracy,
         ),
     )
 )  # fmt: skip
