@@ -353,8 +353,8 @@ def markdown(rows: list[dict[str, Any]], info: dict[str, Any], batch: int, reps:
         f"Metrics against Quantus {quantus.__version__} (`benchmarks/evaluate_bench.py`): torch "
         f"{torch.__version__.split('+')[0]} {model}, batch {batch}, median of {reps} "
         f"interleaved runs after a warm-up, on {info.get('cpu', 'a CPU')} ({info.get('cores')} cores, load "
-        f"average {info.get('load_avg', ['?'])[0]} at the start: a shared machine, so take the times as "
-        "rough). Memory: the peak resident-set growth of one call. Bound: a plain torch loop of the "
+        f"average {info.get('load_avg', ['?'])[0]} at the start; above 1, other work "
+        "shared the cores and the times are rough). Memory: the peak resident-set growth of one call. Bound: a plain torch loop of the "
         "model's passes at our row counts (forward rows under no_grad, gradient rows forward+backward, "
         'chunks of 256), no metric logic; "–": no model work.',
         "",
