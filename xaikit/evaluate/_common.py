@@ -134,3 +134,42 @@ def check_method_options(options: Any, reserved: dict[str, str]) -> dict[str, An
         fixes = "; ".join(f"{k!r}: {reserved[k]}" for k in taken)
         raise XaikitValueError(f"method options {taken} are set by the evaluation itself ({fixes})")
     return dict(options)
+
+
+def maps_or_explain(
+    model: Any,
+    x: Any,
+    saliency: Any,
+    target: Any,
+    *,
+    seed: int,
+    max_batch: int | str,
+    output: int | str,
+    model_kwargs: dict[str, Any] | None,
+    framework: str | None,
+    method_options: dict[str, Any] | None,
+    reserved: dict[str, str],
+) -> Any:
+    """The maps an evaluation scores: ``saliency`` itself, or, when it is a method name, that
+    method's maps from :func:`xaikit.xai.explain` (with ``seed``, ``max_batch``, ``output``,
+    ``model_kwargs`` and the ``method_options``, which must not set a ``reserved`` key)."""
+    if not isinstance(saliency, str):
+        if method_options:
+            raise XaikitValueError(
+                f"method_options {sorted(method_options)} apply only when saliency is a method name; got maps"
+            )
+        return saliency
+    from xaikit.xai import explain
+    from xaikit.xai.names import ALL_METHODS, canonical
+
+    try:
+        method = canonical(saliency)
+    except XaikitValueError:
+        raise XaikitValueError(
+            f"saliency must be maps or a method name ({', '.join(map(repr, ALL_METHODS))}); got {saliency!r}"
+        ) from None
+    options = {"seed": seed, "max_batch": max_batch, **check_method_options(method_options, reserved)}
+    return explain(
+        model, x, target=target, method=method, framework=framework, output=output,
+        model_kwargs=model_kwargs, **options,
+    )  # fmt: skip

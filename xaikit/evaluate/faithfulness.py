@@ -28,13 +28,12 @@ from xaikit.backend import Backend, T, get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import check_method_options, host, input_layout, spatial_shape, to_spatial
+from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
 from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
 from xaikit.layout import Move, move, move_back
 from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
 from xaikit.xai._engine import check_max_batch, default_rows, forward_scores
 from xaikit.xai.methods import Inputs, pin_targets, prepare
-from xaikit.xai.names import ALL_METHODS, canonical
 
 __all__ = [
     "ROAD_FRACTIONS",
@@ -115,25 +114,10 @@ def _start(
     seed = check_int(seed, "seed", 0)
     bk = get_backend(model, framework)
     shape, caxis = input_layout(x, bk)
-    if isinstance(saliency, str):
-        try:
-            method = canonical(saliency)
-        except XaikitValueError:
-            raise XaikitValueError(
-                f"saliency must be maps or a method name ({', '.join(map(repr, ALL_METHODS))}); got {saliency!r}"
-            ) from None
-        options = check_method_options(method_options, _RESERVED)
-        from xaikit.xai import explain
-
-        options = {"seed": seed, "max_batch": max_batch, **options}
-        saliency = explain(
-            model, x, target=target, method=method, framework=framework, output=output,
-            model_kwargs=model_kwargs, **options,
-        )  # fmt: skip
-    elif method_options:
-        raise XaikitValueError(
-            f"method_options {sorted(method_options)} apply only when saliency is a method name; got maps"
-        )
+    saliency = maps_or_explain(
+        model, x, saliency, target, seed=seed, max_batch=max_batch, output=output, model_kwargs=model_kwargs,
+        framework=framework, method_options=method_options, reserved=_RESERVED,
+    )  # fmt: skip
     sal = host(saliency, "saliency")
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     xt = inp.tensors[0]
