@@ -217,6 +217,21 @@ def test_corrupted_and_partial_chunks_are_redone(tmp_path: Path) -> None:
     np.testing.assert_array_equal(res.attributions[:], ref)
 
 
+def test_bad_sample_named_by_its_dataset_index_and_resumable(tmp_path: Path) -> None:
+    """A NaN in sample 6 stops the run with an error that names the dataset's indices (not the
+    batch's), keeps the shards committed before it, and a fixed run resumes from there."""
+    x = images(8)
+    bad = x.copy()
+    bad[6, 0, 0, 0] = np.nan
+    out = tmp_path / "nan.zarr"
+    kw = {"method": "vanilla", "out": out, "batch_size": 2, "shard_size": 2, "progress": False}
+    with pytest.raises(XaikitValueError, match=r"NaN.*dataset samples 6\.\.7 \(shard 3\)"):
+        xk.xai.explain_dataset(tiny_cnn(), bad, **kw)
+    assert sorted(_records(out)) == [0, 1, 2]
+    res = xk.xai.explain_dataset(tiny_cnn(), x, **kw)
+    assert res.resumed == [0, 1, 2] and res.explained == [3] and res.complete
+
+
 def test_other_settings_refused(tmp_path: Path) -> None:
     x = images(8)
     out = tmp_path / "s.zarr"

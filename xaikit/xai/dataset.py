@@ -254,7 +254,14 @@ def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> Sha
         rows = source.get(b0, b1)
         if len(rows.x) != b1 - b0:
             raise XaikitValueError(f"data gave {len(rows.x)} samples for indices {b0}..{b1 - 1}")
-        parts.append(explain_rows(model, rows.x, rows.labels, settings, stream_seed(settings.seed, k, j)))
+        try:
+            parts.append(explain_rows(model, rows.x, rows.labels, settings, stream_seed(settings.seed, k, j)))
+        except (XaikitValueError, XaikitTypeError) as exc:
+            # the engine's message counts samples within the batch: say where the batch is
+            where = f"dataset samples {b0}..{b1 - 1} (shard {k})"
+            if rows.files:
+                where += f", files {rows.files[0]!r}..{rows.files[-1]!r}"
+            raise type(exc)(f"{exc}; in {where}, counting from 0 at the first") from exc
         has_labels &= rows.labels is not None
         has_files &= rows.files is not None
         labels.append(rows.labels if rows.labels is not None else np.full(b1 - b0, -1, np.int64))
