@@ -254,6 +254,27 @@ def _explain(
     )  # fmt: skip
 
 
+def _randomized(
+    bk: Backend, model: Any, x: Any, layers: Any, targets: np.ndarray, method: str, framework: str | None,
+    seed: int, max_batch: Any, output: Any, model_kwargs: dict[str, Any] | None, options: dict[str, Any],
+) -> tuple[np.ndarray, list[str]]:  # fmt: skip
+    """The maps of the model with ``layers`` (None: every layer with weights) re-drawn, each by
+    :func:`~xaikit.evaluate.randomization.layer_rng` (the recipe of every randomization check),
+    and the names of those layers; the weights are restored bit for bit afterwards."""
+    ops = bk.eval
+    available = ops.weighted_layers(model)
+    chosen = _select(available, layers)
+    index = {name: i for i, (name, _) in enumerate(available)}
+    saved = ops.snapshot(model)
+    try:
+        for name, layer in chosen:  # every layer's draw is its own, so the order is moot
+            ops.randomize(layer, layer_rng(seed, index[name]))
+        maps = _explain(model, x, targets, method, framework, seed, max_batch, output, model_kwargs, options)
+    finally:
+        ops.restore(saved)
+    return maps, [n for n, _ in chosen]
+
+
 def _tile_rows(value: Any, copies: int, batch: int) -> Any:
     """``copies`` stacked copies of a per-sample value (first axis = ``batch``); anything else as is."""
     shape = getattr(value, "shape", None)
@@ -469,22 +490,12 @@ def efficient_mprt(
     bk, method, options, targets, _ = _setup(
         model, x, method, target, framework, output, model_kwargs, method_options, max_batch, seed
     )
-    ops = bk.eval
-    available = ops.weighted_layers(model)
-    chosen = _select(available, layers)
-    index = {name: i for i, (name, _) in enumerate(available)}
     args = (targets, method, framework, seed, max_batch, output, model_kwargs, options)
-    saved = ops.snapshot(model)
-    try:
-        original = _explain(model, x, *args)
-        for name, layer in chosen:  # bottom-up; every layer's draw is its own, so order is moot
-            ops.randomize(layer, layer_rng(seed, index[name]))
-        randomized = _explain(model, x, *args)
-    finally:
-        ops.restore(saved)
+    original = _explain(model, x, *args)
+    randomized, chosen = _randomized(bk, model, x, layers, *args)
     scores, h0, h1 = _complexities(original, randomized, n_bins)
     return EfficientMPRTResult(
-        scores, h0, h1, targets, [n for n, _ in chosen], n_bins,
+        scores, h0, h1, targets, chosen, n_bins,
         {"original": original, "randomized": randomized}, method,
     )  # fmt: skip
 

@@ -41,7 +41,7 @@ from xaikit.evaluate.complexity import complexity, sparseness
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.perturbation import deletion, insertion
-from xaikit.evaluate.randomization_more import efficient_mprt, random_logit, smooth_mprt
+from xaikit.evaluate.randomization_more import _randomized, efficient_mprt, random_logit, smooth_mprt
 from xaikit.evaluate.robustness import avg_sensitivity, local_lipschitz, max_sensitivity
 
 __all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
@@ -201,24 +201,15 @@ def _randomization(ctx: MetricContext) -> np.ndarray:
     if ctx.method is None:
         return ctx.nan()
     from xaikit.backend import get_backend
-    from xaikit.xai import saliency as _saliency
 
     bk = get_backend(ctx.model, ctx.framework)
-    ops = bk.eval
-    layers = ops.weighted_layers(ctx.model)
-    if not layers:
+    if not bk.eval.weighted_layers(ctx.model):
         return ctx.nan()
-    saved = ops.snapshot(ctx.model)
-    try:
-        for i, (_, layer) in reversed(list(enumerate(layers))):
-            ops.randomize(layer, np.random.default_rng([int(ctx.seed) % (2**63), i]))
-        maps = _saliency.explain(
-            ctx.model, ctx.x, target=ctx.targets, method=ctx.method, framework=ctx.framework,
-            seed=ctx.seed, max_batch=ctx.max_batch, **ctx.method_options,
-        )  # fmt: skip
-    finally:
-        ops.restore(saved)
-    random = to_spatial(np.asarray(maps), ctx.spatial, ctx.batch, channels=ctx.channels)
+    maps, _ = _randomized(
+        bk, ctx.model, ctx.x, None, ctx.targets, ctx.method, ctx.framework, ctx.seed, ctx.max_batch, 0,
+        None, dict(ctx.method_options),
+    )  # fmt: skip
+    random = to_spatial(maps, ctx.spatial, ctx.batch, channels=ctx.channels)
     return spearman(ctx.magnitudes, random)
 
 
