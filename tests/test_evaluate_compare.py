@@ -142,6 +142,11 @@ def test_lenet_default_metrics_randomization_and_completeness(tmp_path):
         last = rt.per_sample[rt.per_sample["step"] == rt.per_sample["step"].max()]["spearman_abs"].to_numpy()
         ours = res.per_sample.query("method == @method and metric == 'randomization'")["score"].to_numpy()
         np.testing.assert_allclose(ours, last, atol=1e-12)
+    # eMPRT: the standalone function's scores, from the maps and randomized maps compare shares
+    for method, o in (("vanilla", {}), ("integrated", opts["integrated"])):
+        em = xk.evaluate.efficient_mprt(model, x, method, target=res.targets, seed=3, method_options=o)
+        ours = res.per_sample.query("method == @method and metric == 'efficient_mprt'")["score"].to_numpy()
+        np.testing.assert_allclose(ours, em.scores, atol=1e-12)
     # completeness: |delta| of the path method, NaN for the others
     c = xk.evaluate.completeness(
         model, x, method="integrated", target=res.targets, seed=3, **opts["integrated"]

@@ -36,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.errors import XaikitValueError
 from xaikit.evaluate._common import spearman, to_spatial
 from xaikit.evaluate.complexity import complexity, sparseness
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.perturbation import deletion, insertion
-from xaikit.evaluate.randomization_more import _randomized, efficient_mprt, random_logit, smooth_mprt
+from xaikit.evaluate.randomization_more import _complexities, _randomized, random_logit, smooth_mprt
 from xaikit.evaluate.robustness import avg_sensitivity, local_lipschitz, max_sensitivity
 
 __all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
@@ -86,6 +87,7 @@ class MetricContext:
     method_options: dict[str, Any] = field(default_factory=dict)
     delta: np.ndarray | None = None
     _magnitudes: np.ndarray | None = field(default=None, repr=False)
+    _randomized: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def batch(self) -> int:
@@ -98,6 +100,24 @@ class MetricContext:
         if self._magnitudes is None:
             self._magnitudes = to_spatial(self.maps, self.spatial, self.batch, channels=self.channels)
         return self._magnitudes
+
+    @property
+    def randomized_maps(self) -> np.ndarray:
+        """The method's raw maps on the model with every layer with weights re-drawn (the recipe
+        of every randomization check, seeded by ``seed``; the weights are restored afterwards).
+        Computed once, shared by the randomization metrics; needs a method name."""
+        if self._randomized is None:
+            from xaikit.backend import get_backend
+
+            if self.method is None:
+                raise XaikitValueError(
+                    "randomized maps need a method name; custom maps cannot be re-explained"
+                )
+            self._randomized, _ = _randomized(
+                get_backend(self.model, self.framework), self.model, self.x, None, self.targets, self.method,
+                self.framework, self.seed, self.max_batch, 0, None, dict(self.method_options),
+            )  # fmt: skip
+        return self._randomized
 
     def nan(self) -> np.ndarray:
         """(B,) NaN: the score of a metric that does not apply to this method."""
@@ -132,8 +152,6 @@ class Metric:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
-            from xaikit.errors import XaikitValueError
-
             raise XaikitValueError(f"family must be one of {FAMILIES}; got {self.family!r}")
 
 
@@ -198,19 +216,24 @@ def _localization(key: str) -> Callable[[MetricContext], np.ndarray]:
 def _randomization(ctx: MetricContext) -> np.ndarray:
     """Spearman ρ between the |maps| of the trained model and of the model with every layer
     re-drawn (the last step of the cascading :func:`randomization_test`, same seed and recipe)."""
-    if ctx.method is None:
+    if ctx.method is None or not _has_weights(ctx):
         return ctx.nan()
+    random = to_spatial(ctx.randomized_maps, ctx.spatial, ctx.batch, channels=ctx.channels)
+    return spearman(ctx.magnitudes, random)
+
+
+def _efficient_mprt(ctx: MetricContext) -> np.ndarray:
+    """:func:`efficient_mprt` (100 bins, every layer) from the maps ``compare`` already has and the
+    randomized maps the randomization metric shares: no explanation of its own."""
+    if ctx.method is None or not _has_weights(ctx):
+        return ctx.nan()
+    return _complexities(ctx.maps, ctx.randomized_maps, 100)[0]
+
+
+def _has_weights(ctx: MetricContext) -> bool:
     from xaikit.backend import get_backend
 
-    bk = get_backend(ctx.model, ctx.framework)
-    if not bk.eval.weighted_layers(ctx.model):
-        return ctx.nan()
-    maps, _ = _randomized(
-        bk, ctx.model, ctx.x, None, ctx.targets, ctx.method, ctx.framework, ctx.seed, ctx.max_batch, 0,
-        None, dict(ctx.method_options),
-    )  # fmt: skip
-    random = to_spatial(maps, ctx.spatial, ctx.batch, channels=ctx.channels)
-    return spearman(ctx.magnitudes, random)
+    return bool(get_backend(ctx.model, ctx.framework).eval.weighted_layers(ctx.model))
 
 
 def _completeness(ctx: MetricContext) -> np.ndarray:
@@ -350,8 +373,7 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "efficient_mprt", "randomization", True, False, True,
             "Does the map lose its structure once every weight is re-drawn? (relative rise of the "
             "histogram entropy, eMPRT)",
-            method_adapter(efficient_mprt),
-            cheap=False,
+            _efficient_mprt,
         ),
         Metric(
             "smooth_mprt", "randomization", False, False, True,
