@@ -49,6 +49,8 @@ sys.path[:0] = [str(HERE), str(ROOT)]
 
 from _measure import PeakRSS, machine, write_section  # noqa: E402
 
+from xaikit.files import write_json  # noqa: E402
+
 START = "<!-- dataset:start -->"
 END = "<!-- dataset:end -->"
 
@@ -176,9 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_name(args.json.name + ".tmp")
-        tmp.write_text(json.dumps({"meta": meta, "rows": rows, "memory": memory}, indent=1))
-        os.replace(tmp, args.json)
+        write_json(args.json, {"meta": meta, "rows": rows, "memory": memory})
     if args.out:
         write_section(args.out, text, START, END)
     return 0

@@ -36,7 +36,6 @@ between the ``evaluate-bench`` markers and the raw figures to
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ import xaikit as xk
 from benchmarks._measure import Case, interleave, machine, write_section
 from xaikit.architecture.torch import LeNet
 from xaikit.dataset.data import shapes
+from xaikit.files import write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 START = "<!-- evaluate-bench:start -->"
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"machine": info, "quantus": quantus.__version__, "torch": torch.__version__, "batch": args.batch,
            "reps": args.reps, "models": models, "rows": rows}  # fmt: skip
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    write_json(out, doc)
     write_section(ROOT / "docs" / "benchmarks.md", text, START, END)
     print(f"wrote {out} and docs/benchmarks.md")
 
