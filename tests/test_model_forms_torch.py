@@ -55,8 +55,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
 }
 #: the methods that hook layers (CAMs) or ReLU modules (guided backprop)
 HOOKED = tuple(m for m in ALL_METHODS if family(m) == "cam")
-#: the forms whose submodule hooks never fire
-HOOKLESS = ("script", "trace", "script_file", "export")
+#: the forms whose submodule hooks never fire and that cannot be rewritten: TorchScript
+HOOKLESS = ("script", "trace", "script_file")
 FORMS = ("module", "script", "trace", "script_file", "compile", "export", "fx", "dict_io")
 
 
@@ -185,9 +185,8 @@ def test_every_form_gives_the_module_maps_or_a_clear_refusal(
     model = forms[form]
     kw = DICT_KW if form == "dict_io" else {}
     if form in HOOKLESS and method in HOOKED:
-        kind = "torch.export program" if form == "export" else "TorchScript module"
         with pytest.raises(
-            XaikitValueError, match=rf"cannot be computed for .*{kind}.*hook the model's layers"
+            XaikitValueError, match=r"cannot be computed for .*TorchScript module.*hook the model's layers"
         ) as err:
             explain(model, method, **kw)
         assert "Explain the Python nn.Module with the same weights" in str(err.value)
@@ -256,6 +255,23 @@ def test_cam_layer_names_are_those_of_the_form(forms: dict[str, Any], net: Net) 
         rtol=1e-5,
         atol=1e-7,
     )
+    # an exported program: the module paths its graph records (those of the original module),
+    # also for modules without weights, which its named_modules() lacks; or a weight holder
+    exported = forms["export"]
+    assert "relu1" not in dict(exported.named_modules())
+    got = xk.xai.explain(exported, x, method="gradcam", layer="relu1", raw=True)
+    assert got.layer == "relu1"
+    np.testing.assert_allclose(got.maps, want.maps, rtol=1e-5, atol=1e-7)
+    assert xk.xai.explain(exported, x, method="gradcam", raw=True).layer == "relu2"
+    by_object = xk.xai.explain(exported, x, method="gradcam", layer=exported.conv2, raw=True)
+    assert by_object.layer == "conv2"
+    want2 = xk.xai.explain(net, x, method="gradcam", layer="conv2", raw=True)
+    np.testing.assert_allclose(by_object.maps, want2.maps, rtol=1e-5, atol=1e-7)
+    with pytest.raises(
+        XaikitValueError,
+        match=r"layer 'relu9' is not a module that ran in the exported program; .*'relu2', 'pool', 'fc'\]",
+    ):
+        xk.xai.explain(exported, x, method="gradcam", layer="relu9")
 
 
 def test_a_torchscript_part_of_a_python_model_is_refused_as_a_layer_and_for_guided_backprop(net: Net) -> None:

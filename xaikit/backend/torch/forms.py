@@ -5,17 +5,18 @@ A model reaches xaikit as a plain ``torch.nn.Module``, a TorchScript module
 (``OptimizedModule``), the module of a ``torch.export`` program (``exported.module()``, a
 ``torch.fx.GraphModule`` of aten ops) or a ``torch.fx.symbolic_trace`` GraphModule. All are
 ``nn.Module`` instances and all are differentiable, so every gradient and perturbation method
-runs on each of them. What differs is whether a Python forward hook on a submodule fires:
+runs on each of them. What differs is whether a Python forward hook on a submodule fires, which
+the class-activation maps and guided backprop need:
 
 * nn.Module, fx GraphModule (leaf modules stay calls), torch.compile (hooks and guided ReLUs run
   on its ``_orig_mod``, the eager module with the same weights): yes;
-* TorchScript: no (a scripted module refuses hooks; a traced one accepts them and never calls
-  them: its graph runs in C++);
 * torch.export (or any GraphModule of aten ops): no (its graph calls aten ops, not the modules;
-  ``named_modules`` keeps only the modules that hold weights, as attribute holders).
-
-Where hooks cannot fire, the class-activation maps and guided backprop are refused with
-:func:`hook_refusal`, never run into a map of zeros or a plain gradient.
+  ``named_modules`` keeps only the modules that hold weights, as attribute holders), but its
+  graph records which module each op ran in: :mod:`~xaikit.backend.torch.graph_hooks` hooks a
+  copy of the graph instead;
+* TorchScript: no (a scripted module refuses hooks; a traced one accepts them and never calls
+  them: its graph runs in C++), and nothing to rewrite: :func:`hook_refusal` refuses it, never
+  a map of zeros or a plain gradient in place of a guided one.
 """
 
 from __future__ import annotations
@@ -92,20 +93,14 @@ def form_of(model: Any) -> str:
 
 
 def hook_refusal(model: Any, what: str) -> XaikitValueError | None:
-    """The error for ``what`` (e.g. ``"class-activation maps"``) on a model form whose submodule
-    hooks never fire, or None where they do."""
-    if is_script(model):
-        why = (
-            "TorchScript runs its compiled graph without calling Python forward hooks (a scripted "
-            "module refuses them, a traced one never calls them)"
-        )
-    elif is_exported(model):
-        why = (
-            "a torch.export program calls aten ops, not its submodules (named_modules() keeps only "
-            "the modules that hold weights, and their hooks never fire)"
-        )
-    else:
+    """The error for ``what`` (e.g. ``"class-activation maps"``) on a TorchScript model, whose
+    submodule hooks never fire, or None for any other form."""
+    if not is_script(model):
         return None
+    why = (
+        "TorchScript runs its compiled graph without calling Python forward hooks (a scripted "
+        "module refuses them, a traced one never calls them)"
+    )
     return XaikitValueError(
         f"{what} cannot be computed for {form_of(model)}: they hook the model's layers, and {why}. "
         f"Explain the Python nn.Module with the same weights instead (build the class and "
