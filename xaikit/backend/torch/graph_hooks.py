@@ -110,6 +110,8 @@ def hooked(model: Any, path: str) -> tuple[Any, Tap]:
     if key not in cache:
         cache[key] = Tap()
     tap = cache[key]
+    if ("layer", path) in cache:
+        return cache[("layer", path)], tap
     node = layers(model)[path]
     return _copy(model, ("layer", path), lambda n: n is node, tap), tap
 
