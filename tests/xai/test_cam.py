@@ -309,9 +309,11 @@ def test_bad_input(framework: str, rng: np.random.Generator) -> None:
         xk.xai.explain(model, x, method="guided_gradcam", raw=True)
     with pytest.raises(XaikitTypeError, match="raw must be"):
         xk.xai.explain(model, x, method="gradcam", raw="yes")
-    # one image without its batch axis: read as 3 grey images, which the model cannot take
+    # one image without its batch axis: the hint says to add it (not a channel axis)
     with pytest.raises(
-        XaikitValueError, match=r"could not be called on the model inputs .*read as images without"
+        XaikitValueError,
+        match=r"could not be called on the model inputs .*looks like one image without its batch axis: "
+        r"add it, e\.g\. x\[None\]",
     ):
         xk.xai.explain(model, x[0], method="gradcam")
 

@@ -206,17 +206,40 @@ def call_error(inp: Inputs, exc: Exception) -> XaikitValueError:
     a hint for channel-less images and the ``model_kwargs`` passed, then what the model raised)."""
     shapes = ", ".join(f"{k!r}: {tuple(int(d) for d in t.shape)}" for k, t in zip(inp.keys, inp.tensors))
     hint = ""
-    if any(len(t.shape) == 3 for t in inp.tensors):
-        hint = (
-            " A (batch, H, W) input is read as images without a channel axis: for grayscale "
-            "images add one, e.g. x[:, None] (channel-first) or x[..., None] (channel-last)."
-        )
+    rank3 = [tuple(int(d) for d in t.shape) for t in inp.tensors if len(t.shape) == 3]
+    if rank3:
+        hint = " " + rank3_hint(rank3[0], inp.bk.model_layout(inp.model).channels)
     if inp.kwargs:
         hint += f" model_kwargs passed: {_describe_kwargs(inp.kwargs)}."
     return XaikitValueError(
         f"the model could not be called on the model inputs ({shapes}); "
         f"check their shape and layout.{hint} The model raised {type(exc).__name__}: {exc}"
     )
+
+
+def rank3_hint(shape: tuple[int, ...], channels: int | None) -> str:
+    """What a 3-D input that an image model cannot take most likely lacks: the batch axis of one
+    (C, H, W) or (H, W, C) image (``x[None]``), or the channel axis of a batch of grayscale
+    images (``x[:, None]``); both where the shape does not tell (``channels``: what the model's
+    first convolution reads, None when unknown).
+
+    Example:
+        >>> rank3_hint((3, 32, 32), 3)
+        'A (3, 32, 32) input looks like one image without its batch axis: add it, e.g. x[None] (torch: x.unsqueeze(0)).'
+    """
+    unbatched = (
+        f"A {shape} input looks like one image without its batch axis: add it, e.g. x[None] "
+        "(torch: x.unsqueeze(0))."
+    )
+    gray = (
+        "A (batch, H, W) input is read as images without a channel axis: for grayscale images add "
+        "one, e.g. x[:, None] (channel-first) or x[..., None] (channel-last)."
+    )
+    if channels is not None and channels > 1 and channels in (shape[0], shape[-1]):
+        return unbatched
+    if channels is None and (shape[0] in (3, 4) or shape[-1] in (3, 4)):
+        return f"{gray} If it is one color image, add the batch axis instead, e.g. x[None]."
+    return gray
 
 
 def _describe_kwargs(kw: ModelKwargs) -> str:

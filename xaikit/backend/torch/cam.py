@@ -11,6 +11,19 @@ then keeps them where its input was positive): only ``nn.ReLU`` modules are guid
 captum; a ``torch.nn.functional.relu`` / ``torch.relu`` call inside a ``forward`` cannot be
 hooked and keeps its plain gradient.
 
+Model forms (:mod:`xaikit.backend.torch.forms`): a ``torch.compile`` module is hooked through
+its ``_orig_mod`` (the eager module with the same weights, so that adding a hook does not
+recompile); layer names are those of the form's own ``named_modules()`` (``"_orig_mod.conv2"``;
+the name without the prefix is taken too). The module of a ``torch.export`` program never
+calls its submodules: its layer and ReLUs are hooked in a rewritten copy of its graph
+(:mod:`~xaikit.backend.torch.graph_hooks`; layers are the original model's module paths).
+TorchScript modules never call forward hooks: the CAMs and guided backprop refuse them, and a
+TorchScript submodule of a Python model as the layer, with a message that says what works
+instead.
+
+A gradient that does not reach the hooked layer is an error (:func:`~xaikit.backend.torch.grads.layer_grad`),
+never a map of zeros.
+
 Every hook is removed in a ``finally`` block: the model is left as it was, also when the call
 raises. Loaded the first time a CAM method runs (never at ``import xaikit`` time).
 """
@@ -25,7 +38,13 @@ import torch
 from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
 from xaikit.backend.outputs import as_matrix
+from xaikit.backend.torch import graph_hooks
+from xaikit.backend.torch.forms import compiled_module, hook_refusal, is_exported, is_script
+from xaikit.backend.torch.grads import layer_grad
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+
+#: what the CAM methods are called in refusals
+_CAMS = "class-activation maps (gradcam, gradcam++, xgradcam, layercam, hirescam, scorecam, eigencam, guided_gradcam)"
 
 
 def _spatial(out: Any) -> bool:
@@ -44,6 +63,12 @@ class _PositiveGrad(torch.autograd.Function):
         return grad.clamp(min=0)
 
 
+def positive_grad(t: torch.Tensor) -> Any:
+    """``t``, with only the positive part of its gradient passed back (a module-level function:
+    the generated code of a rewritten graph calls it by name)."""
+    return _PositiveGrad.apply(t)
+
+
 class Cam(CamFacet):
     """The CAM facet of the torch backend."""
 
@@ -60,11 +85,24 @@ class Cam(CamFacet):
             raise XaikitTypeError(
                 f"class-activation maps need a torch.nn.Module (to hook its layers); got {describe(model)}"
             )
+        refusal = hook_refusal(model, _CAMS)
+        if refusal is not None:
+            raise refusal
+        if is_exported(model):  # hooked by rewriting a copy of its graph
+            name = graph_hooks.find(model, layer)
+            box: dict[str, Any] = {}
+            with torch.no_grad():
+                self._hooked_call(
+                    model, CamLayer(name, None, ()), lambda t: box.setdefault("a", t), inputs, 0, model_kwargs
+                )
+            return _checked(name, None, box.get("a"))
         named = [(n, m) for n, m in model.named_modules() if n]
         if layer is None:
-            return self._auto(model, named, inputs, model_kwargs)
+            return self._auto(model, [(n, m) for n, m in named if not _unhookable(m)], inputs, model_kwargs)
         if isinstance(layer, str):
             modules = dict(named)
+            if layer not in modules and compiled_module(model) is not None:
+                layer = f"_orig_mod.{layer}" if f"_orig_mod.{layer}" in modules else layer
             if layer not in modules:
                 raise XaikitValueError(
                     f"layer {layer!r} is not a module of the model; layer must be a module path as "
@@ -84,12 +122,13 @@ class Cam(CamFacet):
             raise XaikitTypeError(
                 f"layer must be a module path (str), a torch.nn.Module of the model or None; got {describe(layer)}"
             )
-        out = self._probe(model, [module], inputs, model_kwargs)[0][0]
-        if out is None:
-            raise XaikitValueError(f"layer {name!r} was not called by the model's forward pass")
-        if not isinstance(out, torch.Tensor):
-            raise XaikitValueError(f"layer {name!r} must output one tensor; it gives {describe(out)}")
-        return CamLayer(name, module, tuple(int(d) for d in out.shape[1:]))
+        if _unhookable(module):
+            raise XaikitValueError(
+                f"layer {name!r} is a TorchScript module or part of a torch.export program inside "
+                f"the model: its forward hooks never fire, so {_CAMS} cannot read it. Pass layer= a "
+                "Python nn.Module of the model (named_modules() gives the names)"
+            )
+        return _checked(name, module, self._probe(model, [module], inputs, model_kwargs)[0][0])
 
     def _probe(
         self, model: Any, modules: list[Any], inputs: Sequence[T], model_kwargs: dict[str, Any] | None
@@ -106,7 +145,7 @@ class Cam(CamFacet):
         handles = [m.register_forward_hook(hook) for m in modules]
         try:
             with torch.no_grad():
-                self.bk._call(model, list(inputs), 0, model_kwargs)
+                self.bk._call(_eager(model), list(inputs), 0, model_kwargs)
         finally:
             for h in handles:
                 h.remove()
@@ -142,27 +181,48 @@ class Cam(CamFacet):
     ) -> tuple[Any, Any]:
         box: dict[str, Any] = {}
 
-        def hook(_module: Any, _args: Any, out: Any) -> Any:
+        def grab(out: Any) -> Any:
             if not isinstance(out, torch.Tensor):
                 raise XaikitValueError(
                     f"layer {layer.name!r} must output one tensor; it gives {describe(out)}"
                 )
             if not grad:
                 box["a"] = out.detach()
-                return None
+                return out
             leaf = out.detach().requires_grad_(True)
             box["a"] = leaf
             return leaf.clone()  # later in-place ops (ReLU(inplace=True)) act on the copy
 
-        handle = layer.obj.register_forward_hook(hook)
+        with torch.enable_grad() if grad else torch.no_grad():
+            out = as_matrix(self._hooked_call(model, layer, grab, inputs, output, model_kwargs))
+        if "a" not in box:
+            raise XaikitValueError(_not_called(layer.name))
+        return box["a"], out
+
+    def _hooked_call(
+        self,
+        model: Any,
+        layer: CamLayer,
+        fn: Any,
+        inputs: Sequence[T],
+        output: int | str,
+        model_kwargs: dict[str, Any] | None,
+    ) -> Any:
+        """The selected output of the model called with the layer's output replaced by
+        ``fn(output)``: a forward hook on the module, or, in an exported program, a copy of its
+        graph that calls ``fn`` there (:mod:`~xaikit.backend.torch.graph_hooks`)."""
+        if is_exported(model):
+            gm, tap = graph_hooks.hooked(model, layer.name)
+            tap.fn = fn
+            try:
+                return self.bk._call(gm, list(inputs), output, model_kwargs)
+            finally:
+                tap.fn = _same
+        handle = layer.obj.register_forward_hook(lambda _m, _a, out: fn(out))
         try:
-            with torch.enable_grad() if grad else torch.no_grad():
-                out = as_matrix(self.bk._call(model, list(inputs), output, model_kwargs))
+            return self.bk._call(_eager(model), list(inputs), output, model_kwargs)
         finally:
             handle.remove()
-        if "a" not in box:
-            raise XaikitValueError(f"layer {layer.name!r} was not called by the model's forward pass")
-        return box["a"], out
 
     def grad_step(
         self,
@@ -174,13 +234,12 @@ class Cam(CamFacet):
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, T, T]:
         a, out = self._run(model, layer, inputs, output, model_kwargs, grad=True)
-        if targets is None:  # the predicted class: each row's highest score, from this pass
-            scores = out.max(dim=1).values
-        else:
-            scores = out.gather(1, targets[:, None]).squeeze(1)
-        (da,) = torch.autograd.grad(scores.sum(), [a], allow_unused=True)
-        if da is None:
-            da = torch.zeros_like(a)
+        with torch.enable_grad():
+            if targets is None:  # the predicted class: each row's highest score, from this pass
+                scores = out.max(dim=1).values
+            else:
+                scores = out.gather(1, targets[:, None]).squeeze(1)
+            da = layer_grad(model, layer.name, scores, a, output)
         return _working(a.detach()), _working(da), _working(scores.detach())
 
     def activations(
@@ -202,22 +261,64 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> list[T]:
-        relus = (
-            [m for m in model.modules() if isinstance(m, torch.nn.ReLU)]
-            if isinstance(model, torch.nn.Module)
-            else []
-        )
+        relus: list[Any] = []
+        if is_exported(model):  # a copy of its graph with the nn.ReLU modules' ReLUs guided
+            guided = graph_hooks.guided(model, positive_grad)
+            return list(self.bk.grad_step(guided, inputs, targets, output, False, model_kwargs)[1])
+        if isinstance(model, torch.nn.Module):
+            if any(_unhookable(m) for m in model.modules()):
+                refusal = hook_refusal(model, "guided backprop (guided_gradcam)")
+                raise refusal or XaikitValueError(
+                    "guided backprop (guided_gradcam) replaces the gradient of every nn.ReLU module, "
+                    "and this model holds a TorchScript module or a torch.export program whose ReLUs "
+                    "cannot be hooked: its map would be guided only in part. Explain a model of "
+                    "Python nn.Modules, or use a method that needs no hooks"
+                )
+            relus = [m for m in model.modules() if isinstance(m, torch.nn.ReLU)]
 
         def hook(_module: Any, _args: Any, out: Any) -> Any:
             return _PositiveGrad.apply(out)
 
         handles = [m.register_forward_hook(hook) for m in relus]
         try:
-            _, grads, _ = self.bk.grad_step(model, inputs, targets, output, False, model_kwargs)
+            _, grads, _ = self.bk.grad_step(_eager(model), inputs, targets, output, False, model_kwargs)
         finally:
             for h in handles:
                 h.remove()
         return list(grads)
+
+
+def _same(t: Any) -> Any:
+    return t
+
+
+def _checked(name: str, module: Any, out: Any) -> CamLayer:
+    """The layer, with the shape of its output on one row (None: the forward did not reach it)."""
+    if out is None:
+        raise XaikitValueError(_not_called(name))
+    if not isinstance(out, torch.Tensor):
+        raise XaikitValueError(f"layer {name!r} must output one tensor; it gives {describe(out)}")
+    return CamLayer(name, module, tuple(int(d) for d in out.shape[1:]))
+
+
+def _unhookable(module: Any) -> bool:
+    """A module whose forward hooks never fire: TorchScript, or (part of) a torch.export program."""
+    return is_script(module) or is_exported(module)
+
+
+def _eager(model: Any) -> Any:
+    """The module to run with hooks: a torch.compile module's eager ``_orig_mod`` (same weights;
+    a hook added to a compiled module would recompile it), else the model itself."""
+    inner = compiled_module(model)
+    return model if inner is None else inner
+
+
+def _not_called(name: str) -> str:
+    return (
+        f"layer {name!r} was not called by the model's forward pass (a module of the model that "
+        "the forward never calls, or one inside a torch.export program or a TorchScript module, "
+        "whose hooks never fire): pass layer= a module that the forward calls"
+    )
 
 
 def _working(t: Any) -> Any:

@@ -14,6 +14,7 @@ import numpy as np
 
 from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
+from xaikit.errors import XaikitError
 from xaikit.layout import ModelLayout
 
 
@@ -38,16 +39,15 @@ class TorchBackend(Backend):
         self.torch.set_num_threads(int(threads))
 
     def model_layout(self, model: Any) -> ModelLayout:
-        """Channel-first; the input channels of the model's first ``Conv2d`` (cached per model)."""
+        """Channel-first; the input channels of the model's first 2-D convolution, in any model
+        form: nn.Module, TorchScript, torch.compile, torch.export (cached per model; see
+        :func:`xaikit.backend.torch.forms.first_conv_channels`)."""
         if not isinstance(model, self.torch.nn.Module):
             return ModelLayout(channel_first=True)
         if model not in self._layouts:
-            channels = None
-            for m in model.modules():
-                if isinstance(m, self.torch.nn.Conv2d):
-                    channels = int(m.in_channels)
-                    break
-            self._layouts[model] = ModelLayout(channel_first=True, channels=channels)
+            from xaikit.backend.torch.forms import first_conv_channels
+
+            self._layouts[model] = ModelLayout(channel_first=True, channels=first_conv_channels(model))
         return self._layouts[model]
 
     # ---- ownership and placement -------------------------------------------------------------
@@ -156,7 +156,11 @@ class TorchBackend(Backend):
             yield
             return
         flags = [(m, m.training) for m in model.modules()]
-        model.eval()
+        try:
+            model.eval()
+        except NotImplementedError:  # a torch.export program's module: its mode was fixed at export
+            for m, _ in flags:
+                m.training = False
         try:
             yield
         finally:
@@ -175,7 +179,18 @@ class TorchBackend(Backend):
         half = self._half(model)
         if half is not None:
             inputs = [x.to(half) if x.is_floating_point() else x for x in inputs]
-        out = select_output(model(*inputs, **(kw or {})), output, len(inputs[0]))
+        try:
+            raw = model(*inputs, **(kw or {}))
+        except XaikitError:
+            raise
+        except Exception as exc:
+            from xaikit.backend.torch.grads import exported_call_error
+
+            error = exported_call_error(model, inputs, exc)
+            if error is None:
+                raise
+            raise error from exc
+        out = select_output(raw, output, len(inputs[0]))
         return out.float() if half is not None and out.is_floating_point() else out
 
     def forward(
@@ -209,14 +224,17 @@ class TorchBackend(Backend):
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, list[T], T]:
-        torch = self.torch
-        with torch.enable_grad():
+        """One forward+backward; a gradient that does not reach the output or an input is an
+        error naming the input and the likely causes (see
+        :func:`xaikit.backend.torch.grads.input_grads`), never a map of zeros."""
+        from xaikit.backend.torch.grads import input_grads
+
+        with self.torch.enable_grad():
             xs = [x.detach().requires_grad_(True) for x in inputs]
             out = as_matrix(self._call(model, xs, output, model_kwargs))
             scores = out.gather(1, targets[:, None]).squeeze(1)
-            grads = torch.autograd.grad(scores.sum(), xs, allow_unused=True)
-        grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
-        return scores.detach(), list(grads), out.detach()
+            grads = input_grads(model, scores, xs, output)
+        return scores.detach(), grads, out.detach()
 
     # ---- memory and chunking ------------------------------------------------------------------
     def is_oom(self, exc: BaseException) -> bool:
