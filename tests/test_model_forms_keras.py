@@ -224,16 +224,22 @@ def test_model_untouched_after_capture(forms: dict[str, Any], x: np.ndarray) -> 
 
 # ---- no silent zeros: a gradient that does not reach is an error ----------------------------------
 def test_layer_off_the_path_is_an_error_not_zeros(x: np.ndarray) -> None:
+    keras.utils.set_random_seed(5)
     inp = keras.Input((SIZE, SIZE, 3))
     c = L.Conv2D(4, 3, activation="relu", name="side")(inp)
     main = L.Dense(3, name="main")(L.GlobalAveragePooling2D()(L.Conv2D(4, 3, name="trunk")(inp)))
     aux = L.Dense(2, name="aux")(L.GlobalAveragePooling2D()(c))
     model = keras.Model(inp, [main, aux])
-    with pytest.raises(
-        XaikitValueError, match=r"does not reach layer 'side' of this functional model .*output=0"
-    ):
-        xk.xai.explain(model, x, method="gradcam", layer="side", output=0)
-    assert xk.xai.explain(model, x, method="gradcam", layer="side", output=1).max() > 0
+    for method in ("gradcam", "layercam", "guided_gradcam"):
+        with pytest.raises(
+            XaikitValueError, match=r"does not reach layer 'side' of this functional model .*output=0"
+        ):
+            xk.xai.explain(model, x, method=method, layer="side", output=0)
+    # the same layer explains the output it feeds, as a model with that output alone does
+    got = xk.xai.explain(model, x, method="layercam", layer="side", output=1, target=[0, 1])
+    alone = xk.xai.explain(keras.Model(inp, aux), x, method="layercam", layer="side", target=[0, 1])
+    assert np.abs(alone).max() > 0
+    np.testing.assert_allclose(got, alone, rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("method", ["vanilla", "integrated", "guided_gradcam"])

@@ -39,7 +39,7 @@ from xaikit.backend.outputs import as_matrix
 from xaikit.backend.tf.errors import unreachable_inputs, unreachable_layer
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
-from xaikit.backend.tf.steps import Traced
+from xaikit.backend.tf.steps import Traced, signature
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 
@@ -65,6 +65,9 @@ class Cam(CamFacet):
         self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = (
             weakref.WeakKeyDictionary()
         )
+        self._resolved: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], CamLayer]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def channel_first(self, model: Any) -> bool:
         return bool(self.bk.model_layout(model).channel_first)
@@ -73,7 +76,27 @@ class Cam(CamFacet):
     def resolve(
         self, model: Any, layer: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None
     ) -> CamLayer:
+        """The layer (see :meth:`CamFacet.resolve`), found by running the model on one row with
+        the layers' calls captured; cached per model, layer and input signature, so a repeated
+        call does not run the model again."""
         top = _top_layers(model)
+        key = (
+            layer if layer is None or isinstance(layer, str) else ("object", id(layer)),
+            signature((list(inputs), dict(model_kwargs or {}))),
+        )
+        cache = self._resolved.setdefault(model, {})
+        if key not in cache:
+            cache[key] = self._resolve(model, top, layer, inputs, model_kwargs)
+        return cache[key]
+
+    def _resolve(
+        self,
+        model: Any,
+        top: list[Any],
+        layer: Any,
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+    ) -> CamLayer:
         first = self.channel_first(model)
         if layer is None:
             outs, order = self._probe(model, top, inputs, model_kwargs)

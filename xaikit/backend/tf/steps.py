@@ -65,7 +65,7 @@ class Traced:
     def __call__(self, *args: Any) -> Any:
         """The traced function (runs at trace time only)."""
         self.counts[self.count_key] = self.counts.get(self.count_key, 0) + 1
-        self._tracing = _signature(args)
+        self._tracing = signature(args)
         return self.body(*args)
 
     def fail(self, message: str) -> None:
@@ -77,13 +77,13 @@ class Traced:
         """The compiled step on ``args``; the error its trace recorded, if any."""
         out = self.fn(*args)
         if self.problems:
-            message = self.problems.get(_signature(args))
+            message = self.problems.get(signature(args))
             if message is not None:
                 raise XaikitValueError(message)
         return out
 
 
-def _signature(args: Any) -> str:
+def signature(args: Any) -> str:
     """The input signature of a call, as a key: each tensor or array by its shape and dtype, the
     rest as it is (the same key at trace time, on symbolic tensors, as on the eager call)."""
     import tensorflow as tf
