@@ -344,6 +344,8 @@ def _capture(layers: Sequence[Any], tape: Any = None) -> Iterator[_Capture]:
 
 
 def _restore(swapped: list[tuple[Any, str, Any, bool]]) -> None:
+    """Put back each ``(layer, attribute, own value, had its own)`` swapped, the last first: a
+    layer's own value, or the class's attribute showing through again."""
     for la, attr, value, own in reversed(swapped):
         if not own:  # the class's own method shows through again
             object.__delattr__(la, attr)
@@ -388,8 +390,4 @@ def _guided_relus(model: Any) -> Iterator[None]:
                 la.call = _guided_relu
         yield
     finally:
-        for la, attr, value, own in reversed(swapped):
-            if not own:  # the class's own method shows through again
-                object.__delattr__(la, attr)
-            else:
-                setattr(la, attr, value)
+        _restore(swapped)
