@@ -355,3 +355,55 @@ def test_keras_dict_output_and_guided_step_do_not_hold_the_model(rng: np.random.
     del model, relu
     gc.collect()
     assert ref() is None
+
+
+def test_keras_layer_nested_in_a_sub_model_is_reachable(rng: np.random.Generator) -> None:
+    """The chosen layer's output is captured while the whole model runs, so a layer nested in a
+    sub-model (by name or object) gives the maps of the same layer in a flat model."""
+    import keras
+
+    model, _ = model_for("tf", seed=2)
+    outer = keras.Sequential([keras.layers.Input((12, 12, 3)), model])
+    conv = model.layers[2]  # the second convolution
+    x = images(rng, batch=2)
+    flat = xk.xai.explain(model, x, method="gradcam", layer=conv.name, target=[0, 1])
+    assert flat.max() > 0
+    for layer in (conv.name, conv):
+        np.testing.assert_allclose(
+            xk.xai.explain(outer, x, method="gradcam", layer=layer, target=[0, 1]), flat, rtol=1e-5, atol=1e-7
+        )
+    assert "call" not in conv.__dict__
+    stray = keras.layers.Conv2D(2, 3, name="stray")
+    with pytest.raises(XaikitValueError, match="got the layer 'stray', which is not one"):
+        xk.xai.explain(outer, x, method="gradcam", layer=stray)
+
+
+def test_keras_cam_takes_model_kwargs(rng: np.random.Generator) -> None:
+    """A per-sample argument of a subclassed model's call follows the rows: scaling the scores by
+    s_b > 0 scales every gradient CAM by s_b (and leaves Eigen-CAM, which reads A only, alone)."""
+    import keras
+
+    class Scaled(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = keras.layers.Conv2D(4, 3, activation="relu", name="conv")
+            self.pool = keras.layers.GlobalAveragePooling2D()
+            self.head = keras.layers.Dense(3)
+
+        def call(self, x: Any, scale: Any = None) -> Any:
+            out = self.head(self.pool(self.conv(x)))
+            return out if scale is None else out * scale
+
+    keras.utils.set_random_seed(1)  # weights whose maps are not all zero for these targets
+    model = Scaled()
+    x = images(rng, batch=3, size=8)
+    scale = np.array([[0.5], [2.0], [3.0]], np.float32)
+    for method in ("gradcam", "layercam", "hirescam"):
+        plain = xk.xai.explain(model, x, method=method, target=[0, 1, 2], raw=True).maps
+        assert np.all(plain.max(axis=(1, 2)) > 0), method
+        scaled = xk.xai.explain(
+            model, x, method=method, target=[0, 1, 2], raw=True, model_kwargs={"scale": scale}, max_batch=2
+        ).maps
+        np.testing.assert_allclose(scaled, plain * scale[:, :, None], rtol=1e-5, atol=1e-7)
+    eigen = xk.xai.explain(model, x, method="eigencam", raw=True, model_kwargs={"scale": scale}).maps
+    np.testing.assert_allclose(eigen, xk.xai.explain(model, x, method="eigencam", raw=True).maps, rtol=1e-6)

@@ -113,6 +113,17 @@ class Backend(abc.ABC):
         """Which image layout the model takes: channel-first or -last, and how many channels
         its first convolution reads (None when it has none or it cannot be told)."""
 
+    def input_shapes(self, model: Any) -> list[tuple[int | None, ...]] | None:
+        """The input shapes the model declares (None for a free size), one per input, or None
+        when it declares none (for error messages)."""
+        return None
+
+    def error_text(self, exc: BaseException) -> str:
+        """The part of an exception's message that says what went wrong, for xaikit's own
+        messages (a framework whose messages carry tracebacks or array dumps leaves them out;
+        by default the whole message)."""
+        return str(exc).strip()
+
     # ---- ownership and placement -------------------------------------------------------------
     @abc.abstractmethod
     def owns(self, obj: Any) -> bool:

@@ -607,12 +607,14 @@ def _kwargs_of(mk: ModelKwargs | None, r0: int, r1: int, rows: int) -> dict[str,
     return {"model_kwargs": mk.span(r0, r1, rows)} if mk else {}
 
 
-def chunk_error(exc: Exception, rows: int, batch: int) -> XaikitValueError:
-    """The error for a model that ran on the B clean samples but fails on a chunk of rows."""
+def chunk_error(exc: Exception, rows: int, batch: int, bk: Backend | None = None) -> XaikitValueError:
+    """The error for a model that ran on the B clean samples but fails on a chunk of rows (what
+    the model raised on one line, through ``bk.error_text`` when the backend is given)."""
+    text = bk.error_text(exc) if bk is not None else str(exc)
     return XaikitValueError(
         f"the model ran on the {batch} samples but raised {type(exc).__name__} on a chunk of {rows} "
         f"rows (an explanation feeds the model perturbed copies of the samples, many rows at a "
-        f"time): {exc}. A model that holds per-sample values of its own (a tensor of {batch} rows "
+        f"time): {text}. A model that holds per-sample values of its own (a tensor of {batch} rows "
         "bound with functools.partial, a closure, an attribute) cannot follow the rows: pass such "
         "values with model_kwargs={name: tensor} instead, so that each row gets its sample's value"
     )
@@ -632,7 +634,7 @@ def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T
     except Exception as exc:
         if job.bk.is_oom(exc) or n == job.batch:
             raise
-        raise chunk_error(exc, n, job.batch) from exc
+        raise chunk_error(exc, n, job.batch, job.bk) from exc
 
 
 def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
@@ -756,7 +758,7 @@ def forward_scores(
         except Exception as exc:
             if not bk.is_oom(exc) or chunk <= 1:
                 if calling and batch is not None and not bk.is_oom(exc) and n != batch:
-                    raise chunk_error(exc, n, batch) from exc
+                    raise chunk_error(exc, n, batch, bk) from exc
                 raise
             bk.empty_cache(bk.model_device(model))
             chunk = max(1, chunk // 2)

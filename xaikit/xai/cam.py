@@ -266,7 +266,7 @@ def _chunked(
                 chunk = max(1, chunk // 2)
                 continue
             if not bk.is_oom(exc):  # nothing ran before the first chunk: the model cannot take x
-                raise (chunk_error(exc, size, inp.batch) if r0 else call_error(inp, exc)) from exc
+                raise (chunk_error(exc, size, inp.batch, bk) if r0 else call_error(inp, exc)) from exc
             raise
         r0 = r1
     return np.concatenate(parts)

@@ -202,9 +202,27 @@ def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
 
 
 def call_error(inp: Inputs, exc: Exception) -> XaikitValueError:
-    """The error for a model that cannot be called on the prepared inputs at all (their shapes,
-    a hint for channel-less images and the ``model_kwargs`` passed, then what the model raised)."""
+    """The error for a model that cannot be called on the prepared inputs at all, in a few
+    readable sentences: the shapes given, what the model expects (its declared input shapes and
+    its channels, where the backend knows them), a hint for channel-less images and the
+    ``model_kwargs`` passed, then what the model raised, on one line (the framework's traceback
+    and any array dump left out: the original exception is chained)."""
+    bk = inp.bk
     shapes = ", ".join(f"{k!r}: {tuple(int(d) for d in t.shape)}" for k, t in zip(inp.keys, inp.tensors))
+    expects: list[str] = []
+    declared = bk.input_shapes(inp.model)
+    if declared:
+        expects.append(
+            "the model expects " + ", ".join(str(tuple(s)) for s in declared) + " (None: any size)"
+        )
+    layout = bk.model_layout(inp.model)
+    if layout.channels is not None:
+        for key, t in zip(inp.keys, inp.tensors):
+            got = int(t.shape[layout.channel_axis]) if len(t.shape) == 4 else layout.channels
+            if got != layout.channels:
+                plural = "s" if got != 1 else ""
+                expects.append(f"{key!r} has {got} channel{plural} where the model expects {layout.channels}")
+    expected = "; " + " and ".join(expects) if expects else ""
     hint = ""
     rank3 = [tuple(int(d) for d in t.shape) for t in inp.tensors if len(t.shape) == 3]
     if rank3:
@@ -212,8 +230,9 @@ def call_error(inp: Inputs, exc: Exception) -> XaikitValueError:
     if inp.kwargs:
         hint += f" model_kwargs passed: {_describe_kwargs(inp.kwargs)}."
     return XaikitValueError(
-        f"the model could not be called on the model inputs ({shapes}); "
-        f"check their shape and layout.{hint} The model raised {type(exc).__name__}: {exc}"
+        f"the model could not be called on the model inputs ({shapes}){expected}; "
+        f"check their shape and layout.{hint} The model raised {type(exc).__name__}: "
+        f"{bk.error_text(exc)}"
     )
 
 

@@ -1,10 +1,16 @@
 """TensorFlow / Keras layer facet of the class-activation maps (``get_backend(model).cam``).
 
-A functional or Sequential Keras model is re-wired into a sub-model with two outputs,
-``keras.Model(model.inputs, [layer.output, model.output])`` (same layers, same weights), called
-in inference mode under a ``GradientTape`` that watches the layer's output. The sub-model and
-its ``tf.function`` step are cached per model and layer; the model itself is never changed.
-Activations come back in the layer's layout (the engine moves the channels).
+The chosen layer's output is captured while the whole model runs: inside the traced step, the
+layer instance's ``call`` is swapped (``try``/``finally``) for a wrapper that hands the model
+the layer's own output and records it; the tape watches that tensor, so the gradient is taken
+with respect to the tensor that really flows into the explained output. This works the same for
+every form of Keras model: built in memory, saved to ``.keras`` and loaded (a loaded Sequential's
+``layer.output`` belongs to another build of its graph than ``model.outputs``, so a sub-model
+``keras.Model(model.inputs, [layer.output, model.output])`` gave a score that does not depend
+on the layer, and all-zero maps), cloned, or subclassed (no ``model.inputs`` at all). Layers
+nested inside a sub-model can be chosen too. A gradient that does not reach the layer is an
+error, never zeros. The steps are cached per model, layer, output and constant model
+arguments (:class:`~xaikit.backend.tf.steps.Traced`); the model itself is left as it was.
 
 Guided backpropagation swaps, inside a ``try``/``finally``, the ReLU activation of each layer
 that has one (``activation="relu"``, ``Activation("relu")``, plain ``ReLU()`` layers, nested
@@ -12,32 +18,29 @@ sub-models included) for a ``tf.custom_gradient`` guided ReLU, runs its step, an
 model's own activations back: the model is the same object with the same attributes after.
 A ReLU applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) cannot be
 reached and keeps its plain gradient. Loaded the first time a CAM method runs.
+
+An exported SavedModel (``keras.layers.TFSMLayer``, ``tf.saved_model.load``) has no layers to
+capture: the class-activation maps refuse it and name the methods that work on it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from xaikit.backend.base import HALF_DTYPES, T
+from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
-from xaikit.backend.outputs import as_matrix, select_output
-from xaikit.backend.tf.layers import all_layers
+from xaikit.backend.outputs import as_matrix
+from xaikit.backend.tf.errors import unreachable_inputs, unreachable_layer
+from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
+from xaikit.backend.tf.layers import all_layers, sublayers
+from xaikit.backend.tf.steps import Traced, signature
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-
-
-def _shape(layer: Any) -> tuple[Any, ...] | None:
-    try:
-        out = layer.output
-    except (AttributeError, ValueError):
-        return None
-    shape = getattr(out, "shape", None)
-    return None if shape is None else tuple(shape)
 
 
 def _spatial(shape: tuple[Any, ...] | None, channel_first: bool) -> bool:
@@ -47,121 +50,149 @@ def _spatial(shape: tuple[Any, ...] | None, channel_first: bool) -> bool:
     return h is None or w is None or int(h) * int(w) > 1
 
 
+def _shape(out: Any) -> tuple[int | None, ...] | None:
+    """The shape of a captured output that is one tensor, else None."""
+    if not tf.is_tensor(out):
+        return None
+    return tuple(None if d is None else int(d) for d in out.shape)
+
+
 class Cam(CamFacet):
     """The CAM facet of the TensorFlow backend."""
 
     def __init__(self, bk: Any) -> None:
         self.bk = bk
-        self._subs: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
+        self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._resolved: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], CamLayer]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def channel_first(self, model: Any) -> bool:
         return bool(self.bk.model_layout(model).channel_first)
 
+    # ---- which layer -----------------------------------------------------------------------
     def resolve(
         self, model: Any, layer: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None
     ) -> CamLayer:
-        layers = list(getattr(model, "layers", None) or [])
-        if not layers or getattr(model, "inputs", None) is None:
-            raise XaikitTypeError(
-                "class-activation maps need a functional or Sequential Keras model with declared "
-                f"inputs (to read an inner layer's output); got {describe(model)}"
-            )
+        """The layer (see :meth:`CamFacet.resolve`), found by running the model on one row with
+        the layers' calls captured; cached per model, layer and input signature, so a repeated
+        call does not run the model again."""
+        top = _top_layers(model)
+        key = (
+            layer if layer is None or isinstance(layer, str) else ("object", id(layer)),
+            signature((list(inputs), dict(model_kwargs or {}))),
+        )
+        cache = self._resolved.setdefault(model, {})
+        if key not in cache:
+            cache[key] = self._resolve(model, top, layer, inputs, model_kwargs)
+        return cache[key]
+
+    def _resolve(
+        self,
+        model: Any,
+        top: list[Any],
+        layer: Any,
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+    ) -> CamLayer:
         first = self.channel_first(model)
         if layer is None:
-            for la in reversed(layers):
-                if _spatial(_shape(la), first):
-                    return CamLayer(str(la.name), la, _shape(la)[1:])  # type: ignore[index]
+            outs, order = self._probe(model, top, inputs, model_kwargs)
+            for i in reversed(order):  # the last top-level layer to finish with a spatial output
+                shape = _shape(outs[i])
+                if _spatial(shape, first):
+                    return CamLayer(str(top[i].name), top[i], shape[1:])  # type: ignore[index]
             raise XaikitValueError(
                 "layer=None looks for the last layer with a spatial (B, h, w, C) output (h * w > 1) "
                 "and the model has none: pass layer= (a layer name of model.layers, with reshape= "
                 "for a token output)"
             )
-        if isinstance(layer, str):
-            found = [la for la in layers if la.name == layer]
-            if not found:
-                raise XaikitValueError(
-                    f"layer {layer!r} is not a layer of the model; layer must be a layer name of "
-                    f"model.layers, e.g. {[la.name for la in layers][-4:]}, or None (the last "
-                    "layer with a spatial output)"
-                )
-            chosen = found[0]
-        elif any(la is layer for la in layers):
-            chosen = layer
-        elif hasattr(layer, "name") and hasattr(layer, "output"):
+        chosen = _find(model, top, layer)
+        outs, _ = self._probe(model, [chosen], inputs, model_kwargs)
+        if outs[0] is None:
             raise XaikitValueError(
-                f"layer must be a layer of model.layers; got the layer {layer.name!r}, which is not one "
-                "(a layer nested inside a sub-model is not reachable: pass a top-level layer)"
+                f"layer {chosen.name!r} was not called by the forward pass of this {model_form(model)} "
+                "(an input layer, or a layer the model's call does not use): choose a layer that runs"
             )
-        else:
-            raise XaikitTypeError(
-                f"layer must be a layer name (str), a layer of model.layers or None; got {describe(layer)}"
-            )
-        shape = _shape(chosen)
+        shape = _shape(outs[0])
         if shape is None:
-            raise XaikitValueError(f"layer {chosen.name!r} must output one tensor; it has no single output")
+            raise XaikitValueError(
+                f"layer {chosen.name!r} must output one tensor; it gives {describe(outs[0])}"
+            )
         return CamLayer(str(chosen.name), chosen, shape[1:])
 
-    def _fn(self, model: Any, layer: CamLayer, output: int | str, kind: str) -> Any:
-        table = self._subs.setdefault(model, {})
-        key = (layer.name, id(layer.obj), output, kind)
+    def _probe(
+        self, model: Any, layers: list[Any], inputs: Sequence[T], model_kwargs: dict[str, Any] | None
+    ) -> tuple[list[Any], list[int]]:
+        """The output of each layer (its last call's) for one forward pass of ``inputs`` (one
+        row, eagerly), and the order (indices into ``layers``) in which the layers finished."""
+        with _capture(layers) as seen:
+            self.bk._call(model, list(inputs), model_kwargs)
+        return [s.outputs[-1] if s.outputs else None for s in seen], seen.order
+
+    # ---- the steps ---------------------------------------------------------------------------
+    def _step(
+        self, model: Any, layer: CamLayer | None, output: int | str, kind: str, static: dict[str, Any]
+    ) -> Traced:
+        from xaikit.backend.tf.core import _static_key
+
+        table = self._steps.setdefault(model, {})
+        layer_id = None if layer is None else (layer.name, id(layer.obj))
+        key = (kind, layer_id, output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
         if key in table:
             return table[key]
-        if kind == "guided":
-            fn = self._guided_fn(model, output)
-            table[key] = fn
-            return fn
-        try:  # a functional model's output structure keeps a dict output's keys
-            outs = model.output
-        except (AttributeError, ValueError):
-            outs = model.outputs
-        sub = keras.Model(model.inputs, [layer.obj.output, outs])
-        compute = self.bk.model_dtype(model)
-        half = compute if compute in HALF_DTYPES else None
+        bk = self.bk
+        ref = weakref.ref(model)  # the step is cached under the model (weakly): it must not hold it
+        layer_ref = None if layer is None else weakref.ref(layer.obj)
+        name = "" if layer is None else layer.name
 
-        def call(inputs: list[T]) -> tuple[T, T]:
-            xs = [tf.cast(x, half) if half is not None and x.dtype.is_floating else x for x in inputs]
-            a, out = sub(xs[0] if len(xs) == 1 else xs, training=False)
-            out = as_matrix(select_output(out, output, int(inputs[0].shape[0])))
-            if half is not None and out.dtype != tf.float32:
-                out = tf.cast(out, tf.float32)
-            return a, out
+        def captured(inputs: list[T], kw: dict[str, Any], tape: Any) -> tuple[Any, T]:
+            """The model's output and the layer's output (its last call's) in one pass."""
+            m, la = ref(), layer_ref() if layer_ref is not None else None
+            with _capture([la], tape) as seen:
+                out = bk._call(m, inputs, {**kw, **static})
+            if not seen[0].outputs:  # resolve() saw it run: the model takes another path here
+                step.fail(f"layer {name!r} was not called by the forward pass of this {model_form(m)}")
+                rows = int(inputs[0].shape[0])
+                return out, tf.zeros((rows, *(d or 1 for d in layer.shape)))  # type: ignore[union-attr]
+            return out, seen[0].outputs[-1]
 
-        def working(t: T) -> T:
-            return tf.cast(t, tf.float32) if half is not None else t
-
-        def grad(inputs: list[T], targets: T | None) -> tuple[T, T, T]:
-            with tf.GradientTape(watch_accessed_variables=False) as tape:
-                for x in inputs:  # records the ops above the inputs; only dA is computed
-                    tape.watch(x)
-                a, out = call(inputs)
+        def grad(inputs: list[T], targets: T | None, kw: dict[str, Any]) -> tuple[T, T, T]:
+            with tf.GradientTape(watch_accessed_variables=False) as tape:  # records from A on
+                out, a = captured(inputs, kw, tape)
+                out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
                 if targets is None:  # the predicted class: each row's highest score, this pass
                     scores = tf.reduce_max(out, axis=1)
                 else:
                     scores = tf.gather(out, targets, axis=1, batch_dims=1)
             da = tape.gradient(scores, a)
-            da = tf.zeros_like(a) if da is None else da
-            return working(a), working(da), scores
+            if da is None:  # an error for the caller (never a map of zeros)
+                step.fail(unreachable_layer(ref(), name, output))
+                da = tf.zeros_like(a)
+            return _working(a), _working(da), scores
 
-        def acts(inputs: list[T]) -> T:
-            return working(call(inputs)[0])
+        def acts(inputs: list[T], kw: dict[str, Any]) -> T:
+            return _working(captured(inputs, kw, None)[1])
 
-        fn = tf.function(grad if kind == "grad" else acts, reduce_retracing=False)
-        table[key] = fn
-        return fn
-
-    def _guided_fn(self, model: Any, output: int | str) -> Any:
-        ref = weakref.ref(model)  # the step is cached under the model (weakly): it must not hold it
-
-        def step(inputs: list[T], targets: T) -> list[T]:
+        def guided(inputs: list[T], targets: T, kw: dict[str, Any]) -> list[T]:
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 for x in inputs:
                     tape.watch(x)
-                out = as_matrix(self.bk._caller(ref())(inputs, output, None))
+                out = bk._call(ref(), inputs, {**kw, **static})
+                out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
                 scores = tf.gather(out, targets, axis=1, batch_dims=1)
             grads = tape.gradient(scores, inputs)
+            missing = [i for i, g in enumerate(grads) if g is None]
+            if missing:  # an error for the caller (never a gradient of zeros)
+                step.fail(unreachable_inputs(ref(), missing, len(inputs)))
             return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
-        return tf.function(step, reduce_retracing=False)
+        bodies: dict[str, Callable[..., Any]] = {"cam_grad": grad, "cam_acts": acts, "guided": guided}
+        step = Traced(bodies[kind], bk.trace_counts, (id(model), kind))
+        table[key] = step
+        return step
 
     def grad_step(
         self,
@@ -172,8 +203,10 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, T, T]:
-        _no_kwargs(model_kwargs)
-        a, da, scores = self._fn(model, layer, output, "grad")(list(inputs), targets)
+        tensors, static = self.bk._split(model_kwargs)
+        a, da, scores = self._step(model, layer, output, "cam_grad", static).run(
+            list(inputs), targets, tensors
+        )
         return a, da, scores
 
     def activations(
@@ -184,8 +217,8 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> T:
-        _no_kwargs(model_kwargs)
-        return self._fn(model, layer, output, "acts")(list(inputs))
+        tensors, static = self.bk._split(model_kwargs)
+        return self._step(model, layer, 0, "cam_acts", static).run(list(inputs), tensors)
 
     def guided_step(
         self,
@@ -195,12 +228,129 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> list[T]:
-        _no_kwargs(model_kwargs)
-        fn = self._fn(model, CamLayer("", None, ()), output, "guided")
+        tensors, static = self.bk._split(model_kwargs)
+        step = self._step(model, None, output, "guided", static)
         # The step is traced (and retraced) only while the ReLUs are swapped, so its graph is
         # always the guided one; the model's own attributes are restored right after.
         with _guided_relus(model):
-            return list(fn(list(inputs), targets))
+            return list(step.run(list(inputs), targets, tensors))
+
+
+def _working(t: T) -> T:
+    """A half-precision layer output in float32 (the maps are computed in float32 or more)."""
+    return tf.cast(t, tf.float32) if t.dtype in (tf.float16, tf.bfloat16) else t
+
+
+def _top_layers(model: Any) -> list[Any]:
+    """The layers of a Keras model (``model.layers``), or a clear refusal for a form whose
+    layers cannot be reached (an exported SavedModel, a function, a layer without sub-layers)."""
+    if exported_artifact(model):
+        raise XaikitTypeError(
+            f"class-activation maps read an inner layer's output, and a {model_form(model)} has no "
+            "inner layers to read: model.export() keeps the model's computation as a TensorFlow "
+            "graph, not its Keras layers. For a class-activation map explain the Keras model itself "
+            "(keras.models.load_model('model.keras'), or the model in memory); the methods that need "
+            f"no layer work on the exported model: {', '.join(NO_LAYER_METHODS)}"
+        )
+    layers = sublayers(model) if isinstance(model, keras.layers.Layer) else []
+    if not layers:
+        raise XaikitTypeError(
+            f"class-activation maps need a Keras model with layers (to read an inner layer's output); "
+            f"got a {model_form(model)}. Pass the Keras model itself, or use a method that needs no "
+            f"layer: {', '.join(NO_LAYER_METHODS)}"
+        )
+    return layers
+
+
+def _find(model: Any, top: list[Any], layer: Any) -> Any:
+    """The layer ``layer`` names (a name or a layer object; top-level layers first, then the
+    layers nested in sub-models)."""
+    nested = all_layers(model)
+    if isinstance(layer, str):
+        found = [la for la in top if la.name == layer] or [la for la in nested if la.name == layer]
+        if not found:
+            raise XaikitValueError(
+                f"layer {layer!r} is not a layer of the model; layer must be a layer name of "
+                f"model.layers (or of a sub-model's layers), e.g. {[la.name for la in top][-4:]}, or "
+                "None (the last layer with a spatial output)"
+            )
+        if len({id(la) for la in found}) > 1:
+            raise XaikitValueError(
+                f"layer {layer!r} names {len(found)} layers nested in different sub-models; pass the "
+                "layer object itself"
+            )
+        return found[0]
+    if any(la is layer for la in nested):
+        return layer
+    if isinstance(layer, keras.layers.Layer):
+        raise XaikitValueError(
+            f"layer must be a layer of the model (model.layers, or a layer nested in one of them); "
+            f"got the layer {layer.name!r}, which is not one"
+        )
+    raise XaikitTypeError(
+        f"layer must be a layer name (str), a layer of the model or None; got {describe(layer)}"
+    )
+
+
+class _Seen:
+    """What one captured layer gave: its outputs, one per call, in call order."""
+
+    def __init__(self) -> None:
+        self.outputs: list[Any] = []
+
+
+class _Capture(list):  # type: ignore[type-arg]
+    """One :class:`_Seen` per captured layer, and the order in which the layers finished."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(_Seen() for _ in range(n))
+        self.order: list[int] = []
+
+
+def _call_attr(layer: Any) -> str:
+    """The method Keras runs for a layer: ``quantized_call`` for a quantized one, else ``call``."""
+    return "quantized_call" if getattr(layer, "quantization_mode", None) is not None else "call"
+
+
+@contextlib.contextmanager
+def _capture(layers: Sequence[Any], tape: Any = None) -> Iterator[_Capture]:
+    """Swap, for the duration of the block, the ``call`` of each layer for a wrapper that runs
+    the layer's own ``call``, records its output (watched by ``tape`` when one is given) and
+    hands it on unchanged; restore the layers' own attributes in a ``finally`` block. Keras looks
+    ``self.call`` up on every call, for every form of model (functional, Sequential, loaded,
+    cloned, subclassed)."""
+    seen = _Capture(len(layers))
+    swapped: list[tuple[Any, str, Any, bool]] = []  # (layer, attribute, own value, had its own)
+
+    def wrap(i: int, own_call: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out = own_call(*args, **kwargs)
+            if tape is not None and tf.is_tensor(out) and out.dtype.is_floating:
+                tape.watch(out)
+            seen[i].outputs.append(out)
+            seen.order.append(i)
+            return out
+
+        return call
+
+    try:
+        for i, la in enumerate(layers):
+            attr = _call_attr(la)
+            swapped.append((la, attr, la.__dict__.get(attr), attr in la.__dict__))
+            object.__setattr__(la, attr, wrap(i, getattr(la, attr)))
+        yield seen
+    finally:
+        _restore(swapped)
+
+
+def _restore(swapped: list[tuple[Any, str, Any, bool]]) -> None:
+    """Put back each ``(layer, attribute, own value, had its own)`` swapped, the last first: a
+    layer's own value, or the class's attribute showing through again."""
+    for la, attr, value, own in reversed(swapped):
+        if not own:  # the class's own method shows through again
+            object.__delattr__(la, attr)
+        else:
+            object.__setattr__(la, attr, value)
 
 
 @tf.custom_gradient
@@ -240,16 +390,4 @@ def _guided_relus(model: Any) -> Iterator[None]:
                 la.call = _guided_relu
         yield
     finally:
-        for la, attr, value, own in reversed(swapped):
-            if not own:  # the class's own method shows through again
-                object.__delattr__(la, attr)
-            else:
-                setattr(la, attr, value)
-
-
-def _no_kwargs(model_kwargs: dict[str, Any] | None) -> None:
-    if model_kwargs:
-        raise XaikitValueError(
-            "model_kwargs are not supported by the class-activation maps of Keras models (the "
-            f"layer's sub-model takes the model's inputs only); got keys {sorted(model_kwargs)}"
-        )
+        _restore(swapped)

@@ -4,7 +4,11 @@ The facets live beside this file (``train.py``, ``eval.py``, ``inspect.py``, ``l
 
 The chunk step (forward + backward of one chunk of rows) is a ``tf.function`` traced once per
 input shape and cached per model, across calls and across ``SaliencyNet`` instances. The engine
-pads the last chunk so that a whole explanation traces the step at most once.
+pads the last chunk so that a whole explanation traces the step at most once. Each step is its
+own callable object (:class:`~xaikit.backend.tf.steps.Traced`), so TensorFlow's retracing
+warning counts the traces of one step, not those of every model's step together. An input that
+the scores' gradient does not reach is an error (:func:`~xaikit.backend.tf.errors.unreachable_inputs`),
+never a gradient of zeros.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ import numpy as np
 
 from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
+from xaikit.backend.tf.errors import error_text, unreachable_inputs
+from xaikit.backend.tf.forms import input_shapes, not_callable
 from xaikit.backend.tf.layers import all_layers, sublayers
+from xaikit.backend.tf.steps import KINDS, Traced
+from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.layout import ModelLayout
 
 
@@ -33,9 +41,11 @@ class TFBackend(Backend):
         import tensorflow as tf
 
         self.tf = tf
-        self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
-        self._fallback_steps: dict[int, dict[tuple[Any, ...], Any]] = {}
-        #: number of times a step was traced, per (model id, "grad" | "scores") (tests, benchmarks)
+        self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._fallback_steps: dict[int, dict[tuple[Any, ...], Traced]] = {}
+        #: number of times a step was traced, per (model id, kind) (kinds: ``steps.KINDS``; tests, benchmarks)
         self.trace_counts: dict[tuple[int, str], int] = {}
 
     # ---- process-wide settings and model facts -----------------------------------------------
@@ -186,12 +196,14 @@ class TFBackend(Backend):
         return self.tf.random.stateless_uniform(tuple(shape), seed=self._seed(seed), dtype=dtype)
 
     # ---- the model ----------------------------------------------------------------------------
-    def _caller(self, model: Any) -> Callable[..., Any]:
-        """A function ``call(inputs, kw)`` calling the model on a list of inputs, in inference
-        mode where it has one, with ``kw`` as extra keyword arguments. A half-precision model
-        (mixed_float16 / mixed_bfloat16 policy, float16 variables) gets its floating inputs cast
-        to its compute dtype (inside the tape) and gives its output back in float32."""
+    def _call(self, model: Any, inputs: Sequence[T], kw: dict[str, Any] | None = None) -> Any:
+        """The model's own output for a list of inputs, in inference mode where it has one, with
+        ``kw`` as extra keyword arguments. A half-precision model (mixed_float16 /
+        mixed_bfloat16 policy, float16 variables) gets its floating inputs cast to its compute
+        dtype (inside the tape)."""
         tf = self.tf
+        if not callable(model):
+            raise XaikitTypeError(not_callable(model))
         keras_layer = any(cls.__name__ in ("Layer", "Model") for cls in type(model).__mro__) and hasattr(
             model, "trainable_weights"
         )
@@ -202,24 +214,21 @@ class TFBackend(Backend):
             except (TypeError, ValueError):
                 takes_training = False
         compute = self.model_dtype(model)
-        half = compute if compute in HALF_DTYPES else None
+        if compute in HALF_DTYPES:
+            inputs = [tf.cast(x, compute) if x.dtype.is_floating else x for x in inputs]
+        arg = inputs[0] if len(inputs) == 1 else list(inputs)
+        extra = dict(kw or {})
+        if takes_training:
+            extra.setdefault("training", False)
+        return model(arg, **extra)
 
-        def call(inputs: Sequence[T], kw: dict[str, Any] | None = None) -> Any:
-            if half is not None:
-                inputs = [tf.cast(x, half) if x.dtype.is_floating else x for x in inputs]
-            arg = inputs[0] if len(inputs) == 1 else list(inputs)
-            extra = dict(kw or {})
-            if takes_training:
-                extra.setdefault("training", False)
-            return model(arg, **extra)
-
-        def selected(inputs: Sequence[T], output: int | str, kw: dict[str, Any] | None = None) -> T:
-            out = select_output(call(inputs, kw), output, int(inputs[0].shape[0]))
-            if half is not None and out.dtype.is_floating and out.dtype != tf.float32:
-                out = tf.cast(out, tf.float32)
-            return out
-
-        return selected
+    def selected(self, out: Any, output: int | str, rows: int) -> T:
+        """The explained output of a model's output (:func:`~xaikit.backend.outputs.select_output`),
+        in float32 when the model computes in half precision."""
+        out = select_output(out, output, rows)
+        if out.dtype.name in HALF_DTYPES:
+            out = self.tf.cast(out, self.tf.float32)
+        return out
 
     def forward(
         self,
@@ -228,7 +237,7 @@ class TFBackend(Backend):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> T:
-        return self._caller(model)(inputs, output, model_kwargs)
+        return self.selected(self._call(model, inputs, model_kwargs), output, int(inputs[0].shape[0]))
 
     def _split(self, model_kwargs: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
         """model_kwargs as (tensors and arrays: arguments of the compiled step, the rest: constants
@@ -250,7 +259,10 @@ class TFBackend(Backend):
         kind: str,
         xla: bool,
         static: dict[str, Any] | None = None,
-    ) -> Any:
+    ) -> Traced:
+        """The compiled ``"grad"`` or ``"scores"`` step of ``model``, made once per model, number
+        of inputs, output, XLA flag and constant model arguments, and traced once per input
+        signature (the engine pads chunks to a few row counts)."""
         tf = self.tf
         static = dict(static or {})
         key = (
@@ -267,31 +279,30 @@ class TFBackend(Backend):
         if key in table:
             return table[key]
         ref = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
-        count_key = (id(model), kind)
-        counts = self.trace_counts
 
-        def step(inputs: list[T], targets: T, kw: dict[str, Any]) -> tuple[T, list[T], T]:
-            counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
-            m = ref()
+        def scores_of(inputs: list[T], targets: T, kw: dict[str, Any]) -> tuple[T, T]:
+            out = self._call(ref(), inputs, {**kw, **static})
+            out = as_matrix(self.selected(out, output, int(inputs[0].shape[0])))
+            return tf.gather(out, targets, axis=1, batch_dims=1), out
+
+        def grad(inputs: list[T], targets: T, kw: dict[str, Any]) -> tuple[T, list[T], T]:
             with tf.GradientTape() as tape:
                 for x in inputs:
                     tape.watch(x)
-                out = as_matrix(self._caller(m)(inputs, output, {**kw, **static}))
-                scores = tf.gather(out, targets, axis=1, batch_dims=1)
+                scores, out = scores_of(inputs, targets, kw)
             grads = tape.gradient(scores, inputs)
-            grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+            missing = [i for i, g in enumerate(grads) if g is None]
+            if missing:  # an error for the caller (never a gradient of zeros)
+                step.fail(unreachable_inputs(ref(), missing, len(inputs)))
+                grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
             return scores, grads, out
 
         def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any]) -> T:
-            counts[count_key] = counts.get(count_key, 0) + 1  # runs at trace time only
-            out = as_matrix(self._caller(ref())(inputs, output, {**kw, **static}))
-            return tf.gather(out, targets, axis=1, batch_dims=1)
+            return scores_of(inputs, targets, kw)[0]
 
-        fn = tf.function(
-            step if kind == "grad" else forward_scores, jit_compile=bool(xla), reduce_retracing=False
-        )
-        table[key] = fn
-        return fn
+        step = Traced(grad if kind == "grad" else forward_scores, self.trace_counts, (id(model), kind), xla)
+        table[key] = step
+        return step
 
     def scores(
         self,
@@ -303,7 +314,9 @@ class TFBackend(Backend):
         model_kwargs: dict[str, Any] | None = None,
     ) -> T:
         tensors, static = self._split(model_kwargs)
-        return self._step(model, len(inputs), output, "scores", xla, static)(list(inputs), targets, tensors)
+        return self._step(model, len(inputs), output, "scores", xla, static).run(
+            list(inputs), targets, tensors
+        )
 
     def grad_step(
         self,
@@ -315,13 +328,23 @@ class TFBackend(Backend):
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[T, list[T], T]:
         tensors, static = self._split(model_kwargs)
-        fn = self._step(model, len(inputs), output, "grad", xla, static)
-        scores, grads, out = fn(list(inputs), targets, tensors)
+        step = self._step(model, len(inputs), output, "grad", xla, static)
+        scores, grads, out = step.run(list(inputs), targets, tensors)
         return scores, list(grads), out
 
     def traces(self, model: Any, kind: str = "grad") -> int:
-        """How many times the ``"grad"`` (or ``"scores"``) step of ``model`` has been traced."""
+        """How many times a step of ``model`` has been traced: ``"grad"`` (the gradient methods),
+        ``"scores"`` (forward scores), ``"cam_grad"``, ``"cam_acts"``, ``"guided"`` (the
+        class-activation maps; see :data:`xaikit.backend.tf.steps.KINDS`)."""
+        if kind not in KINDS:
+            raise XaikitValueError(f"kind must be one of {sorted(KINDS)}; got {kind!r}")
         return self.trace_counts.get((id(model), kind), 0)
+
+    def error_text(self, exc: BaseException) -> str:
+        return error_text(exc)
+
+    def input_shapes(self, model: Any) -> list[tuple[int | None, ...]] | None:
+        return input_shapes(model)
 
     # ---- memory and chunking ------------------------------------------------------------------
     def is_oom(self, exc: BaseException) -> bool:
@@ -356,14 +379,8 @@ def _short_device(device: str) -> str:
 
 def _input_shape(model: Any) -> tuple[Any, ...] | None:
     """The declared input shape of a built single-input Keras model, or None."""
-    try:
-        inputs = getattr(model, "inputs", None)
-    except (AttributeError, ValueError):
-        return None
-    if not isinstance(inputs, (list, tuple)) or len(inputs) != 1:
-        return None
-    shape = getattr(inputs[0], "shape", None)
-    return tuple(shape) if shape is not None else None
+    shapes = input_shapes(model)
+    return shapes[0] if shapes is not None and len(shapes) == 1 else None
 
 
 def _static_key(value: Any) -> Any:

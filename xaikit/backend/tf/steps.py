@@ -1,0 +1,96 @@
+"""The compiled steps of the TensorFlow backend: one ``tf.function`` per model, kind and option.
+
+Each step is a :class:`Traced` object, not a closure: TensorFlow's frequent-retracing detector
+keys its counts on the Python function's code object, so every ``tf.function`` made from one
+closure (one per model, output, option...) shares one count, and a sixth model explained in a
+process, or a few methods on a freshly loaded model, printed "N out of the last M calls to
+<function ...step> triggered tf.function retracing" although no step was ever traced twice for
+one input signature. A callable object is its own key: the warning then fires only when one
+step really retraces.
+
+Traces are counted per ``(model id, kind)`` in the backend's ``trace_counts`` (tests, benchmarks).
+
+A step that finds, while it is traced, that it cannot compute what it should (a gradient that
+does not reach an input or a layer) calls :meth:`Traced.fail` and returns placeholders; every
+:meth:`Traced.run` with that input signature then raises a :class:`~xaikit.errors.XaikitValueError`
+with the message. Raising inside the traced function itself would reach the caller wrapped by
+AutoGraph, as a ``StagingError`` with the traced frames in its message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xaikit.errors import XaikitValueError
+
+#: the kinds of steps and what they compute (``TFBackend.traces(model, kind)``)
+KINDS = {
+    "grad": "scores and input gradients of a chunk of rows (the gradient methods)",
+    "scores": "forward scores of a chunk of rows (perturbation methods, probes)",
+    "cam_grad": "a layer's activations and the scores' gradient with respect to them (Grad-CAM family)",
+    "cam_acts": "a layer's activations (Eigen-CAM, Score-CAM)",
+    "guided": "guided-backpropagation input gradients (Guided Grad-CAM)",
+}
+
+
+class Traced:
+    """A step function traced by ``tf.function``: ``body(*args)`` with each trace counted.
+
+    Args:
+        body: the Python function traced (it runs at trace time only).
+        counts: the backend's trace counter, ``{(model id, kind): traces}``.
+        count_key: this step's ``(model id, kind)``.
+        xla: compile with XLA.
+    """
+
+    def __init__(
+        self,
+        body: Callable[..., Any],
+        counts: dict[tuple[int, str], int],
+        count_key: tuple[int, str],
+        xla: bool = False,
+    ) -> None:
+        import tensorflow as tf
+
+        self.body = body
+        self.counts = counts
+        self.count_key = count_key
+        self.__name__ = f"xaikit_{count_key[1]}_step"  # the name TF's messages show
+        self.fn = tf.function(self, jit_compile=bool(xla), reduce_retracing=False)
+        #: the message of each input signature whose trace failed (see :meth:`fail`)
+        self.problems: dict[str, str] = {}
+        self._tracing = ""
+
+    def __call__(self, *args: Any) -> Any:
+        """The traced function (runs at trace time only)."""
+        self.counts[self.count_key] = self.counts.get(self.count_key, 0) + 1
+        self._tracing = signature(args)
+        return self.body(*args)
+
+    def fail(self, message: str) -> None:
+        """Called by the body while it is traced: calls with this input signature raise
+        ``XaikitValueError(message)`` (the body returns placeholders of the right shapes)."""
+        self.problems[self._tracing] = message
+
+    def run(self, *args: Any) -> Any:
+        """The compiled step on ``args``; the error its trace recorded, if any."""
+        out = self.fn(*args)
+        if self.problems:
+            message = self.problems.get(signature(args))
+            if message is not None:
+                raise XaikitValueError(message)
+        return out
+
+
+def signature(args: Any) -> str:
+    """The input signature of a call, as a key: each tensor or array by its shape and dtype, the
+    rest as it is (the same key at trace time, on symbolic tensors, as on the eager call)."""
+    import tensorflow as tf
+
+    def spec(v: Any) -> Any:
+        if tf.is_tensor(v) or (hasattr(v, "__array__") and hasattr(v, "dtype")):
+            return (tuple(v.shape), str(getattr(v.dtype, "name", v.dtype)))
+        return v
+
+    return repr(tf.nest.map_structure(spec, args))
