@@ -74,8 +74,8 @@ __all__ = [
 
 #: a fully randomized model's maps at least this similar (Spearman ρ of |maps|) fail the check
 RANDOMIZATION_FAIL = 0.9
-#: ρ may exceed the random-model baseline by this much and pass (the spread of ρ from sample set
-#: to sample set; see docs/evaluate.md, "Reading the verdicts")
+#: the least tolerance of ρ above the random-model baseline that still passes (the per-sample
+#: spread can make it larger: see :func:`verdicts` and docs/evaluate.md, "Reading the verdicts")
 RANDOMIZATION_MARGIN = 0.05
 #: the table's column of the randomization check's chance level (not a metric: not ranked)
 BASELINE_COLUMN = "randomization baseline"

@@ -17,11 +17,18 @@ What it reads (each section appears only when its files exist):
   ``InstanceTracker`` output): interactive curves (hover shows the series, e.g. the sample
   index, the step and the value);
 * ``evaluation/<name>.json`` (:func:`xaikit.evaluate.save_evaluation`): sortable tables,
-  mean curves and the randomization grid;
-* a ``table.csv`` in a sub-folder (the sample table of an explained dataset, e.g.
-  ``explain/table.csv`` or ``<store>.zarr/table.csv``): a filterable, sortable table and the
-  first / most / least confident samples (by a ``confidence``, ``score`` or ``prob`` column);
+  mean curves and the randomization grid; a comparison's verdicts, one per line, and its table
+  of ranks (one row per method, a column per metric, cells coloured by rank), every raw value
+  in ``<details>``;
+* an explained dataset, in the folder itself (``xaikit report STORE``) or a sub-folder: the
+  store's ``manifest.json`` (settings), ``grids/*.png`` (``xaikit explain``'s first / most /
+  least confident grids, embedded, each beside the table of its samples) and ``table.csv``
+  (a filterable, sortable table; picks by a ``confidence``, ``score`` or ``prob`` column; the
+  rows whose ``map_status`` is not empty counted, listed and marked);
 * every ``*.png`` in the folder: a link each.
+
+Tables sit in boxes that scroll sideways on their own (the page never does) and show their first
+:data:`COLLAPSE_ROWS` rows until "show all".
 
 Formats: :mod:`xaikit.viz.run_data`.
 
