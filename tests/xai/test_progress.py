@@ -77,10 +77,18 @@ def test_counts_never_go_back_and_delay_holds_lines(monkeypatch: pytest.MonkeyPa
 
 
 def test_auto_bar_is_quiet_inside_another_and_checks_its_argument() -> None:
+    def enabled(progress: bool | None) -> bool:
+        with for_method(progress, 10, "rise", stream=io.StringIO()) as bar:
+            return bar.enabled
+
     with Progress(5, 0, True, stream=io.StringIO()):
-        assert not for_method(None, 10, "rise").enabled  # explain_dataset's bar reports already
-    assert for_method(None, 10, "rise").enabled and for_method(True, 10, "rise").delay == 0.0
-    assert for_method(None, 10, "rise").delay == _progress.AUTO_DELAY
+        assert not enabled(None)  # explain_dataset's bar reports already
+    with Progress(5, 0, False, stream=io.StringIO()):
+        assert not enabled(None)  # explain_dataset(progress=False): silent
+        assert enabled(True)  # asked for explicitly
+    assert enabled(None) and _progress._open == 0
+    with for_method(None, 10, "rise") as auto, for_method(True, 10, "rise") as shown:
+        assert auto.delay == _progress.AUTO_DELAY and shown.delay == 0.0
     with pytest.raises(XaikitTypeError, match=r"progress must be None .* True or False; got str 'yes'"):
         for_method("yes", 10, "rise")  # type: ignore[arg-type]
 

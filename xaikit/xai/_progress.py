@@ -13,8 +13,8 @@ occlusion, RISE, Score-CAM: rows of their forward or gradient passes, XRAI's ima
 ``delay`` (seconds) holds everything back until the work has run that long: a bar that would
 have lived for less is never shown, and no line is written. :func:`for_method` uses it for the
 ``progress=None`` ("auto") default of ``explain``, so that quick calls stay silent; it also
-keeps an auto bar quiet while another bar is open (``explain_dataset`` calling ``explain``
-batch by batch shows its own bar only).
+keeps an auto bar quiet while another bar is open, shown or silent (``explain_dataset`` calling
+``explain`` batch by batch shows its own bar only, or nothing with ``progress=False``).
 
 Counting costs nothing on an accelerator: callers report rows as they hand them to the device
 (no synchronization is added), so a bar can run ahead of the device by the chunks in flight.
@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -48,7 +49,7 @@ AUTO_DELAY = 5.0
 #: the clock of every bar (a function of no arguments, in seconds; tests replace it)
 now: Callable[[], float] = time.perf_counter
 
-_open = 0  # bars open and enabled right now (an auto bar stays quiet while another is open)
+_open = 0  # bars open right now, shown or not (an auto bar stays quiet while another is open)
 _open_lock = threading.Lock()
 
 
@@ -104,11 +105,10 @@ class Progress:
         self.t0 = self.last = now()
         self.bar: Any = None
         self._lock = threading.Lock()
-        self._counted = False
+        with _open_lock:  # every open bar counts, a silent one too: explain_dataset(progress=False)
+            _open += 1  # silences the auto bars of the explain calls inside it
+        self._counted = True
         if self.enabled:
-            with _open_lock:
-                _open += 1
-            self._counted = True
             isatty = getattr(self.stream, "isatty", None)
             if callable(isatty) and isatty():
                 from tqdm import tqdm
@@ -179,6 +179,10 @@ class Progress:
                 _open -= 1
             self._counted = False
 
+    def __del__(self) -> None:  # a bar dropped unclosed must not silence later auto bars
+        with contextlib.suppress(Exception):  # at interpreter shutdown there may be nothing left
+            self.close()
+
     def __enter__(self) -> Progress:
         return self
 
@@ -188,7 +192,9 @@ class Progress:
         self.close()
 
 
-def for_method(progress: bool | None, total: int, desc: str, unit: str = "rows") -> Progress:
+def for_method(
+    progress: bool | None, total: int, desc: str, unit: str = "rows", stream: IO[str] | None = None
+) -> Progress:
     """The bar of one slow method's call: ``progress`` True: shown from the start; False:
     silent; None ("auto"): shown once the call has run :data:`AUTO_DELAY` seconds, and silent
     while another bar is open (an outer loop such as ``explain_dataset`` reports already).
@@ -199,5 +205,5 @@ def for_method(progress: bool | None, total: int, desc: str, unit: str = "rows")
     """
     progress = check_progress(progress)
     if progress is None:
-        return Progress(total, 0, _open == 0, desc=desc, unit=unit, delay=AUTO_DELAY)
-    return Progress(total, 0, progress, desc=desc, unit=unit)
+        return Progress(total, 0, _open == 0, desc=desc, unit=unit, delay=AUTO_DELAY, stream=stream)
+    return Progress(total, 0, progress, desc=desc, unit=unit, stream=stream)
