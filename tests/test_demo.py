@@ -122,6 +122,59 @@ def test_native_notices_filtered_keeps_python_output(monkeypatch):
         assert kept in res.stderr
 
 
+def documented_files() -> tuple[list[str], list[str]]:
+    """docs/getting_started.md's list of what the default ``xaikit demo`` writes: the file names of
+    its table ("What `runs/demo/` holds afterwards") and those of the sample output's "wrote N
+    files" block."""
+    import re
+
+    text = (ROOT / "docs" / "getting_started.md").read_text(encoding="utf-8")
+    table = text.split("What `runs/demo/` holds afterwards", 1)[1].split("\n\n", 2)[1]
+    names = [m for line in table.splitlines() for m in re.findall(r"^\| `([^`]+)` \|", line)]
+    block = re.search(r"wrote (\d+) files to runs/demo:\n((?:  \S+\n)+)", text)
+    assert block is not None, "the sample output's file list"
+    written = block.group(2).split()
+    assert int(block.group(1)) == len(written)
+    return names, written
+
+
+def assert_documented_files(files: list[str], saliency_epochs: list[int], last: int) -> None:
+    """The files of a demo run, mapped to the default settings (Saliency at epochs 1, 4 and 7 of
+    7), are exactly the files the getting-started page lists, in its table and in its sample
+    output, in the demo's order."""
+    import re
+
+    from xaikit.demo import DEFAULTS
+
+    epochs = DEFAULTS["epochs"]
+    default_saliency = list(range(1, epochs + 1, DEFAULTS["saliency_every"]))
+    expected: list[str] = []
+    for name in files:
+        found = re.search(r"_epoch_(\d+)\.", name)
+        if found is None:
+            expected.append(name)
+        elif name.startswith("saliency_") and int(found.group(1)) in saliency_epochs:
+            if int(found.group(1)) == saliency_epochs[0]:  # one per Saliency epoch of the default run
+                expected += [
+                    name.replace(f"_epoch_{found.group(1)}.", f"_epoch_{e}.") for e in default_saliency
+                ]
+        else:
+            assert int(found.group(1)) == last, name  # the trackers draw once, at the end
+            expected.append(name.replace(f"_epoch_{last}.", f"_epoch_{epochs}."))
+    expected = sorted(set(expected) - {"report.html"}) + ["report.html"]  # the demo's order
+    names, written = documented_files()
+    assert written == expected
+    assert sorted(names) == sorted(expected), (
+        sorted(set(expected) - set(names)),
+        sorted(set(names) - set(expected)),
+    )
+
+
+def test_documented_files_are_read_from_the_page():
+    names, written = documented_files()
+    assert len(names) == len(written) > 10 and "report.html" in names and "evaluation/compare.png" in names
+
+
 # chance on the 5 shape classes is 0.2 and ln 5 = 1.609 nats. Measured with these settings (seed 1,
 # 3 epochs of 3000 images, 128 evaluation images): torch accuracy 0.406 / ce 1.35, Keras 0.656 / 0.77
 # (2 epochs of 256 images stay at chance: the loss plateaus for the first ~100 steps).
@@ -163,6 +216,7 @@ def test_demo_end_to_end(framework, tmp_path):
         "report.html",
     ]
     assert result["report"] == str(out / "report.html") and (out / "report.html").stat().st_size > 10_000
+    assert_documented_files(result["files"], saliency_epochs=[1, 3], last=3)
     for name in (n for n in result["files"] if n.endswith(".png")):
         pixels = imread(out / name)  # a PNG that decodes, with a drawing on it
         assert pixels.ndim == 3 and min(pixels.shape[:2]) > 100, (name, pixels.shape)

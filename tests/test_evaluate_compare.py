@@ -134,14 +134,24 @@ def test_lenet_default_metrics_randomization_and_completeness(tmp_path):
     assert [m.name for m in res.metrics] == [m.name for m in METRICS.values() if m.cheap and not m.needs_mask]
     after = list(model.parameters()) + list(model.buffers())
     assert all(torch.equal(a, b) for a, b in zip(before, after))
-    # randomization: the last cascading step of randomization_test (every layer re-drawn)
+    # randomization: the last cascading step of randomization_test (every layer re-drawn), and its
+    # chance level: randomization_test's baseline (two random copies, seeds 4 and 5), bit for bit
+    t = res.table.set_index("method")
+    assert (
+        list(res.table.columns).index("randomization baseline")
+        == list(res.table.columns).index("randomization") + 1
+    )
     for method, o in (("vanilla", {}), ("integrated", opts["integrated"])):
-        rt = xk.evaluate.randomization_test(
-            model, x, target=res.targets, method=method, seed=3, random_baseline=False, **o
-        )
+        rt = xk.evaluate.randomization_test(model, x, target=res.targets, method=method, seed=3, **o)
         last = rt.per_sample[rt.per_sample["step"] == rt.per_sample["step"].max()]["spearman_abs"].to_numpy()
         ours = res.per_sample.query("method == @method and metric == 'randomization'")["score"].to_numpy()
         np.testing.assert_allclose(ours, last, atol=1e-12)
+        assert rt.baseline is not None
+        floor = res.per_sample.query("method == @method and metric == 'randomization baseline'")["score"]
+        np.testing.assert_allclose(floor.to_numpy(), rt.baseline.per_sample["spearman_abs"], atol=1e-12)
+        assert t.loc[method, "randomization baseline"] == pytest.approx(
+            rt.baseline.mean["spearman_abs"], abs=1e-12
+        )
     # eMPRT: the standalone function's scores, from the maps and randomized maps compare shares
     for method, o in (("vanilla", {}), ("integrated", opts["integrated"])):
         em = xk.evaluate.efficient_mprt(model, x, method, target=res.targets, seed=3, method_options=o)
@@ -161,7 +171,8 @@ def test_lenet_default_metrics_randomization_and_completeness(tmp_path):
     assert res.table[cols].equals(again.table[cols])
     # the figure, and a run folder whose report shows the table and the verdicts
     fig = res.figure(tmp_path / "compare.png")
-    assert (tmp_path / "compare.png").stat().st_size > 1000 and len(fig.axes) == 3 * 3
+    assert (tmp_path / "compare.png").stat().st_size > 1000
+    assert len(fig.axes) == 3 * 3 + 3  # 3 samples x (input, 2 methods), the table, 2 colour bars
     path = xk.evaluate.save_evaluation(res, tmp_path / "run", "methods")
     doc = json.loads(path.read_text())
     assert doc["kind"] == "comparison" and doc["images"] == ["methods.png"]
@@ -169,6 +180,80 @@ def test_lenet_default_metrics_randomization_and_completeness(tmp_path):
     assert [r[0] for r in doc["tables"][0]["rows"]] == ["vanilla", "integrated"]
     html = xk.viz.report(tmp_path / "run").read_text(encoding="utf-8")
     assert "mean rank" in html and "rank deletion_auc" in html and "randomization check" in html
+    assert "randomization baseline" not in [m.name for m in res.metrics]  # a column, not a metric
+
+
+def test_randomization_verdict_is_judged_against_two_random_models():
+    import pandas as pd
+
+    from xaikit.evaluate.compare import verdicts
+
+    metrics = [METRICS["randomization"]]
+    table = pd.DataFrame(
+        {
+            "method": ["edges", "close", "destroyed", "same", "unjudged", "noisy"],
+            "randomization": [0.87, 0.80, 0.30, 0.95, 0.40, 0.30],
+            "randomization baseline": [0.77, 0.78, 0.35, 0.96, np.nan, 0.10],
+        }
+    )
+    # per-sample values: "noisy" is 0.2 above its baseline on average, but over 4 samples whose
+    # differences spread -0.1 .. 0.5 (standard error 0.147), which cannot tell that from 0
+    rows = [("noisy", "randomization", i, v) for i, v in enumerate([0.0, 0.6, 0.1, 0.5])]
+    rows += [("noisy", "randomization baseline", i, v) for i, v in enumerate([0.1, 0.1, 0.1, 0.1])]
+    per_sample = pd.DataFrame(rows, columns=["method", "metric", "sample", "score"])
+    v = verdicts(table, metrics, per_sample=per_sample)
+    assert v["edges"] == (  # the demo's case: 0.87 when two random LeNets agree at 0.77 is no pass
+        "fails the randomization check (rho 0.87 once the weights are destroyed, above the 0.77 of "
+        "two random models by more than 0.05)"
+    )
+    assert (
+        v["close"]
+        == "passes the randomization check (rho 0.80 once the weights are destroyed; two random models: 0.78)"
+    )
+    assert v["destroyed"].startswith("passes the randomization check (rho 0.30")
+    assert (
+        v["same"].startswith("fails the randomization check (maps barely change")
+        and "two random models: 0.96" in v["same"]
+    )
+    assert (
+        v["unjudged"]
+        == "randomization not judged (rho 0.40 once the weights are destroyed; no random-model baseline)"
+    )
+    assert v["noisy"].startswith("passes")  # 0.20 <= 2 x 0.147
+    assert verdicts(table, metrics)["noisy"].endswith("by more than 0.05)")  # without the samples: the margin
+
+
+def test_figure_reads_without_a_magnifier(tmp_path):
+    import re
+
+    from matplotlib.text import Text
+
+    from xaikit.viz.compare_plot import MIN_FONT
+
+    model, x, _, _ = _square_case("torch", batch=3)
+    res = xk.evaluate.compare(
+        model,
+        x,
+        ["vanilla", "input_x_gradient"],
+        target=0,
+        metrics=["deletion_auc", "sparseness", "infidelity"],
+    )
+    fig = res.figure(tmp_path / "c.png", dpi=90)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert texts and min(t.get_fontsize() for t in texts) >= MIN_FONT == 8  # 10 px at the report's 90 dpi
+    number = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+    table = next(ax for ax in fig.axes if ax.texts)  # the score table: one text per cell
+    cells = [t.get_text() for t in table.texts]
+    assert len(cells) == 4 * 2 and all(len(number.findall(c)) <= 1 for c in cells), cells
+    t = res.table.set_index("method")
+    assert cells[:2] == [f"{t.loc[m, 'deletion_auc']:.3g}" for m in ("vanilla", "input_x_gradient")]
+    rows = [label.get_text() for label in table.get_yticklabels()]
+    assert rows == ["deletion AUC ↓", "sparseness ↑", "infidelity ↓", "mean rank ↓"]  # no abbreviation
+    assert "higher is better" in table.get_xlabel() and "lower is better" in table.get_xlabel()
+    bars = sorted(ax.get_ylabel() for ax in fig.axes if getattr(ax, "_colorbar", None) is not None)
+    assert bars == ["rank (1 = best)", "|map|, scaled per sample (1 = its 99th percentile)"]
+    maps = [ax for ax in fig.axes if ax.images and ax is not table and getattr(ax, "_colorbar", None) is None]
+    assert len(maps) == 3 * 3 and all(not number.search(ax.get_title()) for ax in maps)  # names only
 
 
 def test_custom_maps_score_nan_on_re_explaining_metrics():
@@ -193,7 +278,11 @@ def test_each_framework_agrees_with_torch_on_the_same_weights(framework):
         xk.evaluate.compare(model, x, ["vanilla"], metrics=["randomization"], target=0)
         assert all(np.array_equal(a, b) for a, b in zip(before, weights_of(fw, model)))
         fig = res.figure()  # channel-first (torch) or channel-last (Keras) inputs
-        assert len(fig.axes) == 3 * 3 and fig.axes[0].images[0].get_array().shape == (SIZE, SIZE, CHANNELS)
+        assert len(fig.axes) == 3 * 3 + 3 and fig.axes[0].images[0].get_array().shape == (
+            SIZE,
+            SIZE,
+            CHANNELS,
+        )
     for col in ("deletion_auc", "insertion_auc", "sparseness"):
         np.testing.assert_allclose(tables["torch"][col], tables[framework][col], atol=1e-5)
     assert tables["torch"]["rank deletion_auc"].tolist() == tables[framework]["rank deletion_auc"].tolist()

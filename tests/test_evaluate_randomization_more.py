@@ -370,6 +370,11 @@ def test_quantus_random_logit(quantus_data: dict[str, Any]) -> None:
         model, d["x"], "vanilla", d["y"], num_classes=5, seed=42, similarity=_quantus_ssim
     )
     np.testing.assert_allclose(q.scores, d["rl_ssim"], atol=1e-5)
+    named = xk.evaluate.random_logit(
+        model, d["x"], "vanilla", d["y"], num_classes=5, seed=42, similarity="quantus"
+    )
+    np.testing.assert_allclose(named.scores, d["rl_ssim"], atol=1e-5)  # the same, by name
+    assert named.similarity == "quantus"
 
 
 def test_quantus_efficient_mprt(quantus_data: dict[str, Any]) -> None:

@@ -98,6 +98,76 @@ def make_run(folder: Path, epochs: int = 3, methods: int = 4, samples: int = 6, 
     return folder
 
 
+def make_comparison(folder: Path, methods: int = 4, samples: int = 6, seed: int = 0) -> Path:
+    """A comparison of ``methods`` methods on every default metric of ``compare`` (scores drawn at
+    random, ranks, baseline and verdicts computed as compare computes them), saved into
+    ``folder/evaluation`` as ``xaikit demo`` saves its own; fast (no model)."""
+    import pandas as pd
+
+    from xaikit.evaluate.compare import BASELINE_COLUMN, CompareResult, _ranks, verdicts
+    from xaikit.evaluate.registry import METRICS
+
+    rng = np.random.default_rng(seed)
+    metrics = [m for m in METRICS.values() if m.cheap and not m.needs_mask]
+    labels = ["vanilla", "smoothgrad", "integrated", "gradcam", "occlusion", "rise"][:methods]
+    per = {(label, m.name): rng.random(samples) for label in labels for m in metrics}
+    for label in labels:  # the demo's case: vanilla's rho 0.87 while two random models agree at 0.77
+        per[(label, "randomization")] = np.full(samples, 0.87 if label == "vanilla" else 0.3)
+        per[(label, BASELINE_COLUMN)] = np.full(samples, 0.77 if label == "vanilla" else 0.35)
+    table = pd.DataFrame({"method": labels})
+    for m in metrics:
+        table[m.name] = [per[(label, m.name)].mean() for label in labels]
+    table.insert(
+        list(table.columns).index("randomization") + 1, BASELINE_COLUMN, [0.77] + [0.35] * (methods - 1)
+    )
+    for m in metrics:
+        table[f"rank {m.name}"] = _ranks(table[m.name].to_numpy(dtype=np.float64), m.higher_is_better)
+    table["mean rank"] = table[[f"rank {m.name}" for m in metrics]].mean(axis=1)
+    table["seconds"] = rng.random(methods)
+    per_sample = pd.DataFrame(
+        [(label, name, i, float(v)) for (label, name), values in per.items() for i, v in enumerate(values)],
+        columns=["method", "metric", "sample", "score"],
+    )
+    x = rng.random((samples, 3, 16, 16)).astype(np.float32)
+    display = {label: rng.random((samples, 16, 16)) for label in labels}
+    result = CompareResult(
+        table, per_sample, verdicts(table, metrics, per_sample=per_sample), dict(display), np.arange(samples) % 3,
+        metrics, x, 1, display, 3,
+    )  # fmt: skip
+    from xaikit.evaluate import save_evaluation
+
+    return save_evaluation(result, folder, "compare", title="Which explanation can you trust?")
+
+
+def make_store(folder: Path, n: int = 30, bad: dict[int, str] | None = None) -> Path:
+    """A dataset store as ``xaikit explain --out STORE`` writes it: explain_dataset's store of a
+    tiny model on ``n`` random 16 x 16 images (vanilla), the three grids in ``STORE/grids`` and a
+    ``table.csv`` with a ``map_status`` column (``bad``: row -> status; default rows 4 and 9
+    "zero", row 7 "non-finite")."""
+    import torch
+
+    import xaikit as xk
+    from xaikit.xai._grids import save_grids
+    from xaikit.xai._sources import as_source
+
+    bad = {4: "zero", 7: "non-finite", 9: "zero"} if bad is None else bad
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 16 * 16, 3),
+        torch.nn.Softmax(dim=1),
+    )  # fmt: skip
+    x = np.random.default_rng(0).random((n, 3, 16, 16), dtype=np.float32)
+    source = as_source(x, labels=np.arange(n) % 3)
+    result = xk.xai.explain_dataset(model, source, method="vanilla", out=folder, progress=False)
+    save_grids(result, source, folder / "grids", 8)
+    table = result.table
+    table["map_status"] = [bad.get(i, "") for i in range(n)]
+    table[["index", "file", "label", "prediction", "score", "delta", "map_status"]].to_csv(
+        folder / "table.csv", index=False
+    )
+    return folder
+
+
 # --------------------------------------------------------------------------------- run data files
 def test_cells_round_trip_paints_like_the_grid(tmp_path):
     mask = np.linspace(0, 1, 16).reshape(1, 4, 4, 1).repeat(2, axis=0)
@@ -287,7 +357,103 @@ def test_report_of_pictures_alone_and_of_an_explained_table(tmp_path):
     assert "most confident (by confidence)" in html and "least confident (by confidence)" in html
     most = html.split("most confident (by confidence)")[1].split("</table>")[0]
     assert re.findall(r'data-sort="([\d.]+)" class="num">0\.\d+<', most)[:1] == ["0.99"]  # index 27
-    assert 'class="filter"' in html
+    assert 'class="filter"' in html and 'class="only-bad"' not in html  # no map_status column
+
+
+def _tables_after(html: str, heading: str) -> list[list[list[str]]]:
+    """The cell texts of the tables that follow ``heading`` up to the next heading."""
+    part = html.split(heading, 1)[1]
+    part = re.split(r"<h[234]", part, maxsplit=1)[0]
+    tables = re.findall(r"<tbody>(.*?)</tbody>", part, re.S)
+    return [
+        [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", t, re.S)]
+        for t in tables
+    ]
+
+
+def test_report_of_a_dataset_store_embeds_grids_and_flags_bad_maps(tmp_path):
+    from base64 import b64decode
+    from io import BytesIO
+
+    import pandas as pd
+    from PIL import Image
+
+    from xaikit.xai._grids import pick_samples
+
+    store = make_store(tmp_path / "x.zarr")
+    html = report(store).read_text(encoding="utf-8")
+    # the three grids, embedded (data: URIs) in explain's order, each beside the table of its samples
+    pictures = re.findall(r'<img class="grid-image" src="(data:image/png;base64,[^"]+)" alt="([^"]+)">', html)
+    assert [alt for _, alt in pictures] == [
+        "first samples", "most confident (by score)", "least confident (by score)"
+    ]  # fmt: skip
+    for (uri, _), name in zip(pictures, ("first", "most_confident", "least_confident")):
+        with Image.open(store / "grids" / f"{name}.png") as png:
+            size = png.size
+        shown = Image.open(BytesIO(b64decode(uri.split(",", 1)[1])))
+        assert shown.size == size  # small grids are embedded at full size
+    table = pd.read_csv(store / "table.csv", keep_default_na=False)
+    for heading, name in (
+        ("most confident (by score)</h4>", "most_confident"),
+        ("least confident (by score)</h4>", "least_confident"),
+        ("first samples</h4>", "first"),
+    ):
+        rows = _tables_after(html, heading)[0]
+        assert [int(r[0]) for r in rows] == pick_samples(table, 8)[name].tolist(), name  # the grid's samples
+    # the maps that are not usable: counted, listed, and marked in the full table
+    assert "3 of 30 maps are not usable:</strong>" in html and "2 zero, 1 non-finite" in html
+    problems = _tables_after(html, "Samples whose map is not usable</h4>")[0]
+    assert [(int(r[0]), r[-1]) for r in problems] == [(4, "zero"), (7, "non-finite"), (9, "zero")]
+    everything = html.split("All samples</h4>", 1)[1]
+    flagged = re.findall(r'<tr class="bad"><td data-sort="([\d.]+)"', everything)
+    assert [float(v) for v in flagged] == [4.0, 7.0, 9.0]
+    assert 'class="only-bad"' in html and 'class="filter"' in html
+    assert '<th scope="row">method</th><td>vanilla</td>' in html and "<td>30</td>" in html  # manifest facts
+    # a run folder that holds the store shows the same section
+    again = report(tmp_path, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert again.count('class="grid-image"') == 3 and "3 of 30 maps are not usable" in again
+
+
+def test_store_without_problems_and_long_tables_collapse(tmp_path):
+    store = make_store(tmp_path / "x.zarr", n=25, bad={})
+    html = report(store).read_text(encoding="utf-8")
+    assert "All 25 maps are usable" in html and "not usable:" not in html
+    everything = html.split("All samples</h4>", 1)[1]
+    assert 'class="sortable filterable collapsible collapsed"' in everything
+    assert '<button type="button" class="show-all" data-rows="25">show all 25 rows</button>' in everything
+    picks = html.split("All samples</h4>", 1)[0]
+    assert "collapsible" not in picks  # 8 rows each: shown whole
+
+
+def test_comparison_is_a_table_of_ranks_with_the_values_on_demand(tmp_path):
+    make_comparison(tmp_path, methods=4)
+    html = report(tmp_path).read_text(encoding="utf-8")
+    verdicts = re.findall(r"<li><strong>(\w+)</strong>: (.*?)</li>", html)
+    assert [m for m, _ in verdicts] == ["vanilla", "smoothgrad", "integrated", "gradcam"]
+    assert (
+        "fails the randomization check (rho 0.87 once the weights are destroyed, above the 0.77"
+        in verdicts[0][1]
+    )
+    heat = html.split('<table class="heat">', 1)[1].split("</table>", 1)[0]
+    families = re.findall(r'<th colspan="(\d+)" scope="colgroup" class="family">(\w+)</th>', heat)
+    assert families == [("6", "faithfulness"), ("2", "complexity"), ("3", "randomization")]
+    heads = re.findall(r'<th scope="col" title="[^"]*">(.*?) <span class="dir">', heat)
+    assert heads[:2] == ["deletion AUC", "insertion AUC"] and len(heads) == 11
+    assert heads.count("deletion AUC") == 1  # one deletion AUC per method
+    doc = json.loads((tmp_path / "evaluation" / "compare.json").read_text())
+    cols = doc["tables"][0]["columns"]
+    body = re.findall(r'<tr><th scope="row">(\w+)</th>(.*?)</tr>', heat, re.S)
+    for (method, cells), row in zip(body, doc["tables"][0]["rows"]):
+        ranks = re.findall(r'<td class="rank"[^>]*>([^<]*)</td>', cells)[:11]
+        expected = [row[cols.index(f"rank {m['name']}")] for m in doc["metrics"]]
+        assert ranks == ["–" if r is None else str(int(r)) for r in expected], method
+    # every value stays on the page, folded away: the full table and the per-sample table
+    raw = re.findall(r'<details class="raw"><summary>(.*?)</summary>', html)
+    assert raw == [
+        "methods compared (mean score, rank: 1 = best): every value (4 rows)",
+        "per sample: every value (288 rows)",  # 4 methods x (11 metrics + the baseline) x 6 samples
+    ]
+    assert "rank deletion_auc" in html.split('<details class="raw">', 1)[1]
 
 
 def test_report_refuses_bad_arguments(tmp_path):

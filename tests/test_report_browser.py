@@ -85,6 +85,100 @@ def small_page(tmp_path_factory):
     return report(run)
 
 
+@pytest.fixture(scope="module")
+def comparison_page(tmp_path_factory):
+    """A run with a comparison of 6 methods on the 11 default metrics (the table that used to
+    make the page 3,240 px wide at a 1,400 px window) and a dataset store with 3 bad maps."""
+    from tests.test_report import make_comparison, make_store
+
+    run = make_run(tmp_path_factory.mktemp("cmp") / "run", epochs=1, methods=2, samples=2)
+    make_comparison(run, methods=6)
+    make_store(run / "x.zarr")
+    return report(run)
+
+
+def _visible_rows(table) -> int:
+    """Rows of a table (a Playwright locator) that take space on the page."""
+    return table.evaluate(
+        "t => Array.from(t.tBodies[0].rows).filter(r => r.getClientRects().length > 0).length"
+    )
+
+
+def test_page_fits_1400_px_and_shows_details_on_demand(browser, comparison_page):
+    w = Watched(browser, 1400, 900)
+    w.open(comparison_page)
+    page = w.page
+    assert w.errors == [] and w.network(comparison_page) == []
+
+    def no_sideways_scroll() -> None:
+        width, inner = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert width <= inner, (width, inner)  # before the heat table: 3240 > 1400
+
+    no_sideways_scroll()
+    heat = page.locator("article.comparison table.heat")
+    assert heat.is_visible() and heat.locator("tbody tr").count() == 6
+    box = heat.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 1400
+    # the verdicts: one line per method, in order
+    lines = page.inner_text("article.comparison ul.verdicts").split("\n")
+    assert [line.split(":")[0] for line in lines] == [
+        "vanilla",
+        "smoothgrad",
+        "integrated",
+        "gradcam",
+        "occlusion",
+        "rise",
+    ]
+    assert "above the 0.77 of two random models" in lines[0]
+    # every raw value on demand: the details open on a click, the wide table scrolls in its box
+    raw = page.locator("article.comparison details.raw").first
+    assert raw.get_attribute("open") is None and not raw.locator("table").is_visible()
+    raw.locator("summary").click()
+    assert raw.get_attribute("open") == "" and raw.locator("table").is_visible()
+    assert "rank deletion_auc" in raw.locator("thead").inner_text()
+    no_sideways_scroll()
+    wrap = raw.locator(".table-wrap")
+    assert wrap.evaluate("e => e.scrollWidth > e.clientWidth")  # 25 columns: scrolled inside the box
+    # the long per-sample table (6 x 12 x 6 = 432 rows) shows 20 until "show all"
+    per = page.locator("article.comparison details.raw").nth(1)
+    per.locator("summary").click()
+    table = per.locator("table")
+    assert _visible_rows(table) == 20
+    per.locator("button.show-all").click()
+    assert _visible_rows(table) == 432
+    assert per.locator("button.show-all").inner_text() == "show the first rows only"
+    per.locator("button.show-all").click()
+    assert _visible_rows(table) == 20
+    no_sideways_scroll()
+    page.close()
+
+
+def test_store_section_embeds_grids_and_filters_bad_maps(browser, comparison_page):
+    w = Watched(browser, 1400, 900)
+    w.open(comparison_page)
+    page = w.page
+    store = page.locator("article.explained", has_text="x.zarr")
+    images = store.locator("img.grid-image")
+    assert images.count() == 3
+    assert all(images.nth(i).evaluate("i => i.complete && i.naturalWidth > 100") for i in range(3))
+    assert "3 of 30 maps are not usable" in store.locator(".alert").inner_text()
+    table = store.locator("table.filterable")
+    assert _visible_rows(table) == 20  # 30 rows, collapsed
+    store.locator("input.only-bad").check()
+    assert _visible_rows(table) == 3
+    shown = table.evaluate(
+        "t => Array.from(t.tBodies[0].rows).filter(r => !r.hidden).map(r => [r.className, r.cells[0].textContent])"
+    )
+    assert shown == [["bad", "4"], ["bad", "7"], ["bad", "9"]]
+    store.locator("input.only-bad").uncheck()
+    store.locator("input.filter").fill("zero")
+    assert _visible_rows(table) == 2
+    store.locator("input.filter").fill("")
+    assert _visible_rows(table) == 20  # collapsed again
+    assert w.errors == []
+    page.close()
+
+
 def _sprite(page, group: str = "#g0") -> str:
     return page.eval_on_selector(group, "s => s.style.getPropertyValue('--sprite')")
 
@@ -208,6 +302,8 @@ def test_demo_report_screenshot(browser, tmp_path):
         assert colours > (20 if selector == "#summary" else 500), (selector, colours)  # text vs pictures
     grid = w.page.locator("#g0 table.grid").bounding_box()
     assert grid is not None and grid["y"] < 1000  # the grid shows on the first screen
+    width, inner = w.page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+    assert width <= inner  # no sideways scroll (its comparison table made it 3,240 px at 1,400)
     if os.environ.get("XAIKIT_UPDATE_DOCS_IMG") == "1":
         shutil.copyfile(shot, ROOT / "docs" / "img" / "report.png")
     w.page.close()

@@ -92,10 +92,12 @@ def _evaluate(model: Any, samples: dict[str, np.ndarray] | None, out_dir: Path, 
     x = np.asarray(samples["x"], dtype=np.float32)
     rand = randomization_test(model, x, method="vanilla", order="cascading", seed=seed)
     written = [save_evaluation(rand, out_dir, "randomization", title="Model-parameter randomization test")]
+    # deletion's defaults (20 steps, to black) are those of compare's deletion_auc: the page shows
+    # one deletion AUC per method, the same number in both sections
     curves = {
-        "vanilla": deletion(model, x, explain(model, x, method="vanilla", seed=seed), steps=16, seed=seed),
+        "vanilla": deletion(model, x, explain(model, x, method="vanilla", seed=seed), seed=seed),
         "smoothgrad": deletion(
-            model, x, explain(model, x, method="smoothgrad", nsamples=16, seed=seed), steps=16, seed=seed
+            model, x, explain(model, x, method="smoothgrad", nsamples=16, seed=seed), seed=seed
         ),
     }
     written.append(save_evaluation(curves, out_dir, "deletion", title="Deletion curves"))

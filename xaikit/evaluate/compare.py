@@ -14,11 +14,20 @@ Verdict rules (:func:`verdicts`), in this order, joined by "; ":
    the same for all, the method ranked first is "most faithful by deletion AUC", the last
    "least faithful by ..." (ties share the words); the metrics of one family and direction
    are listed together.
-2. *Randomization*: a fully randomized model whose maps keep a Spearman ρ of at least
-   :data:`RANDOMIZATION_FAIL` (0.9) with the trained model's maps "fails the randomization
-   check (maps barely change when the weights are destroyed: rho 0.93)"; below, it "passes"
-   with its ρ. ρ does not fall to 0 for any method (maps share the image's edges: see
-   :func:`~xaikit.evaluate.randomization_test`'s baseline), so read small differences with care.
+2. *Randomization*, judged against the method's own chance level: ρ, the Spearman correlation
+   of the trained model's |maps| with those of the model with every weight re-drawn (the
+   ``randomization`` column), never falls to 0, because the maps of *any* network share the
+   image's edges; ``randomization baseline`` measures how far it can fall: ρ between the maps of
+   two copies of the model with every weight re-drawn (seeds ``seed + 1`` and ``seed + 2``: the
+   baseline of :func:`~xaikit.evaluate.randomization_test` with the same seed, bit for bit).
+   The method "passes the randomization check" when ρ <= baseline + tolerance: its maps are no
+   closer to a random model's than two random models' maps are to each other, so what the
+   trained weights added is gone. The tolerance is :data:`RANDOMIZATION_MARGIN` (0.05), or twice
+   the standard error of the per-sample ρ - baseline when that is larger (few or noisy
+   samples: a difference they cannot tell apart is no difference). Above it, or at ρ >=
+   :data:`RANDOMIZATION_FAIL` (0.9) whatever the baseline, the method "fails the randomization
+   check" (the line gives both numbers). Without a baseline (a model without weights) it is not
+   judged.
 3. *Completeness*: a path method whose attributions miss f(x) - f(baseline) by more than
    :data:`COMPLETENESS_GAP` (0.05 in the model's output units) on average "is incomplete".
 4. Custom maps: "custom maps: no re-explaining metric". A method with none of the above is
@@ -38,17 +47,38 @@ import numpy as np
 from xaikit.backend import get_backend
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import check_method_options, host, input_layout, spatial_shape
+from xaikit.evaluate._common import (
+    check_method_options,
+    host,
+    input_layout,
+    spatial_shape,
+    spearman,
+    to_spatial,
+)
 from xaikit.evaluate.completeness import PATH_METHODS
-from xaikit.evaluate.registry import FAMILIES, METRICS, Metric, MetricContext
+from xaikit.evaluate.randomization_more import _randomized
+from xaikit.evaluate.registry import FAMILIES, METRICS, Metric, MetricContext, _has_weights
 from xaikit.xai._engine import check_max_batch
 from xaikit.xai.methods import pin_targets, prepare
 from xaikit.xai.names import ALL_METHODS, canonical
 
-__all__ = ["COMPLETENESS_GAP", "RANDOMIZATION_FAIL", "CompareResult", "compare", "verdicts"]
+__all__ = [
+    "BASELINE_COLUMN",
+    "COMPLETENESS_GAP",
+    "RANDOMIZATION_FAIL",
+    "RANDOMIZATION_MARGIN",
+    "CompareResult",
+    "compare",
+    "verdicts",
+]
 
 #: a fully randomized model's maps at least this similar (Spearman ρ of |maps|) fail the check
 RANDOMIZATION_FAIL = 0.9
+#: the least tolerance of ρ above the random-model baseline that still passes (the per-sample
+#: spread can make it larger: see :func:`verdicts` and docs/evaluate.md, "Reading the verdicts")
+RANDOMIZATION_MARGIN = 0.05
+#: the table's column of the randomization check's chance level (not a metric: not ranked)
+BASELINE_COLUMN = "randomization baseline"
 #: mean |sum(attributions) - (f(x) - f(baseline))| above this is called incomplete
 COMPLETENESS_GAP = 0.05
 
@@ -102,61 +132,43 @@ class CompareResult:
     def figure(
         self, path: str | os.PathLike[str] | None = None, dpi: float = 96, cell_size: float = 1.7
     ) -> Any:
-        """Methods side by side on the first ``samples_in_figure`` samples, each map titled with
-        its scores on that sample; written to ``path`` when given. Returns the figure."""
-        from xaikit.viz.compare_plot import paint_comparison
+        """Methods side by side on the first ``samples_in_figure`` samples (with a colour bar),
+        and under them a table of every metric's mean score per method, each cell coloured by
+        the method's rank (:func:`xaikit.viz.compare_plot.paint_comparison`); written to
+        ``path`` when given. Returns the figure."""
+        from xaikit.viz.compare_plot import ScoreTable, paint_comparison
 
         n = min(self.samples_in_figure, len(self.targets))
         image = self.x if self.channel_axis is None else np.moveaxis(self.x, self.channel_axis, -1)
-        per = self.per_sample
-        titles: dict[str, list[str]] = {}
-        for method in self.maps:
-            rows = []
-            for i in range(n):
-                part = per[(per["method"] == method) & (per["sample"] == i)]
-                bits = [
-                    f"{_short(m)} {v:.2f}" for m, v in zip(part["metric"], part["score"]) if np.isfinite(v)
-                ]
-                rows.append("\n".join(" ".join(bits[k : k + 3]) for k in range(0, len(bits), 3)))
-            titles[method] = rows
+        methods = list(self.maps)
+        t = self.table.set_index("method").loc[methods]
+        rows = [f"{_readable(m.name)} {'↑' if m.higher_is_better else '↓'}" for m in self.metrics]
+        values = [t[m.name].to_numpy(dtype=np.float64) for m in self.metrics]
+        ranks = [t[f"rank {m.name}"].to_numpy(dtype=np.float64) for m in self.metrics]
+        rows.append("mean rank ↓")
+        values.append(t["mean rank"].to_numpy(dtype=np.float64))
+        ranks.append(_ranks(values[-1], higher_is_better=False))
+        samples = len(self.targets)
+        scores = ScoreTable(
+            rows, methods, np.array(values), np.array(ranks),
+            legend=f"↑ higher is better, ↓ lower is better. Each cell: the method's mean score over "
+            f"{samples} sample{'s' if samples != 1 else ''}; its colour: the method's rank on that row "
+            "(1 = best); grey: no score.",
+        )  # fmt: skip
         return paint_comparison(
-            image[:n], {m: d[:n] for m, d in self.display.items()}, titles, save_path=path, dpi=dpi,
-            cell_size=cell_size,
+            image[:n], {m: d[:n] for m, d in self.display.items()}, save_path=path, dpi=dpi,
+            cell_size=cell_size, scores=scores,
+            row_titles=[f"#{i}, class {int(c)}" for i, c in enumerate(self.targets[:n])],
+            map_label="|map|, scaled per sample (1 = its 99th percentile)",
         )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"CompareResult(methods={list(self.maps)}, metrics={[m.name for m in self.metrics]})\n{self.table}"
 
 
-_SHORT = {
-    "deletion_auc": "del",
-    "insertion_auc": "ins",
-    "completeness_delta": "|Δ|",
-    "sparseness": "gini",
-    "complexity": "H",
-    "randomization": "ρ",
-    "localization_energy": "E",
-    "pointing_game": "pg",
-    "road": "road",
-    "infidelity": "infd",
-    "faithfulness_correlation": "fcor",
-    "max_sensitivity": "maxS",
-    "avg_sensitivity": "avgS",
-    "local_lipschitz": "lip",
-    "random_logit": "rlog",
-    "efficient_mprt": "eMPRT",
-    "smooth_mprt": "sMPRT",
-    "relevance_rank_accuracy": "rra",
-}
-
-
 def _readable(metric: str) -> str:
     """``deletion_auc`` -> ``deletion AUC``."""
     return " ".join("AUC" if w == "auc" else w for w in metric.split("_"))
-
-
-def _short(metric: str) -> str:
-    return _SHORT.get(metric, metric[:6])
 
 
 def _methods(methods: Any) -> list[tuple[str, str | None, Any]]:
@@ -252,13 +264,18 @@ def _ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
     return out
 
 
-def verdicts(table: Any, metrics: Sequence[Metric], custom: Sequence[str] = ()) -> dict[str, str]:
+def verdicts(
+    table: Any, metrics: Sequence[Metric], custom: Sequence[str] = (), per_sample: Any = None
+) -> dict[str, str]:
     """One plain-language line per method from a comparison table (rules: the module docstring).
 
     Args:
         table: the ``table`` of a :class:`CompareResult`.
         metrics: its metrics.
         custom: the labels of methods given as maps.
+        per_sample: its ``per_sample`` (for the randomization check's tolerance: twice the
+            standard error of the per-sample ρ - baseline, at least :data:`RANDOMIZATION_MARGIN`);
+            None: the margin alone.
 
     Returns:
         method -> verdict line.
@@ -266,10 +283,13 @@ def verdicts(table: Any, metrics: Sequence[Metric], custom: Sequence[str] = ()) 
     Example:
         >>> import pandas as pd
         >>> from xaikit.evaluate.registry import METRICS
-        >>> t = pd.DataFrame({"method": ["a", "b"], "deletion_auc": [0.1, 0.3], "randomization": [0.95, 0.2]})
+        >>> t = pd.DataFrame({"method": ["a", "b"], "deletion_auc": [0.1, 0.3], "randomization": [0.87, 0.2],
+        ...                   "randomization baseline": [0.77, 0.25]})
         >>> v = verdicts(t, [METRICS["deletion_auc"], METRICS["randomization"]])
         >>> v["a"]
-        'most faithful by deletion AUC; fails the randomization check (maps barely change when the weights are destroyed: rho 0.95)'
+        'most faithful by deletion AUC; fails the randomization check (rho 0.87 once the weights are destroyed, above the 0.77 of two random models by more than 0.05)'
+        >>> v["b"]
+        'least faithful by deletion AUC; passes the randomization check (rho 0.20 once the weights are destroyed; two random models: 0.25)'
     """
     methods = list(table["method"])
     parts: dict[str, list[str]] = {m: [] for m in methods}
@@ -300,15 +320,10 @@ def verdicts(table: Any, metrics: Sequence[Metric], custom: Sequence[str] = ()) 
     for i, m in enumerate(methods):
         if "randomization" in names:
             rho = float(table["randomization"].iloc[i])
-            if np.isfinite(rho):
-                if rho >= RANDOMIZATION_FAIL:
-                    parts[m].append(
-                        f"fails the randomization check (maps barely change when the weights are destroyed: rho {rho:.2f})"
-                    )
-                else:
-                    parts[m].append(
-                        f"passes the randomization check (rho {rho:.2f} once the weights are destroyed)"
-                    )
+            base = float(table[BASELINE_COLUMN].iloc[i]) if BASELINE_COLUMN in table else float("nan")
+            line = _randomization_verdict(rho, base, _tolerance(per_sample, m))
+            if line:
+                parts[m].append(line)
         if "completeness_delta" in names:
             gap = float(table["completeness_delta"].iloc[i])
             if np.isfinite(gap) and gap > COMPLETENESS_GAP:
@@ -316,6 +331,56 @@ def verdicts(table: Any, metrics: Sequence[Metric], custom: Sequence[str] = ()) 
         if m in custom and any(x.re_explains for x in metrics):
             parts[m].append("custom maps: no re-explaining metric")
     return {m: "; ".join(p) if p else "in the middle on every metric" for m, p in parts.items()}
+
+
+def _randomization_verdict(rho: float, base: float, tolerance: float = RANDOMIZATION_MARGIN) -> str:
+    """The randomization part of a verdict line (rule 2 of the module docstring); "" without ρ."""
+    if not np.isfinite(rho):
+        return ""
+    random = f"two random models: {base:.2f}" if np.isfinite(base) else "no random-model baseline"
+    if rho >= RANDOMIZATION_FAIL:
+        return f"fails the randomization check (maps barely change when the weights are destroyed: rho {rho:.2f}; {random})"
+    if not np.isfinite(base):
+        return f"randomization not judged (rho {rho:.2f} once the weights are destroyed; no random-model baseline)"
+    if rho > base + tolerance:
+        return (
+            f"fails the randomization check (rho {rho:.2f} once the weights are destroyed, above the "
+            f"{base:.2f} of two random models by more than {tolerance:.2f})"
+        )
+    return f"passes the randomization check (rho {rho:.2f} once the weights are destroyed; {random})"
+
+
+def _tolerance(per_sample: Any, method: str) -> float:
+    """How far ρ may pass the baseline: :data:`RANDOMIZATION_MARGIN`, or twice the standard error
+    of the method's per-sample ρ - baseline when that is larger (few or noisy samples)."""
+    if per_sample is None:
+        return RANDOMIZATION_MARGIN
+    rows = per_sample[per_sample["method"] == method]
+    rho = rows[rows["metric"] == "randomization"].set_index("sample")["score"]
+    base = rows[rows["metric"] == BASELINE_COLUMN].set_index("sample")["score"]
+    diff = (rho - base).to_numpy(dtype=np.float64)
+    diff = diff[np.isfinite(diff)]
+    if diff.size < 2:
+        return RANDOMIZATION_MARGIN
+    return max(RANDOMIZATION_MARGIN, 2.0 * float(diff.std(ddof=1)) / float(np.sqrt(diff.size)))
+
+
+def _random_baseline(ctx: MetricContext) -> np.ndarray:
+    """(B,) Spearman ρ of |maps| between two copies of the model with every layer re-drawn
+    (seeds ``seed + 1`` and ``seed + 2``, the method's noise seeded by ``seed``): the baseline of
+    :func:`~xaikit.evaluate.randomization_test`; NaN for custom maps and weightless models."""
+    if ctx.method is None or not _has_weights(ctx):
+        return ctx.nan()
+    bk = get_backend(ctx.model, ctx.framework)
+    copies = [
+        _randomized(
+            bk, ctx.model, ctx.x, None, ctx.targets, ctx.method, ctx.framework, ctx.seed + k, ctx.max_batch,
+            0, None, dict(ctx.method_options), noise_seed=ctx.seed,
+        )[0]
+        for k in (1, 2)
+    ]  # fmt: skip
+    spatial = [to_spatial(c, ctx.spatial, ctx.batch, channels=ctx.channels) for c in copies]
+    return spearman(spatial[0], spatial[1])
 
 
 def compare(
@@ -402,6 +467,7 @@ def compare(
     display: dict[str, np.ndarray] = {}
     seconds: dict[str, float] = {}
     scores: dict[str, dict[str, np.ndarray]] = {}
+    baselines: dict[str, np.ndarray] = {}
     for label, name, custom in entries:
         opts = options.get(label, {})
         delta = None
@@ -434,6 +500,8 @@ def compare(
                     f"metric {metric.name!r} returned {s.shape[0]} scores for {batch} samples"
                 )
             scores[label][metric.name] = s
+        if any(m.name == "randomization" for m in chosen):
+            baselines[label] = _random_baseline(ctx)
 
     labels = [label for label, _, _ in entries]
     table = pd.DataFrame({"method": labels})
@@ -444,21 +512,26 @@ def compare(
         table[f"rank {metric.name}"] = _ranks(
             np.asarray(table[metric.name], dtype=np.float64), metric.higher_is_better
         )
+    if baselines:
+        at = list(table.columns).index("randomization") + 1
+        table.insert(at, BASELINE_COLUMN, [_nanmean(baselines[label]) for label in labels])
     rank_cols = table[[f"rank {m.name}" for m in chosen]].to_numpy(dtype=np.float64)
     with np.errstate(invalid="ignore"):
         table["mean rank"] = [_nanmean(r) for r in rank_cols]
     table["seconds"] = [seconds[label] for label in labels]
+    for label in baselines:  # the chance level beside the scores (not a metric: never ranked)
+        scores[label][BASELINE_COLUMN] = baselines[label]
     per_sample = pd.DataFrame(
         [
-            {"method": label, "metric": metric.name, "sample": i, "score": float(v)}
+            {"method": label, "metric": name, "sample": i, "score": float(v)}
             for label in labels
-            for metric in chosen
-            for i, v in enumerate(scores[label][metric.name])
+            for name in scores[label]
+            for i, v in enumerate(scores[label][name])
         ],
         columns=["method", "metric", "sample", "score"],
     )
     custom_labels = [label for label, name, _ in entries if name is None]
-    lines = verdicts(table, chosen, custom_labels)
+    lines = verdicts(table, chosen, custom_labels, per_sample)
     return CompareResult(
         table, per_sample, lines, maps, targets, chosen, x_host, caxis, display, samples_in_figure
     )

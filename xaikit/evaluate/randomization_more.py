@@ -52,12 +52,13 @@ __all__ = [
     "discrete_entropy",
     "efficient_mprt",
     "other_classes",
+    "quantus_ssim",
     "random_logit",
     "smooth_mprt",
 ]
 
 #: similarity names of :func:`random_logit` (a callable is accepted too)
-SIMILARITIES = ("ssim", "spearman")
+SIMILARITIES = ("ssim", "spearman", "quantus")
 #: layer orders of :func:`smooth_mprt`
 LAYER_ORDERS = ("bottom_up", "top_down", "independent")
 
@@ -85,7 +86,7 @@ class RandomLogitResult:
         others: (B,) the random other classes (never equal to ``targets``).
         maps: the raw attributions for ``targets``.
         maps_other: the raw attributions for ``others``.
-        similarity: the similarity's name (``"ssim"``, ``"spearman"`` or the callable's name).
+        similarity: the similarity's name (``"ssim"``, ``"spearman"``, ``"quantus"`` or the callable's name).
         method: the saliency method.
     """
 
@@ -257,10 +258,12 @@ def _explain(
 def _randomized(
     bk: Backend, model: Any, x: Any, layers: Any, targets: np.ndarray, method: str, framework: str | None,
     seed: int, max_batch: Any, output: Any, model_kwargs: dict[str, Any] | None, options: dict[str, Any],
+    noise_seed: int | None = None,
 ) -> tuple[np.ndarray, list[str]]:  # fmt: skip
     """The maps of the model with ``layers`` (None: every layer with weights) re-drawn, each by
     :func:`~xaikit.evaluate.randomization.layer_rng` (the recipe of every randomization check),
-    and the names of those layers; the weights are restored bit for bit afterwards."""
+    and the names of those layers; the weights are restored bit for bit afterwards. ``seed``
+    draws the weights and, unless ``noise_seed`` is given, the method's noise."""
     ops = bk.eval
     available = ops.weighted_layers(model)
     chosen = _select(available, layers)
@@ -269,7 +272,8 @@ def _randomized(
     try:
         for name, layer in chosen:  # every layer's draw is its own, so the order is moot
             ops.randomize(layer, layer_rng(seed, index[name]))
-        maps = _explain(model, x, targets, method, framework, seed, max_batch, output, model_kwargs, options)
+        noise = seed if noise_seed is None else noise_seed
+        maps = _explain(model, x, targets, method, framework, noise, max_batch, output, model_kwargs, options)
     finally:
         ops.restore(saved)
     return maps, [n for n, _ in chosen]
@@ -334,10 +338,13 @@ def random_logit(
         target: classes to explain (None = the model's predictions on x).
         num_classes: the other class is drawn from classes ``0 .. num_classes - 1`` (default:
             all the model's classes); every target must be below it.
-        similarity: ``"ssim"`` (default): SSIM of the display masks (absolute maps summed over
-            channels, scaled per sample to [0, 1] at the 99th percentile, a 7 x 7 window), as
-            :func:`~xaikit.evaluate.randomization_test`; ``"spearman"``: Spearman rank
-            correlation of the absolute maps (channels summed). Or a callable
+        similarity: ``"ssim"`` (default): a 2-D SSIM of the display masks (absolute maps summed
+            over channels, scaled per sample to [0, 1] at the 99th percentile, a 7 x 7 window),
+            as :func:`~xaikit.evaluate.randomization_test`; ``"spearman"``: Spearman rank
+            correlation of the absolute maps (channels summed); ``"quantus"``: Quantus's
+            ``RandomLogit`` default, a 1-D SSIM of the flattened *signed* maps, each batch
+            divided by its largest magnitude (so a sample's score depends on the batch; see
+            ``docs/evaluate.md`` for the numbers each gives). Or a callable
             ``f(maps, maps_other) -> (B,)`` on the raw maps.
         seed: seed of the other classes (see :func:`other_classes`) and of the method's noise.
         max_batch: rows per fused chunk of the method.
@@ -415,11 +422,41 @@ def _similarity(
         return getattr(similarity, "__name__", "custom"), out
     if similarity == "ssim":
         return "ssim", ssim(_display_maps(a, caxis), _display_maps(b, caxis))
+    if similarity == "quantus":
+        return "quantus", quantus_ssim(a, b)
     spatial = spatial_shape(shape, caxis)
     channels = shape[caxis] if caxis is not None else None
     return "spearman", spearman(
         to_spatial(a, spatial, batch, channels=channels), to_spatial(b, spatial, batch, channels=channels)
     )
+
+
+def quantus_ssim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Quantus 0.6's ``RandomLogit`` similarity (its defaults ``normalise=True``,
+    ``similarity_func=ssim``): each of the two batches divided by its own largest |value|, then
+    per sample scikit-image's SSIM of the two flattened maps (channels included, a 7-value window
+    that runs across row ends), with the pair's max - min as the data range. (B,) float64.
+
+    Example:
+        >>> x = np.random.default_rng(0).normal(size=(2, 1, 8, 8))
+        >>> quantus_ssim(x, 3 * x).round(6).tolist()  # the same maps up to scale
+        [1.0, 1.0]
+    """
+    from skimage.metrics import structural_similarity
+
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    out = np.full(a.shape[0], np.nan)
+    top_a, top_b = float(np.abs(a).max()), float(np.abs(b).max())
+    if top_a == 0 or top_b == 0:
+        return out
+    flat_a, flat_b = (a / top_a).reshape(len(a), -1), (b / top_b).reshape(len(b), -1)
+    if flat_a.shape[1] < 7:
+        return out
+    for i, (u, v) in enumerate(zip(flat_a, flat_b)):
+        span = float(max(u.max(), v.max()) - min(u.min(), v.min()))
+        out[i] = structural_similarity(u, v, data_range=span) if span > 0 else 1.0
+    return out
 
 
 def _complexities(

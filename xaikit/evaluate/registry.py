@@ -20,11 +20,12 @@ Check each signature and direction of better when adding it (the positional fiel
 pass ``model, x, maps-or-method, targets`` positionally and ``seed``, ``max_batch``,
 ``framework`` (and ``method_options``) by keyword; fixed settings go as keywords of the adapter,
 e.g. ``maps_adapter(road, percentages=...)``; ``attr=`` names the result's per-sample field when
-it is not ``scores``. Add a short name for the figure's titles to ``compare._SHORT``, a line to
-the metric table of ``docs/evaluate.md``, and a ``Pair`` to ``benchmarks/evaluate_bench.py``.
+it is not ``scores``. Add a line to the metric table of ``docs/evaluate.md`` and a ``Pair`` to
+``benchmarks/evaluate_bench.py`` (the figure and the report name it from ``name``).
 
-``cheap`` metrics (at most one more explanation per method) are the default set of
-``compare(metrics=None)``, with the mask metrics when a mask is given.
+``cheap`` metrics (at most one more explanation per method; ``compare`` adds two for the
+randomization check's random-model baseline) are the default set of ``compare(metrics=None)``,
+with the mask metrics when a mask is given.
 """
 
 from __future__ import annotations

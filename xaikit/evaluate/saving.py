@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate.compare import CompareResult
+from xaikit.evaluate.compare import CompareResult, _readable
 from xaikit.evaluate.completeness import CompletenessResult
 from xaikit.evaluate.perturbation import CurveResult
 from xaikit.evaluate.randomization import RandomizationResult
@@ -43,7 +43,7 @@ def _curves(name: str, results: Mapping[str, Any]) -> dict[str, Any]:
         "auc_mean": [r.auc_mean for r in results.values()],
         "samples": [int(r.scores.shape[0]) for r in results.values()],
         "steps": [len(r.fractions) - 1 for r in results.values()],
-        "rank": [r.rank for r in results.values()],
+        "pixel order": [r.rank for r in results.values()],
     }
     per_sample: dict[str, Any] = {"sample": np.arange(next(iter(results.values())).auc.shape[0])}
     if len({r.auc.shape[0] for r in results.values()}) == 1:
@@ -61,7 +61,9 @@ def _curves(name: str, results: Mapping[str, Any]) -> dict[str, Any]:
     }
     note = (
         "Lower deletion AUC (the score falls fast as the most salient pixels go) and higher "
-        "insertion AUC mean a map that points at what the model uses."
+        "insertion AUC mean a map that points at what the model uses. The AUC depends on the "
+        "steps and on what a removed pixel becomes: compare it only with AUCs of the same settings "
+        "(pixel order: signed = most positive attribution first, magnitude = largest |attribution| first)."
     )
     return {"kind": kind, "title": name, "note": note, "tables": tables, "curves": [curve], "images": []}
 
@@ -98,6 +100,17 @@ def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, titl
         doc = {
             "kind": "comparison",
             "note": result.note,
+            "verdicts": [{"method": m, "text": line} for m, line in result.verdicts.items()],
+            "metrics": [
+                {
+                    "name": m.name,
+                    "label": _readable(m.name),
+                    "family": m.family,
+                    "higher_is_better": m.higher_is_better,
+                    "question": m.question,
+                }
+                for m in result.metrics
+            ],
             "tables": [
                 table_doc("methods compared (mean score, rank: 1 = best)", result.table),
                 table_doc("per sample", result.per_sample),

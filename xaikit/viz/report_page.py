@@ -17,11 +17,18 @@ What it reads (each section appears only when its files exist):
   ``InstanceTracker`` output): interactive curves (hover shows the series, e.g. the sample
   index, the step and the value);
 * ``evaluation/<name>.json`` (:func:`xaikit.evaluate.save_evaluation`): sortable tables,
-  mean curves and the randomization grid;
-* a ``table.csv`` in a sub-folder (the sample table of an explained dataset, e.g.
-  ``explain/table.csv`` or ``<store>.zarr/table.csv``): a filterable, sortable table and the
-  first / most / least confident samples (by a ``confidence``, ``score`` or ``prob`` column);
+  mean curves and the randomization grid; a comparison's verdicts, one per line, and its table
+  of ranks (one row per method, a column per metric, cells coloured by rank), every raw value
+  in ``<details>``;
+* an explained dataset, in the folder itself (``xaikit report STORE``) or a sub-folder: the
+  store's ``manifest.json`` (settings), ``grids/*.png`` (``xaikit explain``'s first / most /
+  least confident grids, embedded, each beside the table of its samples) and ``table.csv``
+  (a filterable, sortable table; picks by a ``confidence``, ``score`` or ``prob`` column; the
+  rows whose ``map_status`` is not empty counted, listed and marked);
 * every ``*.png`` in the folder: a link each.
+
+Tables sit in boxes that scroll sideways on their own (the page never does) and show their first
+:data:`COLLAPSE_ROWS` rows until "show all".
 
 Formats: :mod:`xaikit.viz.run_data`.
 
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import heapq
 import io
 import json
 import math
@@ -45,6 +53,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -63,6 +72,8 @@ THUMB_SIDE = 96
 PIXEL_BUDGET = 12_000_000
 #: the most rows of an explained-dataset table embedded in the page
 MAX_TABLE_ROWS = 2000
+#: a table of more rows shows its first COLLAPSE_ROWS until "show all" (the CSS rule says 20 too)
+COLLAPSE_ROWS = 20
 _EPOCH_FILE = re.compile(r"^(?P<key>.+)_(?P<mode>[A-Za-z0-9]+)_epoch_(?P<epoch>\d+)\.(?P<ext>npz|json|png)$")
 _CONFIDENCE = ("confidence", "score", "prob", "probability")
 
@@ -295,14 +306,101 @@ def _evaluation(path: Path, run: Path) -> dict[str, Any] | None:
         }
         for c in doc.get("curves") or []
     ]
+    verdicts = [
+        {"method": str(v.get("method", "")), "text": str(v.get("text", ""))}
+        for v in doc.get("verdicts") or []
+        if isinstance(v, Mapping)
+    ]
     return {
         "title": str(doc.get("title") or path.stem),
         "kind": str(doc.get("kind") or ""),
         "note": doc.get("note"),
+        "verdicts": verdicts,
+        "heat": _heat(doc),
         "tables": [_format_table(t) for t in doc.get("tables") or []],
         "charts": charts,
         "images": images,
         "source": path.relative_to(run).as_posix(),
+    }
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _heat(doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A comparison's first table (``method``, each metric, ``rank <metric>``, ``mean rank``,
+    ``seconds``) as a table of ranks: one row per method, one column per metric grouped by
+    family, each cell the method's rank coloured by it (the score in its tooltip). None when the
+    document is not a comparison with its ``metrics``."""
+    from xaikit.viz.compare_plot import rank_colors
+
+    metrics = [m for m in doc.get("metrics") or [] if isinstance(m, Mapping)]
+    tables = doc.get("tables") or []
+    if doc.get("kind") != "comparison" or not metrics or not tables:
+        return None
+    columns = [str(c) for c in tables[0].get("columns") or []]
+    at = {c: i for i, c in enumerate(columns)}
+    shown = [m for m in metrics if str(m.get("name")) in at and f"rank {m.get('name')}" in at]
+    if "method" not in at or not shown:
+        return None
+    rows = tables[0].get("rows") or []
+    colors = rank_colors(len(rows))
+
+    def cell(value: Any, rank: Any, what: str) -> dict[str, Any]:
+        v, r = _finite(value), _finite(rank)
+        if r is None or v is None:
+            return {"text": "–", "title": f"{what}: no score", "color": None, "sort": ""}
+        k = round(r)
+        return {
+            "text": str(k),
+            "title": f"{what} = {_fmt(v)}: rank {k} of {len(rows)}",
+            "color": colors[min(max(k, 1), len(colors)) - 1],
+            "sort": repr(r),
+        }
+
+    families: list[dict[str, Any]] = []
+    for m in shown:
+        name = str(m.get("family", ""))
+        if families and families[-1]["name"] == name:
+            families[-1]["span"] += 1
+        else:
+            families.append({"name": name, "span": 1})
+    mean = [_finite(r[at["mean rank"]]) if "mean rank" in at else None for r in rows]
+    order = sorted(v for v in mean if v is not None)
+    out_rows = []
+    for row, mr in zip(rows, mean):
+        cells = []
+        for m in shown:
+            better = "higher" if m.get("higher_is_better") else "lower"
+            what = f"{m.get('label') or m.get('name')} ({better} is better)"
+            cells.append(cell(row[at[str(m["name"])]], row[at[f"rank {m['name']}"]], what))
+        mean_cell = cell(mr, None if mr is None else 1 + order.index(mr), "mean rank")
+        if mr is not None:
+            mean_cell["text"] = f"{mr:.2f}"
+        seconds = _finite(row[at["seconds"]]) if "seconds" in at else None
+        out_rows.append(
+            {
+                "method": str(row[at["method"]]),
+                "cells": cells,
+                "mean": mean_cell,
+                "seconds": "" if seconds is None else f"{seconds:.2f}",
+            }
+        )
+    return {
+        "families": families,
+        "columns": [
+            {
+                "label": str(m.get("label") or m.get("name")),
+                "arrow": "↑" if m.get("higher_is_better") else "↓",
+                "question": str(m.get("question") or ""),
+            }
+            for m in shown
+        ],
+        "rows": out_rows,
+        "colors": colors,
     }
 
 
@@ -341,41 +439,148 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _explained(path: Path, run: Path) -> dict[str, Any] | None:
-    """A sample table (``table.csv``) of an explained dataset: the table and the first, most and
-    least confident samples."""
+#: the grids ``xaikit explain`` paints into ``<store>/grids/`` and the pick table beside each
+_GRIDS = {"first": "first samples", "most_confident": "most confident", "least_confident": "least confident"}
+#: samples in each pick table (``xaikit explain --grid-size``'s default)
+PICK_ROWS = 8
+#: ``map_status`` values of a usable map
+_MAP_OK = ("", "ok")
+
+
+@dataclass
+class _SampleTable:
+    """What the page needs of a ``table.csv``, read in one pass (the file may hold millions of
+    rows): the first rows, the rows whose map is not usable, their counts by status, and the
+    most and least confident rows."""
+
+    header: list[str]
+    shown: list[list[str]] = field(default_factory=list)
+    bad: list[list[str]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    high: list[tuple[float, int, list[str]]] = field(default_factory=list)
+    low: list[tuple[float, int, list[str]]] = field(default_factory=list)
+    total: int = 0
+    status_at: int | None = None
+    conf: int | None = None
+
+    def status(self, record: list[str]) -> str:
+        """The record's map problem ("" for a usable map, or without a ``map_status`` column)."""
+        if self.status_at is None or self.status_at >= len(record):
+            return ""
+        value = record[self.status_at].strip()
+        return "" if value.lower() in _MAP_OK else value
+
+
+def _read_samples(path: Path) -> _SampleTable | None:
     try:
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             header = next(reader, None)
-            records = [r for _, r in zip(range(MAX_TABLE_ROWS + 1), reader)]
+            if not header:
+                return None
+            lower = [h.strip().lower() for h in header]
+            t = _SampleTable(header)
+            t.status_at = lower.index("map_status") if "map_status" in lower else None
+            t.conf = next((lower.index(c) for c in _CONFIDENCE if c in lower), None)
+            for i, record in enumerate(reader):
+                t.total += 1
+                if i < MAX_TABLE_ROWS:
+                    t.shown.append(record)
+                problem = t.status(record)
+                if problem:
+                    t.counts[problem] = t.counts.get(problem, 0) + 1
+                    if len(t.bad) < MAX_TABLE_ROWS:
+                        t.bad.append(record)
+                score = _number(record[t.conf]) if t.conf is not None and t.conf < len(record) else None
+                if score is not None:  # heaps of PICK_ROWS; ties go to the earlier row (the grids' order)
+                    heapq.heappush(t.high, (score, -i, record))
+                    heapq.heappush(t.low, (-score, -i, record))
+                    if len(t.high) > PICK_ROWS:
+                        heapq.heappop(t.high)
+                    if len(t.low) > PICK_ROWS:
+                        heapq.heappop(t.low)
     except (OSError, csv.Error, UnicodeDecodeError):
         return None
-    if not header:
+    return t
+
+
+def _store_facts(folder: Path) -> list[tuple[str, str]]:
+    """What an ``explain_dataset`` store's ``manifest.json`` says (method, options, samples, ...)."""
+    manifest = _read_json(folder / "manifest.json")
+    if not isinstance(manifest, Mapping) or "method" not in manifest:
+        return []
+    keys = ("model", "method", "options", "length", "target", "seed", "batch_size", "shard_size", "created")
+    facts = []
+    for k in keys:
+        if k in manifest:
+            v = manifest[k]
+            if k == "created" and isinstance(v, (int, float)):
+                v = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(v))
+            if k == "target" and v is None:
+                v = "the predicted class"
+            facts.append(
+                ("samples" if k == "length" else k, json.dumps(v) if isinstance(v, (list, dict)) else _fmt(v))
+            )
+    return facts
+
+
+def _explained(folder: Path, run: Path) -> dict[str, Any] | None:
+    """An explained dataset (``xaikit explain --out STORE``, or a folder with a ``table.csv``):
+    the store's settings, its grids (``grids/*.png``, embedded) each beside the table of the
+    samples it shows, the samples whose map is not usable (``map_status``), and the filterable
+    sample table."""
+    grids_dir = folder / "grids"
+    pictures = sorted(grids_dir.glob("*.png")) if grids_dir.is_dir() else []
+    pictures.sort(key=lambda p: (list(_GRIDS).index(p.stem) if p.stem in _GRIDS else len(_GRIDS), p.name))
+    table = _read_samples(folder / "table.csv")
+    facts = _store_facts(folder)
+    if table is None and not pictures and not facts:
         return None
-    total = len(records)
-    cut = total > MAX_TABLE_ROWS
-    records = records[:MAX_TABLE_ROWS]
-    lower = [h.strip().lower() for h in header]
-    conf = next((lower.index(c) for c in _CONFIDENCE if c in lower), None)
-    rows = [[{"text": v, "sort": "" if _number(v) is None else repr(_number(v))} for v in r] for r in records]
-    picks: list[dict[str, Any]] = [{"title": "first samples", "rows": rows[:10]}]
-    if conf is not None:
-        scored = [(_number(r[conf]) if conf < len(r) else None, i) for i, r in enumerate(records)]
-        ranked = sorted((s, i) for s, i in scored if s is not None)
-        picks.append(
-            {"title": f"most confident (by {header[conf]})", "rows": [rows[i] for _, i in ranked[::-1][:10]]}
+    t = table if table is not None else _SampleTable([])
+
+    def row(record: list[str]) -> dict[str, Any]:
+        cells = [{"text": v, "sort": "" if _number(v) is None else repr(_number(v))} for v in record]
+        return {"cells": cells, "bad": bool(t.status(record))}
+
+    rows = [row(r) for r in t.shown]
+    picks: dict[str, dict[str, Any]] = {"first": {"title": "first samples", "rows": rows[:PICK_ROWS]}}
+    if t.conf is not None:
+        by = t.header[t.conf]
+        high = [r for _, _, r in sorted(t.high, reverse=True)]
+        low = [r for _, _, r in sorted(t.low, reverse=True)]
+        picks["most_confident"] = {"title": f"most confident (by {by})", "rows": [row(r) for r in high]}
+        picks["least_confident"] = {"title": f"least confident (by {by})", "rows": [row(r) for r in low]}
+    blocks = []
+    for picture in pictures:
+        pick = picks.pop(picture.stem, None)
+        blocks.append(
+            {
+                "title": pick["title"] if pick else picture.stem.replace("_", " "),
+                "uri": _thumb_uri(picture),
+                "href": picture.relative_to(run).as_posix(),
+                "rows": pick["rows"] if pick else None,
+            }
         )
-        picks.append(
-            {"title": f"least confident (by {header[conf]})", "rows": [rows[i] for _, i in ranked[:10]]}
-        )
+    blocks += [
+        {"title": p["title"], "uri": None, "href": None, "rows": p["rows"]}
+        for p in picks.values()
+        if t.header
+    ]
     return {
-        "title": path.parent.relative_to(run).as_posix(),
-        "source": path.relative_to(run).as_posix(),
-        "columns": header,
+        "title": folder.relative_to(run).as_posix() if folder != run else folder.resolve().name,
+        "source": (folder / "table.csv").relative_to(run).as_posix() if table is not None else None,
+        "facts": facts,
+        "columns": t.header,
         "rows": rows,
-        "cut": cut,
-        "picks": picks,
+        "total": t.total,
+        "cut": t.total > MAX_TABLE_ROWS,
+        "blocks": blocks,
+        "status": t.status_at is not None,
+        "problems": {
+            "count": sum(t.counts.values()),
+            "by_status": sorted(t.counts.items(), key=lambda kv: (-kv[1], kv[0])),
+            "rows": [row(r) for r in t.bad],
+        },
     }
 
 
@@ -448,10 +653,14 @@ def _collect(run: Path) -> dict[str, Any]:
         ev = _evaluation(path, run)
         if ev is not None:
             evaluations.append(ev)
-    explained = []
-    for path in sorted(run.glob("*/table.csv")):
-        table = _explained(path, run)
+    explained: list[dict[str, Any]] = []
+    folders = [run, *sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("."))]
+    for folder in folders:
+        if folder.name in ("evaluation", "grids") and folder != run:
+            continue
+        table = _explained(folder, run)
         if table is not None:
+            table["id"] = f"x{len(explained)}"
             explained.append(table)
     for i, chart in enumerate([*charts, *(c for ev in evaluations for c in ev["charts"])]):
         chart["id"] = f"c{i}"
@@ -532,6 +741,7 @@ def report(
             css=Markup(_asset("report.css")),
             js=Markup(_asset("report.js")),
             built_sec=round(time.perf_counter() - start, 2),
+            collapse=COLLAPSE_ROWS,
         )
     )
     return write_text(out_path, html)

@@ -19,7 +19,10 @@ report, so that the page is built from what is on disk and never re-computes any
 * **evaluation** (``evaluation/<name>.json``, written by :func:`xaikit.evaluate.save_evaluation` from an
   ``xk.evaluate`` result): ``{"format": "xaikit-evaluation/1", "kind", "title", "note",
   "tables": [{"title", "columns", "rows"}], "curves": [{"title", "x_label", "y_label",
-  "series": [{"name", "x", "y"}]}], "images": [file names beside the JSON]}``.
+  "series": [{"name", "x", "y"}]}], "images": [file names beside the JSON]}``; a comparison
+  (``kind: "comparison"``) also has ``"verdicts": [{"method", "text"}]`` and ``"metrics":
+  [{"name", "label", "family", "higher_is_better", "question"}]``, from which the report draws
+  its table of ranks (older files without them get the plain tables).
 
 NaN and infinite numbers are written as ``null`` (JSON has no NaN).
 

@@ -81,6 +81,8 @@ class Job:
     path_steps: int = 1
     #: a custom path's start for the noisy inputs of one noise sample (for the completeness delta)
     path_base: Callable[[list[T]], list[T]] | None = None
+    #: told the rows done after each chunk of the sweep (a progress bar's ``advance_to``); no sync
+    progress: Callable[[int], None] | None = None
 
     @property
     def batch(self) -> int:
@@ -679,6 +681,8 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
                 run(state, r0, r1, layout, keep=True)
                 sizes.append(r1 - r0)
                 r0 = r1
+                if job.progress is not None:
+                    job.progress(r0)
         except Exception as exc:
             if not bk.is_oom(exc) or plan.size <= 1:
                 raise
@@ -845,12 +849,15 @@ def forward_rows(
     max_batch: int | str,
     memory_budget: int | float,
     xla: bool,
+    progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Scores of the B x ``per_sample`` rows ``rows_fn(r0, r1)`` builds (row r: sample r % B),
     forward passes only, chunked by a :class:`ChunkPlan` of their own (``forward_only``: their
     row cost is measured apart from the gradient jobs'), within ``memory_budget``, an
     out-of-memory error halving the chunk; returns them on the host as float64 (per_sample, B).
-    The occlusion, RISE and Score-CAM row spaces run through it."""
+    The occlusion, RISE and Score-CAM row spaces run through it. ``progress`` is told the rows
+    handed to the model so far (as each chunk is built: no synchronization), and all of them at
+    the end (the chunk-size probe's rows are not counted)."""
     bk, model, B = inp.bk, inp.model, inp.batch
     device = getattr(inp.tensors[0], "device", None)
     total = B * per_sample
@@ -870,16 +877,26 @@ def forward_rows(
     )
     plan = ChunkPlan(job, memory_budget)
 
-    def laid(layout: str) -> Callable[[int, int], tuple[list[T], T]]:
+    def laid(
+        layout: str, tell: Callable[[int], None] | None = None
+    ) -> Callable[[int, int], tuple[list[T], T]]:
         def fn(r0: int, r1: int) -> tuple[list[T], T]:
+            if tell is not None:
+                tell(r0)
             b = bk.index(np.arange(r0, r1) % B, device)
             return [bk.to_layout(t, layout) for t in rows_fn(r0, r1)], bk.gather(targets, b)
 
         return fn
 
-    def scores(n: int, size: int, layout: str, sizes: list[int] | None = None) -> T:
+    def scores(
+        n: int,
+        size: int,
+        layout: str,
+        sizes: list[int] | None = None,
+        tell: Callable[[int], None] | None = None,
+    ) -> T:
         return forward_scores(
-            bk, model, laid(layout), n, size, output, xla, sizes=sizes, model_kwargs=inp.kwargs, batch=B
+            bk, model, laid(layout, tell), n, size, output, xla, sizes=sizes, model_kwargs=inp.kwargs, batch=B
         )
 
     def throwaway(size: int, layout: str) -> None:
@@ -888,7 +905,9 @@ def forward_rows(
 
     plan.probe(*probes(bk, device, throwaway))
     sizes: list[int] = []
-    out = bk.to_numpy(scores(total, plan.size, plan.layout, sizes)).astype(np.float64)
+    out = bk.to_numpy(scores(total, plan.size, plan.layout, sizes, progress)).astype(np.float64)
+    if progress is not None:
+        progress(total)
     if sizes and max(sizes) < min(plan.size, total):  # an out-of-memory error halved the chunk
         while plan.size > max(sizes):
             plan.halve()

@@ -52,6 +52,7 @@ from xaikit.xai._engine import (
     default_rows,
     forward_rows,
 )
+from xaikit.xai._progress import for_method
 from xaikit.xai.methods import Inputs, call_error
 from xaikit.xai.names import CAM_METHODS, canonical
 
@@ -398,6 +399,7 @@ def cam_maps(
     max_batch: int | str = "auto",
     reshape: Reshape = None,
     memory_budget: int | float = DEFAULT_BUDGET,
+    progress: bool | None = None,
 ) -> CamResult:
     """The layer-resolution maps (B, h, w) of one CAM method and the layer's name.
 
@@ -413,6 +415,8 @@ def cam_maps(
         reshape: how a non-4-D layer output becomes a map (see :func:`to_chw`).
         memory_budget: the memory Score-CAM's B x C masked rows may use (see
             :class:`~xaikit.xai._engine.ChunkPlan`); the one-pass methods run B rows.
+        progress: Score-CAM's rows done (True, False or None: shown once the call has run a few
+            seconds; :mod:`xaikit.xai._progress`); the one-pass methods have none to report.
     """
     bk = inp.bk
     facet = bk.cam
@@ -434,7 +438,8 @@ def cam_maps(
             from xaikit.xai.methods import pin_targets
 
             targets, _ = pin_targets(inp, None, output)
-        return CamResult(_score_cam(inp, targets, all_acts, output, max_batch, memory_budget), found.name)
+        maps = _score_cam(inp, targets, all_acts, output, max_batch, memory_budget, progress)
+        return CamResult(maps, found.name)
 
     def grads(rows: list[T], tg: T, kw: dict[str, Any] | None) -> np.ndarray:
         a, da, _ = facet.grad_step(inp.model, found, rows, tg, output, kw)
@@ -564,6 +569,7 @@ def _score_cam(
     output: int | str,
     max_batch: int | str,
     memory_budget: int | float = DEFAULT_BUDGET,
+    progress: bool | None = None,
 ) -> np.ndarray:
     """Score-CAM: the B x C masked copies of the image input, scored in chunks of rows
     ``r = c * B + b`` (forward only); each chunk's masks are built from the (small) layer
@@ -592,10 +598,11 @@ def _score_cam(
         m = bk.as_tensor(masks, getattr(image, "device", None), inp.dtype)
         return [bk.gather(t, idx) * m if i == which else bk.gather(t, idx) for i, t in enumerate(inp.tensors)]
 
-    scores = forward_rows(
-        inp, targets, C, rows_fn, seed=0, output=output, max_batch=max_batch, memory_budget=memory_budget,
-        xla=False,
-    )  # fmt: skip
+    with for_method(progress, B * C, "scorecam") as bar:
+        scores = forward_rows(
+            inp, targets, C, rows_fn, seed=0, output=output, max_batch=max_batch,
+            memory_budget=memory_budget, xla=False, progress=bar.advance_to,
+        )  # fmt: skip
     s = scores.T  # (B, C): row r = c * B + b
     s = np.exp(s - s.max(axis=1, keepdims=True))
     w = s / s.sum(axis=1, keepdims=True)

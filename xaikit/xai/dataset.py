@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from xaikit.backend.serialized import (
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine import stream_seed
+from xaikit.xai._progress import Progress
 from xaikit.xai._sources import Source, as_source
 from xaikit.xai._store import FORMAT, ShardResult, Store, StoreLockedError, jsonable
 from xaikit.xai.methods import COMPLETE_METHODS, logits, predictions_of, prepare
@@ -279,53 +279,6 @@ def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> Sha
         files if has_files else None,
         time.perf_counter() - t0,
     )
-
-
-# ---- progress ------------------------------------------------------------------------------------
-class Progress:
-    """Rows done, rows/s and an ETA: a tqdm bar on a terminal, else a plain line every
-    ``every`` seconds (and at the end) on stderr; nothing when ``enabled`` is False."""
-
-    def __init__(self, total: int, done: int, enabled: bool | None, every: float = 10.0) -> None:
-        self.total, self.done, self.first = total, done, done
-        self.enabled = True if enabled is None else bool(enabled)
-        self.t0 = self.last = time.perf_counter()
-        self.every = every
-        self.bar = None
-        if self.enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, initial=done, unit="rows", desc="explain_dataset", file=sys.stderr)
-
-    def update(self, rows: int) -> None:
-        self.done += rows
-        if self.bar is not None:
-            self.bar.update(rows)
-            return
-        now = time.perf_counter()
-        if self.enabled and (now - self.last >= self.every or self.done >= self.total):
-            self.last = now
-            rate = (self.done - self.first) / max(now - self.t0, 1e-9)
-            eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-            sys.stderr.write(
-                f"explain_dataset: {self.done}/{self.total} rows ({100 * self.done / max(self.total, 1):.0f}%), "
-                f"{rate:.1f} rows/s, ETA {eta:.0f} s\n"
-            )
-            sys.stderr.flush()
-
-    def say(self, line: str) -> None:
-        """One line on stderr (through the bar on a terminal); nothing when not enabled."""
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.write(line, file=sys.stderr)
-            return
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 # ---- the handle ----------------------------------------------------------------------------------

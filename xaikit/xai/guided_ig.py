@@ -93,6 +93,7 @@ from xaikit.layout import move, move_back
 from xaikit.xai._baselines import FIXED_BASELINES, baseline_array, baseline_values, check_baseline
 from xaikit.xai._engine import DEFAULT_BUDGET, Job, forward_scores, stream_seed, sweep
 from xaikit.xai._kwargs import ModelKwargs
+from xaikit.xai._progress import for_method
 
 __all__ = ["OPTIONS", "guided_paths", "noisy_inputs", "run"]
 
@@ -307,6 +308,7 @@ def run(
     memory_budget: int | float = DEFAULT_BUDGET,
     xla: bool = False,
     return_delta: bool = False,
+    progress: bool | None = None,
     **options: Any,
 ) -> Any:
     """Guided IG of prepared inputs (``xaikit.xai.methods.prepare``) for pinned ``targets``.
@@ -320,6 +322,9 @@ def run(
         memory_budget: the budget of the chunks and of the paths' host arrays.
         xla: compile the TF chunk step with XLA.
         return_delta: also return the completeness error (see the module).
+        progress: report the gradient rows done, ``steps`` x B x ``nsamples`` in all
+            (``"guided_ig: 400/1600 rows ..."``): True, False, or None (shown once the call has
+            run a few seconds; :mod:`xaikit.xai._progress`).
         **options: ``steps``, ``fraction``, ``max_dist``, ``baseline``, ``nsamples``,
             ``stdev_spread``, ``magnitude`` (see the module).
 
@@ -349,46 +354,50 @@ def run(
     acc = np.zeros((batch, features), dtype=np.float64)
     gap = np.zeros(batch, dtype=np.float64)
     chunk = 1
-    for g0 in range(0, paths, group):
-        rows = np.arange(g0, min(paths, g0 + group))
-        samples, noise_ids = rows % batch, rows // batch
-        if sigma is None:
-            ends = clean[samples]
-        else:
-            ends = np.empty((len(rows), features), dtype=np.float64)
-            for s in np.unique(noise_ids):
+    with for_method(progress, opts.steps * paths, "guided_ig") as bar:
+        for g0 in range(0, paths, group):
+            rows = np.arange(g0, min(paths, g0 + group))
+            samples, noise_ids = rows % batch, rows // batch
+            if sigma is None:
+                ends = clean[samples]
+            else:
+                ends = np.empty((len(rows), features), dtype=np.float64)
+                for s in np.unique(noise_ids):
+                    at = np.flatnonzero(noise_ids == s)
+                    noisy = bk.to_numpy(noisy_inputs(inp, sigma, seed, int(s))).reshape(batch, features)
+                    ends[at] = noisy[samples[at]]
+            starts = base[samples]
+
+            def grad_fn(points: np.ndarray, which: np.ndarray, samples: np.ndarray = samples) -> np.ndarray:
+                nonlocal chunk
+                owners = samples[which]
+                job = Job(
+                    bk=bk,
+                    model=model,
+                    inputs=[bk.as_tensor(points.reshape(len(which), *shape), device, inp.dtype)],
+                    targets=bk.gather(targets, bk.index(owners, device)),
+                    seed=seed,
+                    output=output,
+                    max_batch=max_batch,
+                    dtype=inp.dtype,
+                    xla=bool(xla),
+                    model_kwargs=_row_kwargs(inp.kwargs, owners),
+                )
+                result = sweep(job, memory_budget)
+                chunk = max(chunk, *result.chunks)
+                grads = bk.to_numpy(result.attributions[0]).astype(np.float64).reshape(len(which), features)
+                bar.update(len(which))  # counted once the step's gradients are on the host
+                return grads
+
+            attr = guided_paths(ends, starts, grad_fn, opts.steps, opts.fraction, opts.max_dist)
+            if opts.magnitude:
+                attr = attr * attr
+            for s in np.unique(noise_ids):  # rows of one noise sample belong to distinct samples
                 at = np.flatnonzero(noise_ids == s)
-                noisy = bk.to_numpy(noisy_inputs(inp, sigma, seed, int(s))).reshape(batch, features)
-                ends[at] = noisy[samples[at]]
-        starts = base[samples]
-
-        def grad_fn(points: np.ndarray, which: np.ndarray, samples: np.ndarray = samples) -> np.ndarray:
-            nonlocal chunk
-            owners = samples[which]
-            job = Job(
-                bk=bk,
-                model=model,
-                inputs=[bk.as_tensor(points.reshape(len(which), *shape), device, inp.dtype)],
-                targets=bk.gather(targets, bk.index(owners, device)),
-                seed=seed,
-                output=output,
-                max_batch=max_batch,
-                dtype=inp.dtype,
-                xla=bool(xla),
-                model_kwargs=_row_kwargs(inp.kwargs, owners),
-            )
-            result = sweep(job, memory_budget)
-            chunk = max(chunk, *result.chunks)
-            return bk.to_numpy(result.attributions[0]).astype(np.float64).reshape(len(which), features)
-
-        attr = guided_paths(ends, starts, grad_fn, opts.steps, opts.fraction, opts.max_dist)
-        if opts.magnitude:
-            attr = attr * attr
-        for s in np.unique(noise_ids):  # rows of one noise sample belong to distinct samples
-            at = np.flatnonzero(noise_ids == s)
-            acc[samples[at]] += attr[at]
-        if return_delta and not opts.magnitude:
-            gap += _score_gap(inp, targets, ends, starts, samples, shape, output, xla, chunk)
+                acc[samples[at]] += attr[at]
+            if return_delta and not opts.magnitude:
+                gap += _score_gap(inp, targets, ends, starts, samples, shape, output, xla, chunk)
+            bar.advance_to(opts.steps * int(rows[-1] + 1))  # constant paths run no step
     result = (acc / S).reshape(batch, *shape).astype(inp.dtype)
     arr = inp.to_user([result])
     out: Any = arr[0] if inp.keys == ["x"] else arr

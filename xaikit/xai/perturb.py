@@ -28,6 +28,7 @@ from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError
 from xaikit.xai._engine import DEFAULT_BUDGET, forward_rows, stream_seed
+from xaikit.xai._progress import for_method
 from xaikit.xai.methods import Inputs
 from xaikit.xai.names import canonical
 
@@ -140,6 +141,7 @@ def occlusion(
     max_batch: int | str = "auto",
     memory_budget: int | float = DEFAULT_BUDGET,
     xla: bool = False,
+    progress: bool | None = None,
 ) -> np.ndarray:
     """Occlusion attributions (captum's ``Occlusion`` with a window over all channels).
 
@@ -151,6 +153,8 @@ def occlusion(
         stride: the step between windows, an int or (height, width); default half the window
             (at least 1).
         baseline: the value a window is set to (a number; default 0).
+        progress: report the rows done (``"occlusion: 120/650 rows ..."``): True, False, or None
+            (shown once the call has run a few seconds; see :mod:`xaikit.xai._progress`).
 
     Returns:
         Attributions with the input's shape and layout (the same value on every channel).
@@ -184,10 +188,11 @@ def occlusion(
         xr = bk.gather(x, bk.index(r % B, device))
         return [xr * (1.0 - m) + fill * m]
 
-    s = forward_rows(
-        inp, targets, 1 + ny * nx, rows_fn,
-        seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget, xla=xla,
-    )  # fmt: skip
+    with for_method(progress, B * (1 + ny * nx), "occlusion") as bar:
+        s = forward_rows(
+            inp, targets, 1 + ny * nx, rows_fn, seed=seed, output=output, max_batch=max_batch,
+            memory_budget=memory_budget, xla=xla, progress=bar.advance_to,
+        )  # fmt: skip
     drop = (s[0][None, :] - s[1:]).reshape(ny, nx, B)  # score(x) - score(occluded), per window
     ry, rx = rows_y.astype(np.float64), rows_x.astype(np.float64)
     total = np.einsum("ijb,ih,jw->bhw", drop, ry, rx)
@@ -255,6 +260,7 @@ def rise(
     max_batch: int | str = "auto",
     memory_budget: int | float = DEFAULT_BUDGET,
     xla: bool = False,
+    progress: bool | None = None,
 ) -> np.ndarray:
     """RISE saliency maps: sum_i score(x * M_i) M_i / (N p), one (H, W) map per image.
 
@@ -264,6 +270,7 @@ def rise(
         n_masks: N, the number of random masks (default 1000).
         cell: the mask grid's cells per side, s (default 8; at most min(H, W)).
         p: the probability that a grid cell is kept (default 0.5).
+        progress: report the rows done, as for :func:`occlusion`.
 
     Returns:
         float (B, H, W) maps, whatever the input's layout (the masks are shared by the channels).
@@ -284,10 +291,11 @@ def rise(
         m = bk.gather(_mask_rows(bk, masks, axis, x), bk.index(r // B - i0, device))
         return [bk.gather(x, bk.index(r % B, device)) * m]
 
-    scores = forward_rows(
-        inp, targets, n, rows_fn,
-        seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget, xla=xla,
-    )  # fmt: skip
+    with for_method(progress, B * n, "rise") as bar:
+        scores = forward_rows(
+            inp, targets, n, rows_fn, seed=seed, output=output, max_batch=max_batch,
+            memory_budget=memory_budget, xla=xla, progress=bar.advance_to,
+        )  # fmt: skip
     total = np.zeros((B, H * W))
     for i0 in range(0, n, _MASK_BLOCK):  # fold in blocks: the masks again, one block at a time
         i1 = min(n, i0 + _MASK_BLOCK)

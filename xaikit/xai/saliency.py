@@ -16,6 +16,7 @@ from xaikit.xai import perturb
 from xaikit.xai._display import to_display
 from xaikit.xai._engine import DEFAULT_BUDGET, check_max_batch, check_memory_budget
 from xaikit.xai._kwargs import merge_model_kwargs
+from xaikit.xai._progress import check_progress
 from xaikit.xai.cam import (
     CamResult,
     cam_maps,
@@ -371,6 +372,7 @@ def explain(
     memory_budget: int | float = DEFAULT_BUDGET,
     return_delta: bool = False,
     xla: bool = False,
+    progress: bool | None = None,
     **options: Any,
 ) -> Any:
     """Raw, signed attributions of a model for a batch: the stateless form of ``SaliencyNet``.
@@ -408,6 +410,10 @@ def explain(
             (float) of the available RAM / free GPU memory; default 0.5.
         return_delta: also return the completeness delta (B,) of IG-based methods.
         xla: compile the TensorFlow chunk step with XLA; ignored for torch.
+        progress: progress of the slow methods (``"xrai"``, ``"guided_ig"``, ``"occlusion"``,
+            ``"rise"``, ``"scorecam"``) on stderr: a tqdm bar on a terminal, else a line every
+            10 s. None (default): shown once the call has run 5 s; True: from the start; False:
+            never. The other methods run one fused sweep and report nothing.
         **options: the options of the method (an option it does not take is an error naming
             the ones it does): ``nsamples`` (noise samples; IG's path steps; Expected Gradients'
             draws; Input x Gradient and Blur IG are smoothed with ``nsamples`` > 1),
@@ -432,17 +438,20 @@ def explain(
         True
     """
     kind = family(method)  # an unknown name is refused here, with the list of every method
+    progress = check_progress(progress)
     if canonical(method) in OWN_LOOP_METHODS:
-        return _explain_own_loop(model, x, target, canonical(method), framework, seed, max_batch, memory_budget, return_delta, xla, options)  # fmt: skip
+        return _explain_own_loop(model, x, target, canonical(method), framework, seed, max_batch, memory_budget, return_delta, xla, options, progress)  # fmt: skip
     if kind == "perturbation":
-        return _explain_perturbation(model, x, target, canonical(method), framework, seed, max_batch, memory_budget, return_delta, xla, options)  # fmt: skip
+        return _explain_perturbation(model, x, target, canonical(method), framework, seed, max_batch, memory_budget, return_delta, xla, options, progress)  # fmt: skip
     if kind == "cam":
         if return_delta:
             raise XaikitValueError(
                 f"return_delta is the completeness delta of IG-based methods; method {method!r} has "
                 "none: call explain without return_delta"
             )
-        return _explain_cam(model, x, target, canonical(method), framework, max_batch, memory_budget, options)
+        return _explain_cam(
+            model, x, target, canonical(method), framework, max_batch, memory_budget, options, progress
+        )
     method = canonical_method(method)
     memory_budget = check_memory_budget(memory_budget)
     opts = dict(options)
@@ -501,6 +510,7 @@ def _explain_own_loop(
     return_delta: bool,
     xla: bool,
     options: dict[str, Any],
+    progress: bool | None = None,
 ) -> Any:
     """``explain`` for Guided IG and XRAI: inputs prepared and classes pinned here, the method's
     own ``run(inp, targets, *, seed, output, max_batch, memory_budget, xla, return_delta,
@@ -517,7 +527,7 @@ def _explain_own_loop(
         targets, _ = pin_targets(inp, target, output, predict=False)
         return module.run(
             inp, targets, seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget,
-            xla=xla, return_delta=return_delta, **opts,
+            xla=xla, return_delta=return_delta, progress=progress, **opts,
         )  # fmt: skip
 
 
@@ -545,6 +555,7 @@ def _explain_perturbation(
     return_delta: bool,
     xla: bool,
     options: dict[str, Any],
+    progress: bool | None = None,
 ) -> np.ndarray:
     """``explain`` for the perturbation methods of :mod:`xaikit.xai.perturb` (forward passes only)."""
     name = str(perturb.perturbation_method(method))
@@ -565,7 +576,7 @@ def _explain_perturbation(
         targets, _ = pin_targets(inp, target, output, predict=False)
         return run(
             inp, targets, seed=seed, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=xla, **opts,
+            memory_budget=memory_budget, xla=xla, progress=progress, **opts,
         )  # fmt: skip
 
 
@@ -578,6 +589,7 @@ def _explain_cam(
     max_batch: int | str,
     memory_budget: int | float,
     options: dict[str, Any],
+    progress: bool | None = None,
 ) -> Any:
     """``explain`` for the class-activation maps of :mod:`xaikit.xai.cam`."""
     memory_budget = check_memory_budget(memory_budget)
@@ -609,7 +621,7 @@ def _explain_cam(
             arrays = inp.to_user(grads)
             return arrays if multi else arrays[0]
         chosen = cam_targets(inp, target, output)  # None: predicted, read off the CAM's own pass
-        result = cam_maps(inp, chosen, method, layer, output, max_batch, reshape, memory_budget)
+        result = cam_maps(inp, chosen, method, layer, output, max_batch, reshape, memory_budget, progress)
     if raw:
         return CamResult(result.maps.astype(np.float32), result.layer)
     _, size = image_size(inp)

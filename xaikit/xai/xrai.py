@@ -51,7 +51,7 @@ method's cost, as it is of PAIR's.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -64,6 +64,7 @@ from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._baselines import BASELINES, check_baseline
 from xaikit.xai._engine import DEFAULT_BUDGET, Job, sweep
+from xaikit.xai._progress import for_method
 from xaikit.xai._quadrature import quadrature
 from xaikit.xai.methods import Inputs, _baseline_fn
 
@@ -238,12 +239,14 @@ def integrated_gradients(
     max_batch: int | str = "auto",
     memory_budget: int | float = DEFAULT_BUDGET,
     xla: bool = False,
+    progress: Callable[[int], None] | None = None,
 ) -> T:
     """The mean over baselines of PAIR's Integrated Gradients, in ONE fused sweep.
 
     The engine's noise index ``s`` selects the path: baseline ``s % K`` of the K baselines (and,
     with ``nsamples``, noise sample ``s // K``: SmoothGrad of the IG part, each noisy copy with
     its own draw); the sweep's mean over ``s`` is then the mean over baselines (and noise).
+    ``progress`` is told the rows done after each chunk (B x K x noise samples x steps rows).
 
     Returns:
         The attributions in the model's layout, on the model's device, (B, ...).
@@ -275,6 +278,7 @@ def integrated_gradients(
         dtype=inp.dtype,
         xla=bool(xla),
         model_kwargs=inp.kwargs,
+        progress=progress,
     )
     if nsamples is not None:
         job.sigma = [stdev_spread * (bk.sample_max(t) - bk.sample_min(t)) for t in inp.tensors]
@@ -521,6 +525,7 @@ def run(
     memory_budget: int | float = DEFAULT_BUDGET,
     xla: bool = False,
     return_delta: bool = False,
+    progress: bool | None = None,
     **options: Any,
 ) -> np.ndarray | XraiResult:
     """XRAI maps of a batch of images (``explain(model, x, method="xrai", ...)`` calls this).
@@ -534,6 +539,9 @@ def run(
         memory_budget: what an ``"auto"`` chunk may use (bytes or a fraction of the memory).
         xla: compile the TensorFlow chunk step with XLA.
         return_delta: refused: XRAI has no completeness delta.
+        progress: report the IG sweep's rows (``"xrai (IG sweep): 200/400 rows ..."``), then the
+            images whose regions are ranked (``"xrai (regions): 1/2 images ..."``): True, False,
+            or None (each shown once it has run a few seconds; :mod:`xaikit.xai._progress`).
         **options: ``steps`` (IG steps, 100), ``baselines`` (None: two constant images, each
             sample's minimum and maximum; or a list of arrays broadcastable to the input in the
             caller's layout, or baseline names such as ``"zeros"``, ``"black"``, ``"blur"``),
@@ -577,12 +585,14 @@ def run(
             images = np.moveaxis(images, 1, -1) if axis == 1 else images
         if overlap:
             candidates = [pool.submit(candidate_masks, image) for image in images]  # type: ignore[union-attr]
-        attributions = integrated_gradients(
-            inp, targets, opts.baselines, opts.steps, nsamples=opts.nsamples,
-            stdev_spread=opts.stdev_spread, seed=seed, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=xla,
-        )  # fmt: skip
-        attr = bk.to_numpy(attributions)
+        paths = (2 if opts.baselines is None else len(opts.baselines)) * (opts.nsamples or 1)
+        with for_method(progress, batch * paths * opts.steps, "xrai (IG sweep)") as bar:
+            attributions = integrated_gradients(
+                inp, targets, opts.baselines, opts.steps, nsamples=opts.nsamples,
+                stdev_spread=opts.stdev_spread, seed=seed, output=output, max_batch=max_batch,
+                memory_budget=memory_budget, xla=xla, progress=bar.advance_to,
+            )  # fmt: skip
+            attr = bk.to_numpy(attributions)
         if not np.all(np.isfinite(attr)):
             raise XaikitValueError(
                 "the Integrated-Gradients attributions hold NaN or infinite values (the model's "
@@ -597,12 +607,15 @@ def run(
                 masks = candidates[b].result()
             else:
                 masks = candidate_masks(images[b])  # type: ignore[index]
-            return rank_regions(
+            out = rank_regions(
                 masks, channel_max[b], algorithm=opts.algorithm,
                 area_threshold=opts.area_threshold, min_pixel_diff=opts.min_pixel_diff,
             )  # fmt: skip
+            ranking.update(1)
+            return out
 
-        ranked = list(pool.map(one, range(batch)))
+        with for_method(progress, batch, "xrai (regions)", "images") as ranking:
+            ranked = list(pool.map(one, range(batch)))
     maps = np.stack([r[0] for r in ranked]).astype(np.float32)
     if not opts.raw:
         return maps

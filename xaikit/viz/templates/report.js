@@ -299,14 +299,42 @@
     th.addEventListener("keydown", function (ev) { if (ev.key === "Enter") sortBy(th); });
   });
 
+  // ------------------------------------------------------------------- long tables
+  // A table of more rows than the page shows at once starts collapsed (CSS shows its first
+  // rows); its button shows them all, or collapses it again. Sorting keeps the state.
+  function setCollapsed(table, on) {
+    table.classList.toggle("collapsed", on);
+    var button = table.closest(".table-wrap").nextElementSibling;
+    if (button && button.classList.contains("show-all")) {
+      button.textContent = on ? "show all " + button.dataset.rows + " rows" : "show the first rows only";
+      button.hidden = table._filtering === true;
+    }
+  }
+  document.querySelectorAll("button.show-all").forEach(function (button) {
+    var table = button.previousElementSibling.querySelector("table");
+    button.addEventListener("click", function () { setCollapsed(table, !table.classList.contains("collapsed")); });
+  });
+
   // -------------------------------------------------------------------------- filters
-  document.querySelectorAll("input.filter").forEach(function (input) {
-    var table = input.nextElementSibling;
-    input.addEventListener("input", function () {
+  document.querySelectorAll("article.explained").forEach(function (article) {
+    var table = article.querySelector("table.filterable");
+    var input = article.querySelector("input.filter");
+    var onlyBad = article.querySelector("input.only-bad");
+    if (!table || !input) return;
+    var collapsible = table.classList.contains("collapsible");
+    var wasCollapsed = table.classList.contains("collapsed");
+    function apply() {
       var q = input.value.trim().toLowerCase();
+      var bad = onlyBad ? onlyBad.checked : false;
+      var filtering = q !== "" || bad;
+      if (collapsible && filtering && !table._filtering) wasCollapsed = table.classList.contains("collapsed");
+      table._filtering = filtering;
       Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
-        r.hidden = q !== "" && r.textContent.toLowerCase().indexOf(q) < 0;
+        r.hidden = (q !== "" && r.textContent.toLowerCase().indexOf(q) < 0) || (bad && !r.classList.contains("bad"));
       });
-    });
+      if (collapsible) setCollapsed(table, filtering ? false : wasCollapsed);  // every match shows
+    }
+    input.addEventListener("input", apply);
+    if (onlyBad) onlyBad.addEventListener("change", apply);
   });
 })();
