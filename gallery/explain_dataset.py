@@ -25,6 +25,7 @@ from xaikit.files import atomic_path
 from xaikit.op.numpyop import Minmax
 from xaikit.xai._grids import dataset_grid, pick_samples
 from xaikit.xai._sources import as_source
+from xaikit.xai.names import title as method_title
 
 PICTURE = "dataset_grids.png"
 
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> str:
             out=store,
             batch_size=32,
             labels=y,
+            classes=sorted(
+                xk.dataset.data.shapes.label_mapping, key=xk.dataset.data.shapes.label_mapping.get
+            ),
             progress=False,
             nsamples=args.nsamples,
         )
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> str:
         picks = pick_samples(table, args.show)
         panels = []
         for name in ("most_confident", "least_confident"):
-            title = f"smoothgrad: {name.replace('_', ' ')}"
+            title = f"{method_title('smoothgrad')}: {name.replace('_', ' ')}"
             grid = dataset_grid(result, as_source(x, labels=y), picks[name], title, table)
             assert grid is not None  # images
             panels.append(grid.paint_numpy(dpi=args.dpi)[0])

@@ -43,9 +43,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["--threads", "two"], "argument --threads: expected an int >= 1; got 'two'"),
         (["--epochs", "0"], "argument --epochs: expected an int >= 1; got 0"),
         (["--seed", "-1"], "argument --seed: expected an int >= 0; got -1"),
-        (["--out", "/proc/xaikit-demo"], "argument --out: expected a folder that can be created and written to; got '/proc/xaikit-demo' ("),
-        (["--out", "{file}/sub"], "argument --out: expected a folder that can be created and written to; got '{file}/sub' (Not a directory)"),
-        (["--out", "{file}"], "argument --out: expected a folder that can be created and written to; got '{file}' (an existing file)"),
+        (["--out", "/proc/xaikit-demo"], "argument --out: '/proc/xaikit-demo' is not writable ("),
+        (["--out", "{file}/sub"], "argument --out: '{file}/sub' is not writable (Not a directory)"),
+        (["--out", "{file}"], "argument --out: '{file}' is not writable (an existing file, not a folder)"),
     ],
 )  # fmt: skip
 def test_cli_bad_option_is_one_line_and_status_2(args, message, tmp_path):

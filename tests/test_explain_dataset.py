@@ -1,6 +1,9 @@
 """explain_dataset: values (== explain per batch, exact on a linear model), data adapters, and
 durability: SIGKILL mid-run + resume is bit-equal to one uninterrupted run, a corrupted chunk is
-redone, a store of other settings and a second writer are refused."""
+redone, a store of other settings and a second writer are refused (a store whose run committed
+nothing is started over); image files: unreadable ones named or skipped, sizes and channel
+counts named per file, resize= and channels=; the method's options checked before the model is
+built; class names."""
 
 from __future__ import annotations
 
@@ -148,7 +151,10 @@ def test_image_folder(tmp_path: Path) -> None:
     w = model[1].weight.detach().numpy().reshape(2, 8, 8, 3)
     np.testing.assert_allclose(res.attributions[:], w[res.table["prediction"]] * x, rtol=1e-5, atol=1e-7)
     Image.fromarray(pixels[0][:4]).save(folder / "d.png")  # 8 wide, 4 high
-    with pytest.raises(XaikitValueError, match=r"different sizes.*d\.png.*8x4.*transform="):
+    with pytest.raises(
+        XaikitValueError,
+        match=r"different sizes: '.*a\.png' is 8x8 and '.*d\.png' is 4x8 \(height x width\); pass resize=\(H, W\)",
+    ):
         xk.xai.explain_dataset(
             model, str(folder / "*.png"), method="vanilla", out=tmp_path / "g.zarr", progress=False
         )
@@ -415,3 +421,326 @@ def test_keras_model_and_file(tmp_path: Path) -> None:
     again = xk.xai.explain_dataset(str(path), x, out=tmp_path / "f.zarr", **kw)
     np.testing.assert_array_equal(again.attributions[:], res.attributions[:])
     assert again.manifest["fingerprint"] == fingerprint_of_file(path) != res.manifest["fingerprint"]
+
+
+# ---- a run that failed, image files, options checked early, class names ------------------------------
+def _pngs(folder: Path, pixels: np.ndarray, names: list[str] | None = None) -> list[Path]:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, p in enumerate(pixels):
+        path = folder / (names[i] if names else f"{i:02d}.png")
+        Image.fromarray(p).save(path)
+        paths.append(path)
+    return paths
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_store_without_a_committed_shard_is_started_over(tmp_path: Path) -> None:
+    """A run that stopped before its first commit (here: a CAM layer the model lacks, found when
+    the method runs) does not block the corrected run with other settings."""
+    out = tmp_path / "c.zarr"
+    with pytest.raises(XaikitValueError, match="layer 'nope' is not a module"):
+        xk.xai.explain_dataset(tiny_cnn(), images(4), method="gradcam", out=out, progress=False, layer="nope")
+    assert json.loads((out / "manifest.json").read_text())["options"]["layer"] == "nope"
+    assert _records(out) == {}
+    res = xk.xai.explain_dataset(tiny_cnn(), images(4), method="gradcam", out=out, progress=False)
+    assert res.complete and res.manifest["options"] == {"max_batch": 128}
+    ref = xk.xai.explain(tiny_cnn(), images(4), method="gradcam", seed=stream_seed(0, 0, 0), max_batch=128)
+    np.testing.assert_array_equal(res.attributions[:], ref)
+    # once a shard is committed, other settings are refused again
+    with pytest.raises(XaikitValueError, match='method: stored "gradcam", now "vanilla"'):
+        xk.xai.explain_dataset(tiny_cnn(), images(4), method="vanilla", out=out, progress=False)
+
+
+def test_model_not_callable_on_the_data_writes_nothing(tmp_path: Path) -> None:
+    """The model is called on the first sample before the store is created: a model that cannot
+    take the data leaves no store, and the error names the sample."""
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(7, 2))
+    out = tmp_path / "n.zarr"
+    with pytest.raises(
+        XaikitValueError, match=r"could not be called.*; in dataset sample 0, the first sample read"
+    ):
+        xk.xai.explain_dataset(model, images(3), method="vanilla", out=out, progress=False)
+    assert not out.exists()
+
+
+def test_unreadable_file_named_or_skipped(tmp_path: Path) -> None:
+    pixels = np.random.default_rng(0).integers(0, 256, (7, 8, 8, 3), dtype=np.uint8)
+    paths = _pngs(tmp_path / "imgs", pixels)
+    _truncate(paths[3])
+    (tmp_path / "imgs" / "07.png").write_bytes(b"not a png at all")  # not an image
+    kw = {"method": "vanilla", "batch_size": 2, "shard_size": 4, "progress": False}
+    with pytest.raises(XaikitValueError) as info:
+        xk.xai.explain_dataset(tiny_cnn(), tmp_path / "imgs", out=tmp_path / "a.zarr", **kw)
+    assert str(info.value).startswith(
+        f"data: cannot read the image file {str(paths[3])!r} (OSError: image file is truncated"
+    )
+    assert "pass skip_bad=True to skip unreadable files" in str(info.value)
+    res = xk.xai.explain_dataset(tiny_cnn(), tmp_path / "imgs", out=tmp_path / "a.zarr", skip_bad=True, **kw)
+    assert [(s["index"], s["file"]) for s in res.skipped] == [(3, "03.png"), (7, "07.png")]
+    assert "truncated" in res.skipped[0]["error"] and "cannot identify image file" in res.skipped[1]["error"]
+    assert json.loads((tmp_path / "a.zarr" / "skipped.json").read_text()) == {"skipped": res.skipped}
+    assert [
+        r["skipped"] for r in sorted(_records(tmp_path / "a.zarr").values(), key=lambda r: r["shard"])
+    ] == [
+        [res.skipped[0]],
+        [res.skipped[1]],
+    ]
+    assert res.table["index"].tolist() == [0, 1, 2, 4, 5, 6] and res.complete
+    maps = res.attributions[:]
+    assert np.isnan(maps[[3, 7]]).all() and not np.isnan(maps[[0, 1, 2, 4, 5, 6]]).any()
+    # the samples read have the maps of the same batches without the skipped file
+    x = pixels.astype(np.float32) / 255
+    for k, j, idx in [(0, 1, [2]), (1, 0, [4, 5]), (1, 1, [6])]:
+        ref = xk.xai.explain(tiny_cnn(), x[idx], method="vanilla", seed=stream_seed(0, k, j), max_batch=128)
+        np.testing.assert_array_equal(maps[idx], ref)
+    # resumed: the skipped files are still listed, nothing redone
+    again = xk.xai.explain_dataset(
+        tiny_cnn(), tmp_path / "imgs", out=tmp_path / "a.zarr", skip_bad=True, **kw
+    )
+    assert again.resumed == [0, 1] and again.skipped == res.skipped
+
+
+def test_a_first_shard_of_unreadable_files_only(tmp_path: Path) -> None:
+    """A shard with no readable file has no maps to give the store its map shape: it commits
+    without maps (NaN once a later shard creates the array), verifies on resume, and is kept."""
+    pixels = np.random.default_rng(1).integers(0, 256, (4, 8, 8, 3), dtype=np.uint8)
+    paths = _pngs(tmp_path / "imgs", pixels)
+    _truncate(paths[0])
+    _truncate(paths[1])
+    kw = {"method": "vanilla", "batch_size": 2, "shard_size": 2, "skip_bad": True, "progress": False}
+    res = xk.xai.explain_dataset(tiny_cnn(), tmp_path / "imgs", out=tmp_path / "s.zarr", **kw)
+    records = _records(tmp_path / "s.zarr")
+    assert records[0]["maps"] is False and "maps" not in records[1]
+    assert np.isnan(res.attributions[:2]).all() and res.table["index"].tolist() == [2, 3]
+    again = xk.xai.explain_dataset(tiny_cnn(), tmp_path / "imgs", out=tmp_path / "s.zarr", **kw)
+    assert again.resumed == [0, 1] and again.explained == []
+
+
+def test_image_sizes_and_channels_named_and_fixed_by_resize_and_channels(tmp_path: Path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    rgb = rng.integers(0, 256, (3, 8, 8, 3), dtype=np.uint8)
+    _pngs(tmp_path / "mixed", rgb)
+    Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(tmp_path / "mixed" / "03.png")
+    Image.fromarray(rng.integers(0, 256, (12, 10, 3), dtype=np.uint8)).save(tmp_path / "mixed" / "04.png")
+    kw = {"method": "vanilla", "progress": False}
+    gray, big = str(tmp_path / "mixed" / "03.png"), str(tmp_path / "mixed" / "04.png")
+    first = str(tmp_path / "mixed" / "00.png")
+    with pytest.raises(XaikitValueError) as info:
+        xk.xai.explain_dataset(tiny_cnn(), tmp_path / "mixed", out=tmp_path / "a.zarr", **kw)
+    assert str(info.value) == (
+        f"data: {gray!r} has 1 channel (grayscale) and the first image {first!r} has 3 channels (RGB); "
+        "pass channels=3 to read every image as RGB (or channels=1: as grayscale)"
+    )
+    with pytest.raises(XaikitValueError, match=rf"{first!r} is 8x8 and {big!r} is 12x10 \(height x width\)"):
+        xk.xai.explain_dataset(tiny_cnn(), tmp_path / "mixed", out=tmp_path / "b.zarr", channels=3, **kw)
+    res = xk.xai.explain_dataset(
+        tiny_cnn(), tmp_path / "mixed", out=tmp_path / "c.zarr", channels=3, resize=(8, 8), **kw
+    )
+    assert res.manifest["data"] == {"resize": [8, 8], "channels": 3} and res.attributions.shape == (
+        5,
+        8,
+        8,
+        3,
+    )
+
+    def read(path: str) -> np.ndarray:  # what resize=(8, 8), channels=3 reads
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB").resize((8, 8), Image.Resampling.BILINEAR), np.float32) / 255
+
+    x = np.stack([read(str(tmp_path / "mixed" / f"{i:02d}.png")) for i in range(5)])
+    np.testing.assert_array_equal(x[3], np.repeat(x[3][..., :1], 3, axis=-1))  # gray repeated
+    ref = xk.xai.explain(tiny_cnn(), x, method="vanilla", seed=stream_seed(0, 0, 0), max_batch=128)
+    np.testing.assert_array_equal(res.attributions[:], ref)
+    # other reading settings are other settings: not resumed
+    _pngs(tmp_path / "same", rgb)
+    xk.xai.explain_dataset(tiny_cnn(), tmp_path / "same", out=tmp_path / "d.zarr", resize=(8, 8), **kw)
+    with pytest.raises(XaikitValueError, match=r'data: stored \{"resize": \[8, 8\]\}, now null'):
+        xk.xai.explain_dataset(tiny_cnn(), tmp_path / "same", out=tmp_path / "d.zarr", **kw)
+
+
+def test_grayscale_files_for_an_rgb_model(tmp_path: Path) -> None:
+    pixels = np.random.default_rng(3).integers(0, 256, (3, 8, 8), dtype=np.uint8)
+    _pngs(tmp_path / "gray", pixels)
+    kw = {"method": "vanilla", "progress": False}
+    with pytest.raises(XaikitValueError) as info:
+        xk.xai.explain_dataset(tiny_cnn(), tmp_path / "gray", out=tmp_path / "g.zarr", **kw)
+    assert str(info.value) == (
+        "data: the images have 1 channel, the model expects 3: pass channels=3 to read every image as RGB; "
+        f"in dataset sample 0, file {str(tmp_path / 'gray' / '00.png')!r}, the first sample read"
+    )
+    assert not (tmp_path / "g.zarr").exists()
+    res = xk.xai.explain_dataset(tiny_cnn(), tmp_path / "gray", out=tmp_path / "g.zarr", channels=3, **kw)
+    x = np.repeat(pixels[..., None].astype(np.float32) / 255, 3, axis=-1)
+    ref = xk.xai.explain(tiny_cnn(), x, method="vanilla", seed=stream_seed(0, 0, 0), max_batch=128)
+    np.testing.assert_array_equal(res.attributions[:], ref)
+
+
+def test_transform_example_of_the_docs(tmp_path: Path) -> None:
+    """docs/dataset.md's transform= example: images of mixed sizes read into one shape."""
+    from PIL import Image
+
+    rng = np.random.default_rng(4)
+    for i, (h, w) in enumerate([(8, 8), (12, 10), (5, 9)]):
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(tmp_path / f"{i}.jpg")
+
+    def load(path):  # the docs' function, at 8 x 8
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB").resize((8, 8)), dtype=np.float32) / 255
+
+    res = xk.xai.explain_dataset(
+        tiny_cnn(),
+        str(tmp_path / "*.jpg"),
+        transform=load,
+        method="vanilla",
+        out=tmp_path / "t.zarr",
+        progress=False,
+    )
+    x = np.stack([load(str(tmp_path / f"{i}.jpg")) for i in range(3)])
+    ref = xk.xai.explain(tiny_cnn(), x, method="vanilla", seed=stream_seed(0, 0, 0), max_batch=128)
+    np.testing.assert_array_equal(res.attributions[:], ref)
+    assert res.table["file"].tolist() == [str(tmp_path / f"{i}.jpg") for i in range(3)]
+    with pytest.raises(
+        XaikitValueError, match="resize= and channels= apply to the image files as xaikit reads"
+    ):
+        xk.xai.explain_dataset(
+            tiny_cnn(), str(tmp_path), transform=load, resize=(8, 8), out=tmp_path / "u.zarr"
+        )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"method": "smoothgrad", "nsamples": "x"},
+            XaikitTypeError,
+            "nsamples must be an int >= 1; got str 'x'",
+        ),
+        ({"method": "smoothgrad", "nsampels": 3}, XaikitTypeError, r"got unknown option\(s\) \['nsampels'\]"),
+        ({"method": "gradcam", "nsamples": 3}, XaikitTypeError, r"its options are layer, reshape, raw"),
+        ({"method": "integrated", "quadrature": "simpson"}, XaikitValueError, "quadrature must be one of"),
+        ({"method": "guided_ig", "fraction": 2.0}, XaikitValueError, "fraction must be"),
+        ({"method": "xrai", "algorithm": "slow"}, XaikitValueError, "algorithm must be one of"),
+        ({"method": "rise", "n_masks": 0}, XaikitValueError, "n_masks must be an int >= 1"),
+        ({"method": "gradcam", "raw": True}, XaikitValueError, "raw=True"),
+        ({"method": "vanilla", "magnitude": "yes"}, XaikitTypeError, "magnitude must be True or False"),
+        ({"method": "vanilla", "max_batch": 0}, XaikitValueError, "max_batch"),
+        ({"classes": "no-such-file.txt"}, XaikitValueError, "classes: cannot read the class names file"),
+        ({"classes": []}, XaikitTypeError, "classes: classes must be a non-empty list"),
+        ({"resize": (8,)}, XaikitTypeError, r"resize must be None or a pair \(H, W\)"),
+        ({"channels": 2}, XaikitValueError, "channels must be None"),
+        ({"skip_bad": True}, XaikitValueError, "skip_bad= is for a folder or glob of image files"),
+    ],
+)
+def test_checked_before_the_model_is_built(tmp_path: Path, kwargs: dict, error: type, message: str) -> None:
+    built = []
+
+    def factory() -> object:
+        built.append(1)
+        return tiny_cnn()
+
+    call = {"method": "vanilla", "out": tmp_path / "b.zarr", "progress": False, **kwargs}
+    with pytest.raises(error, match=message):
+        xk.xai.explain_dataset(factory, images(2), **call)
+    assert built == [] and not (tmp_path / "b.zarr").exists()
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_option_names_agree_with_explain(method: str) -> None:
+    """The option names checked before the model is built are those explain itself accepts."""
+    import re
+
+    from xaikit.xai.dataset import SHARED_OPTIONS, check_method_options, method_options
+
+    with pytest.raises(XaikitTypeError) as info:
+        xk.xai.explain(tiny_cnn(), images(1), method=method, bogus=1)
+    listed = re.sub(r" \(and .*\)$", "", str(info.value).rpartition(" are ")[2]).replace(" and ", ", ")
+    assert set(listed.split(", ")) - {"output", "model_kwargs"} == set(method_options(method))
+    with pytest.raises(XaikitTypeError, match=r"unknown option\(s\) \['bogus'\]"):
+        check_method_options(method, {"bogus": 1})
+    assert check_method_options(method, dict.fromkeys(SHARED_OPTIONS[:1], 0)) == {
+        "output": 0,
+        "max_batch": 128,
+    }
+
+
+def test_class_names(tmp_path: Path) -> None:
+    x, y = images(6), np.array([0, 1, 2, 3, 4, -1])
+    names = ["circle", "square", "triangle", "star", "cross"]
+    (tmp_path / "c.txt").write_text("\n".join(names) + "\n\n")
+    (tmp_path / "c.json").write_text(json.dumps(names))
+    (tmp_path / "d.json").write_text(json.dumps({str(i): n for i, n in enumerate(names)}))
+    kw = {"method": "vanilla", "labels": y, "progress": False}
+    tables = []
+    for i, classes in enumerate([names, tmp_path / "c.txt", str(tmp_path / "c.json"), tmp_path / "d.json"]):
+        res = xk.xai.explain_dataset(tiny_cnn(), x, out=tmp_path / f"{i}.zarr", classes=classes, **kw)
+        assert res.classes == names
+        tables.append(res.table)
+    table = tables[0]
+    assert table["label_name"].tolist() == [*names, ""]
+    assert table["prediction_name"].tolist() == [names[p] for p in table["prediction"]]
+    for other in tables[1:]:
+        assert other.equals(table)
+    plain = xk.xai.explain_dataset(tiny_cnn(), x, out=tmp_path / "p.zarr", **kw)
+    assert plain.classes is None and "label_name" not in plain.table.columns
+    # names on resume are updated (they change no value)
+    again = xk.xai.explain_dataset(tiny_cnn(), x, out=tmp_path / "p.zarr", classes=names, **kw)
+    assert (
+        again.resumed == [0] and again.table["prediction_name"].tolist() == table["prediction_name"].tolist()
+    )
+    # a wrong count, and bad files, are refused
+    with pytest.raises(XaikitValueError, match="classes: 3 class names for a model with 5 outputs"):
+        xk.xai.explain_dataset(tiny_cnn(), x, out=tmp_path / "w.zarr", classes=names[:3], **kw)
+    (tmp_path / "e.txt").write_text("a\n\nb\n")
+    (tmp_path / "f.json").write_text('{"1": "a"}')
+    for bad, message in [("e.txt", "line 2 is empty"), ("f.json", "must map every class index from 0")]:
+        with pytest.raises(XaikitValueError, match=message):
+            xk.xai.explain_dataset(tiny_cnn(), x, out=tmp_path / "w.zarr", classes=tmp_path / bad, **kw)
+
+
+def test_class_names_of_a_hugging_face_style_model(tmp_path: Path) -> None:
+    """A model with ``config.id2label`` (as Hugging Face models have) names its classes."""
+    from types import SimpleNamespace
+
+    model = tiny_cnn()
+    model.config = SimpleNamespace(id2label={i: f"c{i}" for i in range(5)})
+    res = xk.xai.explain_dataset(model, images(3), method="vanilla", out=tmp_path / "h.zarr", progress=False)
+    assert res.classes == [f"c{i}" for i in range(5)]
+    model.config = SimpleNamespace(id2label={0: "a", 1: "b"})  # not one name per output: ignored
+    res = xk.xai.explain_dataset(model, images(3), method="vanilla", out=tmp_path / "i.zarr", progress=False)
+    assert res.classes is None
+
+
+def test_write_table_carries_every_column(tmp_path: Path) -> None:
+    import pandas as pd
+
+    res = xk.xai.explain_dataset(
+        tiny_cnn(),
+        images(3),
+        method="vanilla",
+        out=tmp_path / "t.zarr",
+        classes=list("abcde"),
+        progress=False,
+    )
+    path = res.write_table()
+    assert path == tmp_path / "t.zarr" / "table.csv"
+    back = pd.read_csv(path, keep_default_na=False)
+    assert list(back.columns) == [
+        "index", "file", "label", "label_name", "prediction", "prediction_name", "score", "delta",
+    ]  # fmt: skip
+    table = res.table
+    np.testing.assert_array_equal(back["prediction"], table["prediction"])
+    np.testing.assert_allclose(back["score"].astype(float), table["score"], rtol=1e-6)
+    extra = table.assign(map_status=["", "zero", ""])  # a column added to the table is carried over
+    res.write_table(tmp_path / "x.csv", table=extra)
+    back = pd.read_csv(tmp_path / "x.csv", keep_default_na=False)
+    assert list(back.columns)[-1] == "map_status" and back["map_status"].tolist() == ["", "zero", ""]
+    assert sorted(p.name for p in (tmp_path / "t.zarr").iterdir() if p.name.startswith(".tmp")) == []

@@ -132,3 +132,24 @@ def test_relative_paths_reach_the_workers(
     np.testing.assert_array_equal(res.attributions[:], ref.attributions[:])
     assert list(res.table["file"]) == ["0.png", "1.png", "2.png"]
     assert list(ref.table["file"]) == ["imgs/0.png", "imgs/1.png", "imgs/2.png"]
+
+
+def test_skipped_files_and_a_first_shard_without_maps(cluster: Any, tmp_path: Path) -> None:
+    """skip_bad=True on workers: the first shard's files are all unreadable, so it gives the
+    store no map shape and the next shard must run alone to create it; the result equals the
+    local engine's, skipped files included."""
+    from PIL import Image
+
+    pixels = np.random.default_rng(1).integers(0, 256, (8, 8, 8, 3), dtype=np.uint8)
+    for i, p in enumerate(pixels):
+        Image.fromarray(p).save(tmp_path / f"{i}.png")
+    for i in (0, 1, 5):
+        data = (tmp_path / f"{i}.png").read_bytes()
+        (tmp_path / f"{i}.png").write_bytes(data[: len(data) // 2])
+    kw = {"method": "vanilla", "batch_size": 2, "shard_size": 2, "skip_bad": True, "progress": False}
+    data = str(tmp_path / "*.png")
+    res = xk.xai.explain_dataset(tiny_cnn(), data, out=tmp_path / "r.zarr", engine="ray", workers=2, **kw)
+    ref = xk.xai.explain_dataset(tiny_cnn(), data, out=tmp_path / "l.zarr", **kw)
+    assert res.complete and [s["index"] for s in res.skipped] == [0, 1, 5]
+    assert res.skipped == ref.skipped and res.table.equals(ref.table)
+    np.testing.assert_array_equal(res.attributions[:], ref.attributions[:])

@@ -1,9 +1,13 @@
 """The ``xaikit`` command line (``xaikit demo ...``, ``xaikit report RUN``, ``xaikit explain --model M
 --data D --out DIR``, ``xaikit --version``; also ``python -m xaikit``).
 
-No deep-learning framework is imported here: every option is checked first, and the demo loads
-the chosen framework only when it runs. A bad option gives one line on stderr,
-``xaikit: error: argument --NAME: expected ...; got ...``, and exit status 2.
+No deep-learning framework is imported here: every option is checked first (``explain``: the
+method, its ``-o`` options, ``--classes``, ``--out`` and the first sample of ``--data`` before the
+model loads), and the demo loads the chosen framework only when it runs. A bad option gives one
+line on stderr, ``xaikit: error: argument --NAME: expected ...; got ...``, and exit status 2; so
+does an ``--out`` that cannot be written (``argument --out: 'PATH' is not writable (REASON)``).
+Messages of the Python API that reach the command line name the flags, not the Python arguments
+(:data:`EXPLAIN_FLAGS`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import argparse
 import contextlib
 import os
 import re
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +35,24 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         _fail(self.prog, message)
+
+
+def _out_problem(path: str, folder: bool = True) -> str | None:
+    """Why ``--out`` cannot be written, as ``"'PATH' is not writable (REASON)"``, or None. A
+    folder is created if needed and a file tried in it (only trying tells: root ignores
+    permission bits, and a read-only mount or /proc refuses even root); for a file, its folder."""
+    from xaikit.demo import out_dir_problem
+
+    if not folder and os.path.isdir(path):
+        return f"{path!r} is not writable (a folder; give a file name)"
+    target = path if folder else os.path.dirname(os.path.abspath(path))
+    problem = out_dir_problem(target)
+    if problem is None:
+        return None
+    reason = problem[len(repr(target)) + 2 : -1]  # out_dir_problem says "'TARGET' (REASON)"
+    if reason == "an existing file":
+        reason += ", not a folder"
+    return f"{path!r} is not writable ({reason if folder else f'{target!r}: {reason}'})"
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -163,7 +186,75 @@ def _parser() -> _Parser:
         help="a method option, e.g. -o nsamples=8 (a JSON value, else a string); repeatable",
     )
     exp.add_argument("--grid-size", type=natural, default=8, help="samples per PNG grid (0: no grids)")
+    exp.add_argument(
+        "--resize",
+        nargs=2,
+        type=positive,
+        default=None,
+        metavar=("H", "W"),
+        help="image files: resize every image to H x W pixels as it is read (bilinear)",
+    )
+    exp.add_argument(
+        "--channels",
+        type=int,
+        choices=[1, 3],
+        default=None,
+        help="image files: read every image as RGB (3) or grayscale (1) (default: as each file is)",
+    )
+    exp.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="image files: skip files that cannot be read (listed in OUT/skipped.json) instead of stopping",
+    )
+    exp.add_argument(
+        "--classes",
+        default=None,
+        metavar="FILE",
+        help="class names: a text file (one per line) or a JSON list; shown in the grids and table",
+    )
     return parser
+
+
+#: how ``explain_dataset``'s messages name its Python arguments -> the flags of ``xaikit explain``:
+#: a message that reaches the command line is rewritten with these (regex, replacement) pairs, in
+#: order; the Python API keeps its own names
+EXPLAIN_FLAGS: tuple[tuple[str, str], ...] = (
+    (r"^out: ", "argument --out: "),
+    (r"^(?:data|x_key|label_key): ", "argument --data: "),
+    (r"^classes: ", "argument --classes: "),
+    (r"^model_or_factory: ", "argument --model: "),
+    (r"\bmodel_or_factory\b", "--model"),
+    (r"\bout=", "--out"),
+    (r"\bresume=False\b", "--no-resume"),
+    (r"\bskip_bad=True\b", "--skip-bad"),
+    (r"\bresize=\(H, W\)", "--resize H W"),
+    (r"\bresize=", "--resize"),
+    (r"\bchannels=(\d)", r"--channels \1"),
+    (r"\bchannels=", "--channels"),
+    (r'\btarget="label"', "--target label"),
+    (r"\bexplain\(method='([^']+)'\)", r"--method \1"),
+)
+
+
+def cli_message(message: str, options: Sequence[str] = ()) -> str:
+    """A message of the Python API as the command line says it: the arguments named by their
+    flags (:data:`EXPLAIN_FLAGS`), and one that starts with the name of a ``-o KEY=VALUE``
+    option given (checked when the model runs, e.g. a CAM's ``layer``) prefixed with that option.
+
+    Example:
+        >>> cli_message("out: the store 'a' was written with other settings; pass another out=, or resume=False")
+        "argument --out: the store 'a' was written with other settings; pass another --out, or --no-resume"
+        >>> cli_message("layer 'x' is not a module of the model", ["layer=x"])
+        "argument -o layer=x: layer 'x' is not a module of the model"
+    """
+    for pattern, flag in EXPLAIN_FLAGS:
+        message = re.sub(pattern, flag, message)
+    if not message.startswith("argument "):
+        for item in options:
+            key = item.partition("=")[0]
+            if re.match(rf"{re.escape(key)}\b", message):
+                return f"argument -o {item}: {message}"
+    return message
 
 
 #: explain_dataset's own arguments: never method options
@@ -212,23 +303,45 @@ def _explain_data(spec: str) -> object:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from xaikit.errors import XaikitError
+    from xaikit.xai._sources import as_source
+    from xaikit.xai.dataset import check_method_options, read_classes
+    from xaikit.xai.names import canonical
+
+    prog = "xaikit explain"
     options = _method_options(args.option)
-    data = _explain_data(args.data)
+    try:
+        method = canonical(args.method)
+    except XaikitError as err:
+        _fail(prog, f"argument --method: {err}")
+    try:
+        check_method_options(method, options)
+    except XaikitError as err:
+        _fail(prog, f"argument --option: {cli_message(str(err))}")
+    try:
+        classes = read_classes(args.classes)
+        source = as_source(
+            _explain_data(args.data),
+            resize=args.resize and tuple(args.resize),
+            channels=args.channels,
+            skip_bad=args.skip_bad,
+        )
+    except XaikitError as err:
+        _fail(prog, cli_message(str(err)))
+    problem = _out_problem(args.out)
+    if problem is not None:
+        _fail(prog, f"argument --out: {problem}")
     engine = "ray" if args.workers is not None or args.ray_address is not None else "local"
     print(f"xaikit explain: {args.method} of {args.data} with {args.model} ({engine} engine) -> {args.out}")
-    from xaikit.errors import XaikitError
-
     try:
         with _native_notices_filtered():
             import xaikit as xk
             from xaikit.xai._grids import save_grids
-            from xaikit.xai._sources import as_source
 
-        source = as_source(data)
         result = xk.xai.explain_dataset(
             args.model,
             source,
-            method=args.method,
+            method=method,
             out=args.out,
             batch_size=args.batch_size,
             engine=engine,
@@ -238,30 +351,61 @@ def _explain(args: argparse.Namespace) -> int:
             shard_size=args.shard_size,
             target="label" if args.target == "label" else None,
             address=args.ray_address,
+            classes=classes,
             **options,
         )
+        table = result.table
+        table_path = result.write_table(table=table)
         grids = (
             save_grids(result, source, os.path.join(args.out, "grids"), args.grid_size)
             if args.grid_size
             else []
         )
     except (XaikitError, OSError) as err:
-        print(f"xaikit: error: {err}", file=sys.stderr)
+        print(f"xaikit: error: {cli_message(str(err), args.option)}", file=sys.stderr)
         return 2
-    table = result.table
+    _explain_summary(args.out, result, table, table_path, grids)
+    return 0
+
+
+def _explain_summary(out: str, result: Any, table: Any, table_path: Any, grids: Sequence[Any]) -> None:
+    """What ``xaikit explain`` did: the samples and shards, what was skipped, the degenerate
+    maps, where the table and the grids are, and the next command."""
     shards = len(result.committed)
     done = f"{shards} shard{'' if shards == 1 else 's'}"
     if result.resumed:
         done += f": {len(result.resumed)} kept from an earlier run, {len(result.explained)} explained now"
     else:
         done += ", all explained now"
+    skipped = result.skipped
+    n = int(result.manifest["length"])
     print(
-        f"xaikit explain: {len(table)} samples in {done}; attributions "
-        f"{tuple(result.attributions.shape)} in {os.path.join(args.out, 'attributions')}"
+        f"xaikit explain: {n} samples{f' ({len(skipped)} skipped)' if skipped else ''} in {done}; "
+        f"attributions {tuple(result.attributions.shape)} in {os.path.join(out, 'attributions')}"
     )
-    for path in grids:
-        print(f"  {path}")
-    return 0
+    if skipped:
+        files = "file" if len(skipped) == 1 else "files"
+        print(
+            f"xaikit explain: skipped {len(skipped)} unreadable {files} (listed in {os.path.join(out, 'skipped.json')}):"
+        )
+        for item in skipped[:10]:
+            print(f"  #{item['index']} {item['file']}: {item['error']}")
+        if len(skipped) > 10:
+            print(f"  ... and {len(skipped) - 10} more")
+    if "map_status" in table.columns:
+        status = table["map_status"].fillna("").astype(str)
+        bad = status[status != ""]
+        if len(bad):
+            counts = ", ".join(f"{v} {k}" for k, v in bad.value_counts().sort_index().items())
+            print(f"xaikit explain: {len(bad)} of {len(table)} maps are degenerate (map_status: {counts})")
+        else:
+            print(f"xaikit explain: no degenerate maps (map_status empty for all {len(table)})")
+    print(f"xaikit explain: table of {len(table)} samples: {table_path}")
+    if grids:
+        print(f"xaikit explain: grids: {os.path.join(out, 'grids')}")
+        for path in grids:
+            print(f"  {path}")
+    print(f"next: xaikit report {shlex.quote(out)}")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -271,6 +415,11 @@ def _report(args: argparse.Namespace) -> int:
         _fail("xaikit report", f"argument RUN: expected an existing run folder; got {args.run!r}")
     if args.out is not None and not args.out.lower().endswith((".html", ".htm")):
         _fail("xaikit report", f"argument --out: expected a file name ending in .html; got {args.out!r}")
+    page = args.out if args.out is not None else os.path.join(args.run, "report.html")
+    problem = _out_problem(page, folder=False)
+    if problem is not None:
+        default = "" if args.out is not None else " (the default, in RUN; pass --out FILE.html)"
+        _fail("xaikit report", f"argument --out: {problem}{default}")
     from xaikit.viz import report
 
     try:
@@ -294,12 +443,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "explain":
         return _explain(args)
     if args.command == "demo":
-        from xaikit.demo import OUT_EXPECTED, out_dir_problem, run_demo, start_framework
+        from xaikit.demo import run_demo, start_framework
         from xaikit.errors import XaikitError
 
-        problem = out_dir_problem(args.out)
+        problem = _out_problem(args.out)
         if problem is not None:
-            _fail("xaikit demo", f"argument --out: expected {OUT_EXPECTED}; got {problem}")
+            _fail("xaikit demo", f"argument --out: {problem}")
         print(f"xaikit demo: LeNet on shapes with {args.framework}, {args.epochs} epochs, seed {args.seed}")
         try:
             with _native_notices_filtered():

@@ -1,5 +1,6 @@
 """Grids of a dataset explanation: the first samples, the most and the least confident (by the
-stored ``score``), each row the sample, the image and its display mask.
+stored ``score``), each row the sample, the image, its map (with a colorbar) and the map laid
+over the image.
 
 :func:`pick_samples` chooses the samples, :func:`dataset_grid` builds one grid (an
 :class:`~xaikit.viz.ImgData`; painting is ``viz``'s), :func:`save_grids` writes the PNGs of
@@ -17,6 +18,7 @@ import numpy as np
 from xaikit.layout import channel_axis_of
 from xaikit.xai._display import to_display
 from xaikit.xai._sources import Source
+from xaikit.xai.names import title as method_title
 
 if TYPE_CHECKING:
     from xaikit.viz import ImgData
@@ -47,14 +49,40 @@ def pick_samples(table: Any, n: int) -> dict[str, np.ndarray]:
     }
 
 
+def display_images(x: np.ndarray) -> np.ndarray:
+    """(B, H, W, 3) images in [0, 1] to paint and to lay maps over: channel-first batches moved
+    to channel-last, grayscale repeated to RGB, and values outside [0, 1] scaled per image from
+    its minimum to its maximum (normalized model inputs).
+
+    Example:
+        >>> rgb = display_images(np.array([[[0.0, 2.0], [1.0, 1.0]]]))  # one 2x2 grayscale image
+        >>> rgb.shape, rgb[0, :, :, 0].tolist()
+        ((1, 2, 2, 3), [[0.0, 1.0], [0.5, 0.5]])
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 3:
+        x = x[..., None]
+    elif channel_axis_of(x.shape, prefer_first=True) == 1:
+        x = x.transpose(0, 2, 3, 1)
+    if x.shape[-1] == 1:
+        x = np.repeat(x, 3, axis=-1)
+    if x.size and (x.min() < 0 or x.max() > 1):
+        lo = x.min(axis=(1, 2, 3), keepdims=True)
+        span = x.max(axis=(1, 2, 3), keepdims=True) - lo
+        x = (x - lo) / np.where(span > 0, span, 1.0)
+    return x
+
+
 def dataset_grid(
     result: Any, source: Source, idx: np.ndarray, title: str, table: Any = None
 ) -> ImgData | None:
     """The grid of samples ``idx`` (committed ones) of ``result`` (a
     :class:`~xaikit.xai.DatasetExplanation`) read from ``source``: one row per sample with
     ``#index pred P (score)`` (then the file's name, if any, and ``label L`` where a label
-    differs, in red), the image and its map scaled for display. None when the samples are not images (no grid). ``table`` is
-    ``result.table`` when the caller has read it already."""
+    differs, in red; P and L are class names where the run has them), the image, its map
+    scaled for display (a column titled with the method's name, e.g. "Grad-CAM", with a
+    colorbar) and the map laid over the image. None when the samples are not images (no
+    grid). ``table`` is ``result.table`` when the caller has read it already."""
     from xaikit.viz import ImgData
 
     idx = np.asarray(idx, dtype=np.int64)
@@ -67,32 +95,48 @@ def dataset_grid(
     if mask.ndim == 4:
         mask = mask[:, 0] if axis == 1 else mask[..., 0]
     rows = (result.table if table is None else table).set_index("index").loc[idx]
+    names = result.manifest.get("classes")
     text, colors = [], []
     for i, p, s, y, f in zip(idx, rows["prediction"], rows["score"], rows["label"], rows["file"]):
         wrong = y >= 0 and y != p
         name = os.path.basename(str(f))
         name = name if len(name) <= 24 else "…" + name[-23:]
         text.append(
-            f"#{i} pred {p} ({s:.2f})" + (f"\n{name}" if name else "") + (f"\nlabel {y}" if wrong else "")
+            f"#{i} pred {_class(p, names)} ({s:.2f})"
+            + (f"\n{name}" if name else "")
+            + (f"\nlabel {_class(y, names)}" if wrong else "")
         )
         colors.append("red" if wrong else None)
+    image = display_images(x)
+    column = method_title(result.manifest["method"])
     return ImgData(
-        {"sample": text, "image": x, "saliency": mask},
-        colormaps={"saliency": "inferno"},
-        vranges={"saliency": (0.0, 1.0)},
+        {"sample": text, "image": image, column: mask, "overlay": [image, mask]},
+        colormaps={column: "inferno", "overlay": "inferno"},
+        vranges={"image": (0.0, 1.0), column: (0.0, 1.0), "overlay": (0.0, 1.0)},
+        colorbars={column},
         text_colors={"sample": colors},
         figure_title=title,
     )
 
 
+def _class(index: Any, names: list[str] | None) -> str:
+    """A class for the grid's text: its name where the run has names, else its index."""
+    i = int(index)
+    if names is not None and 0 <= i < len(names):
+        name = str(names[i])
+        return name if len(name) <= 20 else name[:19] + "…"
+    return str(i)
+
+
 def save_grids(result: Any, source: Source, folder: str | os.PathLike[str], n: int = 8) -> list[Path]:
     """Write ``first.png``, ``most_confident.png`` and ``least_confident.png`` into ``folder``
-    (``n`` samples each, committed samples only); returns the paths."""
+    (``n`` samples each, committed samples only), titled with the method's name (e.g.
+    "Grad-CAM: most confident"); returns the paths."""
     table = result.table
     if len(table) == 0:
         return []
     paths = []
-    method = result.manifest["method"]
+    method = method_title(result.manifest["method"])
     for name, idx in pick_samples(table, n).items():
         grid = dataset_grid(result, source, idx, f"{method}: {name.replace('_', ' ')}", table)
         if grid is None:  # not images: no grid

@@ -57,7 +57,7 @@ class ShardWorker:
         from xaikit.xai.dataset import explain_shard
 
         result = explain_shard(self.model, self.source, self.settings, k)
-        if create:
+        if create and result.attributions is not None:
             self.store.ensure_attributions(result.attributions.shape[1:])
         self.store.write_shard(result, self.name)
         return result.stop - result.start
@@ -153,13 +153,14 @@ def run_ray(
                     ray.kill(handle, no_restart=True)
                     record = store.records().get(k)
                     if record is not None and store.verify(record):  # committed before it died
-                        shaped = True
+                        shaped = store.manifest().get("map_shape") is not None
                         bar.update(int(record["stop"]) - int(record["start"]))
                     else:
                         queue.appendleft(k)
                     idle.extend(ready([spawn()]))
                     continue
-                shaped = True
+                # (a first shard of unreadable files only gives no map shape: the next runs alone)
+                shaped = store.manifest().get("map_shape") is not None
                 bar.update(rows)
                 idle.append(handle)
         for handle in idle:

@@ -1,7 +1,8 @@
 """Data sources of ``explain_dataset``: one uniform view of many kinds of datasets.
 
 A :class:`Source` has a length and ``get(start, stop)`` -> :class:`Rows` (a float32 batch as
-the dataset gives it, labels or None, file names or None). No framework is imported here:
+the dataset gives it, labels or None, file names or None, and the files skipped as unreadable
+when the source skips them). No framework is imported here:
 torch datasets are read by index (``__len__`` + ``__getitem__``; their tensors become numpy
 through ``__array__``), tf.data datasets through ``skip``/``take``/``as_numpy_iterator``.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from xaikit.checks import check_int
 from xaikit.dataset import NumpyDataset
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
@@ -28,11 +30,23 @@ _FILE_KEYS = ("file", "filename", "path")
 
 @dataclass
 class Rows:
-    """One range of samples: ``x`` (n, ...) float32, ``labels`` (n,) int64 or None, ``files``."""
+    """One range of n samples: ``x`` (n - len(skipped), ...) float32, the samples that could be
+    read; ``labels`` (n,) int64 or None; ``files`` (n names) or None; ``skipped``: the offsets in
+    the range of the samples that could not be read, each with the reason (only a source that
+    skips unreadable files has any)."""
 
     x: np.ndarray
     labels: np.ndarray | None = None
     files: list[str] | None = None
+    skipped: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def read(self) -> np.ndarray:
+        """(n,) bool: whether each sample of the range was read (False: skipped)."""
+        n = len(self.x) + len(self.skipped)
+        mask = np.ones(n, dtype=bool)
+        mask[list(self.skipped)] = False
+        return mask
 
 
 class Source:
@@ -48,6 +62,11 @@ class Source:
 
     def describe(self) -> str:
         return f"{self.kind} of {len(self)} samples"
+
+    def settings(self) -> dict[str, Any] | None:
+        """How the samples are read, where it changes their values (None: as the data gives
+        them); stored in the manifest, so that a store is not resumed with other reading."""
+        return None
 
 
 def _float32(x: Any, what: str) -> np.ndarray:
@@ -209,57 +228,171 @@ class TFDataSource(Source):
         return _stack([p[0] for p in pairs], [p[1] for p in pairs], self.kind)
 
 
-def _read_image(path: str) -> np.ndarray:
+#: Pillow modes read as one channel (16-bit and float modes are scaled by each image's maximum)
+GRAY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
+#: what Pillow raises for a file it cannot decode (truncated, corrupt, not an image, too large)
+_DECODE_ERRORS: tuple[type[BaseException], ...] = (OSError, SyntaxError, ValueError, EOFError)
+
+
+class UnreadableFile(XaikitValueError):
+    """An image file that cannot be read: ``path`` and ``reason`` (what Pillow or the transform
+    said). The message names the file and how to skip such files."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path, self.reason = path, reason
+        super().__init__(
+            f"data: cannot read the image file {path!r} ({reason}); fix or remove it, or pass "
+            "skip_bad=True to skip unreadable files (the store lists them in skipped.json)"
+        )
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: the images of each ``channels=`` value
+_NAMES = {1: "grayscale", 3: "RGB"}
+
+
+def _channels_of(shape: tuple[int, ...]) -> str:
+    c = shape[-1] if len(shape) == 3 else 1
+    what = _NAMES.get(c)
+    return f"{c} channel{'' if c == 1 else 's'}" + (f" ({what})" if what else "")
+
+
+def read_image(path: str, resize: tuple[int, int] | None = None, channels: int | None = None) -> np.ndarray:
+    """One image file as float32 (H, W, 1) grayscale or (H, W, 3) RGB in [0, 1] (8-bit images
+    divided by 255; 16-bit and float grayscale by the image's maximum). ``resize``: (H, W),
+    bilinear; ``channels``: 1 or 3 converts every image (RGB to grayscale by Pillow's ITU-R
+    601-2 luma; grayscale to RGB by repeating it); None keeps each file's own.
+
+    Raises:
+        UnreadableFile: Pillow cannot decode the file (the message names it).
+
+    Example:
+        >>> import tempfile, os
+        >>> from PIL import Image
+        >>> path = os.path.join(tempfile.mkdtemp(), "g.png")
+        >>> Image.fromarray(np.full((4, 6), 255, np.uint8)).save(path)
+        >>> read_image(path).shape, read_image(path, resize=(2, 3), channels=3).shape
+        ((4, 6, 1), (2, 3, 3))
+    """
     from PIL import Image
 
-    with Image.open(path) as img:
-        if img.mode in ("L", "I", "I;16", "F"):
-            array = np.asarray(img.convert("F"), dtype=np.float32)[..., None]
-            return array / (255.0 if img.mode == "L" else max(float(array.max()), 1.0))
-        return np.asarray(img.convert("RGB"), dtype=np.float32) / 255.0
+    errors: tuple[type[BaseException], ...] = (*_DECODE_ERRORS, Image.DecompressionBombError)
+    try:
+        with Image.open(path) as img:
+            gray = img.mode in GRAY_MODES
+            if gray and img.mode not in ("1", "L", "LA", "La"):
+                im, scale = img.convert("F"), None  # 16-bit / float: by the image's maximum
+            elif gray or channels == 1:
+                im, scale = img.convert("L"), 255.0
+            else:
+                im, scale = img.convert("RGB"), 255.0
+            if resize is not None:
+                im = im.resize((resize[1], resize[0]), Image.Resampling.BILINEAR)
+            array = np.asarray(im, dtype=np.float32)
+    except errors as exc:
+        raise UnreadableFile(path, _reason(exc)) from exc
+    array = array / (max(float(array.max()), 1.0) if scale is None else scale)
+    if array.ndim == 2:
+        array = array[..., None]
+        if channels == 3:
+            array = np.repeat(array, 3, axis=-1)
+    return array
 
 
 class ImageFilesSource(Source):
-    """PNG/JPEG files, sorted by path, read with Pillow as float32 (H, W, 3) RGB in [0, 1]
-    ((H, W, 1) for grayscale), or with ``transform(path) -> array``. Images of different sizes
-    are refused unless a ``transform`` makes them equal."""
+    """PNG/JPEG files, sorted by path, read by :func:`read_image` (float32 (H, W, 3) RGB in
+    [0, 1], (H, W, 1) for grayscale; ``resize`` and ``channels`` as there), or with
+    ``transform(path) -> array``. Every image must have the first one's shape: another size or
+    channel count is refused with both files named (and the option that fixes it). With
+    ``skip_bad`` a file that cannot be decoded is skipped (listed in the :class:`Rows`) rather
+    than stopping the run."""
 
     kind = "image files"
 
-    def __init__(self, files: list[str], transform: Callable[[str], Any] | None, root: str) -> None:
+    def __init__(
+        self,
+        files: list[str],
+        transform: Callable[[str], Any] | None,
+        root: str,
+        *,
+        resize: tuple[int, int] | None = None,
+        channels: int | None = None,
+        skip_bad: bool = False,
+    ) -> None:
         # names as stored: relative to the folder, or as the glob matched them; paths as read:
         # absolute, so that a worker with another working directory (Ray) finds them
         self.names = [os.path.relpath(p, root) if root else p for p in files]
         self.files = [os.path.abspath(p) for p in files]
         self.transform = transform
         self.root = root
-        self.size: tuple[int, int] | None = None
+        self.resize, self.channels, self.skip_bad = resize, channels, skip_bad
+        self.shape: tuple[int, ...] | None = None
         self.first: str | None = None
 
     def __len__(self) -> int:
         return len(self.files)
 
-    def _one(self, path: str) -> np.ndarray:
-        if self.transform is not None:
-            return np.asarray(self.transform(path))
-        from PIL import Image
+    def settings(self) -> dict[str, Any] | None:
+        found = {"resize": None if self.resize is None else list(self.resize), "channels": self.channels}
+        return {k: v for k, v in found.items() if v is not None} or None
 
-        with Image.open(path) as img:
-            size = img.size
-        if self.size is None:
-            self.size, self.first = size, path
-        elif size != self.size:
-            raise XaikitValueError(
-                f"data: the images have different sizes: {self.first!r} is {self.size[0]}x{self.size[1]}, "
-                f"{path!r} is {size[0]}x{size[1]}; resize them, or pass transform= (a function of the "
-                "path that returns an array of one fixed shape)"
+    def _read(self, path: str) -> np.ndarray:
+        if self.transform is None:
+            return read_image(path, self.resize, self.channels)
+        try:
+            return np.asarray(self.transform(path))
+        except _DECODE_ERRORS as exc:
+            raise UnreadableFile(path, f"transform: {_reason(exc)}") from exc
+
+    def _one(self, path: str) -> np.ndarray:
+        array = self._read(path)
+        shape = tuple(array.shape)
+        if self.shape is None:
+            self.shape, self.first = shape, path
+        elif shape != self.shape:
+            raise XaikitValueError(self._mismatch(path, shape))
+        return array
+
+    def _mismatch(self, path: str, shape: tuple[int, ...]) -> str:
+        known = self.shape or ()
+        if self.transform is not None:
+            return (
+                f"data: transform gave an array of shape {shape} for {path!r} but {known} for the first "
+                f"image {self.first!r}; it must return one fixed shape"
             )
-        return _read_image(path)
+        if shape[:2] != known[:2]:
+            return (
+                f"data: the images have different sizes: {self.first!r} is {known[0]}x{known[1]} and "
+                f"{path!r} is {shape[0]}x{shape[1]} (height x width); pass resize=(H, W) to resize every "
+                "image as it is read"
+            )
+        want = 3 if 3 in (known[-1], shape[-1]) else known[-1]
+        other = 1 if want == 3 else 3
+        return (
+            f"data: {path!r} has {_channels_of(shape)} and the first image {self.first!r} has "
+            f"{_channels_of(known)}; pass channels={want} to read every image as "
+            f"{_NAMES[want]} (or channels={other}: as {_NAMES[other]})"
+        )
 
     def get(self, start: int, stop: int) -> Rows:
-        samples = [self._one(p) for p in self.files[start:stop]]
-        rows = _stack(samples, [None] * len(samples), self.kind)
-        rows.files = self.names[start:stop]
+        samples: list[np.ndarray] = []
+        skipped: dict[int, str] = {}
+        for offset, path in enumerate(self.files[start:stop]):
+            try:
+                samples.append(self._one(path))
+            except UnreadableFile as exc:
+                if not self.skip_bad:
+                    raise
+                skipped[offset] = exc.reason
+        if samples:
+            rows = _stack(samples, [None] * len(samples), self.kind)
+        else:
+            rows = Rows(np.zeros((0, *(self.shape or ())), np.float32))
+        rows.files, rows.skipped = self.names[start:stop], skipped
         return rows
 
 
@@ -284,21 +417,57 @@ def _image_files(spec: str) -> tuple[list[str], str]:
     return sorted(found), root
 
 
+def _check_reading(
+    resize: Any, channels: Any, skip_bad: Any, transform: Any
+) -> tuple[tuple[int, int] | None, int | None]:
+    if resize is not None:
+        if isinstance(resize, (str, bytes)) or not hasattr(resize, "__len__") or len(resize) != 2:
+            raise XaikitTypeError(
+                f"resize must be None or a pair (H, W) of ints >= 1; got {describe(resize)}"
+            )
+        resize = (check_int(resize[0], "resize[0] (H)", 1), check_int(resize[1], "resize[1] (W)", 1))
+    if channels is not None and (isinstance(channels, bool) or channels not in (1, 3)):
+        raise XaikitValueError(
+            f"channels must be None (each file's own), 1 (grayscale) or 3 (RGB); got {describe(channels)}"
+        )
+    if not isinstance(skip_bad, bool):
+        raise XaikitTypeError(f"skip_bad must be True or False; got {describe(skip_bad)}")
+    if transform is not None and (resize is not None or channels is not None):
+        raise XaikitValueError(
+            "resize= and channels= apply to the image files as xaikit reads them; with transform= the "
+            "transform reads them: resize or convert there"
+        )
+    return resize, None if channels is None else int(channels)
+
+
 def as_source(
     data: Any,
     x_key: str = "x",
     label_key: str | None = None,
     transform: Callable[[str], Any] | None = None,
     labels: Any = None,
+    *,
+    resize: tuple[int, int] | None = None,
+    channels: int | None = None,
+    skip_bad: bool = False,
 ) -> Source:
-    """The :class:`Source` of a dataset given to ``explain_dataset``, or a clear error."""
+    """The :class:`Source` of a dataset given to ``explain_dataset``, or a clear error.
+    ``resize``, ``channels`` and ``skip_bad`` are for image files (see
+    :class:`ImageFilesSource`); they are refused for other data."""
     if isinstance(data, Source):
         return data
     if transform is not None and not callable(transform):
         raise XaikitTypeError(f"transform must be a function of an image path; got {describe(transform)}")
+    resize, channels = _check_reading(resize, channels, skip_bad, transform)
     if isinstance(data, (str, os.PathLike)):
         files, root = _image_files(os.fspath(data))
-        return ImageFilesSource(files, transform, root)
+        return ImageFilesSource(files, transform, root, resize=resize, channels=channels, skip_bad=skip_bad)
+    given = [name for name, v in (("resize", resize), ("channels", channels), ("skip_bad", skip_bad)) if v]
+    if given:
+        raise XaikitValueError(
+            f"data: {'= and '.join(given)}= {'is' if len(given) == 1 else 'are'} for a folder or glob of image "
+            f"files; got {describe(data)} as data"
+        )
     if isinstance(data, NumpyDataset):
         return NumpyDatasetSource(data, x_key, label_key)
     if isinstance(data, np.ndarray):

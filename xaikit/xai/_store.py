@@ -6,13 +6,18 @@ Layout of ``<out>/``::
     manifest.json      format version, model fingerprint, method, options, length, shard size, ...
     attributions/      (N, *map shape) float32, one chunk per shard along axis 0
     index/ label/ prediction/ score/ delta/ file/    (N,) columns, one chunk per shard
-    shards/<k>.json    the completion record of shard k (written last, atomically)
+    shards/<k>.json    the completion record of shard k (written last, atomically); it lists
+                       the samples of the shard that were skipped as unreadable
+    skipped.json       every skipped sample of the committed shards (rewritten at the end of a run)
     .lock              the pid and host of the run that writes the store
 
 A shard is committed by one atomic write (temp file + ``os.replace``) of its completion record
 after all of its data: a crash leaves a shard either committed or not. The record holds a
 SHA-256 of the shard's stored values; on resume a committed shard is read back and its checksum
 verified, so a partial or corrupted chunk is found and the shard redone.
+
+A store whose run stopped before it committed any shard holds nothing worth keeping: a run with
+other settings starts it over rather than refusing it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import shutil
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +52,7 @@ SETTINGS = (
     "batch_size",
     "seed",
     "target",
+    "data",
 )
 #: per-sample columns: name -> (dtype, fill value)
 COLUMNS: dict[str, tuple[Any, Any]] = {
@@ -65,18 +71,21 @@ class StoreLockedError(XaikitError):
 
 @dataclass
 class ShardResult:
-    """What one shard gives: the per-sample values of samples ``start`` .. ``stop - 1``."""
+    """What one shard gives: the per-sample values of samples ``start`` .. ``stop - 1``.
+    ``attributions`` is None when no sample of the shard could be read; ``skipped`` lists the
+    samples that could not (``{"index", "file", "error"}``), whose maps are NaN."""
 
     shard: int
     start: int
     stop: int
-    attributions: np.ndarray
+    attributions: np.ndarray | None
     label: np.ndarray
     prediction: np.ndarray
     score: np.ndarray
     delta: np.ndarray
     files: list[str] | None
     seconds: float = 0.0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
     def columns(self) -> dict[str, np.ndarray]:
         return {
@@ -88,11 +97,12 @@ class ShardResult:
         }
 
 
-def checksum(attributions: np.ndarray, columns: Mapping[str, np.ndarray], files: list[str]) -> str:
-    """SHA-256 of a shard's values as stored (float32 maps, the columns in ``COLUMNS`` order, the
-    file names joined by newlines)."""
+def checksum(attributions: np.ndarray | None, columns: Mapping[str, np.ndarray], files: list[str]) -> str:
+    """SHA-256 of a shard's values as stored (float32 maps, unless None: a shard with no maps,
+    the columns in ``COLUMNS`` order, the file names joined by newlines)."""
     digest = hashlib.sha256()
-    digest.update(np.ascontiguousarray(attributions, dtype=np.float32).tobytes())
+    if attributions is not None:
+        digest.update(np.ascontiguousarray(attributions, dtype=np.float32).tobytes())
     for name, (dtype, _) in COLUMNS.items():
         digest.update(np.ascontiguousarray(columns[name], dtype=dtype).tobytes())
     digest.update("\n".join(files).encode("utf-8"))
@@ -152,6 +162,16 @@ class Store:
                 f"{str(self.path)!r} is not an explain_dataset store (no manifest.json)"
             ) from None
 
+    def update_manifest(self, changes: Mapping[str, Any]) -> None:
+        """Set keys of the manifest that are not settings (e.g. the class names); call it
+        holding the lock."""
+        manifest = self.manifest()
+        if all(manifest.get(k) == v for k, v in changes.items()):
+            return
+        manifest.update(changes)
+        self.group().attrs["xaikit_manifest"] = manifest
+        write_json(self.manifest_path, manifest)
+
     def record_path(self, shard: int) -> Path:
         return self.path / "shards" / f"{shard}.json"
 
@@ -208,10 +228,10 @@ class Store:
         settings (``resume``) or clear it (not ``resume``). Call it holding the lock."""
         if self.exists():
             old = self.manifest()
-            if not resume:
-                self._clear()
+            differ = [k for k in SETTINGS if old.get(k) != manifest.get(k)]
+            if not resume or (differ and not self.records()):
+                self._clear()  # (a run that committed nothing left nothing to keep)
             else:
-                differ = [k for k in SETTINGS if old.get(k) != manifest.get(k)]
                 if differ:
                     lines = "; ".join(
                         f"{k}: stored {json.dumps(old.get(k))[:120]}, now {json.dumps(manifest.get(k))[:120]}"
@@ -275,12 +295,18 @@ class Store:
 
     # ---- shards --------------------------------------------------------------------------------
     def write_shard(self, result: ShardResult, worker: str = "local") -> dict[str, Any]:
-        """Write a shard's values, then commit it (its completion record); returns the record."""
+        """Write a shard's values, then commit it (its completion record); returns the record.
+        A shard without maps (every sample skipped) writes NaN maps when the store has its
+        ``attributions`` array already, else none (the array's fill value is NaN)."""
         root = self.group()
         cols = result.columns()
         files = result.files if result.files is not None else [""] * (result.stop - result.start)
         sl = slice(result.start, result.stop)
-        root["attributions"][sl] = result.attributions.astype(np.float32, copy=False)
+        maps = result.attributions
+        if maps is None and "attributions" in root:
+            maps = np.full((result.stop - result.start, *root["attributions"].shape[1:]), np.nan, np.float32)
+        if maps is not None:
+            root["attributions"][sl] = maps.astype(np.float32, copy=False)
         for name in COLUMNS:
             root[name][sl] = cols[name]
         root["file"][sl] = np.array(files, dtype=object)
@@ -288,12 +314,15 @@ class Store:
             "shard": result.shard,
             "start": result.start,
             "stop": result.stop,
-            "sha256": checksum(result.attributions, cols, files),
+            "sha256": checksum(maps, cols, files),
             "seconds": round(result.seconds, 4),
             "worker": worker,
             "host": socket.gethostname(),
             "committed": time.time(),
+            "skipped": result.skipped,
         }
+        if maps is None:
+            record["maps"] = False
         write_json(self.record_path(result.shard), record)
         return record
 
@@ -316,7 +345,7 @@ class Store:
         try:
             root = self.group(writable=False)
             sl = slice(int(record["start"]), int(record["stop"]))
-            attributions = root["attributions"][sl]
+            attributions = root["attributions"][sl] if record.get("maps", True) else None
             cols = {name: root[name][sl] for name in COLUMNS}
             files = [str(f) for f in root["file"][sl]]
         except Exception:  # a chunk that does not decode: not committed
@@ -330,9 +359,21 @@ class Store:
         shaped = self.manifest().get("map_shape") is not None
         for k, rec in self.records().items():
             ok = 0 <= k < n_shards and (int(rec.get("start", -1)), int(rec.get("stop", -1))) == shard_range(k)
-            if ok and shaped and self.verify(rec):
+            if ok and (shaped or rec.get("maps") is False) and self.verify(rec):
                 done.add(k)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     self.record_path(k).unlink()
         return done
+
+    # ---- skipped samples -----------------------------------------------------------------------
+    def skipped(self) -> list[dict[str, Any]]:
+        """The samples the committed shards skipped as unreadable (``{"index", "file",
+        "error"}``), by index, from the shards' completion records."""
+        found = [item for rec in self.records().values() for item in rec.get("skipped") or ()]
+        return sorted(found, key=lambda item: int(item["index"]))
+
+    def write_skipped(self) -> Path:
+        """Write ``skipped.json`` (atomically): ``{"skipped": [...]}`` as :meth:`skipped` gives
+        it; returns its path."""
+        return write_json(self.path / "skipped.json", {"skipped": self.skipped()})

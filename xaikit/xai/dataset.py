@@ -20,11 +20,13 @@ Example:
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,14 +38,16 @@ from xaikit.backend.serialized import (
     model_file_kind,
     weights_fingerprint,
 )
-from xaikit.checks import check_int
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.xai._engine import stream_seed
+from xaikit.checks import check_int, check_number
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
+from xaikit.files import write_text
+from xaikit.xai._engine import check_max_batch, check_memory_budget, stream_seed
 from xaikit.xai._progress import Progress
-from xaikit.xai._sources import Source, as_source
+from xaikit.xai._quadrature import QUADRATURES
+from xaikit.xai._sources import ImageFilesSource, Rows, Source, as_source
 from xaikit.xai._store import FORMAT, ShardResult, Store, StoreLockedError, jsonable
 from xaikit.xai.methods import COMPLETE_METHODS, logits, predictions_of, prepare
-from xaikit.xai.names import canonical, family
+from xaikit.xai.names import canonical
 
 __all__ = ["DatasetExplanation", "ModelSpec", "StoreLockedError", "explain_dataset"]
 
@@ -149,6 +153,8 @@ class Settings:
     target: str | None
     framework: str | None
     fingerprint: str = ""
+    #: how the data source reads samples where it changes their values (resize, channels)
+    data: dict[str, Any] | None = None
 
     @property
     def n_shards(self) -> int:
@@ -177,6 +183,7 @@ class Settings:
             "batch_size": self.batch_size,
             "seed": self.seed,
             "target": self.target,
+            "data": self.data,
             "created": time.time(),
         }
 
@@ -202,6 +209,15 @@ def _softmax_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return p[np.arange(len(p)), classes].astype(np.float32)
 
 
+def model_scores(model: Any, x: np.ndarray, settings: Settings) -> np.ndarray:
+    """The model's explained output for a batch, forward only: (n, classes) or (n,)."""
+    opts = settings.options
+    bk = get_backend(model, settings.framework)
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=opts.get("model_kwargs"))
+    with bk.inference(model):
+        return np.asarray(bk.to_numpy(logits(inp, opts.get("output", 0))))
+
+
 def explain_rows(
     model: Any, x: np.ndarray, labels: np.ndarray | None, settings: Settings, seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -212,12 +228,7 @@ def explain_rows(
     from xaikit.xai.saliency import explain
 
     opts = dict(settings.options)
-    bk = get_backend(model, settings.framework)
-    inp = prepare(bk, model, [x], ["x"], model_kwargs=opts.get("model_kwargs"))
-    output = opts.get("output", 0)
-    with bk.inference(model):
-        scores = bk.to_numpy(logits(inp, output))
-    del inp
+    scores = model_scores(model, x, settings)
     pred = predictions_of(scores)
     predicted = pred if scores.ndim == 2 else np.zeros(len(x), dtype=np.int64)
     score = _softmax_of(scores, predicted)
@@ -240,45 +251,98 @@ def explain_rows(
     return attr.astype(np.float32, copy=False), predicted.astype(np.int64), score, deltas
 
 
+def _where(start: int, stop: int, files: list[str] | None, shard: int | None = None) -> str:
+    """Where samples ``start`` .. ``stop - 1`` are, for a message: their dataset indices (and
+    shard) and their files."""
+    if stop - start == 1:
+        where = f"dataset sample {start}" + (f" (shard {shard})" if shard is not None else "")
+        return where + (f", file {files[0]!r}" if files and files[0] else "")
+    where = f"dataset samples {start}..{stop - 1}" + (f" (shard {shard})" if shard is not None else "")
+    if files:
+        where += f", files {files[0]!r}..{files[-1]!r}"
+    return where
+
+
 def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> ShardResult:
     """Explain shard ``k`` batch by batch; batch ``j`` of shard ``k`` is seeded with
-    ``stream_seed(seed, k, j)``."""
+    ``stream_seed(seed, k, j)``. Samples the source skipped (unreadable files) get NaN maps,
+    prediction and label -1 and NaN score and delta, and are listed in the result."""
     t0 = time.perf_counter()
     start, stop = settings.shard_range(k)
-    parts: list[tuple[np.ndarray, ...]] = []
+    batches: list[tuple[np.ndarray, tuple[np.ndarray, ...] | None]] = []
     labels: list[np.ndarray] = []
     files: list[str] = []
+    skipped: list[dict[str, Any]] = []
     has_labels = has_files = True
     for j, b0 in enumerate(range(start, stop, settings.batch_size)):
         b1 = min(b0 + settings.batch_size, stop)
         rows = source.get(b0, b1)
-        if len(rows.x) != b1 - b0:
+        if len(rows.x) + len(rows.skipped) != b1 - b0:
             raise XaikitValueError(f"data gave {len(rows.x)} samples for indices {b0}..{b1 - 1}")
-        try:
-            parts.append(explain_rows(model, rows.x, rows.labels, settings, stream_seed(settings.seed, k, j)))
-        except (XaikitValueError, XaikitTypeError) as exc:
-            # the engine's message counts samples within the batch: say where the batch is
-            where = f"dataset samples {b0}..{b1 - 1} (shard {k})"
-            if rows.files:
-                where += f", files {rows.files[0]!r}..{rows.files[-1]!r}"
-            raise type(exc)(f"{exc}; in {where}, counting from 0 at the first") from exc
+        read = rows.read
+        part = None
+        if read.any():
+            try:
+                part = explain_rows(
+                    model,
+                    rows.x,
+                    None if rows.labels is None else rows.labels[read],
+                    settings,
+                    stream_seed(settings.seed, k, j),
+                )
+            except (XaikitValueError, XaikitTypeError) as exc:
+                # the engine's message counts samples within the batch: say where the batch is
+                where = _where(b0, b1, rows.files, k)
+                raise type(exc)(f"{exc}; in {where}, counting from 0 at the first") from exc
+        batches.append((read, part))
+        for offset, reason in sorted(rows.skipped.items()):
+            name = rows.files[offset] if rows.files else ""
+            skipped.append({"index": b0 + offset, "file": name, "error": reason})
         has_labels &= rows.labels is not None
         has_files &= rows.files is not None
         labels.append(rows.labels if rows.labels is not None else np.full(b1 - b0, -1, np.int64))
         files.extend(rows.files or [""] * (b1 - b0))
-    attr, pred, score, delta = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    attr, pred, score, delta = _scatter(batches, stop - start)
+    label = np.concatenate(labels) if has_labels else np.full(stop - start, -1, np.int64)
+    if skipped:
+        label[[item["index"] - start for item in skipped]] = -1
     return ShardResult(
         k,
         start,
         stop,
         attr,
-        np.concatenate(labels) if has_labels else np.full(stop - start, -1, np.int64),
+        label,
         pred,
         score,
         delta,
         files if has_files else None,
         time.perf_counter() - t0,
+        skipped,
     )
+
+
+def _scatter(
+    batches: list[tuple[np.ndarray, tuple[np.ndarray, ...] | None]], n: int
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
+    """A shard's ``(attributions, predictions, scores, deltas)`` from its batches' results on the
+    samples read (``read`` masks): NaN maps (None when no sample was read), prediction -1 and NaN
+    score and delta where a sample was skipped."""
+    shape = next((part[0].shape[1:] for _, part in batches if part is not None), None)
+    attr = None if shape is None else np.full((n, *shape), np.nan, np.float32)
+    pred, score, delta = (
+        np.full(n, -1, np.int64),
+        np.full(n, np.nan, np.float32),
+        np.full(n, np.nan, np.float32),
+    )
+    r0 = 0
+    for read, part in batches:
+        where = r0 + np.flatnonzero(read)
+        if part is not None:
+            if attr is not None:
+                attr[where] = part[0]
+            pred[where], score[where], delta[where] = part[1], part[2], part[3]
+        r0 += len(read)
+    return attr, pred, score, delta
 
 
 # ---- the handle ----------------------------------------------------------------------------------
@@ -338,10 +402,24 @@ class DatasetExplanation:
         return len(self.committed) == -(-int(m["length"]) // int(m["shard_size"]))
 
     @property
+    def classes(self) -> list[str] | None:
+        """The class names of the run (``classes=``, or the model's own), or None."""
+        names = self.manifest.get("classes")
+        return None if names is None else [str(n) for n in names]
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        """The samples skipped as unreadable files (``skip_bad=True``), by index: ``{"index",
+        "file", "error"}`` each; they are not in :attr:`table` and their maps are NaN."""
+        return self.store.skipped()
+
+    @property
     def table(self) -> Any:
-        """A pandas DataFrame of the committed samples: ``index``, ``label`` (-1: none),
-        ``prediction``, ``score`` (the probability of the prediction), ``delta``
-        (completeness delta; NaN for methods without one) and ``file`` ("" for none)."""
+        """A pandas DataFrame of the committed samples (the skipped ones left out): ``index``,
+        ``label`` (-1: none), ``prediction``, ``score`` (the probability of the prediction),
+        ``delta`` (completeness delta; NaN for methods without one) and ``file`` ("" for none);
+        with class names (:attr:`classes`) also ``label_name`` ("" for no label) and
+        ``prediction_name``."""
         import pandas as pd
 
         root = self.store.group(writable=False)
@@ -350,9 +428,11 @@ class DatasetExplanation:
             sl = slice(int(rec["start"]), int(rec["stop"]))
             cols = {name: root[name][sl] for name in ("index", "label", "prediction", "score", "delta")}
             cols["file"] = np.asarray([str(f) for f in root["file"][sl]], dtype=object)
-            parts.append(pd.DataFrame(cols))
+            part = pd.DataFrame(cols)
+            gone = [int(item["index"]) for item in rec.get("skipped") or ()]
+            parts.append(part[~part["index"].isin(gone)] if gone else part)
         if not parts:
-            return pd.DataFrame(
+            table = pd.DataFrame(
                 {
                     "index": np.zeros(0, np.int64),
                     "label": np.zeros(0, np.int64),
@@ -362,7 +442,24 @@ class DatasetExplanation:
                     "file": np.zeros(0, object),
                 }
             )
-        return pd.concat(parts, ignore_index=True)
+        else:
+            table = pd.concat(parts, ignore_index=True)
+        names = self.classes
+        if names is not None:
+            table["label_name"] = _names_of(table["label"].to_numpy(), names)
+            table["prediction_name"] = _names_of(table["prediction"].to_numpy(), names)
+        return table
+
+    def write_table(self, path: str | os.PathLike[str] | None = None, table: Any = None) -> Path:
+        """Write :attr:`table` (or ``table``, when the caller has read it already) as CSV,
+        atomically, to ``path`` (default: ``<store>/table.csv``, where ``xaikit report`` looks):
+        ``index, file, label[, label_name], prediction[, prediction_name], score, delta``, then
+        any other column of the table. Returns the path."""
+        frame = self.table if table is None else table
+        first = ("index", "file", "label", "label_name", "prediction", "prediction_name", "score", "delta")
+        order = [c for c in first if c in frame.columns] + [c for c in frame.columns if c not in first]
+        dest = Path(self.path) / "table.csv" if path is None else Path(path)
+        return write_text(dest, frame[order].to_csv(index=False))
 
     def __repr__(self) -> str:
         m = self.manifest
@@ -372,8 +469,53 @@ class DatasetExplanation:
         )
 
 
-# ---- the entry point -----------------------------------------------------------------------------
-def _check_method_options(options: dict[str, Any]) -> dict[str, Any]:
+def _names_of(indices: np.ndarray, names: list[str]) -> np.ndarray:
+    """The class name of each index ("" for -1 or an index past the names)."""
+    table = np.asarray([*names, ""], dtype=object)
+    return table[np.where((indices >= 0) & (indices < len(names)), indices, len(names))]
+
+
+# ---- the method, its options and the class names: checked before the model is built -------------
+#: the options of a class-activation map besides the shared ones (as ``explain`` takes them)
+CAM_OPTIONS = ("layer", "reshape", "raw")
+#: options every method takes: the model call's and ``explain``'s own keywords
+SHARED_OPTIONS = ("output", "model_kwargs", "max_batch", "memory_budget", "xla")
+
+
+def method_options(method: str) -> tuple[str, ...]:
+    """The options ``explain`` takes for ``method`` besides :data:`SHARED_OPTIONS`.
+
+    Example:
+        >>> method_options("Grad-CAM"), method_options("rise")
+        (('layer', 'reshape', 'raw'), ('n_masks', 'cell', 'p'))
+    """
+    from xaikit.xai import guided_ig, xrai
+    from xaikit.xai.perturb import PERTURBATION_OPTIONS
+    from xaikit.xai.saliency import SWEEP_OPTIONS
+
+    name = canonical(method)
+    if name in SWEEP_OPTIONS:
+        return tuple(o.replace("quadrature_rule", "quadrature") for o in SWEEP_OPTIONS[name])
+    if name in PERTURBATION_OPTIONS:
+        return tuple(PERTURBATION_OPTIONS[name])
+    return {"guided_ig": guided_ig.OPTIONS, "xrai": xrai.OPTIONS}.get(name, CAM_OPTIONS)
+
+
+def check_method_options(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of ``method`` as ``explain_dataset`` runs them (``max_batch`` 128 unless
+    given), checked without the model: the names (an unknown one is refused with the list of
+    the method's), and the values that can be told without a model (counts are ints >= 1,
+    ``stdev_spread`` >= 0, flags are bools, ``quadrature`` a known rule; Guided IG's and XRAI's
+    by their own checks). The model-dependent ones (a CAM's ``layer``) are checked when it runs.
+
+    Raises:
+        XaikitTypeError: an unknown option, an option ``explain_dataset`` sets itself, a value of
+            the wrong type.
+        XaikitValueError: a value out of range.
+    """
+    from xaikit.xai import guided_ig, xrai
+
+    name = canonical(method)
     opts = dict(options)
     for bad in ("x", "target", "return_delta", "seed"):
         if bad in opts:
@@ -381,15 +523,169 @@ def _check_method_options(options: dict[str, Any]) -> dict[str, Any]:
                 f"explain_dataset sets {bad!r} itself (seed=, target= are its own arguments); got {bad}="
                 f"{describe(opts[bad])}"
             )
-    if opts.get("raw"):
-        raise XaikitValueError("raw=True (CAM's layer-resolution maps) is not stored by explain_dataset")
+    allowed = method_options(name)
+    own = {k: v for k, v in opts.items() if k not in SHARED_OPTIONS}
+    unknown = sorted(set(own) - set(allowed))
+    if unknown:
+        raise XaikitTypeError(
+            f"explain(method={name!r}) got unknown option(s) {unknown}; its options are "
+            f"{', '.join(allowed)}, output and model_kwargs"
+        )
+    if own.get("raw"):
+        raise XaikitValueError(
+            "raw=True (layer-resolution or region results) is not stored by explain_dataset"
+        )
+    if name == "guided_ig":
+        guided_ig.check_options(own)
+    elif name == "xrai":
+        xrai._check_options(own)
+    else:
+        for key in ("nsamples", "nintegration", "n_masks", "steps"):
+            if key in own:
+                check_int(own[key], key, 1, kind=XaikitTypeError)
+        if "stdev_spread" in own:
+            check_number(own["stdev_spread"], "stdev_spread", low=0, kind=XaikitTypeError)
+        for key in ("magnitude", "raw", "sqrt"):
+            if key in own and not isinstance(own[key], (bool, np.bool_)):
+                raise XaikitTypeError(f"{key} must be True or False; got {describe(own[key])}")
+        if "quadrature" in own and own["quadrature"] not in QUADRATURES:
+            raise XaikitValueError(
+                f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {own['quadrature']!r}"
+            )
     opts.setdefault("max_batch", DEFAULT_MAX_BATCH)
     if opts["max_batch"] == "auto":
         raise XaikitValueError(
             "max_batch='auto' chooses chunk sizes per process, so shards run by different processes "
             "would not give the same bits; give an int (default 128)"
         )
+    check_max_batch(opts["max_batch"])
+    if "memory_budget" in opts:
+        check_memory_budget(opts["memory_budget"])
     return opts
+
+
+def read_classes(classes: Any) -> list[str] | None:
+    """Class names from ``classes``: None; a list of names (index i is class i); or the path of
+    a text file (one name per line) or of a JSON file (a list of names, or an object
+    ``{"0": name, ...}`` with every index from 0).
+
+    Example:
+        >>> read_classes(["cat", "dog"])
+        ['cat', 'dog']
+    """
+    if classes is None:
+        return None
+    if isinstance(classes, (str, os.PathLike)):
+        path = os.fspath(classes)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise XaikitValueError(
+                f"classes: cannot read the class names file {path!r} ({type(exc).__name__}: {exc})"
+            ) from None
+        if path.lower().endswith(".json") or text.lstrip().startswith(("[", "{")):
+            try:
+                found = json.loads(text)
+            except ValueError as exc:
+                raise XaikitValueError(f"classes: {path!r} is not valid JSON ({exc})") from None
+            return _names_list(found, f"the JSON in {path!r}")
+        lines = text.splitlines()
+        while lines and not lines[-1].strip():
+            lines.pop()
+        empty = [i + 1 for i, line in enumerate(lines) if not line.strip()]
+        if empty or not lines:
+            raise XaikitValueError(
+                f"classes: {path!r} must hold one class name per line; "
+                + (f"line {empty[0]} is empty" if empty else "it is empty")
+            )
+        return [line.strip() for line in lines]
+    return _names_list(classes, "classes")
+
+
+def _names_list(found: Any, what: str) -> list[str]:
+    if isinstance(found, Mapping):
+        try:
+            by_index = {int(k): v for k, v in found.items()}
+        except (TypeError, ValueError):
+            by_index = {}
+        if not by_index or sorted(by_index) != list(range(len(by_index))):
+            raise XaikitValueError(
+                f"classes: {what} must map every class index from 0 to a name; got keys {sorted(found)[:8]}"
+            )
+        found = [by_index[i] for i in range(len(by_index))]
+    if isinstance(found, (str, bytes)) or not isinstance(found, (list, tuple)) or not found:
+        raise XaikitTypeError(
+            f"classes: {what} must be a non-empty list of class names; got {describe(found)}"
+        )
+    if not all(isinstance(n, str) and n.strip() for n in found):
+        bad = next(n for n in found if not (isinstance(n, str) and n.strip()))
+        raise XaikitTypeError(f"classes: {what} must hold non-empty strings; got {describe(bad)}")
+    return [n.strip() for n in found]
+
+
+def model_classes(model: Any, n_outputs: int | None) -> list[str] | None:
+    """The class names a model carries (a Hugging Face model's ``config.id2label``), when they
+    name each of its ``n_outputs`` outputs; else None."""
+    id2label = getattr(getattr(model, "config", None), "id2label", None)
+    if not isinstance(id2label, Mapping) or n_outputs is None:
+        return None
+    try:
+        names = _names_list(id2label, "the model's config.id2label")
+    except XaikitError:
+        return None
+    return names if len(names) == n_outputs else None
+
+
+def _first_readable(source: Source, limit: int) -> tuple[int, Rows] | None:
+    """The first sample of ``source`` that can be read, among the first ``limit``, with its index
+    (a data error of the first sample stops here, before the model is built)."""
+    for i in range(min(limit, len(source))):
+        rows = source.get(i, i + 1)
+        if len(rows.x):
+            return i, rows
+    return None
+
+
+def _channel_hint(model: Any, source: Source, x: np.ndarray, settings: Settings) -> str | None:
+    """For image files the model cannot be called on: ``"the images have 1 channel, the model
+    expects 3 ..."`` when the model reads the other channel count (its first convolution says
+    so, or it can be called with it), else None."""
+    if not isinstance(source, ImageFilesSource) or source.transform is not None or x.ndim != 4:
+        return None
+    have = int(x.shape[-1])
+    if have not in (1, 3):
+        return None
+    want = 3 if have == 1 else 1
+    expects = get_backend(model, settings.framework).model_layout(model).channels
+    if expects is None:
+        other = np.repeat(x, 3, axis=-1) if have == 1 else x[..., :1]
+        try:
+            model_scores(model, other, settings)
+        except XaikitError:
+            return None
+    elif expects != want:
+        return None
+    return (
+        f"data: the images have {have} channel{'' if have == 1 else 's'}, the model expects {want}: "
+        f"pass channels={want} to read every image as {'RGB' if want == 3 else 'grayscale'}"
+    )
+
+
+def _preflight(model: Any, source: Source, first: tuple[int, Rows], settings: Settings) -> int | None:
+    """Call the model on the first readable sample before anything is written: an error names
+    the sample and its file (and, for image files of the wrong channel count, says so); returns
+    the number of the model's outputs (None for a one-score model)."""
+    i, rows = first
+    try:
+        scores = model_scores(model, rows.x, settings)
+    except (XaikitValueError, XaikitTypeError) as exc:
+        hint = _channel_hint(model, source, rows.x, settings)
+        where = _where(i, i + 1, [source.files[i]] if isinstance(source, ImageFilesSource) else rows.files)
+        raise type(exc)(f"{hint or exc}; in {where}, the first sample read") from exc
+    return int(scores.shape[1]) if scores.ndim == 2 else None
+
+
+# ---- the entry point -----------------------------------------------------------------------------
 
 
 def explain_dataset(
@@ -410,6 +706,10 @@ def explain_dataset(
     label_key: str | None = None,
     labels: Any = None,
     transform: Callable[[str], Any] | None = None,
+    resize: tuple[int, int] | None = None,
+    channels: int | None = None,
+    skip_bad: bool = False,
+    classes: Any = None,
     progress: bool | None = None,
     address: str | None = None,
     num_gpus: float | None = None,
@@ -424,7 +724,7 @@ def explain_dataset(
             ``x_key``), a torch ``Dataset`` or ``DataLoader`` (read by index from its dataset; a
             sample is an array, an ``(x, y)`` tuple or a dict), a ``tf.data.Dataset`` of single
             samples with a known cardinality, or a folder or glob of PNG/JPEG files (sorted; read
-            as float32 RGB in [0, 1], or with ``transform``).
+            as float32 RGB in [0, 1], grayscale files as one channel, or with ``transform``).
         method: any method of :func:`xaikit.xai.explain` by name.
         out: the store folder (a local or shared file system path).
         batch_size: samples per :func:`~xaikit.xai.explain` call.
@@ -439,6 +739,16 @@ def explain_dataset(
         label_key: the label key (default: the first of ``y``, ``label``, ``labels``, ``target``).
         labels: labels of a numpy array ``data``.
         transform: for image files: a function of the path that returns the sample's array.
+        resize: for image files: ``(H, W)``, every image resized (bilinear) as it is read.
+        channels: for image files: 3 reads every image as RGB, 1 as grayscale (default: each
+            file's own; files of another channel count than the first are refused).
+        skip_bad: for image files: skip files that cannot be decoded (truncated, corrupt, not
+            an image) instead of stopping: their maps are NaN, they are left out of the table
+            and listed in :attr:`DatasetExplanation.skipped` and ``<out>/skipped.json``.
+        classes: class names: a list (index i names class i), or the path of a text file (one
+            name per line) or a JSON file (a list, or ``{"0": name, ...}``); default: the model's
+            own (a Hugging Face model's ``config.id2label``), if any. The table then has
+            ``label_name`` and ``prediction_name``.
         progress: show progress (None: a tqdm bar on a terminal, plain lines otherwise).
         address: the Ray cluster to join (``"auto"`` or ``"ray://host:port"``); None starts a local one.
         num_gpus: GPUs per Ray worker (default 1 when the cluster has GPUs, else 0).
@@ -451,7 +761,9 @@ def explain_dataset(
 
     Raises:
         XaikitValueError: a bad argument, or a store written with other settings (the message
-            names what differs).
+            names what differs; a store whose earlier run committed no shard is started over).
+            Arguments, the method's options and the first sample are checked, and the model
+            called on that sample, before anything is written.
         StoreLockedError: another run is writing the store.
 
     Example:
@@ -463,7 +775,6 @@ def explain_dataset(
         True
     """
     name = canonical(method)
-    family(name)
     batch_size = check_int(batch_size, "batch_size", 1)
     seed = check_int(seed, "seed", 0, kind=XaikitTypeError)
     shard_size = 4 * batch_size if shard_size is None else check_int(shard_size, "shard_size", 1)
@@ -482,18 +793,41 @@ def explain_dataset(
             "out must be a folder on a local or shared file system (the store commits shards with "
             f"atomic renames, which object stores lack); got {describe(out)}"
         )
-    opts = _check_method_options(method_options)
-    source = as_source(data, x_key=x_key, label_key=label_key, transform=transform, labels=labels)
+    opts = check_method_options(name, method_options)
+    names = read_classes(classes)
+    source = as_source(
+        data,
+        x_key=x_key,
+        label_key=label_key,
+        transform=transform,
+        labels=labels,
+        resize=resize,
+        channels=channels,
+        skip_bad=skip_bad,
+    )
     n = len(source)
     if n == 0:
         raise XaikitValueError("data must hold at least one sample; got an empty dataset")
+    first = _first_readable(source, batch_size)
+    if target == "label" and first is not None and first[1].labels is None:
+        raise XaikitValueError('target="label" needs labels, and the dataset has none')
     spec = ModelSpec.of(model_or_factory, framework)
     model = spec.build()
-    settings = Settings(name, opts, n, batch_size, shard_size, seed, target, framework)
+    settings = Settings(
+        name, opts, n, batch_size, shard_size, seed, target, framework, data=source.settings()
+    )
+    n_outputs = None if first is None else _preflight(model, source, first, settings)
+    if names is None:
+        names = model_classes(model, n_outputs)
+    elif n_outputs is not None and len(names) != n_outputs:
+        raise XaikitValueError(
+            f"classes: {len(names)} class names for a model with {n_outputs} outputs; give one name per output"
+        )
     settings.fingerprint = spec.fingerprint(model)
     store = Store(os.path.abspath(out))  # absolute: Ray workers run in other working directories
     with store.lock():
-        store.prepare(settings.manifest(spec), resume)
+        store.prepare({**settings.manifest(spec), "classes": names}, resume)
+        store.update_manifest({"classes": names})
         done = store.committed(settings.n_shards, settings.shard_range)
         todo = [k for k in range(settings.n_shards) if k not in done]
         rows_done = sum(settings.shard_range(k)[1] - settings.shard_range(k)[0] for k in done)
@@ -513,6 +847,7 @@ def explain_dataset(
                 _run_local(model, source, settings, store, todo, bar)
         finally:
             bar.close()
+        store.write_skipped()
     handle = DatasetExplanation(out)
     handle.resumed, handle.explained = sorted(done), todo
     return handle
@@ -525,7 +860,7 @@ def _run_local(
     worker = f"local:{socket.gethostname()}:{os.getpid()}"
     for k in todo:
         result = explain_shard(model, source, settings, k)
-        if not shaped:
+        if not shaped and result.attributions is not None:
             store.ensure_attributions(result.attributions.shape[1:])
             shaped = True
         store.write_shard(result, worker)
