@@ -50,6 +50,21 @@ def linear(framework: str, w: np.ndarray) -> Any:
     return model
 
 
+def logit_rounding(w: np.ndarray, x: np.ndarray, spread: float = 0.0) -> float:
+    """How far two float32 evaluations of the linear model's logits may lie apart when they
+    sum the same n = H*W*C products in another order (another batch size or chunk makes
+    oneDNN / Eigen block the sum differently; another CPU picks other kernels): the
+    probabilistic rounding bound of Higham and Mary (2019), lambda * sqrt(n) * u * sum |w_i x_i|
+    with u = 2^-24 and lambda = 4, for each of the two evaluations. ``spread`` widens |x| for
+    perturbed copies of the inputs (noise, imputation) by that much."""
+    n = w[0].size
+    mags = (
+        np.abs(w.astype(np.float64)).reshape(len(w), -1)
+        @ (np.abs(x.astype(np.float64)).reshape(len(x), -1) + spread).T
+    )  # (classes, B)
+    return float(2 * 4 * np.sqrt(n) * 2.0**-24 * mags.max())
+
+
 def layout(framework: str, x: np.ndarray) -> np.ndarray:
     """Channel-last numpy images -> the framework's layout."""
     return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if framework == "torch" else x

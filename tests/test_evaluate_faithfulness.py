@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 
 import xaikit as xk
-from tests.evaluate_models import CHANNELS, SIZE, contributions, layout, linear, square_weights, weights_of
+from tests.evaluate_models import (
+    CHANNELS,
+    SIZE,
+    contributions,
+    layout,
+    linear,
+    logit_rounding,
+    square_weights,
+    weights_of,
+)
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.evaluate.faithfulness import impute
 from xaikit.evaluate.perturbation import rank_positions
@@ -203,35 +212,51 @@ def _all(model, xs, smap, full, **kw):
 
 
 def _same(a, b, atol: float | None = None) -> None:
-    """Equal results (``atol`` None: bit for bit)."""
-    check = (
-        np.testing.assert_array_equal
-        if atol is None
-        else lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-5, atol=atol)
-    )
+    """Equal results (``atol`` None: bit for bit; else ``atol`` is the rounding of one logit, see
+    :func:`tests.evaluate_models.logit_rounding`: score differences may be off by twice that,
+    an infidelity (the mean squared residual) by 2 |residual| times that, a correlation by that
+    relative to the spread of the score drops)."""
     road_a, inf_a, fc_a = a
     road_b, inf_b, fc_b = b
-    check(road_a.morf.scores, road_b.morf.scores)
-    check(road_a.lerf.scores, road_b.lerf.scores)
-    check(inf_a.scores, inf_b.scores)
-    check(inf_a.deltas, inf_b.deltas)
-    check(fc_a.deltas, fc_b.deltas)
-    check(fc_a.scores, fc_b.scores)
+    if atol is None:
+        check = np.testing.assert_array_equal
+        pairs = [
+            (road_a.morf.scores, road_b.morf.scores), (road_a.lerf.scores, road_b.lerf.scores),
+            (inf_a.scores, inf_b.scores), (inf_a.deltas, inf_b.deltas),
+            (fc_a.deltas, fc_b.deltas), (fc_a.scores, fc_b.scores),
+        ]  # fmt: skip
+        for u, v in pairs:
+            check(u, v)
+        return
+    close = np.testing.assert_allclose
+    close(road_a.morf.scores, road_b.morf.scores, rtol=1e-5, atol=atol)
+    close(road_a.lerf.scores, road_b.lerf.scores, rtol=1e-5, atol=atol)
+    close(inf_a.deltas, inf_b.deltas, rtol=1e-5, atol=2 * atol)
+    residual = np.abs(inf_a.dots - inf_a.deltas).max()
+    close(inf_a.scores, inf_b.scores, rtol=1e-5, atol=2 * residual * 2 * atol + (2 * atol) ** 2)
+    close(fc_a.deltas, fc_b.deltas, rtol=1e-5, atol=2 * atol)
+    spread = fc_a.deltas.std(axis=1).min()
+    close(fc_a.scores, fc_b.scores, rtol=1e-5, atol=4 * 2 * atol / spread)
 
 
 def test_chunked_equals_unchunked_seeded_and_model_untouched(
     framework: str, rng: np.random.Generator
 ) -> None:
-    _w, x, model = _setup(framework, rng, batch=3)
+    """Chunks of other sizes run the model at other batch sizes, whose float32 kernels sum in
+    another order: equal to the rounding of the logits (not bit for bit: measured 3.8e-6 on
+    logits of ~1 on an AMD EPYC, while the old tolerance of 1e-6 held on a Xeon); the same
+    chunks give the same bits."""
+    w, x, model = _setup(framework, rng, batch=3)
     xs = layout(framework, x)
     smap = rng.random((3, SIZE, SIZE))
     full = rng.normal(size=xs.shape)
     before = weights_of(framework, model)
     ref = _all(model, xs, smap, full, max_batch=1000)
     assert [r.chunks for r in ref] == [[12], [21], [21]]
+    atol = logit_rounding(w, x, spread=0.5)  # infidelity's noise: N(0, 0.1^2) per element
     for chunk in (1, 4, 7):
         res = _all(model, xs, smap, full, max_batch=chunk)
-        _same(ref, res, atol=1e-6)
+        _same(ref, res, atol=atol)
         assert all(sum(r.chunks) == s and len(r.chunks) == -(-s // chunk) for r, s in zip(res, (12, 21, 21)))
     _same(ref, _all(model, xs, smap, full, max_batch=1000))  # same seed, same everything
     other = xk.evaluate.infidelity(model, xs, full, n_perturb=6, seed=6)
@@ -259,7 +284,7 @@ def test_torch_equals_keras_on_the_same_weights(rng: np.random.Generator) -> Non
             xk.evaluate.infidelity(model, xs, to(full), perturbation=np.stack([to(p) for p in pert])),
             xk.evaluate.faithfulness_correlation(model, xs, smap, subset_size=7, n_runs=6, seed=5),
         )
-    _same(out["torch"], out["tf"], atol=1e-4)  # float32 sums in two orders
+    _same(out["torch"], out["tf"], atol=logit_rounding(w, x, spread=float(np.abs(pert).max())))
 
 
 def test_maps_by_method_name_and_layouts(framework: str, rng: np.random.Generator) -> None:

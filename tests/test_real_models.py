@@ -201,37 +201,93 @@ def mobilenet():
     return keras_application("MobileNetV2", x), x[:B]
 
 
-def tape_gradients(model, x: np.ndarray, target: np.ndarray) -> np.ndarray:
+def tape_gradients(model, x: np.ndarray, target: np.ndarray, graph: bool = False) -> np.ndarray:
+    """d score[target] / d x by a ``tf.GradientTape``, run eagerly or (``graph``) inside a
+    ``tf.function``: the two run different kernels (Grappler fuses convolution, bias and
+    activation in a graph), so their float32 results differ by the model's conditioning."""
     import tensorflow as tf
 
-    xt = tf.convert_to_tensor(x)
-    with tf.GradientTape() as tape:
-        tape.watch(xt)
-        scores = model(xt, training=False)
-        chosen = tf.gather(scores, target, axis=1, batch_dims=1)
-    return tape.gradient(chosen, xt).numpy()
+    def grads(xt):
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            scores = model(xt, training=False)
+            chosen = tf.gather(scores, target, axis=1, batch_dims=1)
+        return tape.gradient(chosen, xt)
+
+    run = tf.function(grads) if graph else grads
+    return run(tf.convert_to_tensor(x)).numpy()
+
+
+def keras_float64(name: str, model):
+    """The same ``keras.applications.<name>`` in float64 (same weights): the reference that
+    float32 rounding is measured against."""
+    import keras
+
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float64")
+    try:
+        twin = getattr(keras.applications, name)(
+            weights=None, input_shape=model.input_shape[1:], classes=model.output_shape[-1],
+            classifier_activation=None,
+        )  # fmt: skip
+    finally:
+        keras.config.set_dtype_policy(policy)
+    twin.set_weights([np.asarray(w, dtype=np.float64) for w in model.get_weights()])
+    return twin
+
+
+def relative_l2(a: np.ndarray, b: np.ndarray) -> float:
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.linalg.norm(np.asarray(a, dtype=np.float64) - b) / np.linalg.norm(b))
+
+
+def as_accurate_as(ours: np.ndarray, reference: np.ndarray, exact: np.ndarray, factor: float = 3.0) -> None:
+    """``ours`` is no further from the float64 result ``exact`` than ``factor`` times TensorFlow's
+    own float32 ``reference`` is: the tolerance is the model's conditioning, measured on this
+    machine in this run, not a number from one CPU. Kink flips are few, discrete events, so two
+    float32 evaluations' distances to float64 vary by up to 1.7x (measured: IG 1.6e-2 against
+    the tape's 9.8e-3); a wrong node, class or layout is O(1) away."""
+    floor = relative_l2(reference, exact)
+    err = relative_l2(ours, exact)
+    print(f"relative L2 to float64: ours {err:.2e}, TensorFlow's float32 tape {floor:.2e}")
+    assert err <= factor * floor + 1e-6, (err, floor)
 
 
 @needs_tf
 def test_mobilenetv2_vanilla_and_integrated_gradients_equal_a_tape_reference(mobilenet) -> None:
+    """The gradients of a random-weight MobileNetV2 are ill-conditioned in float32: ReLU6 units
+    sit at their kinks, and a last-bit difference in a convolution flips a few of them. Two
+    float32 evaluations that differ only in kernel choice (TensorFlow's eager tape and the same
+    tape in a ``tf.function``; or one CPU and another) differ by 0.3% (AMD EPYC, AVX2) to 1.8%
+    (Xeon, AVX-512) in relative L2, and each is ~0.8% from the float64 result. So: xaikit runs
+    the graph-mode tape's own computation (equal to it, element by element), and it is as
+    accurate as TensorFlow's eager tape, both measured against float64."""
     model, x = mobilenet
     f_x = np.asarray(model(x, training=False), dtype=np.float64)
     target = f_x.argmax(axis=1)
+    exact = keras_float64("MobileNetV2", model)
     ours = xk.xai.explain(model, x, method="vanilla")
-    reference = tape_gradients(model, x, target)
-    assert np.abs(reference).max() > 1e-5
-    close(ours, reference, rtol=1e-4)
+    graph = tape_gradients(model, x, target, graph=True)
+    assert np.abs(graph).max() > 1e-5
+    close(ours, graph, rtol=1e-5)  # the same graph, the same kernels: measured equal bit for bit
+    as_accurate_as(
+        ours, tape_gradients(model, x, target), tape_gradients(exact, x.astype(np.float64), target)
+    )
 
     steps = 4
     ig, delta = xk.xai.explain(
         model, x, method="integrated", nsamples=steps, baseline="zeros", max_batch=16, return_delta=True
     )
     nodes, weights = np.polynomial.legendre.leggauss(steps)  # Gauss-Legendre on [0, 1]
-    expected = sum(
-        w / 2 * tape_gradients(model, ((a + 1) / 2 * x).astype(np.float32), target) * x
-        for a, w in zip(nodes, weights)
-    )
-    near(ig, expected, l2=5e-2)  # measured 1.6e-2; the tape's f32 vs f64: 1.0e-2
+
+    def path_integral(m, xs):
+        return sum(
+            w / 2 * tape_gradients(m, ((a + 1) / 2 * xs).astype(xs.dtype), target) * xs
+            for a, w in zip(nodes, weights)
+        )
+
+    # xaikit's 8 path rows run as one chunk, the reference's as 4 calls of 2 rows: other kernels
+    as_accurate_as(ig, path_integral(model, x), path_integral(exact, x.astype(np.float64)))
     rows = np.arange(B)
     f_b = np.asarray(model(np.zeros_like(x), training=False), dtype=np.float64)
     check_delta(ig, delta, f_x[rows, target], f_b[rows, target])
@@ -352,8 +408,10 @@ def test_keras_applications_equal_a_tape_reference(name: str) -> None:
     before = [w.numpy().copy() for w in model.weights]
     f_x = np.asarray(model(x, training=False), dtype=np.float64)
     target = f_x.argmax(axis=1)
-    # measured 8e-6 (EfficientNetB0), 1.4e-2 (ResNet50; the tape in f32 vs f64: 1.8e-2)
-    near(xk.xai.explain(model, x, method="vanilla"), tape_gradients(model, x, target), l2=3e-2)
+    ours = xk.xai.explain(model, x, method="vanilla")
+    close(ours, tape_gradients(model, x, target, graph=True), rtol=1e-5)  # the same computation
+    exact = tape_gradients(keras_float64(name, model), x.astype(np.float64), target)
+    as_accurate_as(ours, tape_gradients(model, x, target), exact)  # and as accurate as the eager tape
     ig, delta = xk.xai.explain(
         model, x, method="integrated", nsamples=4, baseline="black", max_batch=16, return_delta=True
     )

@@ -182,6 +182,9 @@ class _Sweep:
         self.device = _device_of(job.inputs[0])
         self.acc: list[T] | None = None
         self.acc2: list[T] = []  # sums of squared per-path attributions (VarGrad)
+        #: VarGrad's shift: each input's attributions of the first noise sample, subtracted
+        #: before the two moments are summed, so that E[a^2] - E[a]^2 does not cancel
+        self.shift: list[T] = []
         self.carry: list[T] | None = None
         self.mults: list[T] | None = None  # the current chunk's gradient multipliers (custom path)
         self.w = np.ones(1) if job.weights is None else np.asarray(job.weights, dtype=np.float64)
@@ -304,6 +307,10 @@ class _Sweep:
                 done = done * bk.cat([bk.reshape(p[2][i], (1, B, *shape)) for p in parts])  # type: ignore[index]
             if job.magnitude:
                 done = done * done
+            if job.variance:
+                if len(self.shift) == i:
+                    self.shift.append(done[:1])
+                done = done - self.shift[i]
             total = bk.sum0(done)
             if self.acc is None:
                 self.acc = [bk.zeros((B, *x.shape[1:]), self.device, job.dtype) for x in job.inputs]
@@ -320,7 +327,11 @@ class _Sweep:
         if self.acc is None:  # pragma: no cover - every sweep has at least one row
             raise XaikitError("internal error: the sweep produced no rows")
         n = float(job.n_noise)
-        if job.variance:  # VarGrad: E[a^2] - E[a]^2 over the noise samples (captum's definition)
+        if job.variance:
+            # VarGrad: E[a^2] - E[a]^2 over the noise samples (captum's definition), of the
+            # shifted attributions a - a_0 (the variance is the same; float32 sums of the raw
+            # a^2 would cancel to round-off when the variance is small next to the mean, and
+            # equal attributions, e.g. zero noise, now give exactly 0)
             return [a2 / n - (a / n) * (a / n) for a, a2 in zip(self.acc, self.acc2)]
         return [a / n for a in self.acc]
 
