@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,29 @@ import numpy as np
 SIZE = 8
 CHANNELS = 3
 SQUARE = (slice(2, 5), slice(3, 7))  # rows 2..4, cols 3..6: 12 pixels
+
+
+#: the weights ``torch.manual_seed(0); LeNet(input_shape=(C, 32, 32), classes=5)`` gives on a CPU
+#: with vectorized kernels (AVX2, AVX-512), keys ``c<C>/<state_dict key>``: the LeNets that the
+#: recorded Quantus results (tests/data/quantus_*.npz) were computed with. Seeded init is not
+#: portable: ATen's scalar uniform_ (ATEN_CPU_CAPABILITY=default) rounds ~40% of the conv weights
+#: one unit of 2^-24 differently, so the tests load these instead of re-drawing them.
+LENET_WEIGHTS = Path(__file__).parent / "data" / "lenet_seed0.npz"
+
+
+def seeded_lenet(channels: int, softmax: bool = True) -> Any:
+    """The recorded LeNet (5 classes, 32x32, ``channels`` input channels) in eval mode."""
+    import torch
+
+    from xaikit.architecture.torch import LeNet
+
+    model = LeNet(input_shape=(channels, 32, 32), classes=5, softmax=softmax)
+    with np.load(LENET_WEIGHTS) as data:
+        state = {
+            k.split("/", 1)[1]: torch.as_tensor(data[k]) for k in data.files if k.startswith(f"c{channels}/")
+        }
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def square_weights(rng: np.random.Generator, classes: int = 3) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import xaikit as xk
+from tests.evaluate_models import seeded_lenet
 from xaikit.errors import XaikitValueError
 
 DATA = Path(__file__).resolve().parent / "data" / "quantus_complexity.npz"
@@ -91,13 +92,9 @@ def test_bad_inputs():
 def test_agrees_with_quantus_on_saved_maps():
     """Quantus's scores of the saved maps (its defaults: normalise by the batch max, abs), and
     the maps themselves recomputed on the same seeded LeNet."""
-    import torch
-
-    from xaikit.architecture.torch import LeNet
-
+    pytest.importorskip("torch")
     data = np.load(DATA)
-    torch.manual_seed(0)
-    model = LeNet(input_shape=(3, 32, 32), classes=5).eval()
+    model = seeded_lenet(3)
     checksum = sum(p.detach().double().sum().item() for p in model.parameters())
     assert checksum == pytest.approx(float(data["checksum"]), rel=1e-9)
     maps = np.asarray(xk.xai.explain(model, data["x"], target=data["y"], method="vanilla"))

@@ -15,6 +15,7 @@ from tests.evaluate_models import (
     layout,
     linear,
     logit_rounding,
+    seeded_lenet,
     square_weights,
     weights_of,
 )
@@ -379,11 +380,8 @@ def _quantus_subsets(seed: int, n_runs: int, batch: int, n_features: int, size: 
 
 def test_agrees_with_quantus() -> None:
     torch = pytest.importorskip("torch")
-    from xaikit.architecture.torch import LeNet
-
     data = np.load(DATA)
-    torch.manual_seed(0)
-    model = LeNet(input_shape=(1, 32, 32), classes=5).eval()
+    model = seeded_lenet(1)
     total = sum(p.detach().double().sum().item() for p in model.parameters())
     assert total == pytest.approx(float(data["checksum"]), rel=1e-12)
     x, y, raw, smap = data["x"], data["y"], data["raw"], data["smap"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import xaikit as xk
-from tests.evaluate_models import SIZE, layout, linear, square_weights, weights_of
+from tests.evaluate_models import SIZE, layout, linear, seeded_lenet, square_weights, weights_of
 from tests.xai.models import from_layout, images, model_for
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.evaluate import randomization_more as rm
@@ -330,13 +330,7 @@ def quantus_data() -> dict[str, Any]:
 
 
 def _lenet() -> Any:
-    import torch
-
-    from xaikit.architecture.torch import LeNet
-
-    torch.manual_seed(0)
-    model = LeNet(input_shape=(1, 32, 32), classes=5, softmax=False).eval()
-    return model
+    return seeded_lenet(1, softmax=False)
 
 
 def _quantus_ssim(a: np.ndarray, b: np.ndarray) -> np.ndarray:

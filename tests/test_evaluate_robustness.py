@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 import xaikit as xk
-from tests.evaluate_models import CHANNELS, SIZE, layout, linear, square_mask, square_weights, weights_of
+from tests.evaluate_models import (
+    CHANNELS,
+    SIZE,
+    layout,
+    linear,
+    seeded_lenet,
+    square_mask,
+    square_weights,
+    weights_of,
+)
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.evaluate import robustness
 from xaikit.evaluate.robustness import _from_perturbed
@@ -206,13 +215,8 @@ def test_robustness_bad_inputs(rng: np.random.Generator) -> None:
 def test_quantus_reference_scores() -> None:
     """Quantus 0.6 on the same LeNet, inputs and perturbed inputs (its own np.random draws,
     recorded by benchmarks/quantus_robustness.py) and maps: equal to 1e-5."""
-    import torch
-
-    from xaikit.architecture.torch import LeNet
-
     data = np.load(DATA)
-    torch.manual_seed(0)
-    model = LeNet(input_shape=(1, 32, 32), classes=5).eval()
+    model = seeded_lenet(1)
     checksum = sum(float(p.detach().double().abs().sum()) for p in model.parameters())
     assert checksum == pytest.approx(float(data["checksum"]), rel=1e-9)
     x, y = data["x"], data["y"]
