@@ -180,6 +180,7 @@ class _Sweep:
         self.device = _device_of(job.inputs[0])
         self.acc: list[T] | None = None
         self.acc2: list[T] = []  # sums of squared per-path attributions (VarGrad)
+        self.shift: list[T] = []  # VarGrad: the first noise sample's attributions, per input
         self.carry: list[T] | None = None
         self.mults: list[T] | None = None  # the current chunk's gradient multipliers (custom path)
         self.w = np.ones(1) if job.weights is None else np.asarray(job.weights, dtype=np.float64)
@@ -302,6 +303,10 @@ class _Sweep:
                 done = done * bk.cat([bk.reshape(p[2][i], (1, B, *shape)) for p in parts])  # type: ignore[index]
             if job.magnitude:
                 done = done * done
+            if job.variance:  # moments about the first noise sample's attributions (see finish)
+                if len(self.shift) <= i:
+                    self.shift.append(done[0])
+                done = done - self.shift[i]
             total = bk.sum0(done)
             if self.acc is None:
                 self.acc = [bk.zeros((B, *x.shape[1:]), self.device, job.dtype) for x in job.inputs]
@@ -318,7 +323,11 @@ class _Sweep:
         if self.acc is None:  # pragma: no cover - every sweep has at least one row
             raise XaikitError("internal error: the sweep produced no rows")
         n = float(job.n_noise)
-        if job.variance:  # VarGrad: E[a^2] - E[a]^2 over the noise samples (captum's definition)
+        if job.variance:
+            # VarGrad: E[a^2] - E[a]^2 over the noise samples (captum's definition), of a - c with
+            # c the first noise sample's attributions: the variance is the same, but the two
+            # moments no longer cancel (round-off ~eps * E[a^2] otherwise), and noise samples
+            # that give the same attributions (stdev_spread=0) give exactly 0
             return [a2 / n - (a / n) * (a / n) for a, a2 in zip(self.acc, self.acc2)]
         return [a / n for a in self.acc]
 
