@@ -6,7 +6,8 @@ Layout of ``<out>/``::
     manifest.json      format version, model fingerprint, method, options, length, shard size, ...
     attributions/      (N, *map shape) float32, one chunk per shard along axis 0
     index/ label/ prediction/ score/ delta/ file/    (N,) columns, one chunk per shard
-    shards/<k>.json    the completion record of shard k (written last, atomically)
+    shards/<k>.json    the completion record of shard k (written last, atomically); its
+                       ``map_status`` lists the shard's degenerate maps by dataset index
     .lock              the pid and host of the run that writes the store
 
 A shard is committed by one atomic write (temp file + ``os.replace``) of its completion record
@@ -77,6 +78,8 @@ class ShardResult:
     delta: np.ndarray
     files: list[str] | None
     seconds: float = 0.0
+    #: per sample: "" for a sound map, else its status (:mod:`xaikit.xai.health`)
+    map_status: np.ndarray | None = None
 
     def columns(self) -> dict[str, np.ndarray]:
         return {
@@ -294,6 +297,11 @@ class Store:
             "host": socket.gethostname(),
             "committed": time.time(),
         }
+        if result.map_status is not None:  # sparse: {dataset index: status} of degenerate maps
+            record["map_status"] = {
+                str(result.start + int(i)): str(result.map_status[i])
+                for i in np.flatnonzero(result.map_status != "")
+            }
         write_json(self.record_path(result.shard), record)
         return record
 
