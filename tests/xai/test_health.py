@@ -379,3 +379,27 @@ def test_check_cost_on_a_large_batch() -> None:
     assert status.tolist() == [""] * 64
     print(f"map_status of 64x3x224x224 float32: {best * 1e3:.1f} ms")
     assert best < 2.0
+
+
+def test_randomized_models_of_the_evaluations_are_not_reported() -> None:
+    """randomization_test re-draws the weights of the user's model object (and restores them):
+    the randomized model's all-zero Grad-CAM maps are not the user's model's, so they are neither
+    reported nor do they use up the model's warning."""
+    pytest.importorskip("torch")
+    from tests.test_trace_xai_saliency import batches, tiny_model
+
+    model = tiny_model("torch")
+    x = np.concatenate([b["x"] for b in batches(2)])[:3].transpose(0, 3, 1, 2).copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateMapWarning)
+        rt = xk.evaluate.randomization_test(model, x, method="gradcam")
+    randomized = [m for k, m in rt.maps.items() if k != "original"]
+    assert any((np.asarray(m).reshape(len(m), -1).max(axis=1) == 0).any() for m in randomized)
+    assert (np.asarray(rt.maps["original"]).reshape(3, -1).max(axis=1) > 0).all()
+    # the model's own degenerate maps are still reported: its dead version, same object
+    import torch
+
+    with torch.no_grad():
+        model[0].bias.fill_(-100.0)
+    with pytest.warns(DegenerateMapWarning, match=r"Grad-CAM \(gradcam\).*3 of 3 maps are exactly 0"):
+        xk.xai.explain(model, x, method="gradcam")

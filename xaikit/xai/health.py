@@ -451,8 +451,10 @@ def forget_warnings() -> None:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Within the block, :func:`xaikit.xai.explain` neither checks nor warns: a caller that knows
-    more (the scores of the whole batch) checks the maps itself."""
+    """Within the block, :func:`xaikit.xai.explain` and ``SaliencyNet`` neither check nor warn: a
+    caller that knows more (``explain_dataset``: the scores of the whole batch) checks the maps
+    itself, and the randomization checks of :mod:`xaikit.evaluate` explain models whose weights
+    they re-drew on purpose (their maps are not the user's model's)."""
     token = _QUIET.set(True)
     try:
         yield
