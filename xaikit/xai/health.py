@@ -539,12 +539,14 @@ def check_maps(
 
     Args:
         maps: the raw maps (an array, a list for several inputs).
-        method, model: as :func:`warn_degenerate`.
+        method: the method's name.
+        model: the model (the key of the once-per-model rule).
         output: the model output read for this call: (B, classes) or (B,) for the whole batch
             (the explained scores are taken at ``targets``), or (1, ...) of one row only (its
             largest |value| then stands for every sample's score), or None.
         targets: the explained class of each sample (for a (B, classes) ``output``).
-        magnitude, nintegration: the call's options (see :func:`map_kind`).
+        magnitude: the call's ``magnitude`` option (see :func:`map_kind`).
+        nintegration: the call's ``nintegration`` option (see :func:`map_kind`).
         spans: the input value range of each sample (gradient maps).
         where: as :func:`warn_degenerate`.
 
