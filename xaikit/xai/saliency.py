@@ -83,6 +83,10 @@ class SaliencyNet:
             is per-sample: each row of a chunk gets its sample's value (not interpolated along an
             IG path); anything else is passed unchanged. See ``docs/saliency.md``.
 
+    Every call checks its maps (:mod:`xaikit.xai.health`): ``last_status`` holds each sample's
+    status ("" when sound) and a degenerate one gives a ``DegenerateMapWarning``, once per model,
+    method and status.
+
     Example:
         >>> import torch
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
@@ -458,6 +462,12 @@ def explain(
         A numpy array with ``x``'s shape (a list for several inputs); with ``return_delta``,
         ``(attributions, delta)``. CAM methods: (B, H, W) maps, or a ``CamResult`` with ``raw``;
         ``guided_gradcam``: attributions with ``x``'s shape.
+
+    Warns:
+        DegenerateMapWarning: maps that hold NaN / inf, are all zero or constant, or account for
+            a change of the explained score below float32 resolution (a saturated or near-uniform
+            softmax: explain the logits); once per (model, method, status), with the likely cause
+            and fix. See :mod:`xaikit.xai.health` and ``docs/degenerate.md``.
 
     Example:
         >>> import torch
