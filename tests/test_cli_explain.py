@@ -301,6 +301,7 @@ def test_classes_in_the_table_and_report_of_the_store(
     table = pd.read_csv(out / "table.csv", keep_default_na=False)
     assert list(table.columns) == [
         "index", "file", "label", "label_name", "prediction", "prediction_name", "score", "delta",
+        "map_status",
     ]  # fmt: skip
     assert table["prediction_name"].tolist() == [names[p] for p in table["prediction"]]
     assert set(table["label_name"]) == {""}  # files have no labels

@@ -11,7 +11,7 @@ import pytest
 import xaikit as xk
 from tests.evaluate_models import SIZE, layout, linear, seeded_lenet, square_weights, weights_of
 from tests.xai.models import from_layout, images, model_for
-from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
 from xaikit.evaluate import randomization_more as rm
 from xaikit.evaluate._common import spearman
 from xaikit.evaluate.randomization import layer_rng, similarity_tables
@@ -197,7 +197,8 @@ def test_efficient_mprt_weight_free_map_has_ratio_exactly_one() -> None:
     # a constant map: no complexity to compare (NaN), and .mean skips it
     z = torch.zeros(2, 1, 4, 4)
     z[1, 0, 0, 0] = 1.0
-    r0 = xk.evaluate.efficient_mprt(Blind(), z, "vanilla", target=0)
+    with pytest.warns(DegenerateMapWarning, match=r"1 of 2 maps are exactly 0"):  # the all-zero input's
+        r0 = xk.evaluate.efficient_mprt(Blind(), z, "vanilla", target=0)
     assert np.isnan(r0.scores[0]) and r0.scores[1] == 0.0 and r0.mean == 0.0
 
 

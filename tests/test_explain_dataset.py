@@ -737,12 +737,13 @@ def test_write_table_carries_every_column(tmp_path: Path) -> None:
     back = pd.read_csv(path, keep_default_na=False)
     assert list(back.columns) == [
         "index", "file", "label", "label_name", "prediction", "prediction_name", "score", "delta",
+        "map_status",
     ]  # fmt: skip
     table = res.table
     np.testing.assert_array_equal(back["prediction"], table["prediction"])
     np.testing.assert_allclose(back["score"].astype(float), table["score"], rtol=1e-6)
-    extra = table.assign(map_status=["", "zero", ""])  # a column added to the table is carried over
+    extra = table.assign(map_status=["", "zero", ""], note=["a", "b", "c"])  # extra columns are carried
     res.write_table(tmp_path / "x.csv", table=extra)
     back = pd.read_csv(tmp_path / "x.csv", keep_default_na=False)
-    assert list(back.columns)[-1] == "map_status" and back["map_status"].tolist() == ["", "zero", ""]
+    assert back["map_status"].tolist() == ["", "zero", ""] and list(back.columns)[-1] == "note"
     assert sorted(p.name for p in (tmp_path / "t.zarr").iterdir() if p.name.startswith(".tmp")) == []

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 import xaikit as xk
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.viz import ImgData, display_range
-from xaikit.viz._image import fixed_range, to_channels_last, to_unit
+from xaikit.viz._image import PER_IMAGE, cell_range, fixed_range, to_channels_last, to_unit
 
 
 def _cells(fig: Figure, column: str) -> list:
@@ -68,12 +68,13 @@ def test_no_pyplot_is_used() -> None:
 # ------------------------------------------------------------------ layout and kinds
 def test_reference_call_layout_titles_and_text() -> None:
     rng = np.random.default_rng(0)
+    saliency = rng.random((2, 16, 16, 1))
     img = ImgData(
         colormap="inferno",
         y=np.array([3, 5]),
         y_pred=["cat", "dog"],
         x=rng.random((2, 16, 16, 3)),
-        saliency=rng.random((2, 16, 16, 1)),
+        saliency=saliency,
     )
     assert list(img) == ["y", "y_pred", "x", "saliency"]
     assert img.batch_sizes == [2]
@@ -93,7 +94,7 @@ def test_reference_call_layout_titles_and_text() -> None:
     assert [t.get_text() for ax in _cells(fig, "y_pred") for t in ax.texts] == ["cat", "dog"]
     sal = _cells(fig, "saliency")[0].get_images()[0]
     assert sal.get_cmap().name == "inferno"
-    assert sal.get_clim() == (0.0, 1.0)
+    assert sal.get_clim() == (0.0, saliency[0].max())  # a single-channel float map: 0..its maximum
     assert all(len(ax.get_images()) == 1 for ax in _cells(fig, "x"))
 
 
@@ -211,10 +212,15 @@ def test_known_pixels_after_painting() -> None:
     big[0, :, :4] = 100.0
     assert _pixel_at_center(ImgData(x=big), "x", where=(0.25, 0.5)).tolist() == [0, 0, 0]
     assert _pixel_at_center(ImgData(x=big), "x", where=(0.75, 0.5)).tolist() == [255, 255, 255]
-    # single channel with a colormap: the ends of "gray"
+    # single channel with a colormap: the ends of "gray" (non-negative: from 0 to its maximum)
     grey = big[..., 0]
     assert _pixel_at_center(ImgData(colormap="gray", x=grey), "x", where=(0.75, 0.5)).tolist() == [255] * 3
+    assert _pixel_at_center(ImgData(colormap="gray", x=grey), "x", where=(0.25, 0.5)).tolist() == [51] * 3
+    # a constant non-zero single-channel image is its own maximum: the top colour, not black
     const = _pixel_at_center(ImgData(colormap="gray", x=np.full((1, 6, 6), 42.0)), "x")
+    assert const.tolist() == [255, 255, 255]
+    # a constant colour image keeps rule 6: drawable, the lowest colour
+    const = _pixel_at_center(ImgData(x=np.full((1, 6, 6, 3), 42.0)), "x")
     assert const.tolist() == [0, 0, 0]
 
 
@@ -690,3 +696,97 @@ def test_figure_title_and_text_colors() -> None:
         ImgData(y=["a"], text_colors={"z": ["red"]})
     with pytest.raises(XaikitTypeError, match="figure_title must be a string or None; got int"):
         ImgData(y=["a"], figure_title=3)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ maps are never painted black
+def _colour(cmap: str, value: float) -> np.ndarray:
+    from matplotlib import colormaps
+
+    return np.round(np.asarray(colormaps[cmap](value)[:3]) * 255)
+
+
+def _cam_maps() -> np.ndarray:
+    """Two raw Grad-CAM-like maps, max 0.036 (a square of 0.036 in the middle; the second map has
+    a ring of 0.018 around it) and an all-zero third."""
+    cam = np.zeros((3, 16, 16), np.float32)
+    cam[0, 4:12, 4:12] = 0.036
+    cam[1, 4:12, 4:12] = 0.018
+    cam[1, 6:10, 6:10] = 0.036
+    return cam
+
+
+def test_a_small_map_is_scaled_by_its_own_maximum() -> None:
+    """Issue 25: raw CAM maps of max 0.036 were painted on a fixed 0..1 scale: inferno(0.036),
+    all but black. Each single-channel float image is now scaled 0..its maximum."""
+    cam = _cam_maps()
+    img = ImgData(colormap="inferno", cam=cam)
+    for row in (0, 1):
+        centre = _pixel_at_center(img, "cam", row=row).astype(int)
+        np.testing.assert_allclose(centre, _colour("inferno", 1.0), atol=2)
+    ring = _pixel_at_center(img, "cam", row=1, where=(0.3, 0.5)).astype(int)
+    np.testing.assert_allclose(ring, _colour("inferno", 0.5), atol=2)
+    corner = _pixel_at_center(img, "cam", row=0, where=(0.1, 0.1)).astype(int)
+    np.testing.assert_allclose(corner, _colour("inferno", 0.0), atol=2)
+    # the fixed 0..1 scale, asked for explicitly, still gives what it gave by default before
+    fixed = ImgData(colormap="inferno", cam=cam, vranges={"cam": (0.0, 1.0)})
+    old = _pixel_at_center(fixed, "cam").astype(int)
+    np.testing.assert_allclose(old, _colour("inferno", 0.036), atol=2)
+    assert old.max() <= 25  # what issue 25 saw: black
+    # an explicit range is honoured: 0.036 is the middle of (0, 0.072)
+    half = ImgData(colormap="inferno", cam=cam, vranges={"cam": (0.0, 0.072)})
+    np.testing.assert_allclose(_pixel_at_center(half, "cam").astype(int), _colour("inferno", 0.5), atol=2)
+    fig = img.paint_figure(dpi=20)
+    assert [ax.get_images()[0].get_clim() for ax in _cells(fig, "cam")] == [
+        pytest.approx((0.0, 0.036)),
+        pytest.approx((0.0, 0.036)),
+        (0.0, 1.0),
+    ]
+
+
+def test_an_all_zero_map_is_the_colormaps_zero_and_says_so() -> None:
+    img = ImgData(colormap="inferno", cam=_cam_maps())
+    np.testing.assert_allclose(
+        _pixel_at_center(img, "cam", row=2).astype(int), _colour("inferno", 0.0), atol=2
+    )
+    fig = img.paint_figure(dpi=40)
+    texts = [[t.get_text() for t in ax.texts] for ax in _cells(fig, "cam")]
+    assert texts == [[], [], ["all 0"]]
+    # colour images and overlays get no caption
+    fig = ImgData(x=[np.zeros((1, 6, 6, 3)), np.zeros((1, 6, 6))]).paint_figure(dpi=20)
+    assert [t.get_text() for t in _cells(fig, "x")[0].texts] == []
+
+
+def test_display_masks_paint_exactly_as_before() -> None:
+    """A display mask (values in [0, 1] reaching 1) paints the same as on the fixed (0, 1) scale,
+    bit for bit, and so does an all-zero one."""
+    rng = np.random.default_rng(3)
+    masks = rng.random((3, 9, 9)).astype(np.float32)
+    masks /= masks.max(axis=(1, 2), keepdims=True)
+    masks[2] = 0.0
+    default = ImgData(colormap="inferno", m=masks).paint_numpy(dpi=30)
+    fixed = ImgData(colormap="inferno", m=masks, vranges={"m": (0.0, 1.0)}).paint_numpy(dpi=30)
+    # the caption of the all-zero mask is the one difference: compare the two other rows' cells
+    fig = ImgData(colormap="inferno", m=masks).paint_figure(dpi=30)
+    fig.canvas.draw()
+    height = default.shape[1]
+    for ax in _cells(fig, "m")[:2]:
+        b = ax.get_window_extent()
+        rows = slice(int(height - b.y1) + 1, int(height - b.y0) - 1)
+        cols = slice(int(b.x0) + 1, int(b.x1) - 1)
+        np.testing.assert_array_equal(default[0, rows, cols], fixed[0, rows, cols])
+
+
+def test_signed_and_integer_single_channel_images() -> None:
+    # signed floats: their own min..max (not the fixed -1..1 of colour images)
+    assert display_range(np.array([-0.002, 0.006]), batch_range=PER_IMAGE) == (-0.002, 0.006)
+    fig = ImgData(g=np.array([[[-0.002, 0.006], [0.0, 0.001]]])).paint_figure(dpi=20)
+    assert _cells(fig, "g")[0].get_images()[0].get_clim() == pytest.approx((-0.002, 0.006))
+    # signed= keeps the symmetric diverging range
+    fig = ImgData(g=np.array([[[-0.002, 0.006], [0.0, 0.001]]]), signed="g").paint_figure(dpi=20)
+    assert _cells(fig, "g")[0].get_images()[0].get_clim() == pytest.approx((-0.006, 0.006))
+    # integers and booleans keep their fixed scales
+    assert cell_range(np.array([[[0, 17]]], dtype=np.uint8)) == (0.0, 255.0)
+    assert cell_range(np.array([[[True, False]]])) == (0.0, 1.0)
+    assert cell_range(np.zeros((1, 2, 2, 3), np.float32)) == (0.0, 1.0)
+    assert display_range(np.zeros(3), batch_range=PER_IMAGE) == (0.0, 1.0)
+    assert display_range(np.array([np.nan, 0.5]), batch_range=PER_IMAGE) == (0.0, 0.5)

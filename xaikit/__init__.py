@@ -16,7 +16,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError
+from xaikit.errors import DegenerateMapWarning, XaikitError, XaikitTypeError, XaikitValueError, XaikitWarning
 
 # name -> module that defines it; resolved on first attribute access (PEP 562).
 _LAZY_ATTRS = {
@@ -40,6 +40,7 @@ _SUBPACKAGES = {
 }
 
 __all__ = [
+    "DegenerateMapWarning",
     "Estimator",
     "ImgData",
     "Network",
@@ -47,6 +48,7 @@ __all__ = [
     "XaikitError",
     "XaikitTypeError",
     "XaikitValueError",
+    "XaikitWarning",
     "__version__",
     "build",
 ]

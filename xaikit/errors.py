@@ -5,6 +5,9 @@ them all at once. Bad values also derive from :class:`ValueError` and bad types 
 :class:`TypeError`, so code written against the standard exceptions keeps working.
 
 Messages say which argument or key was wrong, what was expected and what came.
+
+Warnings that xaikit gives on purpose derive from :class:`XaikitWarning` (a ``UserWarning``), so
+``warnings.filterwarnings("ignore", category=XaikitWarning)`` silences them all.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "DegenerateMapWarning",
     "MissingFrameworkError",
     "XaikitError",
     "XaikitTypeError",
     "XaikitValueError",
+    "XaikitWarning",
     "describe",
 ]
 
@@ -34,6 +39,17 @@ class XaikitTypeError(XaikitError, TypeError):
 
 class MissingFrameworkError(XaikitError, ImportError):
     """A deep-learning framework that the call needs is not installed."""
+
+
+class XaikitWarning(UserWarning):
+    """Base class of every warning given on purpose by xaikit."""
+
+
+class DegenerateMapWarning(XaikitWarning):
+    """Explanation maps that cannot be explanations: NaN / inf, all zero, constant, or below float32
+    resolution of the explained score (see :mod:`xaikit.xai.health`). Given once per (model,
+    method, status) in a process; silence it with
+    ``warnings.filterwarnings("ignore", category=xaikit.DegenerateMapWarning)``."""
 
 
 _EXTRAS = {"torch": "torch", "tensorflow": "tf"}

@@ -3,6 +3,7 @@ left untouched, and bad input."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 import xaikit as xk
 from tests.xai.models import from_layout, images, model_for
-from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
 from xaikit.xai.cam import CAM_METHODS, CamResult, combine, eigen_projection, upsample
 
 MAPS = [m for m in CAM_METHODS if m != "guided_gradcam"]
@@ -103,11 +104,24 @@ def test_formulas_by_hand() -> None:
     np.testing.assert_allclose(combine("hirescam", a, g)[0], np.maximum((g * a).sum(axis=1)[0], 0))
 
 
+#: the random CNN has no positive Grad-CAM evidence at its last convolution for one of these
+#: (image, class) pairs: that map is exactly 0 (as its Guided Grad-CAM), and said so
+ZERO_MAP = ("gradcam", "guided_gradcam")
+
+
+def _zero_maps(method: str, count: str) -> Any:
+    """Expect the warning for the all-zero maps of ``ZERO_MAP`` methods (``count``: "1 of 4")."""
+    if method not in ZERO_MAP:
+        return contextlib.nullcontext()
+    return pytest.warns(DegenerateMapWarning, match=rf"{count} maps are exactly 0 .*'zero'.*layer=")
+
+
 def _both(method: str, x: np.ndarray, **kw: Any) -> tuple[np.ndarray, np.ndarray]:
     out = []
     for fw in ("torch", "tf"):
         model, layout = model_for(fw, seed=1)
-        res = xk.xai.explain(model, layout(x), target=[0, 1, 2, 3], method=method, **kw)
+        with _zero_maps(method, "1 of 4"):
+            res = xk.xai.explain(model, layout(x), target=[0, 1, 2, 3], method=method, **kw)
         out.append(from_layout(fw, res) if method == "guided_gradcam" else res)
     return out[0], out[1]
 
@@ -127,8 +141,9 @@ def test_torch_equals_keras_on_the_same_weights(method: str, rng: np.random.Gene
 def test_chunked_equals_unchunked(framework: str, method: str, rng: np.random.Generator) -> None:
     model, layout = model_for(framework, seed=2)
     x = layout(images(rng, batch=5))
-    one = xk.xai.explain(model, x, target=[0, 1, 2, 3, 4], method=method, max_batch=64)
-    small = xk.xai.explain(model, x, target=[0, 1, 2, 3, 4], method=method, max_batch=2)
+    with _zero_maps(method, "1 of 5"):
+        one = xk.xai.explain(model, x, target=[0, 1, 2, 3, 4], method=method, max_batch=64)
+    small = xk.xai.explain(model, x, target=[0, 1, 2, 3, 4], method=method, max_batch=2)  # said once
     np.testing.assert_allclose(small, one, rtol=1e-5, atol=1e-7)
 
 
@@ -138,10 +153,12 @@ def test_captum_layer_gradcam_and_guided_gradcam(rng: np.random.Generator) -> No
     model, layout = model_for("torch", seed=1)
     x = torch.as_tensor(layout(images(rng, batch=4)))
     target = torch.as_tensor([0, 1, 2, 3])
-    ours = xk.xai.explain(model, x, target=target, method="gradcam", layer="4", raw=True)
+    with _zero_maps("gradcam", "1 of 4"):
+        ours = xk.xai.explain(model, x, target=target, method="gradcam", layer="4", raw=True)
     theirs = captum_attr.LayerGradCam(model, model[4]).attribute(x, target=target, relu_attributions=True)
     np.testing.assert_allclose(ours.maps, theirs[:, 0].detach().numpy(), rtol=1e-5, atol=1e-7)
-    ours_g = xk.xai.explain(model, x, target=target, method="guided_gradcam", layer=model[4])
+    with _zero_maps("guided_gradcam", "1 of 4"):
+        ours_g = xk.xai.explain(model, x, target=target, method="guided_gradcam", layer=model[4])
     theirs_g = captum_attr.GuidedGradCam(model, model[4]).attribute(
         x, target=target, interpolate_mode="bilinear"
     )
@@ -225,7 +242,9 @@ def test_vit_tokens_reshaped_to_a_grid(rng: np.random.Generator) -> None:
 
     custom = xk.xai.explain(model, x, target=target, method="gradcam", layer="block", reshape=fn, raw=True)
     np.testing.assert_allclose(custom.maps, want, rtol=1e-5, atol=1e-7)
-    assert xk.xai.explain(model, x, target=target, method="scorecam", layer="block").shape == (2, 12, 12)
+    # Score-CAM's ReLU clips the map of one image: the tokens' activations are signed here (tanh)
+    with pytest.warns(DegenerateMapWarning, match=r"Score-CAM \(scorecam\).*1 of 2 maps are exactly 0"):
+        assert xk.xai.explain(model, x, target=target, method="scorecam", layer="block").shape == (2, 12, 12)
 
 
 def _torch_state(model: Any) -> tuple[Any, ...]:
@@ -336,6 +355,9 @@ def test_keras_dict_output_and_guided_step_do_not_hold_the_model(rng: np.random.
 
     import keras
 
+    # seeded: unseeded weights gave, in some runs, one class no positive Grad-CAM evidence at "c"
+    # (an all-zero map, reported as degenerate); with this seed both maps are non-zero
+    keras.utils.set_random_seed(2)
     inp = keras.Input((8, 8, 3))
     h = keras.layers.Conv2D(4, 3, padding="same", activation="relu", name="c")(inp)
     g = keras.layers.GlobalAveragePooling2D()(keras.layers.ReLU(name="r")(h))
@@ -343,11 +365,10 @@ def test_keras_dict_output_and_guided_step_do_not_hold_the_model(rng: np.random.
     model = keras.Model(inp, {"logits": head(g), "aux": keras.layers.Dense(2)(g)})
     single = keras.Model(inp, head(g))
     x = rng.uniform(size=(2, 8, 8, 3)).astype(np.float32)
-    np.testing.assert_allclose(
-        xk.xai.explain(model, x, method="gradcam", layer="c", output="logits", target=[0, 2]),
-        xk.xai.explain(single, x, method="gradcam", layer="c", target=[0, 2]),
-        atol=1e-6,
-    )
+    by_key = xk.xai.explain(model, x, method="gradcam", layer="c", output="logits", target=[0, 2])
+    alone = xk.xai.explain(single, x, method="gradcam", layer="c", target=[0, 2])
+    assert (by_key.reshape(2, -1).max(axis=1) > 0).all()
+    np.testing.assert_allclose(by_key, alone, atol=1e-6)
     xk.xai.explain(model, x, method="guided_gradcam", layer="c", output="logits")
     relu = model.get_layer("r")
     assert "call" not in relu.__dict__  # the class's call shows through again

@@ -7,6 +7,7 @@ import pytest
 
 import xaikit as xk
 from tests.xai.models import cnn, cnn_weights, from_layout, images, model_for, to_channel_first
+from xaikit.errors import DegenerateMapWarning
 
 
 @pytest.fixture
@@ -201,8 +202,10 @@ def test_display_masks(framework: str, setup) -> None:
     assert np.isfinite(res["saliency"]).all()
     zero = net.get_integrated_masks({"x": flat}, baseline="zeros", nsamples=4)
     assert np.isfinite(zero["saliency"]).all()
-    const = net.get_integrated_masks({"x": flat}, baseline=flat, nsamples=4)  # attribution exactly 0
+    with pytest.warns(DegenerateMapWarning, match=r"4 of 4 maps are exactly 0.*equals the baseline"):
+        const = net.get_integrated_masks({"x": flat}, baseline=flat, nsamples=4)  # attribution exactly 0
     np.testing.assert_array_equal(const["saliency"], 0.0)
+    assert net.last_status.tolist() == ["zero"] * 4
 
 
 def test_tf_step_traces_once_per_shape(rng: np.random.Generator) -> None:

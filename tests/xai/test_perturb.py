@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import xaikit as xk
 from tests.xai.models import cnn, cnn_weights, from_layout, images, model_for, to_channel_first
-from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
 from xaikit.xai import perturb
 
 SIZE = 12
@@ -42,16 +43,23 @@ def test_occlusion_matches_captum(
     model, layout = model_for("torch", seed=1)
     x = torch.as_tensor(layout(images(rng, batch=3)))
     target = torch.as_tensor([0, 3, 4])
-    ours = xk.xai.explain(
-        model,
-        x,
-        target=target,
-        method="occlusion",
-        window=window,
-        stride=stride,
-        baseline=baseline,
-        max_batch=50,
+    whole = window == (12, 12)  # one window: one score change for every pixel, a constant map
+    expect = (
+        pytest.warns(DegenerateMapWarning, match=r"3 of 3 maps hold one value.*occlusion window covers")
+        if whole
+        else contextlib.nullcontext()
     )
+    with expect:
+        ours = xk.xai.explain(
+            model,
+            x,
+            target=target,
+            method="occlusion",
+            window=window,
+            stride=stride,
+            baseline=baseline,
+            max_batch=50,
+        )
     theirs = captum_attr.Occlusion(model).attribute(
         x, target=target, sliding_window_shapes=(3, *window), strides=(3, *stride), baselines=baseline
     )

@@ -33,7 +33,7 @@ import numpy as np
 from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape, spearman, ssim, to_spatial
-from xaikit.xai import _display
+from xaikit.xai import _display, health
 from xaikit.xai import saliency as _saliency
 from xaikit.xai.methods import pin_targets, prepare
 from xaikit.xai.names import canonical
@@ -284,17 +284,20 @@ def randomization_test(
     copies: list[np.ndarray] = []
     try:
         maps["original"] = run()
-        for name, layer in reversed(chosen):
-            if order == "independent":
-                ops.restore(saved)
-            ops.randomize(layer, draw(seed, name))
-            maps[name] = run()
-        if random_baseline:
-            for copy_seed in (seed + 1, seed + 2):
-                ops.restore(saved)
-                for name, layer in reversed(ops.weighted_layers(model)):
-                    ops.randomize(layer, draw(copy_seed, name))
-                copies.append(run())
+        # the randomized models' maps may well be degenerate: that is not the user's model to warn
+        # about (and would use up the one warning of the model object, restored afterwards)
+        with health.deferred():
+            for name, layer in reversed(chosen):
+                if order == "independent":
+                    ops.restore(saved)
+                ops.randomize(layer, draw(seed, name))
+                maps[name] = run()
+            if random_baseline:
+                for copy_seed in (seed + 1, seed + 2):
+                    ops.restore(saved)
+                    for name, layer in reversed(ops.weighted_layers(model)):
+                        ops.randomize(layer, draw(copy_seed, name))
+                    copies.append(run())
     finally:
         ops.restore(saved)
 

@@ -39,6 +39,7 @@ from xaikit.evaluate._common import (
     to_spatial,
 )
 from xaikit.evaluate.randomization import _display_maps, _select, layer_rng, similarity_tables
+from xaikit.xai import health
 from xaikit.xai._engine import check_max_batch
 from xaikit.xai.methods import _check_targets, logits, predictions_of, prepare
 from xaikit.xai.names import canonical
@@ -273,7 +274,10 @@ def _randomized(
         for name, layer in chosen:  # every layer's draw is its own, so the order is moot
             ops.randomize(layer, layer_rng(seed, index[name]))
         noise = seed if noise_seed is None else noise_seed
-        maps = _explain(model, x, targets, method, framework, noise, max_batch, output, model_kwargs, options)
+        with health.deferred():  # a randomized model's degenerate maps are not the user's model's
+            maps = _explain(
+                model, x, targets, method, framework, noise, max_batch, output, model_kwargs, options
+            )
     finally:
         ops.restore(saved)
     return maps, [n for n, _ in chosen]

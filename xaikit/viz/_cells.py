@@ -21,7 +21,7 @@ import numpy as np
 
 from xaikit.backend import prefers_channel_first, to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.viz._image import Range, fixed_range, to_channels_last
+from xaikit.viz._image import Range, cell_range, to_channels_last
 
 __all__ = ["MIN_FLAT_IMAGE", "Layer", "fmt", "is_scalar", "parse_columns"]
 
@@ -37,7 +37,7 @@ class Layer:
     kind: str  # "text" | "boxes" | "image"
     data: Any  # text: list[str]; boxes: (B, N, 4|5); image: (B, H, W) or (B, H, W, 3)
     batch: int
-    fixed: Range | None = None  # fixed display range of the whole image array
+    fixed: Range | str | None = None  # the batch range of the image array (see viz._image.cell_range)
     flat: tuple[int, int] | None = None  # text read from a 2-D numeric array of this shape
     flat_float: bool = False  # ... of floats
 
@@ -98,7 +98,7 @@ def parse_layer(
     flat_num = arr.ndim == 2 and arr.dtype.kind in "biuf" and channel_axis is None and 0 not in arr.shape
     if flat_num and flat_image:
         images = arr[None]
-        return Layer("image", images, 1, fixed_range(images))
+        return Layer("image", images, 1, cell_range(images))
     if arr.dtype.kind in "USOV" or (arr.ndim <= 2 and channel_axis is None):
         if arr.ndim == 0:
             return Layer("text", [fmt(arr)], 1)
@@ -113,7 +113,7 @@ def parse_layer(
         return Layer("boxes", arr.astype(np.float64), arr.shape[0])
     if arr.ndim in (3, 4):
         images = to_channels_last(arr, f"column {name!r}", channel_axis, prefer_first)
-        return Layer("image", images, images.shape[0], fixed_range(images))
+        return Layer("image", images, images.shape[0], cell_range(images))
     raise XaikitValueError(
         f"column {name!r} must hold per-sample text (B,), boxes (B, N, 4|5) or images "
         f"(B, H, W[, C]) / (B, C, H, W), or one (H, W) float image; got {describe(arr)}"

@@ -23,12 +23,14 @@ from xaikit.viz._grid_layout import (
     plan_figure,
 )
 from xaikit.viz._grid_options import GridOptions
-from xaikit.viz._image import display_range, to_unit
+from xaikit.viz._image import PER_IMAGE, display_range, to_unit
 from xaikit.viz._save import new_figure
 
 __all__ = ["paint_grid"]
 
 OVERLAY_ALPHA = 0.5
+#: the caption of a single-channel float cell whose every value is exactly 0
+ALL_ZERO = "all 0"
 BOX_COLORS = ("m", "r", "c", "g", "y", "b")
 Extent = tuple[float, float, float, float]
 
@@ -169,6 +171,23 @@ def _paint_image(
     kwargs: dict[str, Any] = {"interpolation": "nearest", "extent": extent, "alpha": alpha}
     if image.ndim == 2:
         cmap = opts.cmaps.get(col) or (_mpl_colormaps["RdBu_r"] if signed else opts.cmap)
-        return ax.imshow(image.astype(np.float32), cmap=cmap, vmin=rng[0], vmax=rng[1], **kwargs)
+        mappable = ax.imshow(image.astype(np.float32), cmap=cmap, vmin=rng[0], vmax=rng[1], **kwargs)
+        if alpha is None and layer.fixed == PER_IMAGE and not np.any(image):
+            _caption(ax, ALL_ZERO)  # painted in the colormap's zero colour: say that it is 0
+        return mappable
     ax.imshow(to_unit(image, rng), **kwargs)
     return None
+
+
+def _caption(ax: Axes, text: str) -> None:
+    """A small note in the cell's lower left corner."""
+    ax.text(
+        0.03,
+        0.03,
+        text,
+        ha="left",
+        va="bottom",
+        fontsize=6,
+        transform=ax.transAxes,
+        bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1},
+    )

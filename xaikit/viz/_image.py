@@ -10,6 +10,18 @@ Display range rule (:func:`display_range`), decided once per array, applied per 
 5. floats within [0, 1]: ``(0, 1)``; within [-1, 1]: ``(-1, 1)``;
 6. otherwise the image's own minimum and maximum. A constant image ``c`` gets ``(c, c + 1)``, so
    it is drawn in the lowest colour instead of producing NaN.
+
+ImgData's single-channel float cells (masks, maps and greyscale images: the colormapped ones)
+replace rules 5 and 6 by :data:`PER_IMAGE` (:func:`cell_range`): each image by its own range, so
+that a map is never painted in one colour because of its scale (a raw Grad-CAM map with maximum
+0.036 on a fixed 0..1 scale is all but the colormap's lowest colour):
+
+* a non-negative image: ``(0, max)``: 0 keeps the colormap's lowest colour and the image's
+  maximum gets the highest. A display mask (values in [0, 1] reaching 1, as
+  :func:`xaikit.xai._display.to_display` makes them) paints exactly as on the fixed ``(0, 1)``;
+  an all-zero image gets ``(0, 1)``: the lowest colour, honestly;
+* a signed image: its own ``(min, max)``, as rule 6 (normalized greyscale inputs keep their
+  contrast); ``signed=`` draws a range symmetric around 0 with a diverging colormap instead.
 """
 
 from __future__ import annotations
@@ -24,9 +36,20 @@ from xaikit.layout import channel_axis_of
 #: channel counts a painted image may have (grey, RGB)
 _PAINTED = (1, 3)
 
-__all__ = ["display_range", "fixed_range", "is_channel_first", "to_channels_last", "to_unit"]
+__all__ = [
+    "PER_IMAGE",
+    "cell_range",
+    "display_range",
+    "fixed_range",
+    "is_channel_first",
+    "to_channels_last",
+    "to_unit",
+]
 
 Range = tuple[float, float]
+#: the batch range of ImgData's single-channel float cells: each image by its own range, from 0
+#: for a non-negative image (see the module)
+PER_IMAGE = "per-image"
 
 
 def _finite_bounds(values: np.ndarray) -> Range | None:
@@ -59,6 +82,20 @@ def fixed_range(batch: np.ndarray) -> Range | None:
     return None
 
 
+def cell_range(batch: np.ndarray) -> Range | str | None:
+    """The batch range of an ImgData image column: :data:`PER_IMAGE` for single-channel float
+    images (B, H, W), else :func:`fixed_range`.
+
+    Example:
+        >>> import numpy as np
+        >>> cell_range(np.full((2, 4, 4), 0.036)), cell_range(np.zeros((2, 4, 4, 3)))
+        ('per-image', (0.0, 1.0))
+    """
+    if batch.ndim == 3 and batch.dtype.kind == "f":
+        return PER_IMAGE
+    return fixed_range(batch)
+
+
 def display_range(
     image: np.ndarray,
     *,
@@ -73,7 +110,8 @@ def display_range(
         vrange: explicit ``(low, high)``, ``"minmax"`` (force the image's own range) or None.
         signed: symmetric range around zero.
         batch_range: :func:`fixed_range` of the whole array the image comes from, so every
-            image of a column is scaled the same way; ``"auto"`` computes it from ``image``.
+            image of a column is scaled the same way; ``"auto"`` computes it from ``image``;
+            :data:`PER_IMAGE` scales each image by its own range, from 0 when it is non-negative.
 
     Returns:
         ``(low, high)`` with ``low < high``.
@@ -92,6 +130,10 @@ def display_range(
         (0.0, 255.0)
         >>> display_range(np.full(4, 5.0))
         (5.0, 6.0)
+        >>> display_range(np.array([0.0, 0.036]), batch_range=PER_IMAGE)
+        (0.0, 0.036)
+        >>> display_range(np.array([-0.5, 0.25]), batch_range=PER_IMAGE)
+        (-0.5, 0.25)
     """
     if isinstance(vrange, tuple):
         low, high = float(vrange[0]), float(vrange[1])
@@ -103,13 +145,16 @@ def display_range(
     if signed:
         m = max(abs(own[0]), abs(own[1])) if own else 0.0
         return (-m, m) if m > 0 else (-1.0, 1.0)
-    if vrange is None:
+    per_image = vrange is None and batch_range == PER_IMAGE
+    if vrange is None and not per_image:
         fixed = fixed_range(image) if isinstance(batch_range, str) else batch_range
         if fixed is not None:
             return fixed
     if own is None:
         return 0.0, 1.0
     low, high = own
+    if per_image and low >= 0:
+        return (0.0, high) if high > 0 else (0.0, 1.0)
     if high <= low:
         return low, low + 1.0
     return low, high

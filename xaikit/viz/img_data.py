@@ -73,8 +73,12 @@ class ImgData:
       half-transparent (images) or as outlines (boxes).
 
     Values may be numpy arrays, torch tensors or TF tensors. Image values map to colours by the
-    display-range rule of :func:`xaikit.viz.display_range`: integers as uint8, floats in [0, 1]
-    or [-1, 1] as such, anything else from each image's own minimum to maximum.
+    display-range rule of :func:`xaikit.viz.display_range`: integers as uint8, colour floats in
+    [0, 1] or [-1, 1] as such, anything else from each image's own minimum to maximum.
+    Single-channel float images (masks, raw maps) are scaled per image by their own range, from 0
+    to their maximum when non-negative (a display mask reaching 1 paints as on 0..1; a raw map of
+    maximum 0.036 is not painted black), else from their minimum to maximum; an all-zero one is
+    painted in the colormap's zero colour with an "all 0" note. ``vranges`` and ``signed`` win.
 
     Args:
         columns: optional mapping ``{title: value}``, for titles that are not Python identifiers
@@ -82,8 +86,9 @@ class ImgData:
             here is taken as ``colormap`` (the reference's positional argument).
         colormap: colormap of single-channel cells (never applied to colour images).
         colormaps: per-column colormaps ``{column: name}``, overriding ``colormap``.
-        vranges: per-column display ranges ``{column: (low, high)}``, or ``"minmax"`` to scale
-            every image of that column by its own minimum and maximum.
+        vranges: per-column display ranges ``{column: (low, high)}`` (e.g. ``(0, 1)`` to compare
+            a column's maps on one scale), or ``"minmax"`` to scale every image of that column by
+            its own minimum and maximum.
         signed: column names (or True for all) holding signed values such as raw attributions:
             each image gets a range symmetric around 0 and, unless ``colormaps`` says otherwise,
             the diverging colormap ``"RdBu_r"`` (0 is white, positive red, negative blue).

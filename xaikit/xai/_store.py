@@ -7,7 +7,8 @@ Layout of ``<out>/``::
     attributions/      (N, *map shape) float32, one chunk per shard along axis 0
     index/ label/ prediction/ score/ delta/ file/    (N,) columns, one chunk per shard
     shards/<k>.json    the completion record of shard k (written last, atomically); it lists
-                       the samples of the shard that were skipped as unreadable
+                       the samples of the shard that were skipped as unreadable and, under
+                       ``map_status``, its degenerate maps by dataset index
     skipped.json       every skipped sample of the committed shards (rewritten at the end of a run)
     .lock              the pid and host of the run that writes the store
 
@@ -86,6 +87,8 @@ class ShardResult:
     files: list[str] | None
     seconds: float = 0.0
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    #: per sample: "" for a sound map, else its status (:mod:`xaikit.xai.health`)
+    map_status: np.ndarray | None = None
 
     def columns(self) -> dict[str, np.ndarray]:
         return {
@@ -323,6 +326,11 @@ class Store:
         }
         if maps is None:
             record["maps"] = False
+        if result.map_status is not None:  # sparse: {dataset index: status} of degenerate maps
+            record["map_status"] = {
+                str(result.start + int(i)): str(result.map_status[i])
+                for i in np.flatnonzero(result.map_status != "")
+            }
         write_json(self.record_path(result.shard), record)
         return record
 

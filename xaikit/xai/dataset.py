@@ -41,6 +41,7 @@ from xaikit.backend.serialized import (
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.files import write_text
+from xaikit.xai import health
 from xaikit.xai._engine import check_max_batch, check_memory_budget, stream_seed
 from xaikit.xai._progress import Progress
 from xaikit.xai._quadrature import QUADRATURES
@@ -204,8 +205,7 @@ def _softmax_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
     z = s - s.max(axis=1, keepdims=True)
     p = np.exp(z)
     p /= p.sum(axis=1, keepdims=True)
-    already = np.all((s >= 0) & (s <= 1), axis=1) & (np.abs(s.sum(axis=1) - 1) <= 1e-4)
-    p = np.where(already[:, None], s, p)
+    p = np.where(health.probability_rows(s)[:, None], s, p)
     return p[np.arange(len(p)), classes].astype(np.float32)
 
 
@@ -220,11 +220,13 @@ def model_scores(model: Any, x: np.ndarray, settings: Settings) -> np.ndarray:
 
 def explain_rows(
     model: Any, x: np.ndarray, labels: np.ndarray | None, settings: Settings, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(attributions, predictions, scores, deltas)`` of one batch: the predicted class and its
-    probability (the model's output where it gives probabilities, else its softmax; the raw score
-    for a one-score model), and the attributions of the
-    predicted class (of the label with ``target="label"``)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(attributions, predictions, scores, deltas, map_status)`` of one batch: the predicted
+    class and its probability (the model's output where it gives probabilities, else its softmax;
+    the raw score for a one-score model), the attributions of the predicted class (of the label
+    with ``target="label"``) and their status (:func:`xaikit.xai.health.map_status`, judged
+    against the explained scores of this batch's output; reported once, by
+    :func:`explain_dataset`)."""
     from xaikit.xai.saliency import explain
 
     opts = dict(settings.options)
@@ -239,16 +241,22 @@ def explain_rows(
     else:
         target = predicted
     with_delta = settings.method in DELTA_METHODS
-    result = explain(
-        model, x, target=target, method=settings.method, seed=seed, return_delta=with_delta, **opts
-    )
+    with health.deferred():  # checked below against the whole batch's scores
+        result = explain(
+            model, x, target=target, method=settings.method, seed=seed, return_delta=with_delta, **opts
+        )
     attr, delta = result if with_delta else (result, None)
     if not isinstance(attr, np.ndarray):
         raise XaikitTypeError(
             f"method {settings.method!r} gave {describe(attr)}; explain_dataset stores arrays"
         )
     deltas = np.full(len(x), np.nan, np.float32) if delta is None else np.asarray(delta, np.float32)
-    return attr.astype(np.float32, copy=False), predicted.astype(np.int64), score, deltas
+    kind, squared = health.map_kind(settings.method, opts.get("magnitude"), opts.get("nintegration"))
+    spans = np.ptp(x.reshape(len(x), -1), axis=1) if kind == "gradient" and x.dtype.kind in "biuf" else None
+    status = health.map_status(
+        attr, scores=health.explained_scores(scores, target), kind=kind, squared=squared, spans=spans
+    )
+    return attr.astype(np.float32, copy=False), predicted.astype(np.int64), score, deltas, status
 
 
 def _where(start: int, stop: int, files: list[str] | None, shard: int | None = None) -> str:
@@ -302,7 +310,7 @@ def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> Sha
         has_files &= rows.files is not None
         labels.append(rows.labels if rows.labels is not None else np.full(b1 - b0, -1, np.int64))
         files.extend(rows.files or [""] * (b1 - b0))
-    attr, pred, score, delta = _scatter(batches, stop - start)
+    attr, pred, score, delta, status = _scatter(batches, stop - start)
     label = np.concatenate(labels) if has_labels else np.full(stop - start, -1, np.int64)
     if skipped:
         label[[item["index"] - start for item in skipped]] = -1
@@ -318,15 +326,16 @@ def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> Sha
         files if has_files else None,
         time.perf_counter() - t0,
         skipped,
+        status,
     )
 
 
 def _scatter(
     batches: list[tuple[np.ndarray, tuple[np.ndarray, ...] | None]], n: int
-) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
-    """A shard's ``(attributions, predictions, scores, deltas)`` from its batches' results on the
-    samples read (``read`` masks): NaN maps (None when no sample was read), prediction -1 and NaN
-    score and delta where a sample was skipped."""
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A shard's ``(attributions, predictions, scores, deltas, map_status)`` from its batches'
+    results on the samples read (``read`` masks): NaN maps (None when no sample was read),
+    prediction -1, NaN score and delta and no status where a sample was skipped."""
     shape = next((part[0].shape[1:] for _, part in batches if part is not None), None)
     attr = None if shape is None else np.full((n, *shape), np.nan, np.float32)
     pred, score, delta = (
@@ -334,15 +343,26 @@ def _scatter(
         np.full(n, np.nan, np.float32),
         np.full(n, np.nan, np.float32),
     )
+    status = np.full(n, "", dtype=object)
     r0 = 0
     for read, part in batches:
         where = r0 + np.flatnonzero(read)
         if part is not None:
             if attr is not None:
                 attr[where] = part[0]
-            pred[where], score[where], delta[where] = part[1], part[2], part[3]
+            pred[where], score[where], delta[where], status[where] = part[1], part[2], part[3], part[4]
         r0 += len(read)
-    return attr, pred, score, delta
+    return attr, pred, score, delta, status
+
+
+def _status_column(record: dict[str, Any]) -> np.ndarray:
+    """The ``map_status`` of a shard's samples from its record's sparse ``{index: status}``."""
+    start, stop = int(record["start"]), int(record["stop"])
+    column = np.full(stop - start, "", dtype=object)
+    for index, status in (record.get("map_status") or {}).items():
+        if start <= int(index) < stop:
+            column[int(index) - start] = str(status)
+    return column
 
 
 # ---- the handle ----------------------------------------------------------------------------------
@@ -417,9 +437,10 @@ class DatasetExplanation:
     def table(self) -> Any:
         """A pandas DataFrame of the committed samples (the skipped ones left out): ``index``,
         ``label`` (-1: none), ``prediction``, ``score`` (the probability of the prediction),
-        ``delta`` (completeness delta; NaN for methods without one) and ``file`` ("" for none);
-        with class names (:attr:`classes`) also ``label_name`` ("" for no label) and
-        ``prediction_name``."""
+        ``delta`` (completeness delta; NaN for methods without one), ``file`` ("" for none) and
+        ``map_status`` ("" for a sound map, else ``"non-finite"``, ``"zero"``, ``"constant"`` or
+        ``"underflow"``: see :mod:`xaikit.xai.health`); with class names (:attr:`classes`) also
+        ``label_name`` ("" for no label) and ``prediction_name``."""
         import pandas as pd
 
         root = self.store.group(writable=False)
@@ -428,6 +449,7 @@ class DatasetExplanation:
             sl = slice(int(rec["start"]), int(rec["stop"]))
             cols = {name: root[name][sl] for name in ("index", "label", "prediction", "score", "delta")}
             cols["file"] = np.asarray([str(f) for f in root["file"][sl]], dtype=object)
+            cols["map_status"] = _status_column(rec)
             part = pd.DataFrame(cols)
             gone = [int(item["index"]) for item in rec.get("skipped") or ()]
             parts.append(part[~part["index"].isin(gone)] if gone else part)
@@ -440,6 +462,7 @@ class DatasetExplanation:
                     "score": np.zeros(0, np.float32),
                     "delta": np.zeros(0, np.float32),
                     "file": np.zeros(0, object),
+                    "map_status": np.zeros(0, object),
                 }
             )
         else:
@@ -460,6 +483,23 @@ class DatasetExplanation:
         order = [c for c in first if c in frame.columns] + [c for c in frame.columns if c not in first]
         dest = Path(self.path) / "table.csv" if path is None else Path(path)
         return write_text(dest, frame[order].to_csv(index=False))
+
+    def map_status_counts(self) -> dict[str, int]:
+        """How many committed samples have each degenerate map status (from the shard records,
+        without reading the table); empty when every map is sound.
+
+        Example:
+            >>> import tempfile, numpy as np, torch, xaikit as xk
+            >>> out = tempfile.mkdtemp() + "/x.zarr"
+            >>> res = xk.xai.explain_dataset(torch.nn.Linear(4, 2), np.ones((3, 4), np.float32), method="vanilla", out=out, progress=False)
+            >>> res.map_status_counts()
+            {}
+        """
+        counts: dict[str, int] = {}
+        for rec in self.store.records().values():
+            for status in (rec.get("map_status") or {}).values():
+                counts[str(status)] = counts.get(str(status), 0) + 1
+        return counts
 
     def __repr__(self) -> str:
         m = self.manifest
@@ -850,7 +890,25 @@ def explain_dataset(
         store.write_skipped()
     handle = DatasetExplanation(out)
     handle.resumed, handle.explained = sorted(done), todo
+    _warn_degenerate(handle, name, settings.fingerprint, n)
     return handle
+
+
+def _warn_degenerate(handle: DatasetExplanation, method: str, fingerprint: str, n: int) -> None:
+    """One warning for the run's degenerate maps (all committed shards, counted from their
+    records), once per (model weights, method, status) in this process."""
+    counts = handle.map_status_counts()
+    if not counts:
+        return
+    status = np.full(n, "", dtype=object)
+    filled = 0
+    for key, count in counts.items():
+        status[filled : filled + count] = key
+        filled += count
+    health.warn_degenerate(
+        status.astype(str), method=method, model=fingerprint,
+        where=" in explain_dataset (per sample: DatasetExplanation.table['map_status'])",
+    )  # fmt: skip
 
 
 def _run_local(

@@ -270,7 +270,18 @@ def _describe_kwargs(kw: ModelKwargs) -> str:
 def pin_targets(
     inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
 ) -> tuple[T, np.ndarray | None]:
-    """The class explained for each sample, fixed once for all of its rows.
+    """The class explained for each sample, fixed once for all of its rows: the first two of
+    :func:`pinned_and_output`.
+    """
+    targets, predictions, _ = pinned_and_output(inp, target, output, predict)
+    return targets, predictions
+
+
+def pinned_and_output(
+    inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
+) -> tuple[T, np.ndarray | None, np.ndarray]:
+    """The class explained for each sample, fixed once for all of its rows, and the model output
+    read to find it.
 
     Args:
         inp: the prepared inputs.
@@ -283,10 +294,12 @@ def pin_targets(
             for a second forward pass of the batch).
 
     Returns:
-        ``(targets, predictions)``: int64 (B,) classes on the model's device, and the model's
+        ``(targets, predictions, output)``: int64 (B,) classes on the model's device, the model's
         predictions for the clean inputs (numpy, see :func:`predictions_of`; None when given
-        classes were not predicted). A model output of one score per row, (B,), is explained
-        as class 0: ``target`` must be None or 0.
+        classes were not predicted), and the output read on the host: (B, classes) or (B,) of
+        the whole batch, or of its first row only when given classes were checked on one row
+        (what :mod:`xaikit.xai.health` judges maps against; no extra pass). A model output of one
+        score per row, (B,), is explained as class 0: ``target`` must be None or 0.
     """
     bk = inp.bk
     if target is not None and not predict:
@@ -298,15 +311,16 @@ def pin_targets(
         if one is not None:
             n_classes = int(one.shape[1]) if len(one.shape) == 2 else 1
             classes = _check_targets(bk, target, inp.batch, n_classes)
-            return bk.index(classes, getattr(inp.tensors[0], "device", None)), None
+            return bk.index(classes, getattr(inp.tensors[0], "device", None)), None, bk.to_numpy(one)
     scores = logits(inp, output)
-    predictions = predictions_of(bk.to_numpy(scores))
+    host = bk.to_numpy(scores)
+    predictions = predictions_of(host)
     n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1
     if target is None:
         classes = predictions if len(scores.shape) == 2 else np.zeros(inp.batch, dtype=np.int64)
     else:
         classes = _check_targets(bk, target, inp.batch, n_classes)
-    return bk.index(classes, getattr(inp.tensors[0], "device", None)), predictions
+    return bk.index(classes, getattr(inp.tensors[0], "device", None)), predictions, host
 
 
 def predictions_of(scores: np.ndarray) -> np.ndarray:

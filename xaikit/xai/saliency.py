@@ -12,7 +12,7 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output as _check_output
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
-from xaikit.xai import perturb
+from xaikit.xai import health, perturb
 from xaikit.xai._display import to_display
 from xaikit.xai._engine import DEFAULT_BUDGET, check_max_batch, check_memory_budget
 from xaikit.xai._kwargs import merge_model_kwargs
@@ -32,7 +32,7 @@ from xaikit.xai.methods import (
     attribute,
     canonical_method,
     logits,
-    pin_targets,
+    pinned_and_output,
     predictions_of,
     prepare,
 )
@@ -84,6 +84,10 @@ class SaliencyNet:
             is per-sample: each row of a chunk gets its sample's value (not interpolated along an
             IG path); anything else is passed unchanged. See ``docs/saliency.md``.
 
+    Every call checks its maps (:mod:`xaikit.xai.health`): ``last_status`` holds each sample's
+    status ("" when sound) and a degenerate one gives a ``DegenerateMapWarning``, once per model,
+    method and status.
+
     Example:
         >>> import torch
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
@@ -133,6 +137,9 @@ class SaliencyNet:
         self.channel_axis = 3 if channel_axis == -1 else channel_axis
         #: rows per chunk of the last call (for inspection and benchmarks)
         self.last_chunks: list[int] = []
+        #: the (B,) map status of each sample of the last call: "" when ok, else "non-finite",
+        #: "zero", "constant" or "underflow" (see :mod:`xaikit.xai.health`)
+        self.last_status: np.ndarray = np.zeros(0, dtype=str)
 
     @property
     def model_inputs(self) -> list[str]:
@@ -298,10 +305,13 @@ class SaliencyNet:
             self.memory_budget if memory_budget is None else check_memory_budget(memory_budget)
         )
         with self.bk.inference(self.model):
-            result, predictions = _explain(
+            result, predictions, seen, targets = _explain(
                 inp, method, target, seed, chunk, raw, options, len(self._outputs), self.xla, self.output
             )
         self.last_chunks = result.chunks
+        self.last_status = _check(
+            inp, result.arrays, method, self.model, seen, targets, options, " in SaliencyNet"
+        )
         out = dict(batch)
         for key, pred in zip(self._outputs, predictions):
             out[key] = pred
@@ -323,11 +333,12 @@ def _explain(
     n_outputs: int,
     xla: bool,
     output: int | str = 0,
-) -> tuple[Attribution, list[np.ndarray]]:
-    """Predictions of the model outputs (the explained one alone, or outputs 0 .. n_outputs - 1)
-    and the attributions, inside inference mode."""
+) -> tuple[Attribution, list[np.ndarray], np.ndarray, Any]:
+    """The attributions, the predictions of the model outputs (the explained one alone, or
+    outputs 0 .. n_outputs - 1), the explained output as read and the pinned classes, inside
+    inference mode."""
     bk = inp.bk
-    targets, found = pin_targets(inp, target, output)
+    targets, found, seen = pinned_and_output(inp, target, output)
     explained = np.asarray(found)  # predict=True: always the predictions
     if n_outputs == 1:
         predictions = [explained]
@@ -347,7 +358,35 @@ def _explain(
         output=output,
         **options,
     )
-    return result, predictions
+    return result, predictions, seen, targets
+
+
+def _check(
+    inp: Inputs,
+    maps: Any,
+    method: str,
+    model: Any,
+    seen: Any,
+    targets: Any,
+    options: Mapping[str, Any],
+    where: str = " in explain",
+) -> np.ndarray:
+    """The map status of each sample (:mod:`xaikit.xai.health`) and, for degenerate maps, the
+    warning; on the host, from the maps and the output already read (no model pass). Inside
+    ``health.deferred()`` nothing is checked (the caller does it)."""
+    if health.is_deferred():
+        return np.zeros(0, dtype=str)
+    bk = inp.bk
+    arrays = getattr(maps, "maps", maps)  # CamResult / XraiResult: their maps
+    kind, _ = health.map_kind(method)
+    spans = None
+    if kind == "gradient":
+        spans = [bk.to_numpy(bk.sample_max(x) - bk.sample_min(x)).reshape(-1) for x in inp.tensors]
+    host = None if targets is None else (bk.to_numpy(targets) if bk.is_tensor(targets) else targets)
+    return health.check_maps(
+        arrays, method=method, model=model, output=seen, targets=host, magnitude=options.get("magnitude"),
+        nintegration=options.get("nintegration"), spans=spans, where=where,
+    )  # fmt: skip
 
 
 def _prepared(model: Any, x: Any, framework: str | None, model_kwargs: Any) -> tuple[Any, Inputs, bool]:
@@ -430,6 +469,12 @@ def explain(
         ``(attributions, delta)``. CAM methods: (B, H, W) maps, or a ``CamResult`` with ``raw``;
         ``guided_gradcam``: attributions with ``x``'s shape.
 
+    Warns:
+        DegenerateMapWarning: maps that hold NaN / inf, are all zero or constant, or account for
+            a change of the explained score below float32 resolution (a saturated or near-uniform
+            softmax: explain the logits); once per (model, method, status), with the likely cause
+            and fix. See :mod:`xaikit.xai.health` and ``docs/degenerate.md``.
+
     Example:
         >>> import torch
         >>> model = torch.nn.Linear(3, 2)
@@ -474,7 +519,7 @@ def explain(
     bk, inp, multi = _prepared(model, x, framework, model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, output, predict=False)
+        targets, _, seen = pinned_and_output(inp, target, output, predict=False)
         result = attribute(
             inp,
             targets,
@@ -487,6 +532,7 @@ def explain(
             xla=xla,
             **opts,
         )
+    _check(inp, result.arrays, method, model, seen, targets, opts)
     arrays = result.arrays if multi else result.arrays[0]
     if return_delta:
         return arrays, result.delta
@@ -524,11 +570,13 @@ def _explain_own_loop(
     bk, inp, _ = _prepared(model, x, framework, model_kwargs)
     seed = _fresh_seed() if seed is None else seed
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, output, predict=False)
-        return module.run(
+        targets, _, seen = pinned_and_output(inp, target, output, predict=False)
+        result = module.run(
             inp, targets, seed=seed, output=output, max_batch=max_batch, memory_budget=memory_budget,
             xla=xla, return_delta=return_delta, progress=progress, **opts,
         )  # fmt: skip
+    _check(inp, result[0] if return_delta else result, method, model, seen, targets, opts)
+    return result
 
 
 _CORE_OPTIONS = ("nsamples", "nintegration", "stdev_spread", "magnitude", "baseline", "quadrature_rule")
@@ -573,11 +621,13 @@ def _explain_perturbation(
     seed = _fresh_seed() if seed is None else seed
     run = perturb.occlusion if name == "occlusion" else perturb.rise
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, output, predict=False)
-        return run(
+        targets, _, seen = pinned_and_output(inp, target, output, predict=False)
+        maps = run(
             inp, targets, seed=seed, output=output, max_batch=max_batch,
             memory_budget=memory_budget, xla=xla, progress=progress, **opts,
         )  # fmt: skip
+    _check(inp, maps, name, model, seen, targets, opts)
+    return maps
 
 
 def _explain_cam(
@@ -616,12 +666,16 @@ def _explain_cam(
     with bk.inference(model):
         if method == "guided_gradcam":  # two passes over the same classes: pinned first
             given = cam_targets(inp, target, output)
-            targets = pin_targets(inp, None, output)[0] if given is None else given
+            targets = pinned_and_output(inp, None, output)[0] if given is None else given
             grads, _ = guided_gradcam(inp, targets, layer, output, max_batch, reshape)
             arrays = inp.to_user(grads)
+            _check(inp, arrays, method, model, None, None, {})
             return arrays if multi else arrays[0]
         chosen = cam_targets(inp, target, output)  # None: predicted, read off the CAM's own pass
         result = cam_maps(inp, chosen, method, layer, output, max_batch, reshape, memory_budget, progress)
+    # no scores are read here (the classes come off the CAM's own pass): the maps are checked for
+    # NaN, zero, constant and subnormal values only
+    _check(inp, result.maps, method, model, None, None, {})
     if raw:
         return CamResult(result.maps.astype(np.float32), result.layer)
     _, size = image_size(inp)
