@@ -259,6 +259,7 @@ def test_unreadable_files_stop_or_are_skipped_and_listed(
         f"xaikit explain: 6 samples (1 skipped) in 2 shards, all explained now; attributions (6, 8, 8, 3) in {out}/attributions",
         f"xaikit explain: skipped 1 unreadable file (listed in {out}/skipped.json):",
         "  #3 03.png: OSError: image file is truncated",
+        "xaikit explain: no degenerate maps (map_status empty for all 5)",
         f"xaikit explain: table of 5 samples: {out}/table.csv",
         f"xaikit explain: grids: {out}/grids",
         f"  {out}/grids/first.png",
@@ -270,7 +271,7 @@ def test_unreadable_files_stop_or_are_skipped_and_listed(
         {"index": 3, "file": "03.png", "error": "OSError: image file is truncated"}
     ]
     table = pd.read_csv(out / "table.csv", keep_default_na=False)
-    assert list(table.columns) == ["index", "file", "label", "prediction", "score", "delta"]
+    assert list(table.columns) == ["index", "file", "label", "prediction", "score", "delta", "map_status"]
     assert table["index"].tolist() == [0, 1, 2, 4, 5] and table["file"].tolist() == [
         f"0{i}.png" for i in (0, 1, 2, 4, 5)
     ]

@@ -24,7 +24,10 @@ tf = pytest.importorskip("tensorflow")
 
 import xaikit as xk  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
-from xaikit.xai.names import ALL_METHODS, CAM_METHODS, GRADIENT_METHODS, PERTURBATION_METHODS  # noqa: E402
+from xaikit.xai.registry import method_names  # noqa: E402
+
+ALL_METHODS, CAM_METHODS = method_names(), method_names("cam")
+GRADIENT_METHODS, PERTURBATION_METHODS = method_names("gradient"), method_names("perturbation")
 
 L = keras.layers
 SIZE = 16
@@ -48,10 +51,10 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "integrated": {"nsamples": 4},
     "smint": {"nsamples": 2, "nintegration": 3},
     "vargrad": {"nsamples": 3},
-    "expected_gradients": {"nsamples": 3},
+    "expected_gradients": {"nsamples": 3, "baseline": np.full((2, SIZE, SIZE, 3), 0.5, np.float32)},
     "blur_ig": {"steps": 4},
     "guided_ig": {"steps": 4},
-    "xrai": {"steps": 4, "segments": [_squares(), _squares()]},
+    "xrai": {"steps": 4, "segments": [_squares(), _squares()], "min_pixel_diff": 1},  # 16-pixel squares
     "occlusion": {"window": 4, "stride": 4},
     "rise": {"n_masks": 16, "cell": 4},
 }

@@ -29,7 +29,9 @@ torch = pytest.importorskip("torch")
 import xaikit as xk  # noqa: E402
 from xaikit.backend.serialized import load_model_file  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
-from xaikit.xai.names import ALL_METHODS, family  # noqa: E402
+from xaikit.xai.registry import family, method_names  # noqa: E402
+
+ALL_METHODS = method_names()
 
 B, SIZE = 2, 16
 
@@ -49,7 +51,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "expected_gradients": {"nsamples": 3},
     "blur_ig": {"steps": 4},
     "guided_ig": {"steps": 4},
-    "xrai": {"steps": 4, "algorithm": "fast", "segments": [blocks(SIZE)] * B},
+    "xrai": {"steps": 4, "algorithm": "fast", "segments": [blocks(SIZE)] * B, "min_pixel_diff": 1},
     "occlusion": {"window": 4, "stride": 4},
     "rise": {"n_masks": 16, "cell": 4},
 }

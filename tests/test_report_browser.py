@@ -278,6 +278,7 @@ def _structure(png: Path) -> np.ndarray:
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("default::xaikit.errors.DegenerateMapWarning")  # as in test_demo
 def test_demo_report_screenshot(browser, tmp_path):
     """A short real demo: its page loads cleanly and its screenshot has the expected regions."""
     from xaikit.demo import run_demo
