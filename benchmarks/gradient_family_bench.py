@@ -305,7 +305,7 @@ def summarize(cases: list[Case]) -> list[dict[str, Any]]:
 
 
 def render(rows: list[dict[str, Any]], sweep: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    from xaikit.xai.names import title
+    from xaikit.xai.registry import title
 
     out = [
         START,

@@ -25,7 +25,7 @@ from xaikit.files import atomic_path
 from xaikit.op.numpyop import Minmax
 from xaikit.xai._grids import dataset_grid, pick_samples
 from xaikit.xai._sources import as_source
-from xaikit.xai.names import title as method_title
+from xaikit.xai.registry import title as method_title
 
 PICTURE = "dataset_grids.png"
 

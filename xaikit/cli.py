@@ -306,7 +306,7 @@ def _explain(args: argparse.Namespace) -> int:
     from xaikit.errors import XaikitError
     from xaikit.xai._sources import as_source
     from xaikit.xai.dataset import check_method_options, read_classes
-    from xaikit.xai.names import canonical
+    from xaikit.xai.registry import canonical
 
     prog = "xaikit explain"
     options = _method_options(args.option)

@@ -377,7 +377,7 @@ def test_model_is_unchanged(xs: np.ndarray, segs: list[np.ndarray]) -> None:
         ({"baselines": []}, XaikitValueError, r"baselines must hold at least one baseline"),
         ({"baselines": ["grey"]}, XaikitValueError, r"baselines\[0\] must be one of 'uniform'"),
         ({"nsamples": 0}, XaikitValueError, r"nsamples must be None or an int >= 1; got int 0"),
-        ({"return_delta": True}, XaikitValueError, r"XRAI's region map has none"),
+        ({"return_delta": True}, XaikitValueError, r"method 'xrai' has none"),
         (
             {"segments": [[]]},
             XaikitValueError,

@@ -160,13 +160,13 @@ def maps_or_explain(
             )
         return saliency
     from xaikit.xai import explain
-    from xaikit.xai.names import ALL_METHODS, canonical
+    from xaikit.xai.registry import canonical, method_names
 
     try:
         method = canonical(saliency)
     except XaikitValueError:
         raise XaikitValueError(
-            f"saliency must be maps or a method name ({', '.join(map(repr, ALL_METHODS))}); got {saliency!r}"
+            f"saliency must be maps or a method name ({', '.join(map(repr, method_names()))}); got {saliency!r}"
         ) from None
     options = {"seed": seed, "max_batch": max_batch, **check_method_options(method_options, reserved)}
     return explain(

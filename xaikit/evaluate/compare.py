@@ -60,7 +60,7 @@ from xaikit.evaluate.randomization_more import _randomized
 from xaikit.evaluate.registry import FAMILIES, METRICS, Metric, MetricContext, _has_weights
 from xaikit.xai._engine import check_max_batch
 from xaikit.xai.methods import pin_targets, prepare
-from xaikit.xai.names import ALL_METHODS, canonical
+from xaikit.xai.registry import canonical, method_names
 
 __all__ = [
     "BASELINE_COLUMN",
@@ -194,7 +194,7 @@ def _methods(methods: Any) -> list[tuple[str, str | None, Any]]:
                 name = canonical(value)
             except XaikitValueError:
                 raise XaikitValueError(
-                    f"methods: unknown method {value!r}; the methods are {', '.join(ALL_METHODS)} "
+                    f"methods: unknown method {value!r}; the methods are {', '.join(method_names())} "
                     "(or give maps as {label: array})"
                 ) from None
             out.append((label, name, None))

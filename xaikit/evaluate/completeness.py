@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitValueError
-from xaikit.xai.names import canonical
+from xaikit.xai.registry import canonical
 
 __all__ = ["CompletenessResult", "completeness"]
 

@@ -93,7 +93,7 @@ def _flat_magnitudes(
     targets = None
     if isinstance(saliency, str):
         from xaikit.xai import explain
-        from xaikit.xai.names import canonical
+        from xaikit.xai.registry import canonical
 
         name = canonical(saliency, "saliency")
         options = check_method_options(method_options, _RESERVED)

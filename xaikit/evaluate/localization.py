@@ -54,7 +54,7 @@ def _explained(
 ) -> np.ndarray:
     """The maps of a method given by name (see :func:`localization`)."""
     from xaikit.xai import explain
-    from xaikit.xai.names import canonical
+    from xaikit.xai.registry import canonical
 
     name = canonical(method, "saliency")
     options = check_method_options(

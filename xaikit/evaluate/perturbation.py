@@ -110,7 +110,7 @@ def deletion(
         x: the input batch (numpy or tensor), in the model's layout.
         saliency: one map per sample: ``(B, H, W)``, ``(B, H, W, 1)``, ``(B, 1, H, W)`` or x's
             full shape; raw or display masks. Ties are broken in a random order drawn from
-            ``seed``. A method name (any of :data:`xaikit.xai.names.ALL_METHODS`: ``"vanilla"``,
+            ``seed``. A method name (any of :data:`xaikit.xai.METHODS`: ``"vanilla"``,
             ``"integrated"``, ``"gradcam"``, ``"occlusion"``, ``"rise"``, ...) computes the
             maps with :func:`xaikit.xai.explain` first (the signed attributions of the gradient
             and occlusion methods, the (B, H, W) maps of CAM and RISE).

@@ -36,7 +36,7 @@ from xaikit.evaluate._common import host, input_layout, spatial_shape, spearman,
 from xaikit.xai import _display, health
 from xaikit.xai import saliency as _saliency
 from xaikit.xai.methods import pin_targets, prepare
-from xaikit.xai.names import canonical
+from xaikit.xai.registry import canonical
 
 __all__ = ["RandomBaseline", "RandomizationResult", "model_layers", "randomization_test"]
 

@@ -41,8 +41,8 @@ from xaikit.evaluate._common import (
 from xaikit.evaluate.randomization import _display_maps, _select, layer_rng, similarity_tables
 from xaikit.xai import health
 from xaikit.xai._engine import check_max_batch
-from xaikit.xai.methods import _check_targets, logits, predictions_of, prepare
-from xaikit.xai.names import canonical
+from xaikit.xai.methods import pin, prepare
+from xaikit.xai.registry import canonical
 
 __all__ = [
     "LAYER_ORDERS",
@@ -225,18 +225,9 @@ def _setup(
     bk = get_backend(model, framework)
     input_layout(x, bk)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
-    with bk.inference(model):
-        if target is None:  # the predictions: one forward pass of the batch
-            scores = bk.to_numpy(logits(inp, output))
-        else:  # given classes: one row tells the class count
-            kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
-            scores = bk.to_numpy(bk.forward(inp.model, [t[:1] for t in inp.tensors], output, **kw))
-    n_classes = int(scores.shape[1]) if scores.ndim == 2 else 1
-    if target is None:
-        targets = predictions_of(scores) if scores.ndim == 2 else np.zeros(scores.shape[0], dtype=np.int64)
-    else:
-        targets = _check_targets(bk, target, inp.batch, n_classes)
-    return bk, method, options, np.asarray(targets, dtype=np.int64), n_classes
+    with bk.inference(model):  # given classes: one row tells the class count
+        pinned = pin(inp, target, output, predict=False)
+    return bk, method, options, pinned.host_targets(bk), int(pinned.n_classes or 1)  # type: ignore[return-value]
 
 
 def _explain(

@@ -34,7 +34,7 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import check_method_options, host, input_layout
 from xaikit.xai._engine import check_max_batch
 from xaikit.xai.methods import pin_targets, prepare
-from xaikit.xai.names import ALL_METHODS, canonical
+from xaikit.xai.registry import canonical, method_names
 
 __all__ = [
     "GROUP_BYTES",
@@ -169,7 +169,7 @@ def max_sensitivity(
         model: a torch or Keras/TF model returning (batch, classes).
         x: the input batch (numpy or tensor), in the model's layout.
         method: the explanation method, by name (any of
-            :data:`xaikit.xai.names.ALL_METHODS`); it is re-run on every perturbed copy.
+            :data:`xaikit.xai.METHODS`); it is re-run on every perturbed copy.
         target: class per sample (or one for all); None = the model's prediction on the clean
             x. The perturbed copies explain the same class as their clean sample.
         n_samples: perturbed copies per sample.
@@ -411,7 +411,7 @@ def _robustness(
 
     if not isinstance(method, str):
         raise XaikitTypeError(
-            f"method must be the name of an explanation method ({', '.join(map(repr, ALL_METHODS))}); "
+            f"method must be the name of an explanation method ({', '.join(map(repr, method_names()))}); "
             f"got {describe(method)}"
         )
     name = canonical(method, "method")

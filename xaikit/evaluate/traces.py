@@ -55,7 +55,7 @@ class _FixedSampleTrace(Trace):
             raise XaikitTypeError(f"model_inputs must be one batch key (str); got {describe(model_inputs)}")
         keys = [model_inputs] + ([class_key] if class_key else [])
         super().__init__(inputs=keys, outputs=outputs, mode=mode, ds_id=ds_id)
-        from xaikit.xai.names import canonical
+        from xaikit.xai.registry import canonical
 
         self.model = model
         self.model_inputs = model_inputs

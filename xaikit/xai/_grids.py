@@ -18,7 +18,7 @@ import numpy as np
 from xaikit.layout import channel_axis_of
 from xaikit.xai._display import to_display
 from xaikit.xai._sources import Source
-from xaikit.xai.names import title as method_title
+from xaikit.xai.registry import title as method_title
 
 if TYPE_CHECKING:
     from xaikit.viz import ImgData

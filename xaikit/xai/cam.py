@@ -54,14 +54,11 @@ from xaikit.xai._engine import (
 )
 from xaikit.xai._progress import for_method
 from xaikit.xai.methods import Inputs, call_error
-from xaikit.xai.names import CAM_METHODS, canonical
+from xaikit.xai.registry import Call, Explained, Method, all_methods, get_method, register_method
 
 __all__ = [
-    "CAM_METHODS",
     "CamResult",
     "cam_maps",
-    "cam_targets",
-    "canonical_cam",
     "combine",
     "eigen_components",
     "eigen_projection",
@@ -84,27 +81,40 @@ class CamResult(NamedTuple):
     layer: str
 
 
-def canonical_cam(method: Any) -> str | None:
-    """The canonical name of a CAM method (``"grad_cam"`` -> ``"gradcam"``), or None when
-    ``method`` is not one (names and aliases: :mod:`xaikit.xai.names`).
-
-    Example:
-        >>> canonical_cam("grad_cam"), canonical_cam("gradcam++"), canonical_cam("vanilla")
-        ('gradcam', 'gradcam++', None)
-    """
-    try:
-        name = canonical(method)
-    except XaikitError:
-        return None
-    return name if name in CAM_METHODS else None
-
-
 def _relu(a: np.ndarray) -> np.ndarray:
     return np.maximum(a, 0.0)
 
 
+def _gradcam(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    w = g.mean(axis=(2, 3), keepdims=True)
+    return _relu((w * a).sum(axis=1))
+
+
+def _hirescam(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    return _relu((g * a).sum(axis=1))
+
+
+def _layercam(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    return _relu((_relu(g) * a).sum(axis=1))
+
+
+def _xgradcam(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    w = (g * a).sum(axis=(2, 3), keepdims=True) / (a.sum(axis=(2, 3), keepdims=True) + 1e-7)
+    return _relu((w * a).sum(axis=1))
+
+
+def _gradcampp(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    g2 = g * g
+    g3 = g2 * g
+    alpha = g2 / (2 * g2 + a.sum(axis=(2, 3), keepdims=True) * g3 + 1e-6)
+    alpha = np.where(g != 0, alpha, 0.0)
+    w = (alpha * _relu(g)).sum(axis=(2, 3), keepdims=True)
+    return _relu((w * a).sum(axis=1))
+
+
 def combine(method: str, a: np.ndarray, da: np.ndarray | None) -> np.ndarray:
-    """The (B, h, w) map of a gradient method from ``A`` and ``dA`` (B, C, h, w), float64.
+    """The (B, h, w) map of a gradient CAM method (its record's ``formula``) from ``A`` and
+    ``dA`` (B, C, h, w), float64; Eigen-CAM from ``A`` alone.
 
     Example:
         >>> a = np.ones((1, 2, 2, 2)); da = np.stack([np.full((2, 2), 0.5), -np.ones((2, 2))])[None]
@@ -116,27 +126,20 @@ def combine(method: str, a: np.ndarray, da: np.ndarray | None) -> np.ndarray:
                [0.5, 0.5]])
     """
     a = np.asarray(a, dtype=np.float64)
-    if method == "eigencam":
+    record = get_method(method)
+    if record.name == "eigencam":
         return _relu(eigen_projection(a))
-    g = np.asarray(da, dtype=np.float64)
-    if method == "gradcam":
-        w = g.mean(axis=(2, 3), keepdims=True)
-        return _relu((w * a).sum(axis=1))
-    if method == "hirescam":
-        return _relu((g * a).sum(axis=1))
-    if method == "layercam":
-        return _relu((_relu(g) * a).sum(axis=1))
-    if method == "xgradcam":
-        w = (g * a).sum(axis=(2, 3), keepdims=True) / (a.sum(axis=(2, 3), keepdims=True) + 1e-7)
-        return _relu((w * a).sum(axis=1))
-    if method == "gradcam++":
-        g2 = g * g
-        g3 = g2 * g
-        alpha = g2 / (2 * g2 + a.sum(axis=(2, 3), keepdims=True) * g3 + 1e-6)
-        alpha = np.where(g != 0, alpha, 0.0)
-        w = (alpha * _relu(g)).sum(axis=(2, 3), keepdims=True)
-        return _relu((w * a).sum(axis=1))
-    raise XaikitError(f"internal error: no gradient formula for {method!r}")  # pragma: no cover
+    if record.formula is None:
+        raise XaikitValueError(
+            f"method {record.name!r} is not a gradient class-activation map (one formula of a "
+            f"layer's activations and gradients); those are {', '.join(gradient_cams())}"
+        )
+    return record.formula(a, np.asarray(da, dtype=np.float64))
+
+
+def gradient_cams() -> tuple[str, ...]:
+    """The CAM methods computed from a layer's activations and their gradients alone."""
+    return tuple(m.name for m in all_methods("cam") if m.formula is not None)
 
 
 def eigen_components(a: np.ndarray, n: int = 1) -> list[np.ndarray]:
@@ -224,14 +227,15 @@ def image_size(inp: Inputs) -> tuple[int, tuple[int, int]]:
     )
 
 
-Step = Callable[[list[T], T, "dict[str, Any] | None"], np.ndarray]
+Step = Callable[[list[T], T, "dict[str, Any] | None"], Any]
 
 
 def _chunked(
     inp: Inputs, targets: T | None, max_batch: int | str, step: Step, forward_only: bool = False
-) -> np.ndarray:
+) -> Any:
     """``step(rows, targets, model_kwargs)`` over the batch in chunks of ``max_batch`` rows
-    (``"auto"``: the engine's default), halving the chunk on out-of-memory; the results stacked.
+    (``"auto"``: the engine's default), halving the chunk on out-of-memory; the results stacked
+    (a step that returns a tuple of arrays gets a tuple of stacked arrays).
     For a framework whose compiled step retraces on each new shape (TF) a short chunk is padded
     with copies of its last row, as the engine pads (its results are cut off)."""
     bk = inp.bk
@@ -243,7 +247,7 @@ def _chunked(
         chunk = int(max_batch)
     pad = bk.pads_chunks()
     where = getattr(inp.tensors[0], "device", None)
-    parts: list[np.ndarray] = []
+    parts: list[Any] = []
     r0 = 0
     while r0 < inp.batch:
         r1 = min(inp.batch, r0 + chunk)
@@ -258,7 +262,8 @@ def _chunked(
                 rows = [bk.gather(t, ti) for t in inp.tensors]
                 tg = None if targets is None else bk.gather(targets, ti)
             kw = inp.kwargs.rows(idx) if inp.kwargs else None
-            parts.append(step(rows, tg, kw)[:n])
+            out = step(rows, tg, kw)
+            parts.append(tuple(o[:n] for o in out) if isinstance(out, tuple) else out[:n])
         except XaikitError:
             raise
         except Exception as exc:
@@ -270,6 +275,8 @@ def _chunked(
                 raise (chunk_error(exc, size, inp.batch, bk) if r0 else call_error(inp, exc)) from exc
             raise
         r0 = r1
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(column) for column in zip(*parts))
     return np.concatenate(parts)
 
 
@@ -405,10 +412,10 @@ def cam_maps(
 
     Args:
         inp: the prepared inputs (:func:`~xaikit.xai.methods.prepare`).
-        targets: int64 (B,) classes on the model's device (:func:`cam_targets`), or None: each
+        targets: int64 (B,) classes on the model's device (:func:`~xaikit.xai.methods.pin`), or None: each
             row's highest score in the same forward pass (the predicted class; Eigen-CAM needs
             none, Score-CAM pins them first).
-        method: one of :data:`CAM_METHODS` (canonical name).
+        method: the canonical name of a CAM method (``xk.xai.registry.method_names("cam")``).
         layer: a layer name / object, or None: the last layer with a spatial output.
         output: the model output to explain.
         max_batch: rows per fused chunk, or ``"auto"``.
@@ -418,6 +425,22 @@ def cam_maps(
         progress: Score-CAM's rows done (True, False or None: shown once the call has run a few
             seconds; :mod:`xaikit.xai._progress`); the one-pass methods have none to report.
     """
+    return _cam(inp, targets, method, layer, output, max_batch, reshape, memory_budget, progress)[0]
+
+
+def _cam(
+    inp: Inputs,
+    targets: T | None,
+    method: str,
+    layer: Any,
+    output: int | str,
+    max_batch: int | str,
+    reshape: Reshape,
+    memory_budget: int | float = DEFAULT_BUDGET,
+    progress: bool | None = None,
+) -> tuple[CamResult, np.ndarray | None]:
+    """:func:`cam_maps` and, for the one-pass gradient methods, the (B,) explained score of each
+    row as their pass read it (None for Eigen-CAM and Score-CAM)."""
     bk = inp.bk
     facet = bk.cam
     found = find_layer(inp, layer, reshape)
@@ -429,23 +452,23 @@ def cam_maps(
         return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape)
 
     if method == "eigencam":
-        return CamResult(
-            _relu(eigen_projection(_layer_values(inp, found, output, max_batch, reshape))), found.name
-        )
+        maps = _relu(eigen_projection(_layer_values(inp, found, output, max_batch, reshape)))
+        return CamResult(maps, found.name), None
     if method == "scorecam":
         all_acts = _layer_values(inp, found, output, max_batch, reshape)
         if targets is None:
-            from xaikit.xai.methods import pin_targets
+            from xaikit.xai.methods import pin
 
-            targets, _ = pin_targets(inp, None, output)
-        maps = _score_cam(inp, targets, all_acts, output, max_batch, memory_budget, progress)
-        return CamResult(maps, found.name)
+            targets = pin(inp, None, output).targets
+        maps = _score_cam(inp, targets, all_acts, output, max_batch, memory_budget, progress)  # type: ignore[arg-type]
+        return CamResult(maps, found.name), None
 
-    def grads(rows: list[T], tg: T, kw: dict[str, Any] | None) -> np.ndarray:
-        a, da, _ = facet.grad_step(inp.model, found, rows, tg, output, kw)
-        return combine(method, host(a), host(da))
+    def grads(rows: list[T], tg: T, kw: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
+        a, da, scores = facet.grad_step(inp.model, found, rows, tg, output, kw)
+        return combine(method, host(a), host(da)), np.asarray(bk.to_numpy(scores), dtype=np.float64)
 
-    return CamResult(_chunked(inp, targets, max_batch, grads), found.name)
+    maps, scores = _chunked(inp, targets, max_batch, grads)
+    return CamResult(maps, found.name), scores
 
 
 def layer_activations(
@@ -500,24 +523,6 @@ def _layer_values(
         return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape)
 
     return _chunked(inp, None, max_batch, acts, forward_only=True)
-
-
-def cam_targets(inp: Inputs, target: Any, output: int | str = 0) -> T | None:
-    """The classes a CAM explains: None for ``target=None`` (each row's predicted class, read
-    off the same forward pass that takes the gradients: no extra pass), else the given classes
-    checked against the model's class count, read from a forward pass of one row."""
-    if target is None:
-        return None
-    import dataclasses
-
-    from xaikit.xai.methods import _check_targets, logits
-
-    bk = inp.bk
-    first = dataclasses.replace(inp, tensors=[t[:1] for t in inp.tensors])  # kwargs: row 0 is row 0
-    scores = logits(first, output)
-    n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1
-    classes = _check_targets(bk, target, inp.batch, n_classes)
-    return bk.index(classes, getattr(inp.tensors[0], "device", None))
 
 
 def guided_backprop(
@@ -607,3 +612,105 @@ def _score_cam(
     s = np.exp(s - s.max(axis=1, keepdims=True))
     w = s / s.sum(axis=1, keepdims=True)
     return _relu(np.einsum("bc,bchw->bhw", w, acts))
+
+
+# ---- the records and their runners --------------------------------------------------------------------
+def _check_cam(options: dict[str, Any]) -> None:
+    check_reshape(options.get("reshape"))
+    if not isinstance(options.get("raw", False), (bool, np.bool_)):
+        raise XaikitTypeError(f"raw must be True or False; got {describe(options['raw'])}")
+
+
+def run_cam(call: Call, *, layer: Any = None, reshape: Any = None, raw: bool = False) -> Explained:
+    """The runner of the class-activation maps but Guided Grad-CAM: the (B, H, W) map at the
+    input's size (bilinear), or with ``raw`` the layer-resolution :class:`CamResult`."""
+    inp = call.inp
+    result, scores = _cam(
+        inp, call.targets, call.method.name, layer, call.output, check_max_batch(call.max_batch),
+        check_reshape(reshape), call.memory_budget, call.progress,
+    )  # fmt: skip
+    if raw:
+        maps = result.maps.astype(np.float32)
+        return Explained([maps], scores=scores, detail=CamResult(maps, result.layer))
+    _, size = image_size(inp)
+    return Explained([upsample(result.maps, size).astype(np.float32)], scores=scores)
+
+
+def run_guided_gradcam(call: Call, *, layer: Any = None, reshape: Any = None, raw: bool = False) -> Explained:
+    """The runner of Guided Grad-CAM: attributions with each input's shape (the caller's layout)."""
+    if raw:
+        raise XaikitValueError(
+            "raw=True gives a layer-resolution map, which guided_gradcam (input-resolution "
+            "attributions) does not have: use method='gradcam' with raw=True for its Grad-CAM part"
+        )
+    inp = call.inp
+    grads, _ = guided_gradcam(
+        inp,
+        call.targets,
+        layer,
+        call.output,
+        check_max_batch(call.max_batch),
+        check_reshape(reshape),  # type: ignore[arg-type]
+    )
+    return Explained(inp.to_user(grads))
+
+
+_CAM_OPTIONS = {"layer": None, "reshape": None, "raw": False}
+
+
+def _record(name: str, title: str, **facts: Any) -> None:
+    facts.setdefault("run", run_cam)
+    register_method(
+        Method(
+            name,
+            "cam",
+            title,
+            options=_CAM_OPTIONS,
+            result=facts.pop("result", "map"),
+            layer=True,
+            check=_check_cam,
+            **facts,
+        )
+    )
+
+
+_GRADCAM = "Selvaraju et al., 2017, https://arxiv.org/abs/1610.02391"
+_record(
+    "gradcam", "Grad-CAM", targets="in_pass", formula=_gradcam, reference=_GRADCAM,
+    summary="a layer's channels weighted by their mean gradient: where the evidence for the class sits",
+)  # fmt: skip
+_record(
+    "gradcam++", "Grad-CAM++", aliases=("gradcampp", "gradcam_plus_plus"), targets="in_pass",
+    formula=_gradcampp, summary="Grad-CAM with per-pixel weights of positive gradients: several objects",
+    reference="Chattopadhyay et al., 2018, https://arxiv.org/abs/1710.11063",
+)  # fmt: skip
+_record(
+    "xgradcam", "XGrad-CAM", targets="in_pass", formula=_xgradcam,
+    summary="channels weighted by gradient times activation, normalised: an axiom-based Grad-CAM",
+    reference="Fu et al., 2020, https://arxiv.org/abs/2008.02312",
+)  # fmt: skip
+_record(
+    "layercam", "LayerCAM", targets="in_pass", formula=_layercam,
+    summary="positive gradients times activations, pixel by pixel: finer maps from earlier layers",
+    reference="Jiang et al., 2021, https://doi.org/10.1109/TIP.2021.3089943",
+)  # fmt: skip
+_record(
+    "hirescam", "HiResCAM", targets="in_pass", formula=_hirescam,
+    summary="gradients times activations summed over channels: faithful to the layer's own pixels",
+    reference="Draelos & Carin, 2020, https://arxiv.org/abs/2011.08891",
+)  # fmt: skip
+_record(
+    "scorecam", "Score-CAM", gradients=False, slow=True,
+    summary="channels weighted by the score of the image masked by each: no gradients",
+    reference="Wang et al., 2020, https://arxiv.org/abs/1910.01279",
+)  # fmt: skip
+_record(
+    "eigencam", "Eigen-CAM", gradients=False, targets="in_pass",
+    summary="the first principal component of a layer's activations: class-agnostic",
+    reference="Muhammad & Yeasin, 2020, https://arxiv.org/abs/2008.00299",
+)  # fmt: skip
+_record(
+    "guided_gradcam", "Guided Grad-CAM", aliases=("guidedgradcam",), run=run_guided_gradcam,
+    result="input", summary="guided backpropagation times the Grad-CAM map: fine detail where the class is",
+    reference=_GRADCAM,
+)  # fmt: skip

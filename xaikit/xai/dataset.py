@@ -38,22 +38,20 @@ from xaikit.backend.serialized import (
     model_file_kind,
     weights_fingerprint,
 )
-from xaikit.checks import check_int, check_number
+from xaikit.checks import check_int
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.files import write_text
 from xaikit.xai import health
 from xaikit.xai._engine import check_max_batch, check_memory_budget, stream_seed
 from xaikit.xai._progress import Progress
-from xaikit.xai._quadrature import QUADRATURES
 from xaikit.xai._sources import ImageFilesSource, Rows, Source, as_source
 from xaikit.xai._store import FORMAT, ShardResult, Store, StoreLockedError, jsonable
-from xaikit.xai.methods import COMPLETE_METHODS, logits, predictions_of, prepare
-from xaikit.xai.names import canonical
+from xaikit.xai.explain import run
+from xaikit.xai.methods import Pinned, check_targets, logits, pin, prepare
+from xaikit.xai.registry import get_method
 
 __all__ = ["DatasetExplanation", "ModelSpec", "StoreLockedError", "explain_dataset"]
 
-#: methods whose results come with a completeness delta (NaN for the others)
-DELTA_METHODS = (*COMPLETE_METHODS, "guided_ig")
 #: rows per fused chunk unless given: a fixed size, so that every process gives the same bits
 #: (``max_batch="auto"`` times chunk sizes per process and may choose differently)
 DEFAULT_MAX_BATCH = 128
@@ -226,37 +224,46 @@ def explain_rows(
     the raw score for a one-score model), the attributions of the predicted class (of the label
     with ``target="label"``) and their status (:func:`xaikit.xai.health.map_status`, judged
     against the explained scores of this batch's output; reported once, by
-    :func:`explain_dataset`)."""
-    from xaikit.xai.saliency import explain
-
-    opts = dict(settings.options)
-    scores = model_scores(model, x, settings)
-    pred = predictions_of(scores)
-    predicted = pred if scores.ndim == 2 else np.zeros(len(x), dtype=np.int64)
-    score = _softmax_of(scores, predicted)
-    if settings.target == "label":
-        if labels is None:
-            raise XaikitValueError('target="label" needs labels, and the dataset has none')
-        target = labels
-    else:
-        target = predicted
-    with_delta = settings.method in DELTA_METHODS
-    with health.deferred():  # checked below against the whole batch's scores
-        result = explain(
-            model, x, target=target, method=settings.method, seed=seed, return_delta=with_delta, **opts
-        )
-    attr, delta = result if with_delta else (result, None)
-    if not isinstance(attr, np.ndarray):
+    :func:`explain_dataset`). The batch is prepared once and its classes pinned by the one
+    forward pass that also gives the table's predictions and scores."""
+    method = get_method(settings.method)
+    shared, own = method.split_options({k: v for k, v in settings.options.items() if k not in ENGINE_OPTIONS})
+    engine = {k: settings.options[k] for k in ENGINE_OPTIONS if k in settings.options}
+    output = shared.get("output", 0)
+    bk = get_backend(model, settings.framework)
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=shared.get("model_kwargs"))
+    if settings.target == "label" and labels is None:
+        raise XaikitValueError('target="label" needs labels, and the dataset has none')
+    with bk.inference(model):
+        pinned = pin(inp, None, output)  # the predictions, and the classes explained by default
+        scores = np.asarray(pinned.output)
+        predicted = pinned.host_targets(bk)
+        if settings.target == "label":
+            pinned = Pinned(
+                bk.index(check_targets(bk, labels, inp.batch, pinned.n_classes or 1), bk.model_device(model)),
+                pinned.predictions, pinned.output, pinned.n_classes,
+            )  # fmt: skip
+        with health.deferred():  # checked below against the whole batch's scores
+            result, _ = run(
+                method, inp, pinned, own, seed=seed, output=output, with_delta=method.delta,
+                progress=False, **engine,
+            )  # fmt: skip
+    if method.result == "input" and len(result.values) != 1:
         raise XaikitTypeError(
-            f"method {settings.method!r} gave {describe(attr)}; explain_dataset stores arrays"
+            f"method {method.name!r} gave {len(result.values)} arrays; explain_dataset stores one per sample"
         )
-    deltas = np.full(len(x), np.nan, np.float32) if delta is None else np.asarray(delta, np.float32)
-    kind, squared = health.map_kind(settings.method, opts.get("magnitude"), opts.get("nintegration"))
+    attr = np.asarray(result.values[0])
+    target = pinned.host_targets(bk)
+    score = _softmax_of(scores, predicted)  # type: ignore[arg-type]
+    deltas = (
+        np.full(len(x), np.nan, np.float32) if result.delta is None else np.asarray(result.delta, np.float32)
+    )
+    kind, squared = health.map_kind(method.name, own.get("magnitude"), own.get("nintegration"))
     spans = np.ptp(x.reshape(len(x), -1), axis=1) if kind == "gradient" and x.dtype.kind in "biuf" else None
     status = health.map_status(
         attr, scores=health.explained_scores(scores, target), kind=kind, squared=squared, spans=spans
     )
-    return attr.astype(np.float32, copy=False), predicted.astype(np.int64), score, deltas, status
+    return attr.astype(np.float32, copy=False), predicted.astype(np.int64), score, deltas, status  # type: ignore[union-attr]
 
 
 def _where(start: int, stop: int, files: list[str] | None, shard: int | None = None) -> str:
@@ -516,82 +523,35 @@ def _names_of(indices: np.ndarray, names: list[str]) -> np.ndarray:
 
 
 # ---- the method, its options and the class names: checked before the model is built -------------
-#: the options of a class-activation map besides the shared ones (as ``explain`` takes them)
-CAM_OPTIONS = ("layer", "reshape", "raw")
-#: options every method takes: the model call's and ``explain``'s own keywords
-SHARED_OPTIONS = ("output", "model_kwargs", "max_batch", "memory_budget", "xla")
-
-
-def method_options(method: str) -> tuple[str, ...]:
-    """The options ``explain`` takes for ``method`` besides :data:`SHARED_OPTIONS`.
-
-    Example:
-        >>> method_options("Grad-CAM"), method_options("rise")
-        (('layer', 'reshape', 'raw'), ('n_masks', 'cell', 'p'))
-    """
-    from xaikit.xai import guided_ig, xrai
-    from xaikit.xai.perturb import PERTURBATION_OPTIONS
-    from xaikit.xai.saliency import SWEEP_OPTIONS
-
-    name = canonical(method)
-    if name in SWEEP_OPTIONS:
-        return tuple(o.replace("quadrature_rule", "quadrature") for o in SWEEP_OPTIONS[name])
-    if name in PERTURBATION_OPTIONS:
-        return tuple(PERTURBATION_OPTIONS[name])
-    return {"guided_ig": guided_ig.OPTIONS, "xrai": xrai.OPTIONS}.get(name, CAM_OPTIONS)
+#: ``explain``'s own keywords that a store's options may hold (the engine's settings)
+ENGINE_OPTIONS = ("max_batch", "memory_budget", "xla")
 
 
 def check_method_options(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The options of ``method`` as ``explain_dataset`` runs them (``max_batch`` 128 unless
-    given), checked without the model: the names (an unknown one is refused with the list of
-    the method's), and the values that can be told without a model (counts are ints >= 1,
-    ``stdev_spread`` >= 0, flags are bools, ``quadrature`` a known rule; Guided IG's and XRAI's
-    by their own checks). The model-dependent ones (a CAM's ``layer``) are checked when it runs.
+    given), checked without the model: the names against the method's record (an unknown one is
+    refused with the list of the method's), and the values that can be told without a model
+    (the record's ``check``). The model-dependent ones (a CAM's ``layer``) are checked when it
+    runs.
 
     Raises:
         XaikitTypeError: an unknown option, an option ``explain_dataset`` sets itself, a value of
             the wrong type.
         XaikitValueError: a value out of range.
     """
-    from xaikit.xai import guided_ig, xrai
-
-    name = canonical(method)
+    record = get_method(method)
     opts = dict(options)
-    for bad in ("x", "target", "return_delta", "seed"):
+    for bad in ("x", "target", "return_delta", "seed", "progress"):
         if bad in opts:
             raise XaikitTypeError(
                 f"explain_dataset sets {bad!r} itself (seed=, target= are its own arguments); got {bad}="
                 f"{describe(opts[bad])}"
             )
-    allowed = method_options(name)
-    own = {k: v for k, v in opts.items() if k not in SHARED_OPTIONS}
-    unknown = sorted(set(own) - set(allowed))
-    if unknown:
-        raise XaikitTypeError(
-            f"explain(method={name!r}) got unknown option(s) {unknown}; its options are "
-            f"{', '.join(allowed)}, output and model_kwargs"
-        )
+    _, own = record.split_options({k: v for k, v in opts.items() if k not in ENGINE_OPTIONS})
     if own.get("raw"):
         raise XaikitValueError(
             "raw=True (layer-resolution or region results) is not stored by explain_dataset"
         )
-    if name == "guided_ig":
-        guided_ig.check_options(own)
-    elif name == "xrai":
-        xrai._check_options(own)
-    else:
-        for key in ("nsamples", "nintegration", "n_masks", "steps"):
-            if key in own:
-                check_int(own[key], key, 1, kind=XaikitTypeError)
-        if "stdev_spread" in own:
-            check_number(own["stdev_spread"], "stdev_spread", low=0, kind=XaikitTypeError)
-        for key in ("magnitude", "raw", "sqrt"):
-            if key in own and not isinstance(own[key], (bool, np.bool_)):
-                raise XaikitTypeError(f"{key} must be True or False; got {describe(own[key])}")
-        if "quadrature" in own and own["quadrature"] not in QUADRATURES:
-            raise XaikitValueError(
-                f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {own['quadrature']!r}"
-            )
     opts.setdefault("max_batch", DEFAULT_MAX_BATCH)
     if opts["max_batch"] == "auto":
         raise XaikitValueError(
@@ -814,7 +774,7 @@ def explain_dataset(
         >>> bool(np.allclose(res.attributions[:], model.weight.detach().numpy()[res.table["prediction"]]))
         True
     """
-    name = canonical(method)
+    name = get_method(method).name
     batch_size = check_int(batch_size, "batch_size", 1)
     seed = check_int(seed, "seed", 0, kind=XaikitTypeError)
     shard_size = 4 * batch_size if shard_size is None else check_int(shard_size, "shard_size", 1)

@@ -94,6 +94,7 @@ from xaikit.xai._baselines import FIXED_BASELINES, baseline_array, baseline_valu
 from xaikit.xai._engine import DEFAULT_BUDGET, Job, forward_scores, stream_seed, sweep
 from xaikit.xai._kwargs import ModelKwargs
 from xaikit.xai._progress import for_method
+from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["OPTIONS", "guided_paths", "noisy_inputs", "run"]
 
@@ -438,3 +439,40 @@ def _score_gap(
     out = np.zeros(inp.batch, dtype=np.float64)
     np.add.at(out, samples, f[:n] - f[n:])
     return out
+
+
+def runner(call: Call, **options: Any) -> Explained:
+    """The runner of ``explain(method="guided_ig")`` (see :mod:`xaikit.xai.registry`)."""
+    result = run(
+        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
+        memory_budget=call.memory_budget, xla=call.xla, return_delta=call.with_delta,
+        progress=call.progress, **options,
+    )  # fmt: skip
+    out, delta = result if call.with_delta else (result, None)
+    return Explained([out], delta)
+
+
+register_method(
+    Method(
+        "guided_ig",
+        "gradient",
+        "Guided IG",
+        runner,
+        {
+            "steps": 200,
+            "fraction": 0.25,
+            "max_dist": 0.02,
+            "baseline": "zeros",
+            "nsamples": 1,
+            "stdev_spread": 0.15,
+            "magnitude": None,
+        },
+        aliases=("guidedig", "guided_integrated_gradients"),
+        noise=True,
+        delta=True,
+        slow=True,
+        check=check_options,
+        summary="IG along an adaptive path that moves the least important features first",
+        reference="Kapishnikov et al., 2021, https://arxiv.org/abs/2106.09788",
+    )
+)

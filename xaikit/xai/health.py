@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import DegenerateMapWarning, XaikitValueError, describe
-from xaikit.xai.names import canonical, family, title
+from xaikit.xai.registry import canonical, family, title
 
 __all__ = [
     "KINDS",

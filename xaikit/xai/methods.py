@@ -26,30 +26,9 @@ from xaikit.xai._baselines import baseline_array, baseline_values, check_baselin
 from xaikit.xai._blur import BlurPath, sigmas
 from xaikit.xai._engine import DEFAULT_BUDGET, Job, check_memory_budget, endpoint_scores, stream_seed, sweep
 from xaikit.xai._kwargs import ModelKwargs, check_model_kwargs
-from xaikit.xai._quadrature import QUADRATURES, quadrature
-from xaikit.xai.names import SWEEP_METHODS, canonical, family
-
-#: the methods of one precomputed sweep (:func:`attribute`)
-METHODS = SWEEP_METHODS
-
-
-_KINDS = {
-    "cam": "a class-activation map",
-    "perturbation": "a perturbation method",
-    "gradient": "a method with a loop of its own around the sweep (xaikit.xai.explain runs it)",
-}
-
-
-def canonical_method(method: str) -> str:
-    """The canonical name of a gradient method (``"ig"`` -> ``"integrated"``; names and aliases:
-    :mod:`xaikit.xai.names`), or a clear error."""
-    name = canonical(method)
-    if name not in METHODS:
-        raise XaikitValueError(
-            f"method must be a gradient method here ({', '.join(map(repr, METHODS))}); got {method!r}, "
-            f"{_KINDS[family(name)]}"
-        )
-    return name
+from xaikit.xai._quadrature import QUADRATURES
+from xaikit.xai._quadrature import quadrature as quadrature_nodes
+from xaikit.xai.registry import Call, Explained, Method, count, flag, non_negative, register_method
 
 
 @dataclass
@@ -267,41 +246,57 @@ def _describe_kwargs(kw: ModelKwargs) -> str:
     return ", ".join(f"{k!r}: {v}" for k, v in {**per, **fixed}.items())
 
 
-def pin_targets(
-    inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
-) -> tuple[T, np.ndarray | None]:
-    """The class explained for each sample, fixed once for all of its rows: the first two of
-    :func:`pinned_and_output`.
+@dataclass
+class Pinned:
+    """The classes explained, as :func:`pin` fixed them.
+
+    Attributes:
+        targets: int64 (B,) classes on the model's device, or None (a method that reads each
+            row's predicted class off its own pass, called without classes).
+        predictions: the model's predictions for the clean inputs (see :func:`predictions_of`),
+            when the whole batch was run; None otherwise.
+        output: the explained model output as read, on the host: (B, classes) or (B,) of the
+            whole batch, or of its first row when given classes were checked on one row; None
+            when nothing was run (what :mod:`xaikit.xai.health` judges maps against).
+        n_classes: the output's class count (1 for a (B,) output), when it was read.
     """
-    targets, predictions, _ = pinned_and_output(inp, target, output, predict)
-    return targets, predictions
+
+    targets: T | None
+    predictions: np.ndarray | None = None
+    output: np.ndarray | None = None
+    n_classes: int | None = None
+
+    def host_targets(self, bk: Backend) -> np.ndarray | None:
+        """The targets as int64 numpy (None when not pinned)."""
+        return None if self.targets is None else np.asarray(bk.to_numpy(self.targets), dtype=np.int64)
 
 
-def pinned_and_output(
-    inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
-) -> tuple[T, np.ndarray | None, np.ndarray]:
-    """The class explained for each sample, fixed once for all of its rows, and the model output
-    read to find it.
+def pin(
+    inp: Inputs, target: Any, output: int | str = 0, *, predict: bool = True, in_pass: bool = False
+) -> Pinned:
+    """The class explained for each sample, fixed once for all of its rows: the one owner of
+    that decision (methods, metrics and ``explain_dataset`` all come here).
 
     Args:
         inp: the prepared inputs.
         target: None (each sample's predicted class on the clean input, so that noisy and
-            interpolated rows keep explaining the same class), one class for all, or one per sample.
+            interpolated rows keep explaining the same class), one class for all, or one per
+            sample (checked against the batch and the model's class count).
         output: which model output to read when the model returns several.
-        predict: False when the caller does not need the predictions: given classes are then
-            checked against the model's class count from a forward pass of one sample instead
-            of the whole batch (a single-pass method such as Input x Gradient would otherwise pay
-            for a second forward pass of the batch).
+        predict: the caller needs the predictions (a forward pass of the whole batch). When
+            False, given classes are checked against the class count from a forward pass of one
+            row instead (a single-pass method such as Input x Gradient would otherwise pay for a
+            second pass of the batch).
+        in_pass: the method finds the predicted class in its own pass (a gradient CAM): without
+            given classes and ``predict``, nothing is run and the targets are None.
 
-    Returns:
-        ``(targets, predictions, output)``: int64 (B,) classes on the model's device, the model's
-        predictions for the clean inputs (numpy, see :func:`predictions_of`; None when given
-        classes were not predicted), and the output read on the host: (B, classes) or (B,) of
-        the whole batch, or of its first row only when given classes were checked on one row
-        (what :mod:`xaikit.xai.health` judges maps against; no extra pass). A model output of one
-        score per row, (B,), is explained as class 0: ``target`` must be None or 0.
+    A model output of one score per row, (B,), is explained as class 0: ``target`` must be None
+    or 0.
     """
     bk = inp.bk
+    device = getattr(inp.tensors[0], "device", None)
+    if target is None and in_pass and not predict:
+        return Pinned(None)
     if target is not None and not predict:
         kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
         try:
@@ -310,8 +305,8 @@ def pinned_and_output(
             one = None
         if one is not None:
             n_classes = int(one.shape[1]) if len(one.shape) == 2 else 1
-            classes = _check_targets(bk, target, inp.batch, n_classes)
-            return bk.index(classes, getattr(inp.tensors[0], "device", None)), None, bk.to_numpy(one)
+            classes = check_targets(bk, target, inp.batch, n_classes)
+            return Pinned(bk.index(classes, device), None, bk.to_numpy(one), n_classes)
     scores = logits(inp, output)
     host = bk.to_numpy(scores)
     predictions = predictions_of(host)
@@ -319,8 +314,16 @@ def pinned_and_output(
     if target is None:
         classes = predictions if len(scores.shape) == 2 else np.zeros(inp.batch, dtype=np.int64)
     else:
-        classes = _check_targets(bk, target, inp.batch, n_classes)
-    return bk.index(classes, getattr(inp.tensors[0], "device", None)), predictions, host
+        classes = check_targets(bk, target, inp.batch, n_classes)
+    return Pinned(bk.index(classes, device), predictions, host, n_classes)
+
+
+def pin_targets(
+    inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
+) -> tuple[T, np.ndarray | None]:
+    """``(targets, predictions)`` of :func:`pin` for a pinned method."""
+    pinned = pin(inp, target, output, predict=predict)
+    return pinned.targets, pinned.predictions  # type: ignore[return-value]
 
 
 def predictions_of(scores: np.ndarray) -> np.ndarray:
@@ -336,7 +339,7 @@ def predictions_of(scores: np.ndarray) -> np.ndarray:
     return scores.argmax(axis=1).astype(np.int64)
 
 
-def _check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.ndarray:
+def check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.ndarray:
     """User-given classes as int64 (B,), checked against the batch and the class count."""
     host = np.asarray(bk.to_numpy(target) if bk.is_tensor(target) else target)
     if host.dtype.kind not in "iu" and not (host.dtype.kind == "f" and np.all(host == np.round(host))):
@@ -424,8 +427,6 @@ class Attribution:
 DEFAULT_NSAMPLES = 25
 #: SmoothGrad noise level when smoothing is asked for and ``stdev_spread`` is not given
 DEFAULT_SPREAD = 0.15
-#: the methods whose attributions complete: sum = f(x) - f(baseline) (exactly, or in expectation)
-COMPLETE_METHODS = ("integrated", "smint", "expected_gradients", "blur_ig")
 
 
 def attribute(
@@ -438,7 +439,7 @@ def attribute(
     stdev_spread: float | None = None,
     magnitude: bool | None = None,
     baseline: Any = None,
-    quadrature_rule: str = "gausslegendre",
+    quadrature: str = "gausslegendre",
     steps: int = 100,
     max_sigma: float = 50.0,
     grad_step: float = 0.01,
@@ -464,7 +465,8 @@ def attribute(
     ``max_batch="auto"`` chunk (bytes, or a fraction of the available memory; see
     :class:`xaikit.xai._engine.ChunkPlan`).
     """
-    method = canonical_method(method)
+    if method not in SWEEP:
+        raise XaikitError(f"internal error: {method!r} is not a sweep method ({', '.join(SWEEP)})")
     memory_budget = check_memory_budget(memory_budget)
     bk = inp.bk
     job = Job(
@@ -504,11 +506,8 @@ def attribute(
     if method in ("integrated", "smint") or (method == "vargrad" and nintegration is not None):
         name = "nsamples" if method == "integrated" else "nintegration"
         m = check_int(DEFAULT_NSAMPLES if ig_steps is None else ig_steps, name, 1)
-        if not isinstance(quadrature_rule, str) or quadrature_rule not in QUADRATURES:
-            raise XaikitValueError(
-                f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {quadrature_rule!r}"
-            )
-        job.alphas, job.weights = quadrature(quadrature_rule, m)
+        _check_quadrature(quadrature)
+        job.alphas, job.weights = quadrature_nodes(quadrature, m)
         spec = "uniform" if baseline is None else baseline
         if not isinstance(spec, (Mapping, list, tuple)):
             check_baseline(spec)
@@ -524,7 +523,7 @@ def attribute(
         job.path, job.path_steps, job.path_base = path, path.steps, path.baseline
     result = sweep(job, memory_budget)
     delta = None
-    if with_delta and method in COMPLETE_METHODS and not job.magnitude:
+    if with_delta and SWEEP[method].delta and not job.magnitude:
         f_end, f_base = endpoint_scores(job, max(result.chunks))
         gap = bk.sum0(f_end - f_base) / float(job.n_noise)
         total = sum(bk.sample_sum(a) for a in result.attributions)
@@ -609,3 +608,150 @@ def _blur_path(inp: Inputs, steps: Any, max_sigma: Any, grad_step: Any, sqrt: An
     return BlurPath(
         inp.bk, axes, sigmas(float(max_sigma), steps, bool(sqrt)), float(grad_step), device, inp.dtype
     )
+
+
+# ---- the sweep methods: records and their runner ---------------------------------------------------
+def _check_quadrature(value: Any) -> None:
+    if not isinstance(value, str) or value not in QUADRATURES:
+        raise XaikitValueError(
+            f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {value!r}"
+        )
+
+
+def check_sweep_options(options: dict[str, Any]) -> None:
+    """The values of a sweep method's options that can be told without a model: counts are ints
+    >= 1, ``stdev_spread`` and Blur IG's sigmas are numbers >= 0, flags are bools, ``quadrature``
+    a known rule (a baseline is checked against the inputs when the method runs)."""
+    for key in ("nsamples", "nintegration", "steps"):
+        count(options.get(key), key)
+    for key in ("stdev_spread", "max_sigma", "grad_step"):
+        non_negative(options.get(key), key)
+    for key in ("magnitude", "sqrt"):
+        flag(options.get(key), key)
+    if "quadrature" in options:
+        _check_quadrature(options["quadrature"])
+
+
+def run_sweep(call: Call, **options: Any) -> Explained:
+    """The runner of every sweep method: one :func:`attribute` call."""
+    result = attribute(
+        call.inp,
+        call.targets,  # type: ignore[arg-type]  # sweep methods are pinned
+        call.method.name,
+        seed=call.seed,
+        max_batch=call.max_batch,
+        memory_budget=call.memory_budget,
+        output=call.output,
+        with_delta=call.with_delta,
+        xla=call.xla,
+        **options,
+    )
+    return Explained(result.arrays, result.delta, result.chunks)
+
+
+#: the options of the four core methods: one list for all four, as the reference had it
+_CORE = {
+    "nsamples": None,
+    "nintegration": None,
+    "stdev_spread": None,
+    "magnitude": None,
+    "baseline": None,
+    "quadrature": "gausslegendre",
+}
+_SMOOTH = {"nsamples": None, "stdev_spread": None, "magnitude": None}
+
+
+def _sweep(name: str, title: str, options: dict[str, Any], **facts: Any) -> Method:
+    return register_method(
+        Method(name, "gradient", title, run_sweep, options, check=check_sweep_options, **facts)
+    )
+
+
+#: the methods of one precomputed sweep (:func:`attribute`), by name
+SWEEP: dict[str, Method] = {
+    m.name: m
+    for m in (
+        _sweep(
+            "vanilla",
+            "Vanilla",
+            _CORE,
+            aliases=("gradient", "gradients", "saliency"),
+            core=True,
+            summary="d score / d input at the input: what moves the score locally",
+            reference="Simonyan et al., 2013, https://arxiv.org/abs/1312.6034",
+        ),
+        _sweep(
+            "smoothgrad",
+            "Smoothed",
+            _CORE,
+            aliases=("SmoothGrad",),
+            core=True,
+            noise=True,
+            summary="gradients averaged over noisy copies: the local sensitivity without its noise",
+            reference="Smilkov et al., 2017, https://arxiv.org/abs/1706.03825",
+        ),
+        _sweep(
+            "integrated",
+            "Integrated",
+            _CORE,
+            aliases=("ig", "integrated_gradients"),
+            core=True,
+            noise=True,
+            delta=True,
+            summary="gradients along a path from a baseline, times the difference: sums to f(x) - f(baseline)",
+            reference="Sundararajan et al., 2017, https://arxiv.org/abs/1703.01365",
+        ),
+        _sweep(
+            "smint",
+            "SmInt",
+            {**_CORE, "nsamples": 8, "nintegration": 50},
+            aliases=("smoothgrad_ig",),
+            core=True,
+            noise=True,
+            delta=True,
+            summary="Integrated Gradients averaged over noisy copies (SmoothGrad of IG)",
+        ),
+        _sweep(
+            "vargrad",
+            "VarGrad",
+            {
+                "nsamples": None,
+                "stdev_spread": None,
+                "nintegration": None,
+                "baseline": None,
+                "quadrature": "gausslegendre",
+            },
+            aliases=("var_grad",),
+            noise=True,
+            summary="the variance of noisy gradients: where the explanation is unstable",
+            reference="Adebayo et al., 2018, https://arxiv.org/abs/1810.03307",
+        ),
+        _sweep(
+            "input_x_gradient",
+            "Input×Gradient",
+            _SMOOTH,
+            aliases=("inputxgradient", "input_times_gradient", "gradient_x_input", "gradientxinput"),
+            summary="x times d score / d x: a first-order share of the score per element",
+            reference="Shrikumar et al., 2016, https://arxiv.org/abs/1605.01713",
+        ),
+        _sweep(
+            "expected_gradients",
+            "Expected Gradients",
+            {"nsamples": None, "stdev_spread": None, "baseline": None},
+            aliases=("expectedgradients", "gradientshap", "gradient_shap"),
+            noise=True,
+            delta=True,
+            summary="IG from reference samples at random path points: Shapley values in expectation",
+            reference="Erion et al., 2021, https://arxiv.org/abs/1906.10670",
+        ),
+        _sweep(
+            "blur_ig",
+            "Blur IG",
+            {"steps": 100, "max_sigma": 50.0, "grad_step": 0.01, "sqrt": False, **_SMOOTH},
+            aliases=("blurig", "blur_integrated_gradients"),
+            delta=True,
+            summary="IG along a path of blurred images: no baseline to choose",
+            reference="Xu et al., 2020, https://arxiv.org/abs/2004.03383",
+        ),
+    )
+}

@@ -19,26 +19,20 @@ the end, where they are folded into the maps in float64.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from xaikit.backend import T
 from xaikit.checks import check_int, check_number
-from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError
+from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.xai._engine import DEFAULT_BUDGET, forward_rows, stream_seed
 from xaikit.xai._progress import for_method
 from xaikit.xai.methods import Inputs
-from xaikit.xai.names import canonical
+from xaikit.xai.registry import Call, Explained, Method, count, register_method
 
-__all__ = ["PERTURBATION_OPTIONS", "occlusion", "rise", "rise_masks"]
+__all__ = ["occlusion", "rise", "rise_masks"]
 
-#: the perturbation methods and the options each takes
-PERTURBATION_OPTIONS: Mapping[str, tuple[str, ...]] = {
-    "occlusion": ("window", "stride", "baseline"),
-    "rise": ("n_masks", "cell", "p"),
-}
 #: RISE masks are drawn in blocks of this many, each from its own seeded stream, so a mask is a
 #: pure function of (seed, its index) whatever the chunking
 _MASK_BLOCK = 32
@@ -304,21 +298,53 @@ def rise(
     return (total / (n * keep)).reshape(B, H, W).astype(inp.dtype)
 
 
-def check_options(method: str, options: Mapping[str, Any]) -> None:
-    """Refuse options the method does not take, naming the ones it does."""
-    allowed = PERTURBATION_OPTIONS[method]
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise XaikitTypeError(
-            f"explain(method={method!r}) got unknown option(s) {unknown}; its options are "
-            f"{', '.join(allowed)}, output and model_kwargs"
-        )
+def _occlusion(call: Call, **options: Any) -> Explained:
+    return Explained([occlusion(
+        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
+        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, **options,
+    )])  # fmt: skip
 
 
-def perturbation_method(method: Any) -> str | None:
-    """The perturbation method named by ``method`` (``"occlusion"``, ``"rise"``), else None."""
-    try:
-        name = canonical(method)
-    except XaikitError:
-        return None
-    return name if name in PERTURBATION_OPTIONS else None
+def _rise(call: Call, **options: Any) -> Explained:
+    return Explained([rise(
+        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
+        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, **options,
+    )])  # fmt: skip
+
+
+def _check_rise(options: dict[str, Any]) -> None:
+    for key in ("n_masks", "cell"):
+        count(options.get(key), key)
+    if "p" in options:
+        check_number(options["p"], "p", 0, 1, low_open=True, kind=XaikitTypeError)
+
+
+register_method(
+    Method(
+        "occlusion",
+        "perturbation",
+        "Occlusion",
+        _occlusion,
+        {"window": None, "stride": None, "baseline": 0.0},
+        gradients=False,
+        slow=True,
+        summary="the score's drop when a window of the image is set to a baseline",
+        reference="Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
+    )
+)
+register_method(
+    Method(
+        "rise",
+        "perturbation",
+        "RISE",
+        _rise,
+        {"n_masks": DEFAULT_MASKS, "cell": 8, "p": 0.5},
+        result="map",
+        gradients=False,
+        noise=True,
+        slow=True,
+        check=_check_rise,
+        summary="the score of randomly masked copies, averaged per pixel over the masks that keep it",
+        reference="Petsiuk et al., 2018, https://arxiv.org/abs/1806.07421",
+    )
+)

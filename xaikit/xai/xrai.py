@@ -67,6 +67,7 @@ from xaikit.xai._engine import DEFAULT_BUDGET, Job, sweep
 from xaikit.xai._progress import for_method
 from xaikit.xai._quadrature import quadrature
 from xaikit.xai.methods import Inputs, _baseline_fn
+from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["OPTIONS", "XraiResult", "candidate_masks", "rank_regions", "run"]
 
@@ -626,3 +627,40 @@ def run(
         remainder=np.array([r[3] for r in ranked], dtype=bool),
         attributions=inp.to_user([attr])[0],
     )
+
+
+def runner(call: Call, **options: Any) -> Explained:
+    """The runner of ``explain(method="xrai")`` (see :mod:`xaikit.xai.registry`)."""
+    result = run(
+        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
+        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, **options,
+    )  # fmt: skip
+    if isinstance(result, XraiResult):
+        return Explained([result.maps], detail=result)
+    return Explained([result])
+
+
+register_method(
+    Method(
+        "xrai",
+        "gradient",
+        "XRAI",
+        runner,
+        {
+            "steps": 100,
+            "baselines": None,
+            "area_threshold": 1.0,
+            "algorithm": "full",
+            "min_pixel_diff": 50,
+            "segments": None,
+            "raw": False,
+            "nsamples": None,
+            "stdev_spread": 0.15,
+        },
+        result="map",
+        slow=True,
+        check=_check_options,
+        summary="image regions ranked by their Integrated-Gradients density: which parts matter most",
+        reference="Kapishnikov et al., 2019, https://arxiv.org/abs/1906.02825",
+    )
+)

@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["NO_LAYER_METHODS", "exported_artifact", "input_shapes", "model_form", "not_callable"]
 
 #: the methods that need no inner layer (the gradient and perturbation methods, as
-#: ``xaikit.xai.names`` lists them; a test keeps the two in step)
+#: ``xaikit.xai.registry`` lists them; a test keeps the two in step)
 NO_LAYER_METHODS = (
     "vanilla",
     "smoothgrad",

@@ -31,8 +31,8 @@ from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace
 from xaikit.trace.xai._samples import SampleCollector
 from xaikit.trace.xai.saliency import _class_ids, invert_mapping, to_names
-from xaikit.xai.names import CAM_METHODS, canonical
-from xaikit.xai.names import title as method_title
+from xaikit.xai.registry import canonical, method_names
+from xaikit.xai.registry import title as method_title
 
 __all__ = ["EigenCAM", "GradCAM"]
 
@@ -269,7 +269,7 @@ class GradCAM(_CamTrace):
     ) -> None:
         self.method = canonical(method)
         grads, activations = _key(grads, "grads"), _key(activations, "activations")
-        if self.method not in CAM_METHODS or self.method == "eigencam":
+        if self.method not in method_names("cam") or self.method == "eigencam":
             raise XaikitValueError(
                 f"GradCAM traces a gradient CAM method ({', '.join(_FROM_GRADS + ('scorecam',))}); got "
                 f"method={method!r} (Eigen-CAM has its own trace, EigenCAM)"

@@ -14,8 +14,8 @@ from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, descri
 from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
-from xaikit.xai.names import CORE_METHODS, canonical
-from xaikit.xai.names import title as method_title
+from xaikit.xai.registry import canonical, method_names
+from xaikit.xai.registry import title as method_title
 
 __all__ = ["Saliency", "invert_mapping", "to_names"]
 
@@ -106,7 +106,7 @@ def _check_methods(methods: Any, inputs: list[str]) -> dict[str, dict[str, Any]]
     out: dict[str, dict[str, Any]] = {}
     for name, options in items:
         m = canonical(name, "methods")
-        if m in CORE_METHODS:
+        if m in method_names(core=True):
             raise XaikitValueError(
                 f"methods={name!r}: the trace computes the gradient masks itself (vanilla always; "
                 "smoothing= for SmoothGrad, integrating= for Integrated Gradients and SmInt); methods "
@@ -190,7 +190,7 @@ class Saliency(Trace):
             or array whose first axis is the number of samples is per-sample.
         methods: more methods shown as columns after the gradient ones, each by name as
             :func:`xaikit.xai.explain` takes it (``"gradcam"``, ``"occlusion"``, ``"rise"``, ...; see
-            :mod:`xaikit.xai.names`), or a dict ``{name: {option: value}}`` with the method's
+            :mod:`xaikit.xai.registry`), or a dict ``{name: {option: value}}`` with the method's
             options (``layer``, ``window``, ``n_masks``, ...). Column ``"<title> <mask>"`` (e.g.
             ``"Grad-CAM saliency"``), explaining the same predicted class with the trace's
             ``seed``, ``max_batch``, ``output`` and ``model_kwargs``; needs a single model input.

@@ -1,0 +1,194 @@
+"""The front door: :func:`explain`, and :func:`run`, the one internal entry every caller with
+prepared inputs uses (``SaliencyNet``, ``explain_dataset``).
+
+``explain`` looks the method up (:mod:`xaikit.xai.registry`), checks its options, prepares the
+inputs once (validated, on the model's device, in its layout), pins the explained classes once
+(:func:`~xaikit.xai.methods.pin`, as the method's record asks), and hands a
+:class:`~xaikit.xai.registry.Call` to the method's runner inside the model's inference mode.
+:func:`run` then checks the maps for degenerate values (:mod:`xaikit.xai.health`) on the host,
+from what the call has read already.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import get_backend
+from xaikit.backend.outputs import check_output
+from xaikit.errors import XaikitValueError
+from xaikit.xai import health
+from xaikit.xai._engine import DEFAULT_BUDGET, check_max_batch, check_memory_budget
+from xaikit.xai._progress import check_progress
+from xaikit.xai.methods import Inputs, Pinned, pin, prepare
+from xaikit.xai.registry import Call, Explained, Method, get_method
+
+__all__ = ["explain", "fresh_seed", "prepared", "run"]
+
+
+def fresh_seed() -> int:
+    """A seed drawn from the operating system's entropy (``seed=None``: fresh randomness)."""
+    return int(np.random.SeedSequence().entropy % (2**63))  # type: ignore[operator]
+
+
+def prepared(model: Any, x: Any, framework: str | None, model_kwargs: Any) -> tuple[Inputs, bool]:
+    """``(prepared inputs, several inputs?)`` of an ``explain`` call: ``x`` is one batch (key
+    ``"x"``) or a list of them (keys ``"input_0"``, ...)."""
+    bk = get_backend(model, framework)
+    multi = isinstance(x, (list, tuple))
+    values = list(x) if multi else [x]
+    keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
+    return prepare(bk, model, values, keys, model_kwargs=model_kwargs), multi
+
+
+def run(
+    method: Method,
+    inp: Inputs,
+    pinned: Pinned,
+    options: dict[str, Any],
+    *,
+    seed: int,
+    max_batch: int | str = "auto",
+    memory_budget: int | float = DEFAULT_BUDGET,
+    output: int | str = 0,
+    xla: bool = False,
+    with_delta: bool = False,
+    progress: bool | None = None,
+    where: str = " in explain",
+) -> tuple[Explained, np.ndarray]:
+    """Run one method on prepared inputs and pinned classes (inside ``bk.inference(model)``),
+    and check its maps: ``(explained, map status per sample)``.
+
+    ``options`` are the method's own, checked and filled (:meth:`Method.split_options`).
+    Inside :func:`xaikit.xai.health.deferred` the maps are not checked (the status is empty).
+    """
+    call = Call(
+        inp, method, pinned.targets, seed, max_batch, memory_budget, output, xla,
+        with_delta and method.delta, progress,
+    )  # fmt: skip
+    result = method.runner()(call, **options)
+    return result, _check(call, result, pinned, options, where)
+
+
+def _check(call: Call, result: Explained, pinned: Pinned, options: dict[str, Any], where: str) -> np.ndarray:
+    """The map status of each sample and, for degenerate maps, the warning; on the host, from
+    the maps and the output already read (no model pass)."""
+    if health.is_deferred():
+        return np.zeros(0, dtype=str)
+    bk, inp, method = call.bk, call.inp, call.method
+    kind, _ = health.map_kind(method.name, options.get("magnitude"), options.get("nintegration"))
+    spans = None
+    if kind == "gradient":
+        spans = [bk.to_numpy(bk.sample_max(x) - bk.sample_min(x)).reshape(-1) for x in inp.tensors]
+    seen: Any = pinned.output
+    targets = pinned.host_targets(bk)
+    if result.scores is not None:  # the method read the explained scores itself
+        seen, targets = result.scores, None
+    return health.check_maps(
+        result.values, method=method.name, model=inp.model, output=seen, targets=targets,
+        magnitude=options.get("magnitude"), nintegration=options.get("nintegration"), spans=spans,
+        where=where,
+    )  # fmt: skip
+
+
+def explain(
+    model: Any,
+    x: Any,
+    target: Any = None,
+    method: str = "smint",
+    *,
+    framework: str | None = None,
+    seed: int | None = 0,
+    max_batch: int | str = "auto",
+    memory_budget: int | float = DEFAULT_BUDGET,
+    return_delta: bool = False,
+    xla: bool = False,
+    progress: bool | None = None,
+    **options: Any,
+) -> Any:
+    """Raw, signed attributions of a model for a batch: the stateless form of ``SaliencyNet``.
+
+    Args:
+        model: a torch or Keras/TF model returning (batch, classes) or (batch,) scores, or several
+            outputs (see ``output``).
+        x: the input batch (numpy or tensor), or a list of inputs for a multi-input model.
+        target: class per sample (or one class for all); None = the predicted class, pinned.
+        method: any registered method, by name, alias or title (the table in
+            ``docs/methods.md`` lists each with its options, cost and what it answers):
+            gradient methods (``"vanilla"``, ``"smoothgrad"``, ``"integrated"``, ``"smint"``,
+            ``"vargrad"``, ``"input_x_gradient"``, ``"expected_gradients"``, ``"blur_ig"``,
+            ``"guided_ig"``, ``"xrai"``), class-activation maps (``"gradcam"``,
+            ``"gradcam++"``, ``"xgradcam"``, ``"layercam"``, ``"hirescam"``, ``"scorecam"``,
+            ``"eigencam"``, ``"guided_gradcam"``; see ``docs/cam.md``) and perturbation methods
+            (``"occlusion"``, ``"rise"``; forward passes only). ``xk.xai.METHODS`` names them.
+        framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
+        seed: seed of noise and random baselines (default 0: reproducible; None: fresh).
+        max_batch: rows per fused chunk, or ``"auto"``.
+        memory_budget: what an ``"auto"`` chunk may use: bytes (int) or a fraction in (0, 1]
+            (float) of the available RAM / free GPU memory; default 0.5.
+        return_delta: also return the completeness delta (B,) of the methods that have one
+            (Integrated Gradients and its relatives, Guided IG).
+        xla: compile the TensorFlow chunk step with XLA; ignored for torch.
+        progress: progress of the slow methods (``"xrai"``, ``"guided_ig"``, ``"occlusion"``,
+            ``"rise"``, ``"scorecam"``) on stderr: a tqdm bar on a terminal, else a line every
+            10 s. None (default): shown once the call has run 5 s; True: from the start; False:
+            never. The other methods run one fused sweep and report nothing.
+        **options: the method's own options (an option it does not take is an error naming
+            the ones it does; ``xk.xai.get_method(name).options`` lists them with their
+            defaults), and for every method ``output`` (which model output to explain: an
+            index, a dict key or an attribute name such as ``"logits"``; default 0, which also
+            takes an output object's ``logits``) and ``model_kwargs`` (a dict of extra keyword
+            arguments of the model's forward call; a tensor or array whose first axis is the
+            batch size is per-sample, cut and repeated with the rows; anything else is passed
+            unchanged).
+
+    Returns:
+        A numpy array with ``x``'s shape (a list for several inputs), or one (B, H, W) map per
+        image for the map methods (CAMs, RISE, XRAI); with ``return_delta``,
+        ``(attributions, delta)``; with ``raw=True`` (CAMs, XRAI) the method's full result
+        (a ``CamResult``, an ``XraiResult``).
+
+    Warns:
+        DegenerateMapWarning: maps that hold NaN / inf, are all zero or constant, or account for
+            a change of the explained score below float32 resolution (a saturated or near-uniform
+            softmax: explain the logits); once per (model, method, status), with the likely cause
+            and fix. See :mod:`xaikit.xai.health` and ``docs/degenerate.md``.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Linear(3, 2)
+        >>> attr = explain(model, torch.ones(4, 3), target=1, method="vanilla")
+        >>> bool(np.allclose(attr, model.weight[1].detach().numpy()))
+        True
+    """
+    record = get_method(method)  # an unknown name is refused here, with the list of every method
+    progress = check_progress(progress)
+    shared, own = record.split_options(options)
+    output = check_output(shared.get("output", 0))
+    if return_delta and not record.delta:
+        raise XaikitValueError(
+            f"return_delta is the completeness delta of the methods that have one "
+            f"({', '.join(m for m in _delta_methods())}); method {record.name!r} has none: call "
+            "explain without return_delta"
+        )
+    max_batch = check_max_batch(max_batch)
+    memory_budget = check_memory_budget(memory_budget)
+    inp, multi = prepared(model, x, framework, shared.get("model_kwargs"))
+    bk = inp.bk
+    with bk.inference(model):
+        pinned = pin(inp, target, output, predict=False, in_pass=record.targets == "in_pass")
+        result, _ = run(
+            record, inp, pinned, own, seed=fresh_seed() if seed is None else seed, max_batch=max_batch,
+            memory_budget=memory_budget, output=output, xla=xla, with_delta=return_delta, progress=progress,
+        )  # fmt: skip
+    if result.detail is not None:
+        return result.detail
+    values: Any = result.values if multi and record.result == "input" else result.values[0]
+    return (values, result.delta) if return_delta else values
+
+
+def _delta_methods() -> list[str]:
+    from xaikit.xai.registry import method_names
+
+    return list(method_names(delta=True))

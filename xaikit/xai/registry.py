@@ -1,0 +1,379 @@
+"""Every explanation method as one record: its name, family, display title, aliases, options
+and needs, and the runner that computes it.
+
+A method is one file that defines its runner and registers its :class:`Method`. Everything that
+needs a fact about methods reads it from here: :func:`xaikit.xai.explain` (dispatch, option
+checks, which classes are pinned, whether a completeness delta exists), ``SaliencyNet``,
+``explain_dataset`` (which options it may store, whether it records deltas), the traces
+(columns, titles), ``xk.evaluate`` (method names), the CLI's ``--method`` help and the docs'
+method table (``tools/method_table.py`` writes it from the records).
+
+A runner follows the :class:`Runner` protocol: it gets a :class:`Call` (the prepared inputs on
+the model's device, the pinned classes, the seed, the chunking and the call's settings, built
+once by the front door) and the method's own options (checked against :attr:`Method.options`
+and filled with their defaults), runs inside the model's inference mode, and returns an
+:class:`Explained`.
+
+Example:
+    >>> canonical("ig"), canonical("Grad-CAM"), family("rise"), title("gradcam++")
+    ('integrated', 'gradcam', 'perturbation', 'Grad-CAM++')
+    >>> get_method("smoothgrad").options["nsamples"], get_method("gradcam").targets
+    (None, 'in_pass')
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+
+if TYPE_CHECKING:
+    from xaikit.backend import Backend, T
+    from xaikit.xai.methods import Inputs
+
+__all__ = [
+    "FAMILIES",
+    "SHARED_OPTIONS",
+    "Call",
+    "Explained",
+    "Method",
+    "Runner",
+    "all_methods",
+    "canonical",
+    "family",
+    "get_method",
+    "method_names",
+    "register_method",
+    "title",
+    "unregister_method",
+]
+
+#: the method families, in the order of tables and docs
+FAMILIES = ("gradient", "cam", "perturbation")
+#: options every method takes besides its own: which model output to explain and extra forward
+#: arguments (checked by :func:`xaikit.backend.outputs.check_output` / ``_kwargs``)
+SHARED_OPTIONS = ("output", "model_kwargs")
+#: what a method needs to know about the explained classes before it runs
+TARGET_MODES = ("pinned", "in_pass")
+#: the modules whose import registers the built-in methods
+_BUILTIN = (
+    "xaikit.xai.methods",
+    "xaikit.xai.guided_ig",
+    "xaikit.xai.xrai",
+    "xaikit.xai.cam",
+    "xaikit.xai.perturb",
+)
+
+
+@dataclass
+class Call:
+    """One explanation call, built once by the front door and handed to the method's runner.
+
+    Attributes:
+        inp: the validated inputs on the model's device, in the model's layout
+            (:class:`~xaikit.xai.methods.Inputs`; ``inp.to_user`` moves results back).
+        method: the record of the method being run.
+        targets: int64 (B,) classes on the device, pinned before the method runs (every noisy
+            or interpolated row of a sample explains the same class), or None for a method
+            with ``targets="in_pass"`` called without classes: it reads each row's predicted
+            class off its own forward pass.
+        seed: the seed of every random draw (noise, baselines, masks).
+        max_batch: rows per fused chunk, or ``"auto"`` (the engine's plan).
+        memory_budget: what an ``"auto"`` chunk may use (bytes, or a fraction of the memory).
+        output: which model output is explained.
+        xla: compile the TensorFlow step with XLA.
+        with_delta: the caller wants the completeness delta (only for ``delta=True`` methods).
+        progress: report progress (slow methods): True, False or None (after a few seconds).
+    """
+
+    inp: Inputs
+    method: Method
+    targets: T | None
+    seed: int
+    max_batch: int | str = "auto"
+    memory_budget: int | float = 0.5
+    output: int | str = 0
+    xla: bool = False
+    with_delta: bool = False
+    progress: bool | None = None
+
+    @property
+    def bk(self) -> Backend:
+        return self.inp.bk
+
+    @property
+    def batch(self) -> int:
+        return self.inp.batch
+
+
+@dataclass
+class Explained:
+    """What a runner returns.
+
+    Attributes:
+        values: the attributions: for a ``result="input"`` method one array per model input,
+            with its shape, in the caller's layout (``Call.inp.to_user``); for a
+            ``result="map"`` method one (B, H, W) array.
+        delta: (B,) completeness error sum(attributions) - (f(x) - f(baseline)), when asked for
+            and the method has one.
+        chunks: the rows of each fused pass (for inspection and benchmarks).
+        scores: (B,) the explained score of each sample as the runner read it (methods that
+            find the class in their own pass), for the degenerate-map check; None otherwise.
+        detail: the method's full result (a :class:`~xaikit.xai.cam.CamResult`, an
+            :class:`~xaikit.xai.xrai.XraiResult`) when the call asked for it with ``raw=True``;
+            ``explain`` then returns it instead of ``values``.
+    """
+
+    values: list[np.ndarray]
+    delta: np.ndarray | None = None
+    chunks: list[int] = field(default_factory=list)
+    scores: np.ndarray | None = None
+    detail: Any = None
+
+
+#: computes one method: ``runner(call, **options) -> Explained``, with ``call`` a :class:`Call`
+#: and ``options`` the method's own, checked and filled with their defaults
+Runner = Callable[..., Explained]
+#: checks the values of a method's own options without a model (raises an ``XaikitError``); what
+#: it returns is ignored
+Check = Callable[[dict[str, Any]], object]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One explanation method.
+
+    Attributes:
+        name: the canonical name (lower case), e.g. ``"gradcam++"``.
+        family: ``"gradient"``, ``"cam"`` or ``"perturbation"`` (see :data:`FAMILIES`).
+        title: the display name of columns, legends and grids, e.g. ``"Grad-CAM++"``.
+        run: the runner, or ``"module:function"`` naming it (imported on first use).
+        options: the method's own options and their defaults (None: the method chooses);
+            ``output`` and ``model_kwargs`` (:data:`SHARED_OPTIONS`) come on top.
+        aliases: other names the method is found by (matched like names: case, ``-``, spaces
+            and ``_cam`` do not matter).
+        short: a short label for narrow figure columns (default: the title).
+        result: ``"input"`` (attributions with each input's shape) or ``"map"`` (one (B, H, W)
+            map per image).
+        gradients: whether it runs backward passes (False: forward passes only).
+        layer: whether it reads an inner layer (``layer=`` picks it).
+        noise: whether it draws random numbers (the seed matters).
+        delta: whether it can report the completeness delta (``return_delta=True``).
+        targets: ``"pinned"`` (the classes are fixed from a forward pass of the clean inputs
+            before the method runs) or ``"in_pass"`` (without given classes, the method reads
+            each row's predicted class off its own pass: no extra forward pass).
+        core: one of the four methods ``SaliencyNet`` and the ``Saliency`` trace compute.
+        slow: reports progress (``progress=``): its cost is more than one fused sweep.
+        check: a function that checks the values of the method's own options without a model
+            (raises an ``XaikitError``); names are checked against ``options`` in any case.
+        summary: what the map answers, in one line (the docs' table, the CLI's help).
+        reference: the paper or page it follows.
+        formula: for a gradient class-activation map, ``formula(A, dA) -> (B, h, w)`` from a
+            layer's activations and their gradients, channel-first float64 (the ``GradCAM``
+            trace applies it to recorded batch keys).
+    """
+
+    name: str
+    family: str
+    title: str
+    run: str | Runner
+    options: Mapping[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    short: str = ""
+    result: str = "input"
+    gradients: bool = True
+    layer: bool = False
+    noise: bool = False
+    delta: bool = False
+    targets: str = "pinned"
+    core: bool = False
+    slow: bool = False
+    check: Check | None = None
+    summary: str = ""
+    reference: str = ""
+    formula: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or self.name != self.name.lower():
+            raise XaikitValueError(f"Method name must be a non-empty lower-case str; got {self.name!r}")
+        if self.result not in ("input", "map"):
+            raise XaikitValueError(
+                f"Method {self.name!r}: result must be 'input' or 'map'; got {self.result!r}"
+            )
+        if self.targets not in TARGET_MODES:
+            raise XaikitValueError(
+                f"Method {self.name!r}: targets must be one of {TARGET_MODES}; got {self.targets!r}"
+            )
+        if not (isinstance(self.run, str) and ":" in self.run) and not callable(self.run):
+            raise XaikitTypeError(
+                f"Method {self.name!r}: run must be a runner or 'module:function'; got {describe(self.run)}"
+            )
+        clash = sorted(set(self.options) & set(SHARED_OPTIONS))
+        if clash:
+            raise XaikitValueError(f"Method {self.name!r}: {clash} are shared options, not the method's own")
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        if not self.short:
+            object.__setattr__(self, "short", self.title)
+
+    def runner(self) -> Runner:
+        """The runner (imported on first use when given as ``"module:function"``)."""
+        if callable(self.run):
+            return self.run
+        module, _, attr = self.run.partition(":")
+        found: Runner = getattr(importlib.import_module(module), attr)
+        return found
+
+    def split_options(self, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(shared, own)``: the shared options given (``output``, ``model_kwargs``) and the
+        method's own, every one filled with its default; an option the method does not take is
+        an error naming the ones it does, and :attr:`check` checks the values.
+
+        Example:
+            >>> shared, own = get_method("rise").split_options({"n_masks": 64, "output": 1})
+            >>> shared, own["n_masks"], own["cell"]
+            ({'output': 1}, 64, 7)
+        """
+        unknown = sorted(k for k in options if k not in self.options and k not in SHARED_OPTIONS)
+        if unknown:
+            own = ", ".join(self.options) or "none of its own"
+            raise XaikitTypeError(
+                f"explain(method={self.name!r}) got unknown option(s) {unknown}; its options are "
+                f"{own}, and output and model_kwargs"
+            )
+        shared = {k: options[k] for k in SHARED_OPTIONS if k in options}
+        given = {k: v for k, v in options.items() if k in self.options}
+        if self.check is not None:
+            self.check(dict(given))
+        return shared, {**self.options, **given}
+
+
+_REGISTRY: dict[str, Method] = {}
+_LOOKUP: dict[str, str] = {}
+_loaded = False
+
+
+def _key(name: str) -> str:
+    return name.lower().replace("-", "").replace(" ", "_").replace("_cam", "cam")
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in _BUILTIN:
+            importlib.import_module(module)
+
+
+def register_method(method: Method, *, replace: bool = False) -> Method:
+    """Add ``method`` to every place that takes a method by name: ``explain``, ``SaliencyNet``
+    (not a core method: through ``explain``), the traces' ``methods=``, ``explain_dataset``,
+    ``xk.evaluate`` and ``compare``, the CLI's ``--method``.
+
+    Args:
+        method: the record.
+        replace: allow replacing a registered method of the same name (its aliases go too).
+
+    Raises:
+        XaikitValueError: the name or an alias is taken by another method.
+    """
+    if not isinstance(method, Method):
+        raise XaikitTypeError(f"register_method takes a Method record; got {describe(method)}")
+    if method.name in _REGISTRY and not replace:
+        raise XaikitValueError(
+            f"a method named {method.name!r} is registered already; pass replace=True to replace it"
+        )
+    if method.name in _REGISTRY:
+        unregister_method(method.name)
+    keys = {_key(method.name), _key(method.title), *(_key(a) for a in method.aliases)}
+    taken = sorted(k for k in keys if _LOOKUP.get(k, method.name) != method.name)
+    if taken:
+        owners = sorted({_LOOKUP[k] for k in taken})
+        raise XaikitValueError(
+            f"method {method.name!r}: the name, title or alias {taken} already names {owners}"
+        )
+    _REGISTRY[method.name] = method
+    for k in keys:
+        _LOOKUP[k] = method.name
+    return method
+
+
+def unregister_method(name: str) -> None:
+    """Remove a registered method (and its aliases); a test's toy method, say."""
+    _load()
+    found = _REGISTRY.pop(canonical(name))
+    for k in [k for k, v in _LOOKUP.items() if v == found.name]:
+        del _LOOKUP[k]
+
+
+def canonical(method: Any, name: str = "method") -> str:
+    """The canonical name of any method (``"ig"`` -> ``"integrated"``, ``"Grad-CAM"`` ->
+    ``"gradcam"``), or an error that lists them all."""
+    if not isinstance(method, str):
+        raise XaikitTypeError(f"{name} must be a method name (str); got {describe(method)}")
+    _load()
+    found = _LOOKUP.get(_key(method))
+    if found is None:
+        raise XaikitValueError(
+            f"{name} must be one of {', '.join(map(repr, method_names()))}; got {method!r}"
+        )
+    return found
+
+
+def get_method(method: str | Method, name: str = "method") -> Method:
+    """The record of a method given by name, alias or title (or the record itself)."""
+    if isinstance(method, Method):
+        return method
+    return _REGISTRY[canonical(method, name)]
+
+
+def all_methods(family: str | None = None) -> list[Method]:
+    """Every registered method (of one family), in the order of :data:`FAMILIES`, then of
+    registration."""
+    _load()
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    found = [m for m in _REGISTRY.values() if family is None or m.family == family]
+    return sorted(found, key=lambda m: order.get(m.family, len(order)))
+
+
+def method_names(family: str | None = None, **facts: Any) -> tuple[str, ...]:
+    """The canonical names of the registered methods, optionally of one family and with given
+    facts, e.g. ``method_names(core=True)`` or ``method_names("cam", gradients=False)``."""
+    return tuple(m.name for m in all_methods(family) if all(getattr(m, k) == v for k, v in facts.items()))
+
+
+def family(method: str) -> str:
+    """The family of a (possibly aliased) method name."""
+    return get_method(method).family
+
+
+def title(method: str) -> str:
+    """The display title of a method (a column or a legend)."""
+    return get_method(method).title
+
+
+def count(value: Any, name: str) -> None:
+    """A count option: an int >= 1 (None: the method's default)."""
+    from xaikit.checks import check_int
+
+    if value is not None:
+        check_int(value, name, 1, kind=XaikitTypeError)
+
+
+def flag(value: Any, name: str) -> None:
+    """A flag option: True or False (None: the method's default)."""
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise XaikitTypeError(f"{name} must be True or False; got {describe(value)}")
+
+
+def non_negative(value: Any, name: str) -> None:
+    """A number >= 0 (None: the method's default)."""
+    from xaikit.checks import check_number
+
+    if value is not None:
+        check_number(value, name, low=0, kind=XaikitTypeError)
