@@ -167,9 +167,9 @@ def test_weights_buffers_and_flags_restored_even_on_error(
     if framework == "torch":
         assert all(m.training for m in model.modules())
 
-    from xaikit.xai import saliency
+    from xaikit.evaluate import randomization as metric
 
-    real, calls = saliency.explain, []
+    real, calls = metric.explain, []
 
     def failing(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
@@ -177,7 +177,7 @@ def test_weights_buffers_and_flags_restored_even_on_error(
             raise RuntimeError("injected failure")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(saliency, "explain", failing)
+    monkeypatch.setattr(metric, "explain", failing)
     with pytest.raises(RuntimeError, match="injected failure"):
         xk.evaluate.randomization_test(model, x)
     assert len(calls) == 3

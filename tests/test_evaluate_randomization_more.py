@@ -216,9 +216,9 @@ def test_efficient_mprt_cnn_seeded_and_restored_on_error(
     np.testing.assert_array_equal(a.maps["original"], c.maps["original"])
     _assert_same(before, weights_of(framework, model))
 
-    from xaikit.xai import saliency
+    from xaikit.evaluate import randomization_more as metric
 
-    real, calls = saliency.explain, []
+    real, calls = metric.explain, []
 
     def failing(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
@@ -226,7 +226,7 @@ def test_efficient_mprt_cnn_seeded_and_restored_on_error(
             raise RuntimeError("injected failure")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(saliency, "explain", failing)
+    monkeypatch.setattr(metric, "explain", failing)
     with pytest.raises(RuntimeError, match="injected failure"):
         xk.evaluate.efficient_mprt(model, x, "vanilla")
     _assert_same(before, weights_of(framework, model))

@@ -304,8 +304,8 @@ def _explain_data(spec: str) -> object:
 
 def _explain(args: argparse.Namespace) -> int:
     from xaikit.errors import XaikitError
-    from xaikit.xai._sources import as_source
     from xaikit.xai.dataset import check_method_options, read_classes
+    from xaikit.xai.internal import as_source
     from xaikit.xai.registry import canonical
 
     prog = "xaikit explain"
@@ -336,7 +336,7 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         with _native_notices_filtered():
             import xaikit as xk
-            from xaikit.xai._grids import save_grids
+            from xaikit.xai.internal import save_grids
 
         result = xk.xai.explain_dataset(
             args.model,

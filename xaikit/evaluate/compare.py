@@ -58,8 +58,7 @@ from xaikit.evaluate._common import (
 from xaikit.evaluate.completeness import PATH_METHODS
 from xaikit.evaluate.randomization_more import _randomized
 from xaikit.evaluate.registry import FAMILIES, METRICS, Metric, MetricContext, _has_weights
-from xaikit.xai._engine import check_max_batch
-from xaikit.xai.methods import pin_targets, prepare
+from xaikit.xai.internal import check_max_batch, pin_targets, prepare
 from xaikit.xai.registry import canonical, method_names
 
 __all__ = [
@@ -433,8 +432,7 @@ def compare(
     """
     import pandas as pd
 
-    from xaikit.xai import _display
-    from xaikit.xai import saliency as _saliency
+    from xaikit.xai.internal import explain, to_display
 
     entries = _methods(methods)
     chosen = _metrics(metrics, mask)
@@ -475,7 +473,7 @@ def compare(
         if name is None:
             raw = host(custom, f"methods[{label!r}]")
         else:
-            out = _saliency.explain(
+            out = explain(
                 model, x, target=targets, method=name, framework=framework, seed=seed, max_batch=max_batch,
                 return_delta=name in PATH_METHODS, **opts,
             )  # fmt: skip
@@ -491,7 +489,7 @@ def compare(
         except XaikitValueError as exc:
             raise XaikitValueError(f"methods[{label!r}]: {exc}") from None
         maps[label] = raw
-        display[label] = _display.to_display(mags, None)
+        display[label] = to_display(mags, None)
         scores[label] = {}
         for metric in chosen:
             s = np.asarray(metric.score(ctx), dtype=np.float64).reshape(-1)

@@ -104,7 +104,7 @@ def _flat_magnitudes(
             )
         if target is None:
             from xaikit.backend import get_backend
-            from xaikit.xai.methods import pin_targets, prepare
+            from xaikit.xai.internal import pin_targets, prepare
 
             bk = get_backend(model, framework)
             inp = prepare(bk, model, [x], ["x"], model_kwargs=options.get("model_kwargs"))

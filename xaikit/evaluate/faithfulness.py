@@ -31,9 +31,17 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
 from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
 from xaikit.layout import Move, move, move_back
-from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
-from xaikit.xai._engine import check_max_batch, default_rows, forward_scores
-from xaikit.xai.methods import Inputs, pin_targets, prepare
+from xaikit.xai.internal import (
+    FIXED_BASELINES,
+    Inputs,
+    baseline_values,
+    check_baseline,
+    check_max_batch,
+    default_rows,
+    forward_scores,
+    pin_targets,
+    prepare,
+)
 
 __all__ = [
     "ROAD_FRACTIONS",

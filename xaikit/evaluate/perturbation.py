@@ -25,9 +25,16 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
 from xaikit.layout import move, move_back
-from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
-from xaikit.xai._engine import check_max_batch, default_rows, forward_scores
-from xaikit.xai.methods import pin_targets, prepare
+from xaikit.xai.internal import (
+    FIXED_BASELINES,
+    baseline_values,
+    check_baseline,
+    check_max_batch,
+    default_rows,
+    forward_scores,
+    pin_targets,
+    prepare,
+)
 
 __all__ = ["BASELINES", "RANKS", "CurveResult", "deletion", "insertion"]
 

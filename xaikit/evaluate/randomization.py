@@ -33,9 +33,7 @@ import numpy as np
 from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape, spearman, ssim, to_spatial
-from xaikit.xai import _display, health
-from xaikit.xai import saliency as _saliency
-from xaikit.xai.methods import pin_targets, prepare
+from xaikit.xai.internal import explain, health, pin_targets, prepare, to_display
 from xaikit.xai.registry import canonical
 
 __all__ = ["RandomBaseline", "RandomizationResult", "model_layers", "randomization_test"]
@@ -264,7 +262,7 @@ def randomization_test(
 
     def run() -> np.ndarray:
         return np.asarray(
-            _saliency.explain(
+            explain(
                 model,
                 x,
                 target=targets,
@@ -387,7 +385,7 @@ def _display_maps(raw: np.ndarray, channel_axis: int | None) -> np.ndarray:
     map, (B, H, W) for a (B, C, H, W) input) has no channel axis to sum."""
     if raw.ndim == 3:
         channel_axis = None
-    disp = _display.to_display(raw, channel_axis)
+    disp = to_display(raw, channel_axis)
     if channel_axis is not None:
         disp = np.take(disp, 0, axis=channel_axis)
     return disp.astype(np.float64)

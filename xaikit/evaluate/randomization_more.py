@@ -39,9 +39,7 @@ from xaikit.evaluate._common import (
     to_spatial,
 )
 from xaikit.evaluate.randomization import _display_maps, _select, layer_rng, similarity_tables
-from xaikit.xai import health
-from xaikit.xai._engine import check_max_batch
-from xaikit.xai.methods import pin, prepare
+from xaikit.xai.internal import check_max_batch, health, pin, prepare
 from xaikit.xai.registry import canonical
 
 __all__ = [
@@ -234,13 +232,13 @@ def _explain(
     model: Any, x: Any, targets: np.ndarray, method: str, framework: str | None, seed: int,
     max_batch: Any, output: Any, model_kwargs: dict[str, Any] | None, options: dict[str, Any],
 ) -> np.ndarray:  # fmt: skip
-    from xaikit.xai import saliency as _saliency
+    from xaikit.xai.internal import explain
 
     kwargs = {"output": output, **options}
     if model_kwargs:
         kwargs["model_kwargs"] = model_kwargs
     return np.asarray(
-        _saliency.explain(
+        explain(
             model, x, target=targets, method=method, framework=framework, seed=seed,
             max_batch=max_batch, **kwargs,
         )

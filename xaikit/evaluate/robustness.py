@@ -32,8 +32,7 @@ from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import check_method_options, host, input_layout
-from xaikit.xai._engine import check_max_batch
-from xaikit.xai.methods import pin_targets, prepare
+from xaikit.xai.internal import check_max_batch, pin_targets, prepare
 from xaikit.xai.registry import canonical, method_names
 
 __all__ = [

@@ -62,7 +62,7 @@ class _FixedSampleTrace(Trace):
         self.class_key = class_key
         self.method = canonical(method)
         self.seed = seed
-        from xaikit.xai._kwargs import merge_model_kwargs
+        from xaikit.xai.internal import merge_model_kwargs
 
         self.output = check_output(output)
         self.model_kwargs = merge_model_kwargs(model_kwargs, None)

@@ -19,6 +19,8 @@ Example:
 
 from typing import Any
 
+# the modules of the built-in methods register their records when imported
+from xaikit.xai import cam, guided_ig, methods, perturb, xrai  # noqa: F401
 from xaikit.xai.dataset import DatasetExplanation, ModelSpec, StoreLockedError, explain_dataset
 from xaikit.xai.explain import explain
 from xaikit.xai.registry import (

@@ -61,14 +61,6 @@ FAMILIES = ("gradient", "cam", "perturbation")
 SHARED_OPTIONS = ("output", "model_kwargs")
 #: what a method needs to know about the explained classes before it runs
 TARGET_MODES = ("pinned", "in_pass")
-#: the modules whose import registers the built-in methods
-_BUILTIN = (
-    "xaikit.xai.methods",
-    "xaikit.xai.guided_ig",
-    "xaikit.xai.xrai",
-    "xaikit.xai.cam",
-    "xaikit.xai.perturb",
-)
 
 
 @dataclass
@@ -253,21 +245,14 @@ class Method:
         return shared, {**self.options, **given}
 
 
+#: the registered methods by canonical name; the built-in ones register when their modules are
+#: imported, which ``xaikit/xai/__init__.py`` does (importing any ``xaikit.xai`` module runs it)
 _REGISTRY: dict[str, Method] = {}
 _LOOKUP: dict[str, str] = {}
-_loaded = False
 
 
 def _key(name: str) -> str:
     return name.lower().replace("-", "").replace(" ", "_").replace("_cam", "cam")
-
-
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in _BUILTIN:
-            importlib.import_module(module)
 
 
 def register_method(method: Method, *, replace: bool = False) -> Method:
@@ -305,7 +290,6 @@ def register_method(method: Method, *, replace: bool = False) -> Method:
 
 def unregister_method(name: str) -> None:
     """Remove a registered method (and its aliases); a test's toy method, say."""
-    _load()
     found = _REGISTRY.pop(canonical(name))
     for k in [k for k, v in _LOOKUP.items() if v == found.name]:
         del _LOOKUP[k]
@@ -316,7 +300,6 @@ def canonical(method: Any, name: str = "method") -> str:
     ``"gradcam"``), or an error that lists them all."""
     if not isinstance(method, str):
         raise XaikitTypeError(f"{name} must be a method name (str); got {describe(method)}")
-    _load()
     found = _LOOKUP.get(_key(method))
     if found is None:
         raise XaikitValueError(
@@ -335,7 +318,6 @@ def get_method(method: str | Method, name: str = "method") -> Method:
 def all_methods(family: str | None = None) -> list[Method]:
     """Every registered method (of one family), in the order of :data:`FAMILIES`, then of
     registration."""
-    _load()
     order = {f: i for i, f in enumerate(FAMILIES)}
     found = [m for m in _REGISTRY.values() if family is None or m.family == family]
     return sorted(found, key=lambda m: order.get(m.family, len(order)))

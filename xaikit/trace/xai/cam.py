@@ -158,7 +158,7 @@ class _CamTrace(Trace):
     def paint(self, samples: Mapping[str, Any], title: str | None = None) -> Any:
         """The maps of ``samples`` (a dict holding ``images`` and the other keys) as an ImgData."""
         from xaikit.viz import ImgData, overlay
-        from xaikit.xai.cam import upsample
+        from xaikit.xai.internal import upsample
 
         image = np.asarray(samples[self.image_key])
         if image.ndim not in (3, 4):
@@ -304,7 +304,7 @@ class GradCAM(_CamTrace):
     def maps(self, samples: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.model is not None:
             return {method_title(self.method): self._explain_raw(samples, self.method)}
-        from xaikit.xai.cam import combine
+        from xaikit.xai.internal import combine
 
         a = _channel_first(samples[str(self.activation_key)], self._first, "activations")
         da = _channel_first(samples[str(self.grad_key)], self._first, "grads")
@@ -381,7 +381,7 @@ class EigenCAM(_CamTrace):
         )  # fmt: skip
 
     def maps(self, samples: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from xaikit.xai.cam import eigen_components, layer_activations
+        from xaikit.xai.internal import eigen_components, layer_activations
 
         image = np.asarray(samples[self.image_key])
         if self.model is not None:

@@ -396,7 +396,7 @@ class Saliency(Trace):
         explain), as a display mask in [0, 1] shaped like the gradient masks (the input's
         layout, one channel)."""
         from xaikit.xai import explain
-        from xaikit.xai._display import to_display
+        from xaikit.xai.internal import to_display
 
         net = self.salnet
         kw = {"seed": net.seed, "max_batch": net.max_batch, "output": net.output, **options}

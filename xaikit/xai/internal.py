@@ -1,0 +1,46 @@
+"""What the layers above ``xai`` (``evaluate``, ``trace``, the CLI) may use of its internals: one
+deliberate list, so that the engine's modules can move and change behind it.
+
+The public API (``explain``, ``SaliencyNet``, ``explain_dataset``, the method records) is
+``xaikit.xai`` itself; this module adds the pieces a metric or a trace needs to run the model the
+way the methods do: prepared inputs, the pinned classes, chunked forward passes, baselines,
+display normalisation, the CAM helpers and the dataset sources and grids. No module outside
+``xaikit/xai/`` imports a private ``xaikit.xai._*`` module (``tests/test_layers.py`` checks it).
+"""
+
+from xaikit.xai import health
+from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
+from xaikit.xai._display import to_display
+from xaikit.xai._engine import DEFAULT_BUDGET, check_max_batch, default_rows, forward_scores, stream_seed
+from xaikit.xai._grids import save_grids
+from xaikit.xai._kwargs import merge_model_kwargs
+from xaikit.xai._sources import as_source
+from xaikit.xai.cam import combine, eigen_components, layer_activations, upsample
+from xaikit.xai.explain import explain
+from xaikit.xai.methods import Inputs, Pinned, pin, pin_targets, prepare
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "FIXED_BASELINES",
+    "Inputs",
+    "Pinned",
+    "as_source",
+    "baseline_values",
+    "check_baseline",
+    "check_max_batch",
+    "combine",
+    "default_rows",
+    "eigen_components",
+    "explain",
+    "forward_scores",
+    "health",
+    "layer_activations",
+    "merge_model_kwargs",
+    "pin",
+    "pin_targets",
+    "prepare",
+    "save_grids",
+    "stream_seed",
+    "to_display",
+    "upsample",
+]
