@@ -16,7 +16,7 @@ from xaikit.xai._grids import save_grids
 from xaikit.xai._kwargs import merge_model_kwargs
 from xaikit.xai._sources import as_source
 from xaikit.xai.cam import combine, eigen_components, layer_activations, upsample
-from xaikit.xai.explain import explain
+from xaikit.xai.explain import explain, fresh_seed, run
 from xaikit.xai.methods import Inputs, Pinned, pin, pin_targets, prepare
 
 __all__ = [
@@ -33,12 +33,14 @@ __all__ = [
     "eigen_components",
     "explain",
     "forward_scores",
+    "fresh_seed",
     "health",
     "layer_activations",
     "merge_model_kwargs",
     "pin",
     "pin_targets",
     "prepare",
+    "run",
     "save_grids",
     "stream_seed",
     "to_display",
