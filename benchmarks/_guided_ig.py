@@ -139,7 +139,8 @@ def time_pair_vs_xaikit(
 
     import xaikit as xk
     from xaikit.backend import get_backend
-    from xaikit.xai.methods import attribute, prepare
+    from xaikit.xai._engine.inputs import prepare
+    from xaikit.xai.gradient.sweep import attribute
 
     with torch.no_grad():
         targets = model(torch.as_tensor(x)).argmax(1).numpy()

@@ -188,10 +188,10 @@ def machine() -> dict[str, Any]:
 def tuned_chunk(model: Any) -> tuple[int, str]:
     """The chunk size and layout that xaikit's ``max_batch="auto"`` settled on for this model
     (read from the engine's cache, read-only; the engine's CPU default where nothing was cached)."""
-    from xaikit.xai import _engine
+    from xaikit.xai._engine import plan as chunk_plan
 
-    found = list(_engine._TUNED.get(model, {}).values())
-    return found[0] if found else (_engine._CPU_DEFAULT, "channels_last")
+    found = list(chunk_plan._TUNED.get(model, {}).values())
+    return found[0] if found else (chunk_plan._CPU_DEFAULT, "channels_last")
 
 
 def write_section(path: Path, section: str, start: str, end: str, before: str | None = None) -> None:

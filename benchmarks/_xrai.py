@@ -84,9 +84,9 @@ def stages(model: Any, x: Any, targets: Any, *, steps: int = 50, algorithm: str 
     ranking, summed over the images."""
     import torch
 
-    import xaikit.xai.xrai as xr
+    import xaikit.xai.gradient.xrai as xr
     from xaikit.backend import get_backend
-    from xaikit.xai.methods import prepare
+    from xaikit.xai._engine.inputs import prepare
 
     bk = get_backend(model)
     inp = prepare(bk, model, [x], ["x"])

@@ -408,7 +408,7 @@ def rise_agreement(st: Settings, n: int = 100) -> dict[str, float]:
     import torch
 
     import xaikit as xk
-    from xaikit.xai.perturb import rise_masks
+    from xaikit.xai.perturbation.rise import rise_masks
 
     model, x, targets = build(st, st.rise_batch, seed=30)
     H = W = st.size

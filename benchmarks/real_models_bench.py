@@ -98,10 +98,10 @@ class Line:
 
 
 def _plan(model: Any) -> dict[str, Any]:
-    from xaikit.xai import _engine
+    from xaikit.xai._engine import plan as chunk_plan
 
-    plans = [v for v in _engine._TUNED.get(model, {}).values() if v[0]]
-    costs = list(_engine._ROW_BYTES.get(model, {}).values())
+    plans = [v for v in chunk_plan._TUNED.get(model, {}).values() if v[0]]
+    costs = list(chunk_plan._ROW_BYTES.get(model, {}).values())
     out: dict[str, Any] = {}
     if plans:
         out["plan_rows"], out["plan_layout"] = plans[0]

@@ -23,8 +23,8 @@ import xaikit as xk
 from gallery._common import out_path, parser, train_lenet
 from xaikit.files import atomic_path
 from xaikit.op.numpyop import Minmax
-from xaikit.xai._grids import dataset_grid, pick_samples
-from xaikit.xai._sources import as_source
+from xaikit.xai.dataset._grids import dataset_grid, pick_samples
+from xaikit.xai.dataset._sources import as_source
 from xaikit.xai.registry import title as method_title
 
 PICTURE = "dataset_grids.png"

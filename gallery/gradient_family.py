@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # also `python 
 
 import xaikit as xk
 from gallery._common import CLASS_NAMES, model_layout, out_path, parser, pick_samples, train_lenet
-from xaikit.xai._display import to_display
+from xaikit.xai._engine.display import to_display
 from xaikit.xai.registry import title
 
 METHODS = (

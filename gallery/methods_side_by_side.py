@@ -77,7 +77,7 @@ def explain_all(
 
 def display(maps: np.ndarray, x: np.ndarray) -> np.ndarray:
     """A (B, H, W) display map in [0, 1]: channels summed by magnitude, scaled per image."""
-    from xaikit.xai._display import to_display
+    from xaikit.xai._engine.display import to_display
 
     m = np.abs(maps)
     if m.shape == x.shape:  # input-shaped attributions, channel-first here

@@ -15,10 +15,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import xaikit as xk  # noqa: E402
-from xaikit.xai import _grids  # noqa: E402
-from xaikit.xai._display import to_display  # noqa: E402
-from xaikit.xai._grids import GRIDS, dataset_grid, display_images, pick_samples, save_grids  # noqa: E402
-from xaikit.xai._sources import as_source  # noqa: E402
+from xaikit.xai._engine.display import to_display  # noqa: E402
+from xaikit.xai.dataset import _grids  # noqa: E402
+from xaikit.xai.dataset._grids import GRIDS, dataset_grid, display_images, pick_samples, save_grids  # noqa: E402
+from xaikit.xai.dataset._sources import as_source  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from dataset_models import images, tiny_cnn  # noqa: E402

@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 import xaikit as xk  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
 from xaikit.xai import StoreLockedError  # noqa: E402
-from xaikit.xai._engine import stream_seed  # noqa: E402
+from xaikit.xai._engine.seeds import stream_seed  # noqa: E402
 from xaikit.xai.registry import method_names  # noqa: E402
 
 ALL_METHODS = method_names()

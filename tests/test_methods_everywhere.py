@@ -12,7 +12,7 @@ from tests.test_trace_xai_saliency import batches, run_epoch, tiny_model
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.trace.xai import Saliency
 from xaikit.xai import registry as names
-from xaikit.xai._display import to_display
+from xaikit.xai._engine.display import to_display
 
 
 # ---- the registry ------------------------------------------------------------------------------

@@ -305,7 +305,7 @@ def test_shape_errors_are_one_readable_message(
 def test_chunk_error_is_one_line() -> None:
     """A model that fails on a chunk of other than B rows: TF's message on one line."""
     from xaikit.backend import get_backend
-    from xaikit.xai._engine import chunk_error
+    from xaikit.xai._engine.chunks import chunk_error
 
     bk = get_backend(tf.zeros(1))
     try:

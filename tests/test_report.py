@@ -147,8 +147,8 @@ def make_store(folder: Path, n: int = 30, bad: dict[int, str] | None = None) -> 
     import torch
 
     import xaikit as xk
-    from xaikit.xai._grids import save_grids
-    from xaikit.xai._sources import as_source
+    from xaikit.xai.dataset._grids import save_grids
+    from xaikit.xai.dataset._sources import as_source
 
     bad = {4: "zero", 7: "non-finite", 9: "zero"} if bad is None else bad
     torch.manual_seed(0)
@@ -378,7 +378,7 @@ def test_report_of_a_dataset_store_embeds_grids_and_flags_bad_maps(tmp_path):
     import pandas as pd
     from PIL import Image
 
-    from xaikit.xai._grids import pick_samples
+    from xaikit.xai.dataset._grids import pick_samples
 
     store = make_store(tmp_path / "x.zarr")
     html = report(store).read_text(encoding="utf-8")

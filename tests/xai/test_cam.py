@@ -172,8 +172,9 @@ def test_guided_backprop_torch_inplace_relu(rng: np.random.Generator) -> None:
     """Guided hooks work on ReLU(inplace=True) modules and give captum's GuidedBackprop."""
     torch = pytest.importorskip("torch")
     captum_attr = pytest.importorskip("captum.attr")
+    from xaikit.xai._engine.inputs import prepare
+    from xaikit.xai._engine.targets import pin_targets
     from xaikit.xai.cam import guided_backprop
-    from xaikit.xai.methods import pin_targets, prepare
 
     model, layout = model_for("torch", seed=3)
     model[1].inplace = True

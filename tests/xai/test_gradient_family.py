@@ -13,7 +13,7 @@ import xaikit as xk
 from tests.xai.models import analytic, cnn, cnn_weights, from_layout, images, model_for, to_channel_first
 from xaikit.backend import get_backend
 from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
-from xaikit.xai._engine import stream_seed
+from xaikit.xai._engine.seeds import stream_seed
 
 NEW = ("vargrad", "input_x_gradient", "expected_gradients", "blur_ig")
 

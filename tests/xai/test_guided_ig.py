@@ -17,8 +17,8 @@ from benchmarks._guided_ig import pair_guided_ig, pair_numpy, torch_call_model
 from tests.xai.models import analytic, analytic_f, cnn, cnn_weights, from_layout, images, model_for
 from xaikit.backend import get_backend
 from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
-from xaikit.xai import guided_ig
-from xaikit.xai.methods import prepare
+from xaikit.xai._engine.inputs import prepare
+from xaikit.xai.gradient import guided_ig
 
 pytest.importorskip("saliency.core")
 

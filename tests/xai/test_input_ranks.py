@@ -126,7 +126,7 @@ def test_integrated_gradients_match_captum(rng: np.random.Generator, kind: str) 
 def test_layout_is_never_moved_for_tabular_or_sequences(framework: str, rng: np.random.Generator) -> None:
     """A (B, T, 3) or (B, 3) batch looks channel-ish, but only 4-D image batches are moved."""
     from xaikit.backend import get_backend
-    from xaikit.xai.methods import prepare
+    from xaikit.xai._engine.inputs import prepare
 
     for _, model, shape in _models(framework):
         x = rng.standard_normal(shape).astype(np.float32)

@@ -13,7 +13,7 @@ import pytest
 import xaikit as xk
 from tests.xai.models import cnn, cnn_weights, images, to_channel_first
 from xaikit.backend.base import Backend
-from xaikit.xai import _engine
+from xaikit.xai._engine import plan as chunk_plan
 
 MB = 2**20
 
@@ -34,7 +34,7 @@ def row_cost(monkeypatch: pytest.MonkeyPatch):
     import xaikit.backend.memory as memory
 
     cost, available, calls = [1 * MB], [8 * 2**30], []
-    rows = _engine._MEMORY_PROBE
+    rows = chunk_plan._MEMORY_PROBE
 
     def fake_peak(fn, period=0.001):  # the plan measures a warm-up, then 2 rows, then 8 rows
         n = (rows[0], rows[0], rows[1])[len(calls) % 3]
@@ -92,11 +92,11 @@ def test_plan_and_memory_probe_made_once_and_results_bit_identical(framework, ro
     net = _net(model, memory_budget=24 * MB)  # 24 rows: chunks of 16
     batch = {"x": _x(framework)}
     first = net.get_smoothed_masks(batch, nsamples=4, nintegration=16, raw=True)["saliency"]
-    plan = dict(_engine._TUNED[model])
+    plan = dict(chunk_plan._TUNED[model])
     for _ in range(2):
         again = net.get_smoothed_masks(batch, nsamples=4, nintegration=16, raw=True)["saliency"]
         assert np.array_equal(first, again)
-    assert len(calls) == 3 and _engine._TUNED[model] == plan
+    assert len(calls) == 3 and chunk_plan._TUNED[model] == plan
     assert list(plan.values()) == [(16, plan[next(iter(plan))][1])]
     # another budget is another plan, but the row cost is not measured again
     net.get_smoothed_masks(batch, nsamples=4, nintegration=16, raw=True, memory_budget=40 * MB)
@@ -115,7 +115,7 @@ def test_real_memory_probe_measures_and_keeps_results_identical() -> None:
     x = np.random.default_rng(0).random((2, 3, 128, 128), dtype=np.float32)  # ~4 MiB of activations per row
     net = _net(model)
     first = net.get_integrated_masks({"x": x}, nsamples=16, raw=True)["saliency"]
-    row_bytes, cap = next(iter(_engine._ROW_BYTES[model].values()))
+    row_bytes, cap = next(iter(chunk_plan._ROW_BYTES[model].values()))
     assert cap is None and row_bytes is not None and row_bytes > 1 * MB
     assert np.array_equal(first, net.get_integrated_masks({"x": x}, nsamples=16, raw=True)["saliency"])
 

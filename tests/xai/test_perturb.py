@@ -1,4 +1,4 @@
-"""Occlusion and RISE (``xaikit.xai.perturb``): captum agreement, torch == Keras, analytic values."""
+"""Occlusion and RISE (``xaikit.xai.perturbation``): captum agreement, torch == Keras, analytic values."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import xaikit as xk
 from tests.xai.models import cnn, cnn_weights, from_layout, images, model_for, to_channel_first
 from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
-from xaikit.xai import perturb
+from xaikit.xai.perturbation import rise
 
 SIZE = 12
 
@@ -167,7 +167,7 @@ def test_mask_interpolation_is_the_papers_bilinear_resize() -> None:
         e = np.zeros(cells)
         e[a] = 1.0
         ref = ndimage.map_coordinates(e, [u], order=1, mode="mirror")
-        np.testing.assert_allclose(perturb._interp(size, cells)[:, a], ref, atol=1e-12)
+        np.testing.assert_allclose(rise._interp(size, cells)[:, a], ref, atol=1e-12)
 
 
 def _linear(framework: str, w: np.ndarray, c: float) -> Any:
@@ -198,13 +198,13 @@ def test_rise_on_a_linear_model_is_its_estimator_and_near_its_expectation(
     sal = _explain(_linear(framework, w, c), x, framework, "rise", n_masks=n, cell=cell, p=p, seed=7)
     assert sal.shape == (1, 8, 8)
     # 1) the estimator, from the same masks: sum_i f(x * M_i) M_i / (N p)
-    masks = perturb.rise_masks(7, 0, n, (8, 8), cell, p).astype(np.float64)
+    masks = rise.rise_masks(7, 0, n, (8, 8), cell, p).astype(np.float64)
     v = w * x[0, :, :, 0]
     f = (masks * v).sum((1, 2)) + c
     np.testing.assert_allclose(sal[0], np.tensordot(f, masks, 1) / (n * p), rtol=1e-5, atol=1e-5)
     # 2) its expectation: E[S] = c + p sum(v) + (1 - p) (Ky V Kx), K = A A^T of the interpolation
     # rows at each shift, averaged over the shifts (grid cells independent Bernoulli(p))
-    up = perturb._interp((cell + 1) * 2, cell)  # ceil(8 / 4) = 2 pixels per cell: shifts 0, 1
+    up = rise._interp((cell + 1) * 2, cell)  # ceil(8 / 4) = 2 pixels per cell: shifts 0, 1
     k = np.mean([up[s : s + 8] @ up[s : s + 8].T for s in range(2)], axis=0)
     expected = c + p * v.sum() + (1 - p) * (k @ v @ k)
     stderr = np.sqrt(np.var(f[:, None, None] * masks, axis=0) / n) / p
@@ -213,11 +213,11 @@ def test_rise_on_a_linear_model_is_its_estimator_and_near_its_expectation(
 
 
 def test_rise_masks_are_binary_grids_upsampled() -> None:
-    m = perturb.rise_masks(0, 0, 200, (16, 16), 4, 0.3)
+    m = rise.rise_masks(0, 0, 200, (16, 16), 4, 0.3)
     assert m.shape == (200, 16, 16) and m.min() >= 0 and m.max() <= 1
     assert abs(m.mean() - 0.3) < 0.03  # E[M] = p: the interpolation weights sum to 1
     # the same mask whatever range it is made in: a pure function of (seed, index)
-    np.testing.assert_array_equal(m[37:70], perturb.rise_masks(0, 37, 70, (16, 16), 4, 0.3))
+    np.testing.assert_array_equal(m[37:70], rise.rise_masks(0, 37, 70, (16, 16), 4, 0.3))
 
 
 def test_rise_seeded_and_chunking_invariant(framework: str, rng: np.random.Generator) -> None:
@@ -246,13 +246,13 @@ def test_rise_memory_is_flat_in_n(monkeypatch: pytest.MonkeyPatch, rng: np.rando
     model, layout = model_for("torch", seed=1)
     x = layout(images(rng, batch=2))
     made: list[int] = []
-    real = perturb.rise_masks
+    real = rise.rise_masks
 
     def counting(seed: int, start: int, stop: int, *args: Any) -> np.ndarray:
         made.append(stop - start)
         return real(seed, start, stop, *args)
 
-    monkeypatch.setattr(perturb, "rise_masks", counting)
+    monkeypatch.setattr(rise, "rise_masks", counting)
     peaks = {}
     for n in (40, 400):
         made.clear()
@@ -260,7 +260,7 @@ def test_rise_memory_is_flat_in_n(monkeypatch: pytest.MonkeyPatch, rng: np.rando
         peaks[n] = max(made)
         assert sum(made) == 2 * n  # each mask made twice: for its rows, then for the fold
     # at most one chunk's masks (16 rows of 2 samples: 8) or one fold block (32), whatever N
-    assert peaks[40] == peaks[400] == perturb._MASK_BLOCK
+    assert peaks[40] == peaks[400] == rise._MASK_BLOCK
 
 
 # ---- options like the gradient methods ------------------------------------------------------------

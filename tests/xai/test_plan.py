@@ -8,7 +8,7 @@ import pytest
 
 import xaikit as xk
 from tests.xai.models import cnn, cnn_weights, images, to_channel_first
-from xaikit.xai import _engine
+from xaikit.xai._engine import plan as chunk_plan
 
 
 def _net(model):
@@ -21,7 +21,7 @@ def test_first_call_equals_later_calls_when_the_probe_runs(monkeypatch: pytest.M
     model = cnn("torch", cnn_weights())
     x = to_channel_first(images(np.random.default_rng(1), batch=8))
     probed: list[tuple[int, str]] = []
-    real = _engine.ChunkPlan.probe
+    real = chunk_plan.ChunkPlan.probe
 
     def spy(self, measure, timed):  # record the candidates the probe times
         def timed_spy(size, layout):
@@ -30,17 +30,17 @@ def test_first_call_equals_later_calls_when_the_probe_runs(monkeypatch: pytest.M
 
         return real(self, measure, timed_spy)
 
-    monkeypatch.setattr(_engine.ChunkPlan, "probe", spy)
+    monkeypatch.setattr(chunk_plan.ChunkPlan, "probe", spy)
     net = _net(model)
     kwargs = {"nsamples": 8, "nintegration": 128}  # 8 x 8 x 128 = 8,192 rows: probes
     first = net.get_smoothed_masks({"x": x}, raw=True, **kwargs)["saliency"]
     assert probed, "the probe did not run: the test no longer covers it"
-    chosen = _engine._TUNED[model]
+    chosen = chunk_plan._TUNED[model]
     for _ in range(2):
         again = net.get_smoothed_masks({"x": x}, raw=True, **kwargs)["saliency"]
         assert np.array_equal(first, again)
     # probed once (a warm-up, then each of the 4 candidates twice), then reused
-    assert _engine._TUNED[model] == chosen and len(probed) == 9 and len(set(probed)) == 4
+    assert chunk_plan._TUNED[model] == chosen and len(probed) == 9 and len(set(probed)) == 4
     # the chunk sizes the job ran at are the plan's, not the candidates'
     assert set(net.last_chunks[:-1]) == {chosen[next(iter(chosen))][0]}
 

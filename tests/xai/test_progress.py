@@ -1,5 +1,5 @@
 """Progress of the slow methods (``explain(..., progress=)``) and the shared helper
-(``xaikit.xai._progress``, also explain_dataset's): the exact plain lines under a fake clock,
+(``xaikit.xai._engine.progress``, also explain_dataset's): the exact plain lines under a fake clock,
 tqdm on a terminal, nothing with ``progress=False``, and nothing from a quick ``progress=None``
 call or from an auto bar inside another bar."""
 
@@ -16,8 +16,8 @@ import pytest
 import xaikit as xk
 from tests.xai.models import images, model_for
 from xaikit.errors import DegenerateMapWarning, XaikitTypeError
-from xaikit.xai import _progress
-from xaikit.xai._progress import Progress, for_method
+from xaikit.xai._engine import progress as _progress
+from xaikit.xai._engine.progress import Progress, for_method
 
 SIZE = 12  # tests.xai.models' CNN: 12 x 12 images, 5 classes, a last conv of 8 channels
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from xaikit.layout import channel_axis_of
-from xaikit.xai._baselines import gaussian_blur
-from xaikit.xai._display import to_display
-from xaikit.xai._engine import stream_seed
-from xaikit.xai._quadrature import QUADRATURES, quadrature
+from xaikit.xai._engine.baselines import gaussian_blur
+from xaikit.xai._engine.display import to_display
+from xaikit.xai._engine.quadrature import QUADRATURES, quadrature
+from xaikit.xai._engine.seeds import stream_seed
 
 
 @pytest.mark.parametrize("rule", QUADRATURES)

@@ -16,7 +16,7 @@ import pytest
 import xaikit as xk
 from tests.xai.models import images, model_for
 from xaikit.errors import XaikitTypeError, XaikitValueError
-from xaikit.xai import xrai
+from xaikit.xai.gradient import xrai
 
 xrai_core = pytest.importorskip("saliency.core.xrai")
 SIZE = 32

@@ -18,7 +18,7 @@ that a map is never painted in one colour because of its scale (a raw Grad-CAM m
 
 * a non-negative image: ``(0, max)``: 0 keeps the colormap's lowest colour and the image's
   maximum gets the highest. A display mask (values in [0, 1] reaching 1, as
-  :func:`xaikit.xai._display.to_display` makes them) paints exactly as on the fixed ``(0, 1)``;
+  :func:`xaikit.xai._engine.display.to_display` makes them) paints exactly as on the fixed ``(0, 1)``;
   an all-zero image gets ``(0, 1)``: the lowest colour, honestly;
 * a signed image: its own ``(min, max)``, as rule 6 (normalized greyscale inputs keep their
   contrast); ``signed=`` draws a range symmetric around 0 with a diverging colormap instead.

@@ -19,10 +19,11 @@ Example:
 
 from typing import Any
 
-# the modules of the built-in methods register their records when imported
-from xaikit.xai import cam, guided_ig, methods, perturb, xrai  # noqa: F401
+# the family packages register the built-in methods' records when imported
+from xaikit.xai import cam, gradient, perturbation  # noqa: F401
 from xaikit.xai.dataset import DatasetExplanation, ModelSpec, StoreLockedError, explain_dataset
 from xaikit.xai.explain import explain
+from xaikit.xai.net import SaliencyNet
 from xaikit.xai.registry import (
     Call,
     Explained,
@@ -32,7 +33,6 @@ from xaikit.xai.registry import (
     register_method,
     unregister_method,
 )
-from xaikit.xai.saliency import SaliencyNet
 
 __all__ = [
     "METHODS",

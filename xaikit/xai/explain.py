@@ -3,7 +3,7 @@ prepared inputs uses (``SaliencyNet``, ``explain_dataset``).
 
 ``explain`` looks the method up (:mod:`xaikit.xai.registry`), checks its options, prepares the
 inputs once (validated, on the model's device, in its layout), pins the explained classes once
-(:func:`~xaikit.xai.methods.pin`, as the method's record asks), and hands a
+(:func:`~xaikit.xai._engine.targets.pin`, as the method's record asks), and hands a
 :class:`~xaikit.xai.registry.Call` to the method's runner inside the model's inference mode.
 :func:`run` then checks the maps for degenerate values (:mod:`xaikit.xai.health`) on the host,
 from what the call has read already.
@@ -19,9 +19,10 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.errors import XaikitValueError
 from xaikit.xai import health
-from xaikit.xai._engine import DEFAULT_BUDGET, check_max_batch, check_memory_budget
-from xaikit.xai._progress import check_progress
-from xaikit.xai.methods import Inputs, Pinned, pin, prepare
+from xaikit.xai._engine.inputs import Inputs, prepare
+from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, check_memory_budget
+from xaikit.xai._engine.progress import check_progress
+from xaikit.xai._engine.targets import Pinned, pin
 from xaikit.xai.registry import Call, Explained, Method, get_method
 
 __all__ = ["explain", "fresh_seed", "prepared", "run"]

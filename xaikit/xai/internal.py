@@ -9,15 +9,20 @@ display normalisation, the CAM helpers and the dataset sources and grids. No mod
 """
 
 from xaikit.xai import health
-from xaikit.xai._baselines import FIXED_BASELINES, baseline_values, check_baseline
-from xaikit.xai._display import to_display
-from xaikit.xai._engine import DEFAULT_BUDGET, check_max_batch, default_rows, forward_scores, stream_seed
-from xaikit.xai._grids import save_grids
-from xaikit.xai._kwargs import merge_model_kwargs
-from xaikit.xai._sources import as_source
-from xaikit.xai.cam import combine, eigen_components, layer_activations, upsample
+from xaikit.xai._engine.baselines import FIXED_BASELINES, baseline_values, check_baseline
+from xaikit.xai._engine.chunks import forward_scores
+from xaikit.xai._engine.display import to_display
+from xaikit.xai._engine.inputs import Inputs, prepare
+from xaikit.xai._engine.kwargs import merge_model_kwargs
+from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_rows
+from xaikit.xai._engine.seeds import stream_seed
+from xaikit.xai._engine.targets import Pinned, pin, pin_targets
+from xaikit.xai.cam.formulas import combine, eigen_components
+from xaikit.xai.cam.maps import layer_activations
+from xaikit.xai.cam.resize import upsample
+from xaikit.xai.dataset._grids import save_grids
+from xaikit.xai.dataset._sources import as_source
 from xaikit.xai.explain import explain, fresh_seed, run
-from xaikit.xai.methods import Inputs, Pinned, pin, pin_targets, prepare
 
 __all__ = [
     "DEFAULT_BUDGET",

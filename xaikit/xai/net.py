@@ -11,11 +11,12 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output as _check_output
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.modes import to_list
-from xaikit.xai._display import to_display
-from xaikit.xai._engine import DEFAULT_BUDGET, check_memory_budget
-from xaikit.xai._kwargs import merge_model_kwargs
+from xaikit.xai._engine.display import to_display
+from xaikit.xai._engine.inputs import Inputs, prepare
+from xaikit.xai._engine.kwargs import merge_model_kwargs
+from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_memory_budget
+from xaikit.xai._engine.targets import logits, pin, predictions_of
 from xaikit.xai.explain import explain, fresh_seed, run
-from xaikit.xai.methods import Inputs, logits, pin, predictions_of, prepare
 from xaikit.xai.registry import get_method
 
 __all__ = ["SaliencyNet", "explain"]

@@ -35,7 +35,7 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 if TYPE_CHECKING:
     from xaikit.backend import Backend, T
-    from xaikit.xai.methods import Inputs
+    from xaikit.xai._engine.inputs import Inputs
 
 __all__ = [
     "FAMILIES",
@@ -57,7 +57,7 @@ __all__ = [
 #: the method families, in the order of tables and docs
 FAMILIES = ("gradient", "cam", "perturbation")
 #: options every method takes besides its own: which model output to explain and extra forward
-#: arguments (checked by :func:`xaikit.backend.outputs.check_output` / ``_kwargs``)
+#: arguments (checked by :func:`xaikit.backend.outputs.check_output` / ``xai/_engine/kwargs.py``)
 SHARED_OPTIONS = ("output", "model_kwargs")
 #: what a method needs to know about the explained classes before it runs
 TARGET_MODES = ("pinned", "in_pass")
@@ -69,7 +69,7 @@ class Call:
 
     Attributes:
         inp: the validated inputs on the model's device, in the model's layout
-            (:class:`~xaikit.xai.methods.Inputs`; ``inp.to_user`` moves results back).
+            (:class:`~xaikit.xai._engine.inputs.Inputs`; ``inp.to_user`` moves results back).
         method: the record of the method being run.
         targets: int64 (B,) classes on the device, pinned before the method runs (every noisy
             or interpolated row of a sample explains the same class), or None for a method
@@ -118,7 +118,7 @@ class Explained:
         scores: (B,) the explained score of each sample as the runner read it (methods that
             find the class in their own pass), for the degenerate-map check; None otherwise.
         detail: the method's full result (a :class:`~xaikit.xai.cam.CamResult`, an
-            :class:`~xaikit.xai.xrai.XraiResult`) when the call asked for it with ``raw=True``;
+            :class:`~xaikit.xai.gradient.xrai.XraiResult`) when the call asked for it with ``raw=True``;
             ``explain`` then returns it instead of ``values``.
     """
 

@@ -66,7 +66,7 @@ def sigmas(max_sigma: float, steps: int, sqrt: bool = False) -> np.ndarray:
 
 class BlurPath:
     """The rows and gradient multipliers of Blur IG for the engine's custom path
-    (:class:`xaikit.xai._engine.Job` ``path``): step m of a noise sample's images ``ends`` is the
+    (:class:`xaikit.xai._engine.job.Job` ``path``): step m of a noise sample's images ``ends`` is the
     blur at ``sigma_m``; its gradient is multiplied by ``-(sigma_{m+1} - sigma_m) *
     (blur(sigma_m + grad_step) - blur(sigma_m)) / grad_step``.
 

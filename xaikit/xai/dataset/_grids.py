@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from xaikit.layout import channel_axis_of
-from xaikit.xai._display import to_display
-from xaikit.xai._sources import Source
+from xaikit.xai._engine.display import to_display
+from xaikit.xai.dataset._sources import Source
 from xaikit.xai.registry import title as method_title
 
 if TYPE_CHECKING:

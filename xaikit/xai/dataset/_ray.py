@@ -1,6 +1,6 @@
 """``explain_dataset(engine="ray")``: shards explained by Ray actors.
 
-Each worker is an actor that builds the model once (from the :class:`~xaikit.xai.dataset.ModelSpec`:
+Each worker is an actor that builds the model once (from the :class:`~xaikit.xai.dataset.spec.ModelSpec`:
 the model object shipped by pickle, a factory, ``package.module:factory`` or a model file),
 checks that its weights have the run's fingerprint, and explains the shards it is handed, writing
 each into the store itself (the store's folder must be on a file system every worker sees) and
@@ -23,8 +23,9 @@ from typing import Any
 
 from xaikit.backend.serialized import to_accelerator
 from xaikit.errors import XaikitError, XaikitValueError
-from xaikit.xai._sources import Source
-from xaikit.xai._store import Store
+from xaikit.xai.dataset._shard import explain_shard
+from xaikit.xai.dataset._sources import Source
+from xaikit.xai.dataset._store import Store
 
 #: the most worker deaths a run survives (beyond one per shard it is a crash loop, not bad luck)
 MAX_DEATHS_PER_WORKER = 3
@@ -54,8 +55,6 @@ class ShardWorker:
 
     def run(self, k: int, create: bool) -> int:
         """Explain, write and commit shard ``k``; returns its row count."""
-        from xaikit.xai.dataset import explain_shard
-
         result = explain_shard(self.model, self.source, self.settings, k)
         if create and result.attributions is not None:
             self.store.ensure_attributions(result.attributions.shape[1:])

@@ -31,7 +31,7 @@ chosen path. ``max_dist = 0`` is the straight line (a left-Riemann Integrated Gr
 **Fusion.** The path depends on the gradients, so its points cannot be built in advance the way
 the engine builds IG's. Instead every path of the call, B samples x S noise samples, advances
 together: each step is one gradient evaluation of all B x S current points through the engine
-(:func:`xaikit.xai._engine.sweep` of a plain-gradient job: chunks of ``max_batch`` rows, the
+(:func:`xaikit.xai._engine.sweep.sweep` of a plain-gradient job: chunks of ``max_batch`` rows, the
 memory budget, out-of-memory halving), and the feature selection of every path is done at once
 on the host, vectorized over paths: a per-path quantile by ``np.partition`` (linear, not a
 sort), per-path gamma, and the inner "select again" loop runs until every path's target is
@@ -59,7 +59,7 @@ Options (``xk.xai.explain(model, x, method="guided_ig", **options)``):
 * ``max_dist`` (0.02): how far (in alpha) a feature may stray from the straight line; 0 is IG
   on the straight line, 1 is unbounded.
 * ``baseline`` ("zeros", PAIR's default): "zeros", "black", "mean", "blur" or an array in the
-  caller's layout (see :mod:`xaikit.xai._baselines`).
+  caller's layout (see :mod:`xaikit.xai._engine.baselines`).
 * ``nsamples`` (1 = no smoothing): SmoothGrad over Guided IG, PAIR's ``GetSmoothedMask``: the
   mean over ``nsamples`` noisy copies of the input (the baseline stays fixed), noise std
   ``stdev_spread`` x (max - min) of each sample (0.15); the same seeded noise as xaikit's
@@ -90,10 +90,14 @@ from xaikit.backend.memory import available_ram
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import move, move_back
-from xaikit.xai._baselines import FIXED_BASELINES, baseline_array, baseline_values, check_baseline
-from xaikit.xai._engine import DEFAULT_BUDGET, Job, forward_scores, stream_seed, sweep
-from xaikit.xai._kwargs import ModelKwargs
-from xaikit.xai._progress import for_method
+from xaikit.xai._engine.baselines import FIXED_BASELINES, baseline_array, baseline_values, check_baseline
+from xaikit.xai._engine.chunks import forward_scores
+from xaikit.xai._engine.job import Job
+from xaikit.xai._engine.kwargs import ModelKwargs
+from xaikit.xai._engine.plan import DEFAULT_BUDGET
+from xaikit.xai._engine.progress import for_method
+from xaikit.xai._engine.seeds import stream_seed
+from xaikit.xai._engine.sweep import sweep
 from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["OPTIONS", "guided_paths", "noisy_inputs", "run"]
@@ -312,7 +316,7 @@ def run(
     progress: bool | None = None,
     **options: Any,
 ) -> Any:
-    """Guided IG of prepared inputs (``xaikit.xai.methods.prepare``) for pinned ``targets``.
+    """Guided IG of prepared inputs (``xaikit.xai._engine.inputs.prepare``) for pinned ``targets``.
 
     Args:
         inp: the prepared ``Inputs`` (one model input).
@@ -325,7 +329,7 @@ def run(
         return_delta: also return the completeness error (see the module).
         progress: report the gradient rows done, ``steps`` x B x ``nsamples`` in all
             (``"guided_ig: 400/1600 rows ..."``): True, False, or None (shown once the call has
-            run a few seconds; :mod:`xaikit.xai._progress`).
+            run a few seconds; :mod:`xaikit.xai._engine.progress`).
         **options: ``steps``, ``fraction``, ``max_dist``, ``baseline``, ``nsamples``,
             ``stdev_spread``, ``magnitude`` (see the module).
 

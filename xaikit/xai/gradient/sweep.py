@@ -1,9 +1,12 @@
-"""Saliency methods as parameters of the one fused sweep (see ``_engine``).
+"""The sweep methods of the gradient family: parameters of the one fused sweep
+(:mod:`xaikit.xai._engine.sweep`), their runner and their records.
 
 * vanilla gradients — Simonyan et al., 2013, https://arxiv.org/abs/1312.6034
 * SmoothGrad — Smilkov et al., 2017, https://arxiv.org/abs/1706.03825
 * Integrated Gradients — Sundararajan et al., 2017, https://arxiv.org/abs/1703.01365
 * SmInt — SmoothGrad of Integrated Gradients (noise wrapped around IG)
+* VarGrad, Input x Gradient, Expected Gradients and Blur IG: the same sweep with other
+  parameters (see :func:`attribute` and ``docs/gradient_methods.md``)
 
 Smoothing is a wrapper around any base method: it only sets the number of noisy copies S and
 their noise level; the base method (plain gradient or a path integral) is unchanged.
@@ -11,360 +14,29 @@ their noise level; the base method (plain gradient or a path integral) is unchan
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from xaikit.backend import Backend, T
-from xaikit.backend.base import working_dtype
+from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
-from xaikit.layout import Move, channel_axis_of, model_move, move, move_back
-from xaikit.xai._baselines import baseline_array, baseline_values, check_baseline
-from xaikit.xai._blur import BlurPath, sigmas
-from xaikit.xai._engine import DEFAULT_BUDGET, Job, check_memory_budget, endpoint_scores, stream_seed, sweep
-from xaikit.xai._kwargs import ModelKwargs, check_model_kwargs
-from xaikit.xai._quadrature import QUADRATURES
-from xaikit.xai._quadrature import quadrature as quadrature_nodes
+from xaikit.layout import move, move_back
+from xaikit.xai._engine.baselines import baseline_array, baseline_values, check_baseline
+from xaikit.xai._engine.blur import BlurPath, sigmas
+from xaikit.xai._engine.inputs import Inputs
+from xaikit.xai._engine.job import Job
+from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_memory_budget
+from xaikit.xai._engine.quadrature import QUADRATURES
+from xaikit.xai._engine.quadrature import quadrature as quadrature_nodes
+from xaikit.xai._engine.seeds import stream_seed
+from xaikit.xai._engine.sweep import endpoint_scores, sweep
 from xaikit.xai.registry import Call, Explained, Method, count, flag, non_negative, register_method
 
 
-@dataclass
-class Inputs:
-    """Validated model inputs on the model's device, in the model's layout.
-
-    ``moves`` says, per input, how its channel axis was moved to fit the model (see
-    :mod:`xaikit.layout`; None: passed as given); :meth:`to_user` moves results back.
-    ``channel_axes`` are the channel axes of ``tensors`` (the model's layout). ``dtype`` is the
-    dtype the tensors, the rows built from them and the accumulators are held in: the model's
-    compute dtype, or float32 for a float16/bfloat16 model (``compute_dtype``; the backend casts
-    each chunk to it). ``kwargs`` are the call's checked ``model_kwargs``.
-    """
-
-    bk: Backend
-    model: Any
-    keys: list[str]
-    tensors: list[T]
-    channel_axes: list[int | None]
-    dtype: str
-    moves: list[Move | None]
-    compute_dtype: str = "float32"
-    kwargs: ModelKwargs | None = None
-
-    @property
-    def batch(self) -> int:
-        return int(self.tensors[0].shape[0])
-
-    @property
-    def user_axes(self) -> list[int | None]:
-        """The channel axis of each input as the caller gave it."""
-        return [a if m is None else m[0] for a, m in zip(self.channel_axes, self.moves)]
-
-    def to_user(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Per-input results with the inputs' shapes, moved back to the caller's layout."""
-        return [move_back(a, m) for a, m in zip(arrays, self.moves)]
-
-
-def prepare(
-    bk: Backend,
-    model: Any,
-    values: Sequence[Any],
-    keys: Sequence[str],
-    channel_axis: int | None = None,
-    model_kwargs: Any = None,
-) -> Inputs:
-    """Check the inputs (numbers, finite, same non-zero batch size), move them to the device as
-    the model's floating dtype (integer and bool arrays and tensors are cast, not rescaled; a
-    float16/bfloat16 model's inputs are held in float32 and cast per chunk) and into the model's
-    layout (a channel-last image batch for a channel-first torch CNN is moved, by the rule of
-    :mod:`xaikit.layout`; inputs of other ranks, (B, F) tabular or (B, T, F) sequences, are
-    never moved), and check ``model_kwargs`` (see :mod:`xaikit.xai._kwargs`)."""
-    device = bk.model_device(model)
-    compute = bk.model_dtype(model)
-    dtype = working_dtype(compute)
-    layout = bk.model_layout(model)
-    tensors: list[T] = []
-    axes: list[int | None] = []
-    moves: list[Move | None] = []
-    batch = None
-    for key, value in zip(keys, values):
-        if value is None or isinstance(value, (str, bytes, Mapping)):
-            hint = (
-                ": for a model with several inputs pass them as a list (explain) or name each batch "
-                "key in model_inputs (SaliencyNet); extra arguments that are not explained go in "
-                "model_kwargs="
-                if isinstance(value, Mapping)
-                else ""
-            )
-            raise XaikitTypeError(
-                f"model input {key!r} must be an array or tensor; got {describe(value)}{hint}"
-            )
-        host = value if bk.is_tensor(value) else np.asarray(value)
-        if isinstance(host, np.ndarray):
-            kind = host.dtype.kind
-            numeric = kind in "fiub"
-        else:  # a tensor: floating, integer and bool tensors are cast like numpy arrays
-            numeric = bk.dtype_name(host).startswith(("float", "bfloat", "half", "int", "uint", "bool"))
-        if not numeric:
-            raise XaikitTypeError(
-                f"model input {key!r} must hold floating-point values (integer and bool values are cast); got {describe(value)}"
-            )
-        shape = tuple(int(d) for d in host.shape)
-        if len(shape) < 2:
-            raise XaikitValueError(
-                f"model input {key!r} must be a batch (batch, ...) with at least 2 axes; got "
-                f"{describe(value)}. One unbatched sample: add the batch axis, e.g. x[None] "
-                "(torch: x.unsqueeze(0)); one scalar feature per sample: x[:, None]"
-            )
-        if shape[0] == 0:
-            raise XaikitValueError(
-                f"model input {key!r} must be a non-empty batch (batch, ...); got {describe(value)}"
-            )
-        if len(shape) == 3 and layout.channels == 1:
-            raise XaikitValueError(
-                f"model input {key!r} is a batch of grayscale images without a channel axis, shape "
-                f"{shape}, but the model's first convolution reads 1 channel: add one, e.g. x[:, None] "
-                f"(channel-first) or x[..., None] (channel-last)"
-            )
-        if batch is not None and shape[0] != batch:
-            raise XaikitValueError(
-                f"all model inputs must have the same batch size; {keys[0]!r} has {batch}, {key!r} has "
-                f"{shape[0]}: give every input one row per sample (an argument that is not one row per "
-                "sample and is not explained goes in model_kwargs=)"
-            )
-        batch = shape[0]
-        t = bk.as_tensor(host, device, dtype)
-        finite = bk.to_numpy(bk.reshape(bk.sample_sum(t * 0.0), (-1,)))
-        if not np.all(np.isfinite(finite)):
-            bad = [int(i) for i in np.flatnonzero(~np.isfinite(finite))[:5]]
-            raise XaikitValueError(f"model input {key!r} holds NaN or infinite values (samples {bad})")
-        how = model_move(shape, layout)
-        if how is not None:
-            t = bk.moveaxis(t, how[0], how[1])
-        tensors.append(t)
-        moves.append(how)
-        if how is not None:
-            axes.append(how[1])
-        elif channel_axis is not None and len(shape) == 4:
-            axes.append(channel_axis)
-        else:
-            axes.append(channel_axis_of(shape, bk.channel_first))
-    kwargs = check_model_kwargs(bk, model_kwargs, int(batch or 0), device)
-    return Inputs(bk, model, list(keys), tensors, axes, dtype, moves, compute, kwargs)
-
-
-def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
-    """The explained model output for the clean inputs, forward only: (B, classes), or (B,) for a
-    model that returns one score per row. An out-of-memory error halves ``chunk`` and goes on."""
-    bk = inp.bk
-    parts = []
-    r0 = 0
-    while r0 < inp.batch:
-        rows = [t[r0 : r0 + chunk] for t in inp.tensors]
-        kw = {"model_kwargs": inp.kwargs.rows(np.arange(r0, r0 + len(rows[0])))} if inp.kwargs else {}
-        try:
-            parts.append(bk.forward(inp.model, rows, output, **kw))
-        except XaikitError:
-            raise
-        except Exception as exc:
-            if bk.is_oom(exc):
-                if chunk <= 1:
-                    raise
-                bk.empty_cache(bk.model_device(inp.model))
-                chunk = max(1, min(chunk, inp.batch - r0) // 2)
-                continue
-            raise call_error(inp, exc) from exc
-        r0 += int(rows[0].shape[0])
-    return bk.cat(parts)
-
-
-def call_error(inp: Inputs, exc: Exception) -> XaikitValueError:
-    """The error for a model that cannot be called on the prepared inputs at all, in a few
-    readable sentences: the shapes given, what the model expects (its declared input shapes and
-    its channels, where the backend knows them), a hint for channel-less images and the
-    ``model_kwargs`` passed, then what the model raised, on one line (the framework's traceback
-    and any array dump left out: the original exception is chained)."""
-    bk = inp.bk
-    shapes = ", ".join(f"{k!r}: {tuple(int(d) for d in t.shape)}" for k, t in zip(inp.keys, inp.tensors))
-    expects: list[str] = []
-    declared = bk.input_shapes(inp.model)
-    if declared:
-        expects.append(
-            "the model expects " + ", ".join(str(tuple(s)) for s in declared) + " (None: any size)"
-        )
-    layout = bk.model_layout(inp.model)
-    if layout.channels is not None:
-        for key, t in zip(inp.keys, inp.tensors):
-            got = int(t.shape[layout.channel_axis]) if len(t.shape) == 4 else layout.channels
-            if got != layout.channels:
-                plural = "s" if got != 1 else ""
-                expects.append(f"{key!r} has {got} channel{plural} where the model expects {layout.channels}")
-    expected = "; " + " and ".join(expects) if expects else ""
-    hint = ""
-    rank3 = [tuple(int(d) for d in t.shape) for t in inp.tensors if len(t.shape) == 3]
-    if rank3:
-        hint = " " + rank3_hint(rank3[0], inp.bk.model_layout(inp.model).channels)
-    if inp.kwargs:
-        hint += f" model_kwargs passed: {_describe_kwargs(inp.kwargs)}."
-    return XaikitValueError(
-        f"the model could not be called on the model inputs ({shapes}){expected}; "
-        f"check their shape and layout.{hint} The model raised {type(exc).__name__}: "
-        f"{bk.error_text(exc)}"
-    )
-
-
-def rank3_hint(shape: tuple[int, ...], channels: int | None) -> str:
-    """What a 3-D input that an image model cannot take most likely lacks: the batch axis of one
-    (C, H, W) or (H, W, C) image (``x[None]``), or the channel axis of a batch of grayscale
-    images (``x[:, None]``); both where the shape does not tell (``channels``: what the model's
-    first convolution reads, None when unknown).
-
-    Example:
-        >>> rank3_hint((3, 32, 32), 3)
-        'A (3, 32, 32) input looks like one image without its batch axis: add it, e.g. x[None] (torch: x.unsqueeze(0)).'
-    """
-    unbatched = (
-        f"A {shape} input looks like one image without its batch axis: add it, e.g. x[None] "
-        "(torch: x.unsqueeze(0))."
-    )
-    gray = (
-        "A (batch, H, W) input is read as images without a channel axis: for grayscale images add "
-        "one, e.g. x[:, None] (channel-first) or x[..., None] (channel-last)."
-    )
-    if channels is not None and channels > 1 and channels in (shape[0], shape[-1]):
-        return unbatched
-    if channels is None and (shape[0] in (3, 4) or shape[-1] in (3, 4)):
-        return f"{gray} If it is one color image, add the batch axis instead, e.g. x[None]."
-    return gray
-
-
-def _describe_kwargs(kw: ModelKwargs) -> str:
-    per = {k: f"per-sample {describe(v)}" for k, v in kw.per_sample.items()}
-    fixed = {k: f"fixed {describe(v)}" for k, v in kw.fixed.items()}
-    return ", ".join(f"{k!r}: {v}" for k, v in {**per, **fixed}.items())
-
-
-@dataclass
-class Pinned:
-    """The classes explained, as :func:`pin` fixed them.
-
-    Attributes:
-        targets: int64 (B,) classes on the model's device, or None (a method that reads each
-            row's predicted class off its own pass, called without classes).
-        predictions: the model's predictions for the clean inputs (see :func:`predictions_of`),
-            when the whole batch was run; None otherwise.
-        output: the explained model output as read, on the host: (B, classes) or (B,) of the
-            whole batch, or of its first row when given classes were checked on one row; None
-            when nothing was run (what :mod:`xaikit.xai.health` judges maps against).
-        n_classes: the output's class count (1 for a (B,) output), when it was read.
-    """
-
-    targets: T | None
-    predictions: np.ndarray | None = None
-    output: np.ndarray | None = None
-    n_classes: int | None = None
-
-    def host_targets(self, bk: Backend) -> np.ndarray | None:
-        """The targets as int64 numpy (None when not pinned)."""
-        return None if self.targets is None else np.asarray(bk.to_numpy(self.targets), dtype=np.int64)
-
-
-def pin(
-    inp: Inputs, target: Any, output: int | str = 0, *, predict: bool = True, in_pass: bool = False
-) -> Pinned:
-    """The class explained for each sample, fixed once for all of its rows: the one owner of
-    that decision (methods, metrics and ``explain_dataset`` all come here).
-
-    Args:
-        inp: the prepared inputs.
-        target: None (each sample's predicted class on the clean input, so that noisy and
-            interpolated rows keep explaining the same class), one class for all, or one per
-            sample (checked against the batch and the model's class count).
-        output: which model output to read when the model returns several.
-        predict: the caller needs the predictions (a forward pass of the whole batch). When
-            False, given classes are checked against the class count from a forward pass of one
-            row instead (a single-pass method such as Input x Gradient would otherwise pay for a
-            second pass of the batch).
-        in_pass: the method finds the predicted class in its own pass (a gradient CAM): without
-            given classes and ``predict``, nothing is run and the targets are None.
-
-    A model output of one score per row, (B,), is explained as class 0: ``target`` must be None
-    or 0.
-    """
-    bk = inp.bk
-    device = getattr(inp.tensors[0], "device", None)
-    if target is None and in_pass and not predict:
-        return Pinned(None)
-    if target is not None and not predict:
-        kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
-        try:
-            one = bk.forward(inp.model, [t[:1] for t in inp.tensors], output, **kw)
-        except Exception:  # e.g. a model that binds per-sample values: the whole batch says why
-            one = None
-        if one is not None:
-            n_classes = int(one.shape[1]) if len(one.shape) == 2 else 1
-            classes = check_targets(bk, target, inp.batch, n_classes)
-            return Pinned(bk.index(classes, device), None, bk.to_numpy(one), n_classes)
-    scores = logits(inp, output)
-    host = bk.to_numpy(scores)
-    predictions = predictions_of(host)
-    n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1
-    if target is None:
-        classes = predictions if len(scores.shape) == 2 else np.zeros(inp.batch, dtype=np.int64)
-    else:
-        classes = check_targets(bk, target, inp.batch, n_classes)
-    return Pinned(bk.index(classes, device), predictions, host, n_classes)
-
-
-def pin_targets(
-    inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
-) -> tuple[T, np.ndarray | None]:
-    """``(targets, predictions)`` of :func:`pin` for a pinned method."""
-    pinned = pin(inp, target, output, predict=predict)
-    return pinned.targets, pinned.predictions  # type: ignore[return-value]
-
-
-def predictions_of(scores: np.ndarray) -> np.ndarray:
-    """What a model predicts per sample: the argmax class (int64) of (B, classes) scores, or the
-    score itself (float) of a (B,) output.
-
-    Example:
-        >>> predictions_of(np.array([[0.1, 0.9], [2.0, 1.0]])), predictions_of(np.array([-0.5, 2.0]))
-        (array([1, 0]), array([-0.5,  2. ]))
-    """
-    if scores.ndim == 1:
-        return scores.astype(np.float64)
-    return scores.argmax(axis=1).astype(np.int64)
-
-
-def check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.ndarray:
-    """User-given classes as int64 (B,), checked against the batch and the class count."""
-    host = np.asarray(bk.to_numpy(target) if bk.is_tensor(target) else target)
-    if host.dtype.kind not in "iu" and not (host.dtype.kind == "f" and np.all(host == np.round(host))):
-        raise XaikitTypeError(f"target must be integer class indices; got {describe(target)}")
-    host = host.astype(np.int64).reshape(-1) if host.ndim <= 2 else host
-    if host.ndim != 1 or host.size not in (1, batch):
-        raise XaikitValueError(
-            f"target must be one class or one class per sample ({batch}); got {describe(target)}"
-        )
-    if host.size == 1:
-        host = np.full(batch, int(host[0]), dtype=np.int64)
-    if n_classes == 1 and (host.min() < 0 or host.max() > 0):
-        raise XaikitValueError(
-            "target must be None or 0 for a model output of one score per sample (the score is "
-            f"class 0); got values {sorted(set(host.tolist()))[:10]}"
-        )
-    if host.min() < 0 or host.max() >= n_classes:
-        raise XaikitValueError(
-            f"target classes must lie in [0, {n_classes - 1}] for a model with {n_classes} outputs; "
-            f"got values {sorted(set(host.tolist()))[:10]}"
-        )
-    return host
-
-
-def _baseline_fn(inp: Inputs, baseline: Any, seed: int) -> Any:
+def baseline_fn(inp: Inputs, baseline: Any, seed: int) -> Any:
     bk = inp.bk
     specs: list[Any]
     if isinstance(baseline, Mapping):
@@ -461,9 +133,9 @@ def attribute(
     attributions (default: True for SmoothGrad and SmInt, as PAIR; False otherwise). ``baseline``
     is IG's path start (default ``"uniform"``) or Expected Gradients' reference set (an array of
     N samples; default: the batch itself). ``steps``, ``max_sigma``, ``grad_step`` and ``sqrt``
-    are Blur IG's (see :mod:`xaikit.xai._blur`). ``memory_budget`` caps the rows of a
+    are Blur IG's (see :mod:`xaikit.xai._engine.blur`). ``memory_budget`` caps the rows of a
     ``max_batch="auto"`` chunk (bytes, or a fraction of the available memory; see
-    :class:`xaikit.xai._engine.ChunkPlan`).
+    :class:`xaikit.xai._engine.plan.ChunkPlan`).
     """
     if method not in SWEEP:
         raise XaikitError(f"internal error: {method!r} is not a sweep method ({', '.join(SWEEP)})")
@@ -511,10 +183,10 @@ def attribute(
         spec = "uniform" if baseline is None else baseline
         if not isinstance(spec, (Mapping, list, tuple)):
             check_baseline(spec)
-        job.baselines = _baseline_fn(inp, spec, seed)
+        job.baselines = baseline_fn(inp, spec, seed)
     elif method == "input_x_gradient":  # the gradient at the end of a one-step path from zero
         job.alphas, job.weights = np.ones(1), np.ones(1)
-        job.baselines = _baseline_fn(inp, "zeros", seed)
+        job.baselines = baseline_fn(inp, "zeros", seed)
     elif method == "expected_gradients":
         job.alphas, job.weights = np.ones(1), np.ones(1)
         job.baselines, job.row_alpha = _reference_draws(inp, baseline, seed)

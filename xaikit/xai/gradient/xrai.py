@@ -62,11 +62,14 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.xai._baselines import BASELINES, check_baseline
-from xaikit.xai._engine import DEFAULT_BUDGET, Job, sweep
-from xaikit.xai._progress import for_method
-from xaikit.xai._quadrature import quadrature
-from xaikit.xai.methods import Inputs, _baseline_fn
+from xaikit.xai._engine.baselines import BASELINES, check_baseline
+from xaikit.xai._engine.inputs import Inputs
+from xaikit.xai._engine.job import Job
+from xaikit.xai._engine.plan import DEFAULT_BUDGET
+from xaikit.xai._engine.progress import for_method
+from xaikit.xai._engine.quadrature import quadrature
+from xaikit.xai._engine.sweep import sweep
+from xaikit.xai.gradient.sweep import baseline_fn
 from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["OPTIONS", "XraiResult", "candidate_masks", "rank_regions", "run"]
@@ -257,7 +260,7 @@ def integrated_gradients(
     if baselines is None:  # PAIR: constant images of the sample's minimum and maximum
         makers = [lambda s: [x * 0.0 + bk.sample_min(x)], lambda s: [x * 0.0 + bk.sample_max(x)]]
     else:
-        makers = [_baseline_fn(inp, spec, seed) for spec in baselines]
+        makers = [baseline_fn(inp, spec, seed) for spec in baselines]
     k = len(makers)
 
     def baseline(s: int) -> list[T]:
@@ -542,7 +545,7 @@ def run(
         return_delta: refused: XRAI has no completeness delta.
         progress: report the IG sweep's rows (``"xrai (IG sweep): 200/400 rows ..."``), then the
             images whose regions are ranked (``"xrai (regions): 1/2 images ..."``): True, False,
-            or None (each shown once it has run a few seconds; :mod:`xaikit.xai._progress`).
+            or None (each shown once it has run a few seconds; :mod:`xaikit.xai._engine.progress`).
         **options: ``steps`` (IG steps, 100), ``baselines`` (None: two constant images, each
             sample's minimum and maximum; or a list of arrays broadcastable to the input in the
             caller's layout, or baseline names such as ``"zeros"``, ``"black"``, ``"blur"``),

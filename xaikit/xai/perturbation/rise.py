@@ -1,19 +1,7 @@
-"""Perturbation methods: attributions from forward passes only, no gradients.
-
-* Occlusion — Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901, as captum's ``Occlusion``:
-  a window (all channels) slides over each image; a pixel's attribution is the mean, over the
-  windows covering it, of score(x) - score(x with the window set to ``baseline``).
-* RISE — Petsiuk et al., 2018, https://arxiv.org/abs/1806.07421: N random masks (binary
-  ``cell`` x ``cell`` grids kept with probability ``p``, upsampled bilinearly and shifted at
-  random); saliency = sum_i score(x * M_i) M_i / (N p).
-
-Both are one row space run by the engine's chunked forward passes
-(:func:`~xaikit.xai._engine.forward_scores`): row ``r`` is perturbation ``r // B`` of sample
-``r % B``, so a chunk of rows needs only its own windows or masks, which are made for that chunk
-alone (memory is one chunk of rows whatever the number of windows or masks). The chunk size comes
-from the engine's :class:`~xaikit.xai._engine.ChunkPlan` (``max_batch``, ``memory_budget``,
-forward-only row costs), and an out-of-memory error halves it. Scores come to the host once, at
-the end, where they are folded into the maps in float64.
+"""RISE — Petsiuk et al., 2018, https://arxiv.org/abs/1806.07421: N random masks (binary
+``cell`` x ``cell`` grids kept with probability ``p``, upsampled bilinearly and shifted at
+random); saliency = sum_i score(x * M_i) M_i / (N p). Row ``r`` of its row space is mask
+``r // B`` of sample ``r % B``; a chunk's masks are drawn for that chunk alone.
 """
 
 from __future__ import annotations
@@ -25,13 +13,17 @@ import numpy as np
 
 from xaikit.backend import T
 from xaikit.checks import check_int, check_number
-from xaikit.errors import XaikitTypeError, XaikitValueError
-from xaikit.xai._engine import DEFAULT_BUDGET, forward_rows, stream_seed
-from xaikit.xai._progress import for_method
-from xaikit.xai.methods import Inputs
+from xaikit.errors import XaikitTypeError
+from xaikit.xai._engine.chunks import forward_rows
+from xaikit.xai._engine.inputs import Inputs
+from xaikit.xai._engine.plan import DEFAULT_BUDGET
+from xaikit.xai._engine.progress import for_method
+from xaikit.xai._engine.seeds import stream_seed
+from xaikit.xai.perturbation._image import mask_rows, one_image
 from xaikit.xai.registry import Call, Explained, Method, count, register_method
 
-__all__ = ["occlusion", "rise", "rise_masks"]
+__all__ = ["rise", "rise_masks"]
+
 
 #: RISE masks are drawn in blocks of this many, each from its own seeded stream, so a mask is a
 #: pure function of (seed, its index) whatever the chunking
@@ -40,161 +32,6 @@ _MASK_BLOCK = 32
 DEFAULT_MASKS = 1000
 
 
-# ---- shared ---------------------------------------------------------------------------------------
-def _image(inp: Inputs, method: str) -> tuple[int, int, int]:
-    """``(channel axis, H, W)`` of the one 4-D image input, in the model's layout."""
-    if len(inp.tensors) != 1:
-        raise XaikitValueError(
-            f"method {method!r} explains one image input; got {len(inp.tensors)} inputs ({inp.keys})"
-        )
-    x = inp.tensors[0]
-    shape = tuple(int(d) for d in x.shape)
-    axis = inp.channel_axes[0]
-    if len(shape) != 4 or axis not in (1, 3):
-        raise XaikitValueError(
-            f"method {method!r} explains image batches: x must be (B, C, H, W) or (B, H, W, C); "
-            f"got shape {move_shape(inp, shape)}"
-        )
-    h, w = (shape[2], shape[3]) if axis == 1 else (shape[1], shape[2])
-    return axis, h, w
-
-
-def move_shape(inp: Inputs, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A model-layout shape as the caller gave it."""
-    how = inp.moves[0]
-    if how is None:
-        return shape
-    return tuple(np.moveaxis(np.empty(shape, dtype=np.int8), how[1], how[0]).shape)
-
-
-def _mask_rows(bk: Any, masks: np.ndarray, axis: int, like: T) -> T:
-    """(n, H, W) host masks as a device tensor broadcasting against (n, ...) rows."""
-    shaped = masks[:, None] if axis == 1 else masks[..., None]
-    return bk.as_tensor(np.ascontiguousarray(shaped), getattr(like, "device", None), bk.dtype_name(like))
-
-
-def _pair(value: Any, name: str, low: int = 1) -> tuple[int, int]:
-    """An int or an (h, w) pair of ints >= ``low``."""
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise XaikitValueError(
-                f"{name} must be an int or a pair (height, width) of ints; got {type(value).__name__} "
-                f"of length {len(value)}: {value!r}"
-            )
-        parts = [check_int(v, name, low, kind=XaikitTypeError) for v in value]
-        return parts[0], parts[1]
-    v = check_int(value, name, low, alternative="a pair (height, width) or ", kind=XaikitTypeError)
-    return v, v
-
-
-def _to_user(inp: Inputs, maps: np.ndarray, axis: int) -> np.ndarray:
-    """(B, H, W) maps repeated over the channels, in the caller's layout and dtype."""
-    x = inp.tensors[0]
-    channels = int(x.shape[axis])
-    full = np.repeat(np.expand_dims(maps, axis), channels, axis=axis)
-    return inp.to_user([full.astype(inp.dtype)])[0]
-
-
-# ---- occlusion ------------------------------------------------------------------------------------
-def default_window(hw: tuple[int, int]) -> tuple[int, int]:
-    """The default occlusion window: an eighth of each side, rounded up.
-
-    Example:
-        >>> default_window((32, 32)), default_window((224, 224)), default_window((5, 12))
-        ((4, 4), (28, 28), (1, 2))
-    """
-    return max(1, math.ceil(hw[0] / 8)), max(1, math.ceil(hw[1] / 8))
-
-
-def occlusion_windows(size: int, window: int, stride: int) -> np.ndarray:
-    """Which pixels of one axis each window covers, bool (n_windows, size), captum's positions:
-    0, stride, 2 stride, ... for ceil((size - window) / stride) + 1 windows, the last one cut at
-    the edge when the stride does not divide size - window.
-
-    Example:
-        >>> occlusion_windows(5, 2, 2).astype(int)
-        array([[1, 1, 0, 0, 0],
-               [0, 0, 1, 1, 0],
-               [0, 0, 0, 0, 1]])
-    """
-    count = math.ceil((size - window) / stride) + 1
-    starts = np.arange(count) * stride
-    pos = np.arange(size)
-    return (pos[None, :] >= starts[:, None]) & (pos[None, :] < starts[:, None] + window)
-
-
-def occlusion(
-    inp: Inputs,
-    targets: T,
-    *,
-    window: Any = None,
-    stride: Any = None,
-    baseline: Any = 0.0,
-    seed: int = 0,
-    output: int | str = 0,
-    max_batch: int | str = "auto",
-    memory_budget: int | float = DEFAULT_BUDGET,
-    xla: bool = False,
-    progress: bool | None = None,
-) -> np.ndarray:
-    """Occlusion attributions (captum's ``Occlusion`` with a window over all channels).
-
-    Args:
-        inp: one prepared 4-D image input.
-        targets: the pinned class of each sample.
-        window: the window's (height, width), or one int for both; default an eighth of each
-            side, rounded up (:func:`default_window`).
-        stride: the step between windows, an int or (height, width); default half the window
-            (at least 1).
-        baseline: the value a window is set to (a number; default 0).
-        progress: report the rows done (``"occlusion: 120/650 rows ..."``): True, False, or None
-            (shown once the call has run a few seconds; see :mod:`xaikit.xai._progress`).
-
-    Returns:
-        Attributions with the input's shape and layout (the same value on every channel).
-    """
-    bk = inp.bk
-    axis, H, W = _image(inp, "occlusion")
-    wh, ww = default_window((H, W)) if window is None else _pair(window, "window")
-    if wh > H or ww > W:
-        raise XaikitValueError(
-            f"window must fit in the image: at most (height, width) = ({H}, {W}); got ({wh}, {ww})"
-        )
-    sh, sw = (max(1, wh // 2), max(1, ww // 2)) if stride is None else _pair(stride, "stride")
-    if sh > wh or sw > ww:
-        raise XaikitValueError(
-            f"stride must be at most the window ({wh}, {ww}) on each axis, so that every pixel is "
-            f"covered (as in captum); got ({sh}, {sw})"
-        )
-    fill = check_number(baseline, "baseline", kind=XaikitTypeError)
-    rows_y, rows_x = occlusion_windows(H, wh, sh), occlusion_windows(W, ww, sw)
-    ny, nx = len(rows_y), len(rows_x)
-    B = inp.batch
-    x = inp.tensors[0]
-    device = getattr(x, "device", None)
-
-    def rows_fn(r0: int, r1: int) -> list[T]:
-        r = np.arange(r0, r1)
-        k = r // B - 1  # -1: the clean input, then windows iy * nx + ix
-        masks = rows_y[k // nx][:, :, None] & rows_x[k % nx][:, None, :]
-        masks[k < 0] = False
-        m = _mask_rows(bk, masks.astype(np.float32), axis, x)
-        xr = bk.gather(x, bk.index(r % B, device))
-        return [xr * (1.0 - m) + fill * m]
-
-    with for_method(progress, B * (1 + ny * nx), "occlusion") as bar:
-        s = forward_rows(
-            inp, targets, 1 + ny * nx, rows_fn, seed=seed, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=xla, progress=bar.advance_to,
-        )  # fmt: skip
-    drop = (s[0][None, :] - s[1:]).reshape(ny, nx, B)  # score(x) - score(occluded), per window
-    ry, rx = rows_y.astype(np.float64), rows_x.astype(np.float64)
-    total = np.einsum("ijb,ih,jw->bhw", drop, ry, rx)
-    counts = ry.sum(0)[:, None] * rx.sum(0)[None, :]  # windows covering each pixel (>= 1)
-    return _to_user(inp, total / counts, axis)
-
-
-# ---- RISE -----------------------------------------------------------------------------------------
 def _interp(size: int, cells: int) -> np.ndarray:
     """(size, cells) weights of a bilinear resize of ``cells`` values to ``size``: half-pixel
     centres, mirrored edges (``skimage.transform.resize(order=1, mode="reflect")``, the authors'
@@ -270,7 +107,7 @@ def rise(
         float (B, H, W) maps, whatever the input's layout (the masks are shared by the channels).
     """
     bk = inp.bk
-    axis, H, W = _image(inp, "rise")
+    axis, H, W = one_image(inp, "rise")
     n = check_int(n_masks, "n_masks", 1, kind=XaikitTypeError)
     s = check_int(cell, "cell", 1, min(H, W), kind=XaikitTypeError)
     keep = check_number(p, "p", 0, 1, low_open=True, kind=XaikitTypeError)
@@ -282,7 +119,7 @@ def rise(
         r = np.arange(r0, r1)
         i0, i1 = r0 // B, (r1 - 1) // B + 1
         masks = rise_masks(seed, i0, i1, (H, W), s, keep)  # only this chunk's masks
-        m = bk.gather(_mask_rows(bk, masks, axis, x), bk.index(r // B - i0, device))
+        m = bk.gather(mask_rows(bk, masks, axis, x), bk.index(r // B - i0, device))
         return [bk.gather(x, bk.index(r % B, device)) * m]
 
     with for_method(progress, B * n, "rise") as bar:
@@ -296,13 +133,6 @@ def rise(
         block = rise_masks(seed, i0, i1, (H, W), s, keep).reshape(i1 - i0, -1).astype(np.float64)
         total += scores[i0:i1].T @ block
     return (total / (n * keep)).reshape(B, H, W).astype(inp.dtype)
-
-
-def _occlusion(call: Call, **options: Any) -> Explained:
-    return Explained([occlusion(
-        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, **options,
-    )])  # fmt: skip
 
 
 def _rise(call: Call, **options: Any) -> Explained:
@@ -319,19 +149,6 @@ def _check_rise(options: dict[str, Any]) -> None:
         check_number(options["p"], "p", 0, 1, low_open=True, kind=XaikitTypeError)
 
 
-register_method(
-    Method(
-        "occlusion",
-        "perturbation",
-        "Occlusion",
-        _occlusion,
-        {"window": None, "stride": None, "baseline": 0.0},
-        gradients=False,
-        slow=True,
-        summary="the score's drop when a window of the image is set to a baseline",
-        reference="Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
-    )
-)
 register_method(
     Method(
         "rise",

@@ -1,0 +1,160 @@
+"""The classes explained, one owner of that decision: :func:`pin` fixes the class of each sample
+once (its predicted class on the clean input, from one forward pass, :func:`logits`; or the
+classes given, :func:`check_targets`) before a method runs its noisy or interpolated rows. A
+method that reads the class off its own pass (a gradient CAM, ``targets="in_pass"``) is not
+pinned when no classes are given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import Backend, T
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
+from xaikit.xai._engine.inputs import Inputs, call_error
+
+
+def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
+    """The explained model output for the clean inputs, forward only: (B, classes), or (B,) for a
+    model that returns one score per row. An out-of-memory error halves ``chunk`` and goes on."""
+    bk = inp.bk
+    parts = []
+    r0 = 0
+    while r0 < inp.batch:
+        rows = [t[r0 : r0 + chunk] for t in inp.tensors]
+        kw = {"model_kwargs": inp.kwargs.rows(np.arange(r0, r0 + len(rows[0])))} if inp.kwargs else {}
+        try:
+            parts.append(bk.forward(inp.model, rows, output, **kw))
+        except XaikitError:
+            raise
+        except Exception as exc:
+            if bk.is_oom(exc):
+                if chunk <= 1:
+                    raise
+                bk.empty_cache(bk.model_device(inp.model))
+                chunk = max(1, min(chunk, inp.batch - r0) // 2)
+                continue
+            raise call_error(inp, exc) from exc
+        r0 += int(rows[0].shape[0])
+    return bk.cat(parts)
+
+
+@dataclass
+class Pinned:
+    """The classes explained, as :func:`pin` fixed them.
+
+    Attributes:
+        targets: int64 (B,) classes on the model's device, or None (a method that reads each
+            row's predicted class off its own pass, called without classes).
+        predictions: the model's predictions for the clean inputs (see :func:`predictions_of`),
+            when the whole batch was run; None otherwise.
+        output: the explained model output as read, on the host: (B, classes) or (B,) of the
+            whole batch, or of its first row when given classes were checked on one row; None
+            when nothing was run (what :mod:`xaikit.xai.health` judges maps against).
+        n_classes: the output's class count (1 for a (B,) output), when it was read.
+    """
+
+    targets: T | None
+    predictions: np.ndarray | None = None
+    output: np.ndarray | None = None
+    n_classes: int | None = None
+
+    def host_targets(self, bk: Backend) -> np.ndarray | None:
+        """The targets as int64 numpy (None when not pinned)."""
+        return None if self.targets is None else np.asarray(bk.to_numpy(self.targets), dtype=np.int64)
+
+
+def pin(
+    inp: Inputs, target: Any, output: int | str = 0, *, predict: bool = True, in_pass: bool = False
+) -> Pinned:
+    """The class explained for each sample, fixed once for all of its rows: the one owner of
+    that decision (methods, metrics and ``explain_dataset`` all come here).
+
+    Args:
+        inp: the prepared inputs.
+        target: None (each sample's predicted class on the clean input, so that noisy and
+            interpolated rows keep explaining the same class), one class for all, or one per
+            sample (checked against the batch and the model's class count).
+        output: which model output to read when the model returns several.
+        predict: the caller needs the predictions (a forward pass of the whole batch). When
+            False, given classes are checked against the class count from a forward pass of one
+            row instead (a single-pass method such as Input x Gradient would otherwise pay for a
+            second pass of the batch).
+        in_pass: the method finds the predicted class in its own pass (a gradient CAM): without
+            given classes and ``predict``, nothing is run and the targets are None.
+
+    A model output of one score per row, (B,), is explained as class 0: ``target`` must be None
+    or 0.
+    """
+    bk = inp.bk
+    device = getattr(inp.tensors[0], "device", None)
+    if target is None and in_pass and not predict:
+        return Pinned(None)
+    if target is not None and not predict:
+        kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
+        try:
+            one = bk.forward(inp.model, [t[:1] for t in inp.tensors], output, **kw)
+        except Exception:  # e.g. a model that binds per-sample values: the whole batch says why
+            one = None
+        if one is not None:
+            n_classes = int(one.shape[1]) if len(one.shape) == 2 else 1
+            classes = check_targets(bk, target, inp.batch, n_classes)
+            return Pinned(bk.index(classes, device), None, bk.to_numpy(one), n_classes)
+    scores = logits(inp, output)
+    host = bk.to_numpy(scores)
+    predictions = predictions_of(host)
+    n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1
+    if target is None:
+        classes = predictions if len(scores.shape) == 2 else np.zeros(inp.batch, dtype=np.int64)
+    else:
+        classes = check_targets(bk, target, inp.batch, n_classes)
+    return Pinned(bk.index(classes, device), predictions, host, n_classes)
+
+
+def pin_targets(
+    inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
+) -> tuple[T, np.ndarray | None]:
+    """``(targets, predictions)`` of :func:`pin` for a pinned method."""
+    pinned = pin(inp, target, output, predict=predict)
+    return pinned.targets, pinned.predictions  # type: ignore[return-value]
+
+
+def predictions_of(scores: np.ndarray) -> np.ndarray:
+    """What a model predicts per sample: the argmax class (int64) of (B, classes) scores, or the
+    score itself (float) of a (B,) output.
+
+    Example:
+        >>> predictions_of(np.array([[0.1, 0.9], [2.0, 1.0]])), predictions_of(np.array([-0.5, 2.0]))
+        (array([1, 0]), array([-0.5,  2. ]))
+    """
+    if scores.ndim == 1:
+        return scores.astype(np.float64)
+    return scores.argmax(axis=1).astype(np.int64)
+
+
+def check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.ndarray:
+    """User-given classes as int64 (B,), checked against the batch and the class count."""
+    host = np.asarray(bk.to_numpy(target) if bk.is_tensor(target) else target)
+    if host.dtype.kind not in "iu" and not (host.dtype.kind == "f" and np.all(host == np.round(host))):
+        raise XaikitTypeError(f"target must be integer class indices; got {describe(target)}")
+    host = host.astype(np.int64).reshape(-1) if host.ndim <= 2 else host
+    if host.ndim != 1 or host.size not in (1, batch):
+        raise XaikitValueError(
+            f"target must be one class or one class per sample ({batch}); got {describe(target)}"
+        )
+    if host.size == 1:
+        host = np.full(batch, int(host[0]), dtype=np.int64)
+    if n_classes == 1 and (host.min() < 0 or host.max() > 0):
+        raise XaikitValueError(
+            "target must be None or 0 for a model output of one score per sample (the score is "
+            f"class 0); got values {sorted(set(host.tolist()))[:10]}"
+        )
+    if host.min() < 0 or host.max() >= n_classes:
+        raise XaikitValueError(
+            f"target classes must lie in [0, {n_classes - 1}] for a model with {n_classes} outputs; "
+            f"got values {sorted(set(host.tolist()))[:10]}"
+        )
+    return host
