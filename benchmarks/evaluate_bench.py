@@ -162,7 +162,7 @@ def _robust(cls: Any, n: int, s: Setup, **kw: Any) -> Any:
 PAIRS: list[Pair] = [
     Pair(
         "deletion / PixelFlipping",
-        lambda s: xk.evaluate.deletion(s.model, s.x, s.maps, s.y, steps=STEPS, baseline="black", rank="signed"),
+        lambda s: xk.evaluate.deletion(s.model, s.x, s.maps, target=s.y, steps=STEPS, baseline="black", rank="signed"),
         lambda s: _q(
             quantus.PixelFlipping(
                 features_in_step=32 * 32 // STEPS, perturb_baseline="black", normalise=False, abs=False,
@@ -190,7 +190,7 @@ PAIRS: list[Pair] = [
     ),
     Pair(
         "randomization_test / MPRT",
-        lambda s: xk.evaluate.randomization_test(s.model, s.x, s.y, method="vanilla", random_baseline=False),
+        lambda s: xk.evaluate.randomization_test(s.model, s.x, "vanilla", target=s.y, random_baseline=False),
         lambda s: _q(quantus.MPRT(disable_warnings=True), s, a_batch=None, explain_func=_xk_explain),
         "cascading, every layer, vanilla maps by xk.xai.explain on both sides",
         rows=lambda s: (0, (_n_layers(s) + 1) * len(s.x)),
@@ -207,8 +207,8 @@ PAIRS: list[Pair] = [
     ),
     Pair(
         "road / ROAD",
-        lambda s: xk.evaluate.road(s.model, s.x, s.maps, s.y, fractions=np.array(ROAD_PERCENTAGES) / 100.0,
-                                   order="morf", noise=0.01),
+        lambda s: xk.evaluate.road(s.model, s.x, s.maps, target=s.y,
+                                   fractions=np.array(ROAD_PERCENTAGES) / 100.0, order="morf", stdev=0.01),
         lambda s: _q(quantus.ROAD(percentages=ROAD_PERCENTAGES, noise=0.01, normalise=False, abs=False,
                                   disable_warnings=True), s, a_batch=s.maps[:, None], softmax=False),
         f"MoRF, {len(ROAD_PERCENTAGES)} percentages (1, 3, ..., 99 %), noise 0.01",
@@ -217,7 +217,7 @@ PAIRS: list[Pair] = [
     ),
     Pair(
         "infidelity / Infidelity",
-        lambda s: xk.evaluate.infidelity(s.model, s.x, s.raw, s.y, perturbation=_cumulative_patches(s),
+        lambda s: xk.evaluate.infidelity(s.model, s.x, s.raw, target=s.y, perturbation=_cumulative_patches(s),
                                          normalize=False),
         lambda s: _q(quantus.Infidelity(perturb_patch_sizes=[_patch(s)], n_perturb_samples=1, normalise=False,
                                         abs=False, disable_warnings=True), s, a_batch=s.raw, softmax=False),
@@ -227,8 +227,8 @@ PAIRS: list[Pair] = [
     ),
     Pair(
         "faithfulness_correlation / FaithfulnessCorrelation",
-        lambda s: xk.evaluate.faithfulness_correlation(s.model, s.x, s.maps, s.y, subset_size=224,
-                                                       n_runs=_fc_runs(s), baseline="black"),
+        lambda s: xk.evaluate.faithfulness_correlation(s.model, s.x, s.maps, target=s.y, subset_size=224,
+                                                       nsamples=_fc_runs(s), baseline="black"),
         lambda s: _q(quantus.FaithfulnessCorrelation(nr_runs=_fc_runs(s), subset_size=224, normalise=False,
                                                      abs=False, return_aggregate=False, disable_warnings=True),
                      s, a_batch=s.maps[:, None], softmax=False),
@@ -238,21 +238,21 @@ PAIRS: list[Pair] = [
     ),
     Pair(
         "max_sensitivity / MaxSensitivity",
-        lambda s: xk.evaluate.max_sensitivity(s.model, s.x, "vanilla", s.y, n_samples=ROBUST_N, radius=0.2),
+        lambda s: xk.evaluate.max_sensitivity(s.model, s.x, "vanilla", target=s.y, nsamples=ROBUST_N, radius=0.2),
         lambda s: _robust(quantus.MaxSensitivity, ROBUST_N, s, lower_bound=0.2),
         f"{ROBUST_N} noise samples, uniform ±0.2, vanilla maps by xk.xai.explain on both sides",
         rows=lambda s: (0, (ROBUST_N + 1) * len(s.x)),
     ),
     Pair(
         "avg_sensitivity / AvgSensitivity",
-        lambda s: xk.evaluate.avg_sensitivity(s.model, s.x, "vanilla", s.y, n_samples=ROBUST_N, radius=0.2),
+        lambda s: xk.evaluate.avg_sensitivity(s.model, s.x, "vanilla", target=s.y, nsamples=ROBUST_N, radius=0.2),
         lambda s: _robust(quantus.AvgSensitivity, ROBUST_N, s, lower_bound=0.2),
         f"{ROBUST_N} noise samples, uniform ±0.2, vanilla maps by xk.xai.explain on both sides",
         rows=lambda s: (0, (ROBUST_N + 1) * len(s.x)),
     ),
     Pair(
         "local_lipschitz / LocalLipschitzEstimate",
-        lambda s: xk.evaluate.local_lipschitz(s.model, s.x, "vanilla", s.y, n_samples=ROBUST_N, std=0.1),
+        lambda s: xk.evaluate.local_lipschitz(s.model, s.x, "vanilla", target=s.y, nsamples=ROBUST_N, stdev=0.1),
         lambda s: _robust(quantus.LocalLipschitzEstimate, ROBUST_N, s, perturb_std=0.1),
         f"{ROBUST_N} noise samples, Gaussian std 0.1, vanilla maps by xk.xai.explain on both sides",
         rows=lambda s: (0, (ROBUST_N + 1) * len(s.x)),
@@ -266,7 +266,7 @@ PAIRS: list[Pair] = [
     ),
     Pair(
         "random_logit / RandomLogit",
-        lambda s: xk.evaluate.random_logit(s.model, s.x, "vanilla", s.y, num_classes=s.classes, seed=42,
+        lambda s: xk.evaluate.random_logit(s.model, s.x, "vanilla", target=s.y, num_classes=s.classes, seed=42,
                                            similarity="spearman"),
         lambda s: _q(quantus.RandomLogit(num_classes=s.classes, seed=42,
                                          similarity_func=quantus.similarity_func.correlation_spearman,
@@ -277,14 +277,14 @@ PAIRS: list[Pair] = [
     ),
     Pair(
         "efficient_mprt / EfficientMPRT",
-        lambda s: xk.evaluate.efficient_mprt(s.model, s.x, "vanilla", s.y),
+        lambda s: xk.evaluate.efficient_mprt(s.model, s.x, "vanilla", target=s.y),
         lambda s: _q(quantus.EfficientMPRT(disable_warnings=True), s, explain_func=_xk_explain),
         "Quantus's defaults (100 bins, every layer), vanilla maps by xk.xai.explain on both sides",
         rows=lambda s: (0, 2 * len(s.x)),
     ),
     Pair(
         "smooth_mprt / SmoothMPRT",
-        lambda s: xk.evaluate.smooth_mprt(s.model, s.x, "vanilla", s.y, nsamples=SMPRT_N),
+        lambda s: xk.evaluate.smooth_mprt(s.model, s.x, "vanilla", target=s.y, nsamples=SMPRT_N),
         _q_smooth_mprt,
         f"bottom-up, every layer, {SMPRT_N} noisy copies (noise 0.1), vanilla maps by xk.xai.explain on both sides",
         rows=lambda s: (0, (_n_layers(s) + 1) * SMPRT_N * len(s.x)),

@@ -183,7 +183,7 @@ def agreement() -> dict[str, np.ndarray]:
             np.random.seed(SEED)  # noqa: NPY002 - Quantus draws from the global generator
             theirs = q_road(tmodel, tx, ty, a[:, None], noise)
             ours = xk.evaluate.road(
-                tmodel, tx, tmap, target=ty, fractions=fr, order=order, noise=noise, seed=SEED
+                tmodel, tx, tmap, target=ty, fractions=fr, order=order, stdev=noise, seed=SEED
             )
             curve = ours.morf if order == "morf" else ours.lerf
             key = f"road_{order}_noise{noise:g}"
@@ -290,7 +290,7 @@ def timings(
 
     both(
         f"ROAD MoRF, {len(fr)} fractions, noise 0.01",
-        lambda: xk.evaluate.road(model, x, smap, target=y, fractions=fr, noise=0.01),
+        lambda: xk.evaluate.road(model, x, smap, target=y, fractions=fr, stdev=0.01),
         lambda: q_road(model, x, y, smap[:, None], 0.01, road_percentages),
     )
     pert = cumulative_patches(x, patch)
@@ -307,14 +307,14 @@ def timings(
     rows.append(
         (
             f"Infidelity, ours gaussian with {len(pert)} perturbations (device noise)",
-            median_time(lambda: xk.evaluate.infidelity(model, x, raw, target=y, n_perturb=len(pert)), runs),
+            median_time(lambda: xk.evaluate.infidelity(model, x, raw, target=y, nsamples=len(pert)), runs),
             float("nan"),
         )
     )
     both(
         f"FaithfulnessCorrelation, {fc_runs} runs of 224",
         lambda: xk.evaluate.faithfulness_correlation(
-            model, x, smap, target=y, subset_size=224, n_runs=fc_runs
+            model, x, smap, target=y, subset_size=224, nsamples=fc_runs
         ),
         lambda: q_fc(model, x, y, smap[:, None], fc_runs, 224),
     )

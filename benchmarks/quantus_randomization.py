@@ -46,7 +46,7 @@ import torch  # noqa: E402
 import xaikit as xk  # noqa: E402
 from xaikit.architecture.torch import LeNet  # noqa: E402
 from xaikit.dataset.data import shapes  # noqa: E402
-from xaikit.evaluate import randomization_more as rm  # noqa: E402
+from xaikit.evaluate.mprt_variants import complexity_rise  # noqa: E402
 
 REPEATS = 3
 CALLS: list[dict[str, Any]] = []
@@ -121,7 +121,9 @@ def agreement(save: bool) -> dict[str, Any]:
         normalise=False, disable_warnings=True,
     )(**kw)  # fmt: skip
     data["rl_spearman"] = np.asarray(q_sp)
-    ours = xk.evaluate.random_logit(model, x, "vanilla", y, num_classes=5, seed=42, similarity="spearman")
+    ours = xk.evaluate.random_logit(
+        model, x, "vanilla", target=y, num_classes=5, seed=42, similarity="spearman"
+    )
     print("random logit: other classes equal:", bool((ours.others == data["rl_other"]).all()))
     print(f"  spearman scores max |diff| {np.abs(ours.scores - data['rl_spearman']).max():.2e}")
     print(f"  maps max |diff| {np.abs(ours.maps_other - data['rl_a_other']).max():.2e}")
@@ -136,7 +138,7 @@ def agreement(save: bool) -> dict[str, Any]:
     data["em_h_orig"] = np.asarray(em.explanation_scores_by_layer["orig"])
     data["em_h_rand"] = np.asarray(em.explanation_scores_by_layer[layers[-1]])
     data["em_scores"] = q_em
-    scores, h0, h1 = rm._complexities(data["em_orig"], data["em_rand"], 100)
+    scores, h0, h1 = complexity_rise(data["em_orig"], data["em_rand"], 100)
     print(
         f"eMPRT: complexities max |diff| {max(np.abs(h0 - data['em_h_orig']).max(), np.abs(h1 - data['em_h_rand']).max()):.2e}"
     )
@@ -198,7 +200,7 @@ def distribution(seeds: int = 5) -> None:
                 em(model=model, x_batch=x, y_batch=y, channel_first=True, device="cpu", explain_func=gradient)
             )
         )
-        o.append(xk.evaluate.efficient_mprt(model, x, "vanilla", y, seed=s).mean)
+        o.append(xk.evaluate.efficient_mprt(model, x, "vanilla", target=y, seed=s).mean)
     print(f"eMPRT mean score over {seeds} seeds x 32 samples: Quantus {np.mean(q):.4f} (sd over seeds {np.std(q):.4f}), "
           f"xaikit {np.mean(o):.4f} (sd {np.std(o):.4f})")  # fmt: skip
 
@@ -212,13 +214,13 @@ def timings(model: torch.nn.Module, x: np.ndarray, label: str, nsamples: int, re
     kw = _kwargs(model, x, y)
     rows = []
     to, tq = paired(
-        lambda: xk.evaluate.random_logit(model, x, "vanilla", y),
+        lambda: xk.evaluate.random_logit(model, x, "vanilla", target=y),
         lambda: quantus.RandomLogit(num_classes=classes, disable_warnings=True)(**kw),
         repeats,
     )
     rows.append(("random_logit", to, tq))
     to, tq = paired(
-        lambda: xk.evaluate.efficient_mprt(model, x, "vanilla", y),
+        lambda: xk.evaluate.efficient_mprt(model, x, "vanilla", target=y),
         lambda: quantus.EfficientMPRT(disable_warnings=True)(**kw),
         repeats,
     )
@@ -228,7 +230,7 @@ def timings(model: torch.nn.Module, x: np.ndarray, label: str, nsamples: int, re
         quantus.explain = gradient
         try:
             to, tq = paired(
-                lambda: xk.evaluate.smooth_mprt(model, x, "vanilla", y, nsamples=nsamples),
+                lambda: xk.evaluate.smooth_mprt(model, x, "vanilla", target=y, nsamples=nsamples),
                 lambda: quantus.SmoothMPRT(nr_samples=nsamples, disable_warnings=True)(**kw),
                 repeats,
             )

@@ -110,7 +110,7 @@ def agreement(
             dtype=np.float64,
         )  # fmt: skip
         perturbed = np.stack([s.reshape(x.shape) for s in store]).astype(np.float32)
-        ours = _from_perturbed(kind, model, x, method, perturbed, target=y, normalise=normalise)
+        ours = _from_perturbed(kind, model, x, method, perturbed, target=y, normalize=normalise)
         diff = float(np.max(np.abs(ours - theirs) / np.maximum(np.abs(theirs), 1e-12)))
         rows.append((f"{cls.__name__} {method}{' normalised' if normalise else ''}", diff))
         saved[f"perturbed_{name}"] = perturbed
@@ -196,9 +196,9 @@ def timings(
                 metric, model=model, x_batch=x, y_batch=y, a_batch=None, explain_func=explain,
                 explain_func_kwargs={"nsamples": 25}, channel_first=True, device="cpu", batch_size=len(x),
             )  # fmt: skip
-            extra = {"radius": 0.2} if "sensitivity" in name else {"std": 0.1}
+            extra = {"radius": 0.2} if "sensitivity" in name else {"stdev": 0.1}
             ours = functools.partial(
-                ours_fn, model, x, method, target=y, n_samples=n, method_options=opts, **extra
+                ours_fn, model, x, method, target=y, nsamples=n, method_options=opts, **extra
             )
             ours()  # warm-up (chunk-size probe)
             (w_ours, c_ours), (w_q, c_q) = median_times([ours, theirs], repeats)

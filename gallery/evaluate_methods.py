@@ -112,7 +112,7 @@ def score(model: Any, x: np.ndarray, mask: np.ndarray, seed: int = 0) -> list[di
             rand_rho = rand_ssim = float("nan")
         else:
             maps = xk.xai.explain(model, x, method=method, seed=seed, **opts)
-            rt = xk.evaluate.randomization_test(model, x[:8], method=method, seed=seed, **opts)
+            rt = xk.evaluate.randomization_test(model, x[:8], method=method, seed=seed, method_options=opts)
             rand_rho = float(rt.table["spearman_abs"].iloc[-1])
             rand_ssim = float(rt.table["ssim"].iloc[-1])
         # plain gradients are sensitivities (their sign says which way a small change moves the

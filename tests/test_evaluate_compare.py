@@ -159,7 +159,7 @@ def test_lenet_default_metrics_randomization_and_completeness(tmp_path):
         np.testing.assert_allclose(ours, em.scores, atol=1e-12)
     # completeness: |delta| of the path method, NaN for the others
     c = xk.evaluate.completeness(
-        model, x, method="integrated", target=res.targets, seed=3, **opts["integrated"]
+        model, x, method="integrated", target=res.targets, seed=3, method_options=opts["integrated"]
     )
     comp = res.per_sample.query("metric == 'completeness_delta'")
     np.testing.assert_allclose(comp[comp["method"] == "integrated"]["score"], np.abs(c.delta), atol=1e-6)

@@ -67,12 +67,12 @@ def test_method_name_computes_maps():
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 3))
     x = torch.rand(2, 3, 4, 4)
     before = [p.detach().clone() for p in model.parameters()]
-    res = xk.evaluate.sparseness("vanilla", model, x, target=1)
+    res = xk.evaluate.sparseness("vanilla", model=model, x=x, target=1)
     maps = xk.xai.explain(model, x, target=1, method="vanilla")
     np.testing.assert_allclose(res.scores, xk.evaluate.sparseness(maps).scores, rtol=1e-12)
     assert res.targets.tolist() == [1, 1]
     pred = model(x).argmax(1).numpy()
-    assert xk.evaluate.complexity("vanilla", model, x).targets.tolist() == pred.tolist()
+    assert xk.evaluate.complexity("vanilla", model=model, x=x).targets.tolist() == pred.tolist()
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 

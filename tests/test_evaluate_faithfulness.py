@@ -91,7 +91,7 @@ def test_road_scores_the_hand_built_images(
     if noise:  # images solved one or two at a time instead of a chunk's worth together
         monkeypatch.setattr("xaikit.evaluate.faithfulness._MAX_UNKNOWNS", 40)
     res = xk.evaluate.road(model, layout(framework, x), smap, target=0, fractions=fractions, order="both",
-                           noise=noise, seed=3)  # fmt: skip
+                           stdev=noise, seed=3)  # fmt: skip
     assert res.counts.tolist() == [6, 22, 51]
     for curve, lerf in ((res.morf, False), (res.lerf, True)):
         assert curve is not None
@@ -109,11 +109,11 @@ def test_road_of_the_exact_map_falls_faster_than_its_reverse(
 ) -> None:
     w, x, model = _setup(framework, rng, batch=3)
     exact = contributions(w, x, 0)  # positive evidence on the square only
-    res = xk.evaluate.road(model, layout(framework, x), exact, target=0, order="both", noise=0.0)
+    res = xk.evaluate.road(model, layout(framework, x), exact, target=0, order="both", stdev=0.0)
     assert res.morf is not None and res.lerf is not None
     assert np.all(res.morf.scores[:, -1] < res.lerf.scores[:, -1])
     assert np.all(res.scores > 0)
-    one = xk.evaluate.road(model, layout(framework, x), exact, target=0, order="morf", noise=0.0)
+    one = xk.evaluate.road(model, layout(framework, x), exact, target=0, order="morf", stdev=0.0)
     assert one.lerf is None
     np.testing.assert_array_equal(one.scores, res.morf.scores.mean(axis=1))
 
@@ -123,17 +123,17 @@ def test_infidelity_of_a_linear_model(framework: str, rng: np.random.Generator) 
     w, x, model = _setup(framework, rng)
     grad = xk.xai.explain(model, layout(framework, x), target=0, method="vanilla")  # = w_0, exactly
     xs = layout(framework, x)
-    exact = xk.evaluate.infidelity(model, xs, grad, target=0, n_perturb=30, stdev=0.2)
+    exact = xk.evaluate.infidelity(model, xs, grad, target=0, nsamples=30, stdev=0.2)
     np.testing.assert_allclose(exact.scores, 0.0, atol=1e-8)
     np.testing.assert_allclose(exact.dots, exact.deltas, rtol=1e-4, atol=1e-5)  # a . I = f(x) - f(x - I)
-    scaled = xk.evaluate.infidelity(model, xs, 3 * grad, target=0, n_perturb=30, stdev=0.2)
+    scaled = xk.evaluate.infidelity(model, xs, 3 * grad, target=0, nsamples=30, stdev=0.2)
     np.testing.assert_allclose(scaled.beta, 1 / 3, rtol=1e-5)  # normalize undoes the scale
     np.testing.assert_allclose(scaled.scores, 0.0, atol=1e-8)
-    raw = xk.evaluate.infidelity(model, xs, 3 * grad, target=0, n_perturb=30, stdev=0.2, normalize=False)
+    raw = xk.evaluate.infidelity(model, xs, 3 * grad, target=0, nsamples=30, stdev=0.2, normalize=False)
     np.testing.assert_allclose(raw.scores, 4 * (raw.deltas**2).mean(axis=1), rtol=1e-5)
     np.testing.assert_array_equal(raw.beta, 1.0)
     # Gaussian I: E[(w . I)^2] = stdev^2 |w|^2 (in distribution, 200 draws)
-    many = xk.evaluate.infidelity(model, xs, 2 * grad, target=0, n_perturb=200, stdev=0.2, normalize=False)
+    many = xk.evaluate.infidelity(model, xs, 2 * grad, target=0, nsamples=200, stdev=0.2, normalize=False)
     expect = 0.04 * float((w[0].astype(np.float64) ** 2).sum())
     np.testing.assert_allclose(many.scores, expect, rtol=0.3)
     np.testing.assert_allclose(many.scores.mean(), expect, rtol=0.15)
@@ -175,14 +175,14 @@ def test_gradient_times_input_of_a_linear_model_correlates_exactly(
     xs = layout(framework, x)
     gxi = xk.xai.explain(model, xs, target=0, method="input_x_gradient")
     res = xk.evaluate.faithfulness_correlation(
-        model, xs, gxi, target=0, subset_size=10, n_runs=25, baseline="zeros"
+        model, xs, gxi, target=0, subset_size=10, nsamples=25, baseline="zeros"
     )
     np.testing.assert_allclose(res.scores, 1.0, atol=1e-6)
     np.testing.assert_allclose(res.deltas, res.attribution_sums, rtol=1e-4, atol=1e-5)
     # any map: the drops are the contributions inside each subset, the correlation by hand
     smap = rng.normal(size=(4, SIZE, SIZE))
     res = xk.evaluate.faithfulness_correlation(
-        model, xs, smap, target=0, subset_size=10, n_runs=25, baseline="zeros"
+        model, xs, smap, target=0, subset_size=10, nsamples=25, baseline="zeros"
     )
     contrib = contributions(w, x, 0).reshape(4, -1)
     drops = np.stack([contrib[i, res.subsets[:, i]].sum(axis=1) for i in range(4)])
@@ -198,7 +198,7 @@ def test_constant_drops_give_nan(framework: str, rng: np.random.Generator) -> No
     _w, x, model = _setup(framework, rng, batch=2)
     zero = np.zeros((2, SIZE, SIZE))
     res = xk.evaluate.faithfulness_correlation(
-        model, layout(framework, x), zero, target=0, subset_size=5, n_runs=4
+        model, layout(framework, x), zero, target=0, subset_size=5, nsamples=4
     )
     assert np.isnan(res.scores).all() and np.isnan(res.mean)
 
@@ -207,8 +207,8 @@ def test_constant_drops_give_nan(framework: str, rng: np.random.Generator) -> No
 def _all(model, xs, smap, full, **kw):
     return (
         xk.evaluate.road(model, xs, smap, fractions=(0.2, 0.6), order="both", seed=5, **kw),
-        xk.evaluate.infidelity(model, xs, full, n_perturb=6, seed=5, **kw),
-        xk.evaluate.faithfulness_correlation(model, xs, smap, subset_size=7, n_runs=6, seed=5, **kw),
+        xk.evaluate.infidelity(model, xs, full, nsamples=6, seed=5, **kw),
+        xk.evaluate.faithfulness_correlation(model, xs, smap, subset_size=7, nsamples=6, seed=5, **kw),
     )
 
 
@@ -260,9 +260,9 @@ def test_chunked_equals_unchunked_seeded_and_model_untouched(
         _same(ref, res, atol=atol)
         assert all(sum(r.chunks) == s and len(r.chunks) == -(-s // chunk) for r, s in zip(res, (12, 21, 21)))
     _same(ref, _all(model, xs, smap, full, max_batch=1000))  # same seed, same everything
-    other = xk.evaluate.infidelity(model, xs, full, n_perturb=6, seed=6)
+    other = xk.evaluate.infidelity(model, xs, full, nsamples=6, seed=6)
     assert not np.allclose(other.deltas, ref[1].deltas)
-    fc = xk.evaluate.faithfulness_correlation(model, xs, smap, subset_size=7, n_runs=6, seed=6)
+    fc = xk.evaluate.faithfulness_correlation(model, xs, smap, subset_size=7, nsamples=6, seed=6)
     assert not np.array_equal(fc.subsets, ref[2].subsets)
     for a, b in zip(before, weights_of(framework, model)):
         np.testing.assert_array_equal(a, b)
@@ -283,7 +283,7 @@ def test_torch_equals_keras_on_the_same_weights(rng: np.random.Generator) -> Non
         out[fw] = (
             xk.evaluate.road(model, xs, smap, fractions=(0.2, 0.6), order="both", seed=5),
             xk.evaluate.infidelity(model, xs, to(full), perturbation=np.stack([to(p) for p in pert])),
-            xk.evaluate.faithfulness_correlation(model, xs, smap, subset_size=7, n_runs=6, seed=5),
+            xk.evaluate.faithfulness_correlation(model, xs, smap, subset_size=7, nsamples=6, seed=5),
         )
     _same(out["torch"], out["tf"], atol=logit_rounding(w, x, spread=float(np.abs(pert).max())))
 
@@ -310,7 +310,7 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         (lambda: road(model, xs, smap, fractions=[]), XaikitValueError, "fractions"),
         (lambda: road(model, xs, smap, fractions="half"), XaikitTypeError, "fractions"),
         (lambda: road(model, xs, smap, order="best"), XaikitValueError, "order"),
-        (lambda: road(model, xs, smap, noise=-0.1), XaikitValueError, "noise"),
+        (lambda: road(model, xs, smap, stdev=-0.1), XaikitValueError, "stdev"),
         (lambda: road(model, xs, smap, rank="loud"), XaikitValueError, "rank"),
         (lambda: road(model, xs, smap[:1]), XaikitValueError, "saliency"),
         (lambda: road(model, xs, "nonsense"), XaikitValueError, "saliency"),
@@ -319,16 +319,16 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         (lambda: inf(model, xs, smap, perturbation="uniform"), XaikitValueError, "perturbation"),
         (lambda: inf(model, xs, smap, perturbation=np.zeros((3, 2, 4))), XaikitValueError, "perturbation"),
         (
-            lambda: inf(model, xs, smap, perturbation=np.zeros((3,) + xs.shape), n_perturb=2),
+            lambda: inf(model, xs, smap, perturbation=np.zeros((3,) + xs.shape), nsamples=2),
             XaikitValueError,
             "perturbation",
         ),
         (lambda: inf(model, xs, smap, stdev=0), XaikitValueError, "stdev"),
-        (lambda: inf(model, xs, smap, n_perturb=0), XaikitValueError, "n_perturb"),
+        (lambda: inf(model, xs, smap, nsamples=0), XaikitValueError, "nsamples"),
         (lambda: inf(model, xs, smap, normalize="yes"), XaikitTypeError, "normalize"),
         (lambda: inf(model, xs, np.full((2, SIZE, SIZE), np.nan)), XaikitValueError, "saliency"),
         (lambda: fc(model, xs, smap, subset_size=SIZE * SIZE + 1), XaikitValueError, "subset_size"),
-        (lambda: fc(model, xs, smap, n_runs=1), XaikitValueError, "n_runs"),
+        (lambda: fc(model, xs, smap, nsamples=1), XaikitValueError, "nsamples"),
         (lambda: fc(model, xs, smap, baseline="grey"), XaikitValueError, "baseline"),
         (lambda: fc(model, xs, smap, subsets=np.zeros((3, 2, 2), dtype=int)), XaikitValueError, "subsets"),
         (lambda: fc(model, xs, smap, subsets=np.full((3, 2, 2), SIZE * SIZE)), XaikitValueError, "subsets"),
@@ -353,7 +353,7 @@ def test_road_needs_images(framework: str, rng: np.random.Generator) -> None:
     x = rng.random((3, 6)).astype(np.float32)
     with pytest.raises(XaikitValueError, match="image"):
         xk.evaluate.road(model, x, rng.random((3, 6)))
-    res = xk.evaluate.faithfulness_correlation(model, x, rng.random((3, 6)), subset_size=2, n_runs=5)
+    res = xk.evaluate.faithfulness_correlation(model, x, rng.random((3, 6)), subset_size=2, nsamples=5)
     assert res.scores.shape == (3,)
 
 
@@ -395,7 +395,7 @@ def test_agrees_with_quantus() -> None:
     for noise in (0.0, 0.01):
         res = xk.evaluate.road(
             tmodel, data["road_x"], data["road_smap"], target=data["road_y"], fractions=fr, order="both",
-            noise=noise, seed=7,
+            stdev=noise, seed=7,
         )  # fmt: skip
         for curve in (res.morf, res.lerf):
             assert curve is not None

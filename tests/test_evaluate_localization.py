@@ -100,7 +100,7 @@ def test_completeness_report(framework: str, rng: np.random.Generator) -> None:
     w = square_weights(rng)
     x = layout(framework, rng.uniform(size=(3, SIZE, SIZE, 3)).astype(np.float32))
     model = linear(framework, w)
-    r = xk.evaluate.completeness(model, x, nsamples=4, baseline="zeros", target=2)
+    r = xk.evaluate.completeness(model, x, target=2, method_options={"nsamples": 4, "baseline": "zeros"})
     f = np.einsum(
         "hwk,bhwk->b",
         w[2].astype(np.float64),
@@ -111,14 +111,24 @@ def test_completeness_report(framework: str, rng: np.random.Generator) -> None:
     assert r.summary["max_abs"] < 1e-4 and r.summary["max_relative"] < 1e-4
     assert set(r.summary) == {"mean_abs", "max_abs", "mean_relative", "max_relative"}
     s = xk.evaluate.completeness(
-        model, x, method="smint", nsamples=3, nintegration=4, baseline="zeros", target=2
+        model,
+        x,
+        method="smint",
+        target=2,
+        method_options={"nsamples": 3, "nintegration": 4, "baseline": "zeros"},
     )
     assert s.summary["max_abs"] < 1e-3  # linear: exact on every noisy copy
     refs = layout(framework, rng.uniform(size=(5, SIZE, SIZE, 3)).astype(np.float32))
-    e = xk.evaluate.completeness(model, x, method="expected_gradients", baseline=refs, nsamples=4, target=2)
+    e = xk.evaluate.completeness(
+        model, x, method="expected_gradients", target=2, method_options={"baseline": refs, "nsamples": 4}
+    )
     assert e.summary["max_relative"] < 1e-4  # linear: every draw adds up
     b = xk.evaluate.completeness(
-        model, x, method="blur_ig", steps=200, max_sigma=2.0, grad_step=1e-3, target=2
+        model,
+        x,
+        method="blur_ig",
+        target=2,
+        method_options={"steps": 200, "max_sigma": 2.0, "grad_step": 1e-3},
     )
     assert b.summary["max_relative"] < 2e-2  # Riemann sum and finite difference of the blur path
     with pytest.raises(
@@ -127,7 +137,7 @@ def test_completeness_report(framework: str, rng: np.random.Generator) -> None:
     ):
         xk.evaluate.completeness(model, x, method="vanilla")
     with pytest.raises(XaikitValueError, match=r"completeness of 'smint' needs magnitude=False"):
-        xk.evaluate.completeness(model, x, method="smint", magnitude=True)
+        xk.evaluate.completeness(model, x, method="smint", method_options={"magnitude": True})
 
 
 def test_completeness_of_a_nonlinear_model_shrinks_with_steps(
@@ -137,7 +147,7 @@ def test_completeness_of_a_nonlinear_model_shrinks_with_steps(
 
     model, to_layout = model_for(framework, softmax=True)
     x = to_layout(images(rng, 3))
-    coarse = xk.evaluate.completeness(model, x, nsamples=2, baseline="black")
-    fine = xk.evaluate.completeness(model, x, nsamples=64, baseline="black")
+    coarse = xk.evaluate.completeness(model, x, method_options={"nsamples": 2, "baseline": "black"})
+    fine = xk.evaluate.completeness(model, x, method_options={"nsamples": 64, "baseline": "black"})
     assert fine.summary["mean_abs"] < coarse.summary["mean_abs"]
     np.testing.assert_allclose(fine.gap, coarse.gap, rtol=1e-5, atol=1e-6)  # same endpoints

@@ -12,7 +12,7 @@ import xaikit as xk
 from tests.evaluate_models import SIZE, layout, linear, seeded_lenet, square_weights, weights_of
 from tests.xai.models import from_layout, images, model_for
 from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
-from xaikit.evaluate import randomization_more as rm
+from xaikit.evaluate import logit_randomization, mprt_variants
 from xaikit.evaluate._common import spearman
 from xaikit.evaluate.randomization import layer_rng, similarity_tables
 
@@ -55,7 +55,7 @@ def test_random_logit_linear_model_compares_two_weight_rows(framework: str, rng:
         model, layout(framework, x), "vanilla", target=0, similarity="spearman", seed=1
     )
     assert r.targets.tolist() == [0] * 6
-    assert r.others.tolist() == rm.other_classes(np.zeros(6, dtype=np.int64), 4, 1).tolist()
+    assert r.others.tolist() == logit_randomization.other_classes(np.zeros(6, dtype=np.int64), 4, 1).tolist()
     # the gradient of a linear model is its weight row: spearman of |w_0| and |w_other| (channels summed)
     want = spearman(np.abs(w[[0] * 6]).sum(-1).reshape(6, -1), np.abs(w[r.others]).sum(-1).reshape(6, -1))
     np.testing.assert_allclose(r.scores, want, atol=1e-12)
@@ -71,11 +71,11 @@ def test_random_logit_linear_model_compares_two_weight_rows(framework: str, rng:
 
 def test_other_classes_are_uniform_over_the_rest_and_seeded() -> None:
     targets = np.full(20000, 2, dtype=np.int64)
-    others = rm.other_classes(targets, 5, seed=7)
+    others = logit_randomization.other_classes(targets, 5, seed=7)
     assert set(others.tolist()) == {0, 1, 3, 4}
     np.testing.assert_allclose(np.bincount(others, minlength=5)[[0, 1, 3, 4]] / 20000, 0.25, atol=0.015)
-    np.testing.assert_array_equal(others, rm.other_classes(targets, 5, seed=7))
-    assert not np.array_equal(others, rm.other_classes(targets, 5, seed=8))
+    np.testing.assert_array_equal(others, logit_randomization.other_classes(targets, 5, seed=7))
+    assert not np.array_equal(others, logit_randomization.other_classes(targets, 5, seed=8))
 
 
 def test_random_logit_torch_equals_keras_and_is_seeded(rng: np.random.Generator) -> None:
@@ -122,7 +122,7 @@ def test_random_logit_bad_inputs(rng: np.random.Generator) -> None:
         xk.evaluate.random_logit(model, x, "vanilla", num_classes=1)
     with pytest.raises(XaikitValueError, match="above every target class"):
         xk.evaluate.random_logit(model, x, "vanilla", target=2, num_classes=2)
-    with pytest.raises(XaikitTypeError, match="method must be a method name"):
+    with pytest.raises(XaikitTypeError, match="method must be the name of an explanation method"):
         xk.evaluate.random_logit(model, x, np.zeros((2, 3, SIZE, SIZE)))  # type: ignore[arg-type]
     with pytest.raises(XaikitValueError, match="method"):
         xk.evaluate.random_logit(model, x, "no_such_method")
@@ -144,12 +144,12 @@ def test_discrete_entropy_matches_scipy(rng: np.random.Generator) -> None:
     maps = rng.normal(size=(3, 2, 5, 5))
     maps[2] = 1.5  # constant: entropy 0
     want = [entropy(np.histogram(m, bins=7)[0]) for m in maps]
-    np.testing.assert_allclose(rm.discrete_entropy(maps, n_bins=7), want, atol=1e-12)
-    assert rm.discrete_entropy(maps, 7)[2] == 0.0
+    np.testing.assert_allclose(mprt_variants.discrete_entropy(maps, n_bins=7), want, atol=1e-12)
+    assert mprt_variants.discrete_entropy(maps, 7)[2] == 0.0
     with pytest.raises(XaikitValueError, match="n_bins"):
-        rm.discrete_entropy(maps, 0)
+        mprt_variants.discrete_entropy(maps, 0)
     with pytest.raises(XaikitValueError, match="NaN"):
-        rm.discrete_entropy(np.full((1, 4), np.nan))
+        mprt_variants.discrete_entropy(np.full((1, 4), np.nan))
 
 
 def test_efficient_mprt_linear_model_is_the_entropy_of_the_new_weights(
@@ -168,7 +168,7 @@ def test_efficient_mprt_linear_model_is_the_entropy_of_the_new_weights(
     new = new.astype(np.float32)
     rows = new.reshape(3, 3, SIZE, SIZE) if framework == "torch" else new.T.reshape(3, SIZE, SIZE, 3)
     orig_rows = w.transpose(0, 3, 1, 2) if framework == "torch" else w
-    h0, h1 = rm.discrete_entropy(orig_rows, 20), rm.discrete_entropy(rows, 20)
+    h0, h1 = mprt_variants.discrete_entropy(orig_rows, 20), mprt_variants.discrete_entropy(rows, 20)
     np.testing.assert_allclose(r.complexity_original, h0, atol=1e-12)
     np.testing.assert_allclose(r.complexity_randomized, h1, atol=1e-12)
     np.testing.assert_allclose(r.scores, (h1 - h0) / h0, atol=1e-12)
@@ -216,9 +216,9 @@ def test_efficient_mprt_cnn_seeded_and_restored_on_error(
     np.testing.assert_array_equal(a.maps["original"], c.maps["original"])
     _assert_same(before, weights_of(framework, model))
 
-    from xaikit.evaluate import randomization_more as metric
+    from xaikit.evaluate import _rerun
 
-    real, calls = metric.explain, []
+    real, calls = _rerun.explain, []
 
     def failing(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
@@ -226,7 +226,7 @@ def test_efficient_mprt_cnn_seeded_and_restored_on_error(
             raise RuntimeError("injected failure")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(metric, "explain", failing)
+    monkeypatch.setattr(_rerun, "explain", failing)
     with pytest.raises(RuntimeError, match="injected failure"):
         xk.evaluate.efficient_mprt(model, x, "vanilla")
     _assert_same(before, weights_of(framework, model))
@@ -262,7 +262,7 @@ def test_smooth_mprt_one_sample_is_the_randomization_test(framework: str, rng: n
     model, to_layout = model_for(framework)
     x = to_layout(images(rng, 3))
     before = weights_of(framework, model)
-    s = xk.evaluate.smooth_mprt(model, x, "vanilla", nsamples=1, layer_order="top_down", seed=1)
+    s = xk.evaluate.smooth_mprt(model, x, "vanilla", nsamples=1, order="top_down", seed=1)
     r = xk.evaluate.randomization_test(model, x, method="vanilla", seed=1, random_baseline=False)
     _assert_same(before, weights_of(framework, model))
     assert list(s.maps) == list(r.maps)
@@ -275,7 +275,7 @@ def test_smooth_mprt_one_sample_is_the_randomization_test(framework: str, rng: n
     names = xk.evaluate.model_layers(model)
     up = xk.evaluate.smooth_mprt(model, x, "vanilla", nsamples=2, seed=1)
     assert up.table["layer"].tolist() == names and up.order == "bottom_up"
-    ind = xk.evaluate.smooth_mprt(model, x, "vanilla", nsamples=1, layer_order="independent", seed=1)
+    ind = xk.evaluate.smooth_mprt(model, x, "vanilla", nsamples=1, order="independent", seed=1)
     np.testing.assert_array_equal(ind.maps[names[-1]], s.maps[names[-1]])  # the same first step
     _assert_same(before, weights_of(framework, model))
 
@@ -286,22 +286,24 @@ def test_smooth_mprt_linear_model_denoised_map_is_the_weight_row(
     w = square_weights(rng)
     model = linear(framework, w)
     x = rng.uniform(size=(2, SIZE, SIZE, 3)).astype(np.float32)
-    r = xk.evaluate.smooth_mprt(model, layout(framework, x), "vanilla", target=[0, 2], nsamples=5, noise=0.3)
+    r = xk.evaluate.smooth_mprt(
+        model, layout(framework, x), "vanilla", target=[0, 2], nsamples=5, stdev_spread=0.3
+    )
     # the gradient of a linear model ignores the input: the mean of 5 noisy maps is the weight row
     np.testing.assert_allclose(from_layout(framework, r.maps["original"]), w[[0, 2]], rtol=1e-6)
-    assert r.nsamples == 5 and r.noise == 0.3 and len(r.table) == 1
+    assert r.nsamples == 5 and r.stdev_spread == 0.3 and len(r.table) == 1
 
 
 def test_noisy_copies_spread_and_clean_last_copy(rng: np.random.Generator) -> None:
     x = rng.uniform(size=(3, 2, 16, 16)).astype(np.float32)
     x[1] *= 4.0
-    rows = rm._noisy_copies(x, 200, 0.1, seed=0).reshape(200, 3, 2, 16, 16)
+    rows = mprt_variants._noisy_copies(x, 200, 0.1, seed=0).reshape(200, 3, 2, 16, 16)
     np.testing.assert_array_equal(rows[-1], x)
     eps = rows[:-1] - x[None]
     for b in range(3):
         span = float(x[b].max() - x[b].min())
         assert eps[:, b].std() == pytest.approx(0.1 * span, rel=0.02)
-    np.testing.assert_array_equal(rows, rm._noisy_copies(x, 200, 0.1, seed=0).reshape(rows.shape))
+    np.testing.assert_array_equal(rows, mprt_variants._noisy_copies(x, 200, 0.1, seed=0).reshape(rows.shape))
 
 
 def test_smooth_mprt_bad_inputs(rng: np.random.Generator) -> None:
@@ -311,12 +313,12 @@ def test_smooth_mprt_bad_inputs(rng: np.random.Generator) -> None:
     x = torch.rand(2, 3, SIZE, SIZE)
     with pytest.raises(XaikitValueError, match="nsamples"):
         xk.evaluate.smooth_mprt(model, x, "vanilla", nsamples=0)
-    with pytest.raises(XaikitValueError, match="noise must be a finite number"):
-        xk.evaluate.smooth_mprt(model, x, "vanilla", noise=-0.1)
-    with pytest.raises(XaikitValueError, match="noise"):
-        xk.evaluate.smooth_mprt(model, x, "vanilla", noise="big")  # type: ignore[arg-type]
-    with pytest.raises(XaikitValueError, match="layer_order must be one of 'bottom_up'"):
-        xk.evaluate.smooth_mprt(model, x, "vanilla", layer_order="cascading")
+    with pytest.raises(XaikitValueError, match="stdev_spread must be a finite number"):
+        xk.evaluate.smooth_mprt(model, x, "vanilla", stdev_spread=-0.1)
+    with pytest.raises(XaikitValueError, match="stdev_spread"):
+        xk.evaluate.smooth_mprt(model, x, "vanilla", stdev_spread="big")  # type: ignore[arg-type]
+    with pytest.raises(XaikitValueError, match="order must be one of 'bottom_up'"):
+        xk.evaluate.smooth_mprt(model, x, "vanilla", order="cascading")
     with pytest.raises(XaikitTypeError, match="x must be one input batch"):
         xk.evaluate.smooth_mprt(model, [x, x], "vanilla")
 
@@ -354,7 +356,7 @@ def test_quantus_random_logit(quantus_data: dict[str, Any]) -> None:
     checksum = sum(float(p.detach().double().abs().sum()) for p in model.parameters())
     assert checksum == pytest.approx(float(d["checksum"]), rel=1e-9)
     r = xk.evaluate.random_logit(
-        model, d["x"], "vanilla", d["y"], num_classes=5, seed=42, similarity="spearman"
+        model, d["x"], "vanilla", target=d["y"], num_classes=5, seed=42, similarity="spearman"
     )
     np.testing.assert_array_equal(r.others, d["rl_other"])  # Quantus's draw with its seed
     np.testing.assert_allclose(r.maps, d["rl_a"], atol=1e-5)
@@ -362,11 +364,11 @@ def test_quantus_random_logit(quantus_data: dict[str, Any]) -> None:
     np.testing.assert_allclose(r.scores, d["rl_spearman"], atol=1e-5)  # end to end
     # Quantus's default SSIM differs by definition (see docs): through a callable it agrees
     q = xk.evaluate.random_logit(
-        model, d["x"], "vanilla", d["y"], num_classes=5, seed=42, similarity=_quantus_ssim
+        model, d["x"], "vanilla", target=d["y"], num_classes=5, seed=42, similarity=_quantus_ssim
     )
     np.testing.assert_allclose(q.scores, d["rl_ssim"], atol=1e-5)
     named = xk.evaluate.random_logit(
-        model, d["x"], "vanilla", d["y"], num_classes=5, seed=42, similarity="quantus"
+        model, d["x"], "vanilla", target=d["y"], num_classes=5, seed=42, similarity="quantus"
     )
     np.testing.assert_allclose(named.scores, d["rl_ssim"], atol=1e-5)  # the same, by name
     assert named.similarity == "quantus"
@@ -374,13 +376,13 @@ def test_quantus_random_logit(quantus_data: dict[str, Any]) -> None:
 
 def test_quantus_efficient_mprt(quantus_data: dict[str, Any]) -> None:
     d = quantus_data
-    scores, h0, h1 = rm._complexities(d["em_orig"], d["em_rand"], 100)
+    scores, h0, h1 = mprt_variants.complexity_rise(d["em_orig"], d["em_rand"], 100)
     np.testing.assert_allclose(h0, d["em_h_orig"], atol=1e-5)
     np.testing.assert_allclose(h1, d["em_h_rand"], atol=1e-5)
     np.testing.assert_allclose(scores, d["em_scores"], atol=1e-5)
     # the original maps are ours (Quantus re-draws weights with its own generator: the randomized
     # maps are compared in distribution by the benchmark only)
-    ours = xk.evaluate.efficient_mprt(_lenet(), d["x"], "vanilla", d["y"])
+    ours = xk.evaluate.efficient_mprt(_lenet(), d["x"], "vanilla", target=d["y"])
     np.testing.assert_allclose(ours.maps["original"], d["em_orig"], atol=1e-5)
     np.testing.assert_allclose(ours.complexity_original, d["em_h_orig"], atol=1e-5)
 

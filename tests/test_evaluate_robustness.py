@@ -51,12 +51,12 @@ def test_gradient_maps_of_a_linear_model_do_not_move(framework: str, rng: np.ran
     w, x, model = _setup(framework, rng)
     xin = layout(framework, x)
     # the target stays the clean prediction even when the noise (radius 20) is large enough to flip it
-    r = xk.evaluate.max_sensitivity(model, xin, "vanilla", n_samples=6, radius=20.0)
+    r = xk.evaluate.max_sensitivity(model, xin, "vanilla", nsamples=6, radius=20.0)
     np.testing.assert_allclose(r.scores, 0.0, atol=1e-6)
     assert r.ratios.shape == (3, 6) and r.scores.dtype == np.float64
-    avg = xk.evaluate.avg_sensitivity(model, xin, "smoothgrad", n_samples=3, method_options={"nsamples": 2})
+    avg = xk.evaluate.avg_sensitivity(model, xin, "smoothgrad", nsamples=3, method_options={"nsamples": 2})
     np.testing.assert_allclose(avg.scores, 0.0, atol=1e-6)  # mean of squared gradients: w² everywhere
-    lip = xk.evaluate.local_lipschitz(model, xin, "vanilla", n_samples=5)
+    lip = xk.evaluate.local_lipschitz(model, xin, "vanilla", nsamples=5)
     np.testing.assert_allclose(lip.scores, 0.0, atol=1e-6)
     scores = contributions_all(w, x)
     assert r.targets.tolist() == scores.argmax(axis=1).tolist()
@@ -82,12 +82,12 @@ def test_input_x_gradient_of_a_linear_model_in_closed_form(framework: str, rng: 
     num = np.sqrt(((wt[None] * delta) ** 2).reshape(n, 3, -1).sum(axis=2))  # (n, B)
     den = np.sqrt(((wt * xin) ** 2).reshape(3, -1).sum(axis=1))
     mx = xk.evaluate.max_sensitivity(
-        model, xin, "input_x_gradient", target, n_samples=n, radius=radius, seed=seed
+        model, xin, "input_x_gradient", target=target, nsamples=n, radius=radius, seed=seed
     )
     np.testing.assert_allclose(mx.ratios, (num / den).T, rtol=1e-5)
     np.testing.assert_allclose(mx.scores, (num / den).max(axis=0), rtol=1e-5)
     av = xk.evaluate.avg_sensitivity(
-        model, xin, "input_x_gradient", target, n_samples=n, radius=radius, seed=seed
+        model, xin, "input_x_gradient", target=target, nsamples=n, radius=radius, seed=seed
     )
     np.testing.assert_allclose(av.scores, (num / den).mean(axis=0), rtol=1e-5)
     assert mx.targets.tolist() == [0, 1, 2] and mx.kind == "max" and av.kind == "avg"
@@ -96,17 +96,19 @@ def test_input_x_gradient_of_a_linear_model_in_closed_form(framework: str, rng: 
     delta = pert.astype(np.float64) - xin[None]
     num = np.sqrt(((wt[None] * delta) ** 2).reshape(n, 3, -1).sum(axis=2))
     step = np.sqrt((delta**2).reshape(n, 3, -1).sum(axis=2))
-    lip = xk.evaluate.local_lipschitz(model, xin, "input_x_gradient", target, n_samples=n, std=std, seed=seed)
+    lip = xk.evaluate.local_lipschitz(
+        model, xin, "input_x_gradient", target=target, nsamples=n, stdev=std, seed=seed
+    )
     np.testing.assert_allclose(lip.ratios, (num / step).T, rtol=1e-5)
     np.testing.assert_allclose(lip.scores, (num / step).max(axis=0), rtol=1e-5)
-    # normalise: each map divided by its own largest magnitude
+    # normalize: each map divided by its own largest magnitude
     top0 = np.abs(wt * xin).reshape(3, -1).max(axis=1)
     maps = (wt[None] * pert).reshape(n, 3, -1)
     top = np.abs(maps).max(axis=2)
     diff = maps / top[..., None] - ((wt * xin).reshape(3, -1) / top0[:, None])[None]
     expect = (np.sqrt((diff**2).sum(axis=2)) / step).max(axis=0)
     got = xk.evaluate.local_lipschitz(
-        model, xin, "input_x_gradient", target, n_samples=n, std=std, seed=seed, normalise=True
+        model, xin, "input_x_gradient", target=target, nsamples=n, stdev=std, seed=seed, normalize=True
     )
     np.testing.assert_allclose(got.scores, expect, rtol=1e-5)
 
@@ -151,16 +153,16 @@ def test_seeded_grouped_and_model_unchanged(framework: str, rng: np.random.Gener
     x = layout(framework, rng.uniform(0, 1, size=(2, SIZE, SIZE, CHANNELS)).astype(np.float32))
     before = weights_of(framework, model)
     opts = {"nsamples": 2}
-    a = xk.evaluate.avg_sensitivity(model, x, "smoothgrad", n_samples=3, seed=3, method_options=opts)
-    b = xk.evaluate.avg_sensitivity(model, x, "smoothgrad", n_samples=3, seed=3, method_options=opts)
-    c = xk.evaluate.avg_sensitivity(model, x, "smoothgrad", n_samples=3, seed=4, method_options=opts)
+    a = xk.evaluate.avg_sensitivity(model, x, "smoothgrad", nsamples=3, seed=3, method_options=opts)
+    b = xk.evaluate.avg_sensitivity(model, x, "smoothgrad", nsamples=3, seed=3, method_options=opts)
+    c = xk.evaluate.avg_sensitivity(model, x, "smoothgrad", nsamples=3, seed=4, method_options=opts)
     np.testing.assert_array_equal(a.ratios, b.ratios)
     assert not np.allclose(a.ratios, c.ratios)
     assert np.all(a.scores > 0) and a.groups == [6]
     # one call per group of whole noise samples when the stack is large: the same ratios
-    one = xk.evaluate.local_lipschitz(model, x, "vanilla", n_samples=5, seed=2)
+    one = xk.evaluate.local_lipschitz(model, x, "vanilla", nsamples=5, seed=2)
     monkeypatch.setattr(robustness, "GROUP_BYTES", 24 * x.size * 2)  # two noise samples per group
-    grouped = xk.evaluate.local_lipschitz(model, x, "vanilla", n_samples=5, seed=2)
+    grouped = xk.evaluate.local_lipschitz(model, x, "vanilla", nsamples=5, seed=2)
     assert grouped.groups == [4, 4, 2] and one.groups == [10]
     np.testing.assert_allclose(grouped.ratios, one.ratios, rtol=1e-5)
     after = weights_of(framework, model)
@@ -176,12 +178,12 @@ def test_a_map_of_zeros_has_no_relative_change(framework: str, rng: np.random.Ge
     # the class with zero weights has an all-zero gradient map: degenerate, and said so (once per
     # model: the perturbed copies' maps are not reported again)
     with pytest.warns(DegenerateMapWarning, match=r"1 of 2 maps are exactly 0"):
-        r = xk.evaluate.max_sensitivity(linear(framework, w), x, "vanilla", target=[0, 1], n_samples=3)
+        r = xk.evaluate.max_sensitivity(linear(framework, w), x, "vanilla", target=[0, 1], nsamples=3)
     assert np.isnan(r.scores[0]) and r.scores[1] == 0.0 and r.mean == 0.0
     with pytest.warns(DegenerateMapWarning, match=r"2 of 2 maps are exactly 0"):
-        lip = xk.evaluate.local_lipschitz(linear(framework, w), x, "vanilla", target=0, n_samples=3)
+        lip = xk.evaluate.local_lipschitz(linear(framework, w), x, "vanilla", target=0, nsamples=3)
     np.testing.assert_array_equal(lip.scores, [0.0, 0.0])
-    assert "max" in repr(r) and "std=0.1" in repr(lip)
+    assert "max" in repr(r) and "stdev=0.1" in repr(lip)
 
 
 def test_robustness_bad_inputs(rng: np.random.Generator) -> None:
@@ -193,16 +195,16 @@ def test_robustness_bad_inputs(rng: np.random.Generator) -> None:
         f(model, x, np.ones_like(x))
     with pytest.raises(XaikitValueError, match="method"):
         f(model, x, "no_such_method")
-    with pytest.raises(XaikitValueError, match="n_samples"):
-        f(model, x, "vanilla", n_samples=0)
+    with pytest.raises(XaikitValueError, match="nsamples"):
+        f(model, x, "vanilla", nsamples=0)
     with pytest.raises(XaikitValueError, match="radius"):
         f(model, x, "vanilla", radius=0.0)
     with pytest.raises(XaikitTypeError, match="radius"):
         f(model, x, "vanilla", radius="0.1")
-    with pytest.raises(XaikitValueError, match="std"):
-        xk.evaluate.local_lipschitz(model, x, "vanilla", std=-1.0)
-    with pytest.raises(XaikitTypeError, match="normalise"):
-        xk.evaluate.avg_sensitivity(model, x, "vanilla", normalise="yes")
+    with pytest.raises(XaikitValueError, match="stdev"):
+        xk.evaluate.local_lipschitz(model, x, "vanilla", stdev=-1.0)
+    with pytest.raises(XaikitTypeError, match="normalize"):
+        xk.evaluate.avg_sensitivity(model, x, "vanilla", normalize="yes")
     with pytest.raises(XaikitValueError, match="target"):
         f(model, x, "vanilla", method_options={"target": 1})
     with pytest.raises(XaikitTypeError, match="method_options"):
@@ -230,9 +232,9 @@ def test_quantus_reference_scores() -> None:
         "lipschitz_ixg": ("lipschitz", "input_x_gradient", False),
         "lipschitz_vanilla_normalised": ("lipschitz", "vanilla", True),
     }
-    for name, (kind, method, normalise) in cases.items():
+    for name, (kind, method, normalize) in cases.items():
         ours = _from_perturbed(
-            kind, model, x, method, data[f"perturbed_{name}"], target=y, normalise=normalise
+            kind, model, x, method, data[f"perturbed_{name}"], target=y, normalize=normalize
         )
         np.testing.assert_allclose(ours, data[f"quantus_{name}"], rtol=1e-5, err_msg=name)
     for absolute in (False, True):

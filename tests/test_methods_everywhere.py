@@ -59,7 +59,7 @@ def test_evaluate_takes_perturbation_methods_by_name(framework: str, rng: np.ran
     model = linear(framework, w)
     # a 1x1 occlusion window of a linear model is each pixel's contribution: all inside the square
     loc = xk.evaluate.localization(
-        "occlusion", square_mask(3), model=model, x=x, target=0, window=1, stride=1
+        "occlusion", square_mask(3), model=model, x=x, target=0, method_options={"window": 1, "stride": 1}
     )
     np.testing.assert_allclose(loc["energy"], 1.0)
     assert loc["pointing"].tolist() == [True] * 3
@@ -92,11 +92,13 @@ def test_randomization_test_takes_a_perturbation_method(framework: str, rng: np.
 def test_localization_method_name_needs_model_and_x() -> None:
     with pytest.raises(XaikitValueError, match=r"saliency='rise' is a method name: pass model= and x="):
         xk.evaluate.localization("rise", square_mask(1))
-    with pytest.raises(XaikitValueError, match=r"saliency must be one of 'vanilla'.*got 'lime'"):
-        xk.evaluate.localization("lime", square_mask(1), model=object(), x=np.zeros((1, 8, 8)))
     with pytest.raises(
-        XaikitValueError, match=r"model, x and method options apply only when saliency is a method"
+        XaikitValueError, match=r"saliency must be maps or a method name \('vanilla'.*got 'lime'"
     ):
+        xk.evaluate.localization("lime", square_mask(1), model=object(), x=np.zeros((1, 8, 8)))
+    with pytest.raises(XaikitValueError, match=r"method_options applies only when saliency is a method name"):
+        xk.evaluate.localization(np.ones((1, SIZE, SIZE)), square_mask(1), method_options={"n_masks": 4})
+    with pytest.raises(XaikitTypeError, match=r"localization\(\) has no option 'n_masks'.*method_options="):
         xk.evaluate.localization(np.ones((1, SIZE, SIZE)), square_mask(1), n_masks=4)
 
 

@@ -211,8 +211,9 @@ def test_out_of_memory_in_the_evaluations_halves_and_completes(framework) -> Non
         got = fn(small, x, sal, steps=6)
         np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5, atol=1e-6)
         assert max(got.chunks) <= 3
-    want_c = xk.evaluate.completeness(model, x, nsamples=8, baseline="zeros", max_batch=64)
-    got_c = xk.evaluate.completeness(small, x, nsamples=8, baseline="zeros", max_batch=64)
+    opts = {"nsamples": 8, "baseline": "zeros"}
+    want_c = xk.evaluate.completeness(model, x, max_batch=64, method_options=opts)
+    got_c = xk.evaluate.completeness(small, x, max_batch=64, method_options=opts)
     np.testing.assert_allclose(got_c.delta, want_c.delta, rtol=1e-4, atol=1e-5)
     want_r = xk.evaluate.randomization_test(model, x, layers=None, random_baseline=False, max_batch=64)
     got_r = xk.evaluate.randomization_test(small, x, layers=None, random_baseline=False, max_batch=64)

@@ -151,7 +151,8 @@ def test_deletion_and_completeness_take_model_kwargs(framework: str, case) -> No
     # step 0: the clean scores; last step: every feature zeroed
     np.testing.assert_allclose(curve.scores[:, 0], scale * (x @ w.T)[np.arange(B), target], rtol=1e-5)
     np.testing.assert_allclose(curve.scores[:, -1], 0.0, atol=1e-6)
-    comp = xk.evaluate.completeness(model, x, target=target, nsamples=4, baseline="zeros", model_kwargs=kw)
+    opts = {"nsamples": 4, "baseline": "zeros"}
+    comp = xk.evaluate.completeness(model, x, target=target, model_kwargs=kw, method_options=opts)
     np.testing.assert_allclose(comp.gap, scale * (x @ w.T)[np.arange(B), target], rtol=1e-5)
     np.testing.assert_allclose(comp.delta, 0.0, atol=1e-5)
     if framework == "torch":  # (the Keras model holds its weight itself, in no layer to randomize)

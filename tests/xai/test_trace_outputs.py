@@ -90,10 +90,11 @@ def test_evaluate_traces_and_functions_take_output(framework: str, rng: np.rando
     got_i = xk.evaluate.insertion(wrapped, x, "integrated", steps=3, output="logits", baseline="zeros")
     want_i = xk.evaluate.insertion(model, x, "integrated", steps=3, baseline="zeros")
     np.testing.assert_allclose(got_i.scores, want_i.scores, rtol=1e-6)
-    comp = xk.evaluate.completeness(wrapped, x, nsamples=4, baseline="zeros", output="logits")
+    opts = {"nsamples": 4, "baseline": "zeros"}
+    comp = xk.evaluate.completeness(wrapped, x, output="logits", method_options=opts)
     np.testing.assert_allclose(
         comp.delta,
-        xk.evaluate.completeness(model, x, nsamples=4, baseline="zeros").delta,
+        xk.evaluate.completeness(model, x, method_options=opts).delta,
         rtol=1e-5,
         atol=1e-7,
     )

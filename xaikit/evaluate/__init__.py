@@ -18,7 +18,13 @@
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
-Every function leaves the model exactly as it found it.
+Every function leaves the model exactly as it found it, and follows one calling convention:
+``(model, x, saliency)`` or ``(model, x, method)`` by position for a metric that runs the model
+(``saliency``: maps or a method name; ``method``: a method the metric re-runs itself),
+``(saliency, ...)`` for a metric of maps alone, and every option by keyword, spelled the same
+everywhere (``target=``, ``nsamples=``, ``normalize=``, ``seed=``, ``max_batch=``,
+``framework=``, ``output=``, ``model_kwargs=``, ``method_options=``). An old spelling or an option
+given by position fails with a message that names the keyword to use.
 """
 
 from __future__ import annotations
@@ -36,16 +42,10 @@ from xaikit.evaluate.faithfulness import (
     road,
 )
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
+from xaikit.evaluate.logit_randomization import RandomLogitResult, random_logit
+from xaikit.evaluate.mprt_variants import EfficientMPRTResult, SmoothMPRTResult, efficient_mprt, smooth_mprt
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
 from xaikit.evaluate.randomization import RandomizationResult, model_layers, randomization_test
-from xaikit.evaluate.randomization_more import (
-    EfficientMPRTResult,
-    RandomLogitResult,
-    SmoothMPRTResult,
-    efficient_mprt,
-    random_logit,
-    smooth_mprt,
-)
 from xaikit.evaluate.registry import METRICS, Metric, MetricContext
 from xaikit.evaluate.robustness import (
     LipschitzResult,

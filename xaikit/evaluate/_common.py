@@ -122,7 +122,19 @@ def ssim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def check_method_options(options: Any, reserved: dict[str, str]) -> dict[str, Any]:
+#: the keys a metric sets itself when it runs a method, and the argument to use instead
+RESERVED = {
+    "target": "the target argument",
+    "method": "the method (or saliency) argument",
+    "seed": "the seed argument",
+    "max_batch": "the max_batch argument",
+    "framework": "the framework argument",
+    "output": "the output argument",
+    "model_kwargs": "the model_kwargs argument",
+}
+
+
+def check_method_options(options: Any, reserved: dict[str, str] = RESERVED) -> dict[str, Any]:
     """The options of a method named to an evaluation (a dict), refusing the keys the
     evaluation sets itself (``reserved``: key -> the argument to use instead)."""
     if options is None:
@@ -148,11 +160,11 @@ def maps_or_explain(
     model_kwargs: dict[str, Any] | None,
     framework: str | None,
     method_options: dict[str, Any] | None,
-    reserved: dict[str, str],
 ) -> Any:
-    """The maps an evaluation scores: ``saliency`` itself, or, when it is a method name, that
-    method's maps from :func:`xaikit.xai.explain` (with ``seed``, ``max_batch``, ``output``,
-    ``model_kwargs`` and the ``method_options``, which must not set a ``reserved`` key)."""
+    """The maps a metric of ``(model, x, saliency)`` scores: ``saliency`` itself, or, when it is a
+    method name, that method's maps from :func:`xaikit.xai.explain` (with ``seed``,
+    ``max_batch``, ``output``, ``model_kwargs`` and the ``method_options``, which must not set a
+    key of :data:`RESERVED`)."""
     if not isinstance(saliency, str):
         if method_options:
             raise XaikitValueError(
@@ -160,16 +172,76 @@ def maps_or_explain(
             )
         return saliency
     from xaikit.xai import explain
+
+    method = _saliency_method(saliency)
+    return explain(
+        model, x, target=target, method=method, framework=framework, output=output, model_kwargs=model_kwargs,
+        seed=seed, max_batch=max_batch, **check_method_options(method_options),
+    )  # fmt: skip
+
+
+def _saliency_method(saliency: str) -> str:
+    """The canonical name of a method given as ``saliency``, or an error that lists them."""
     from xaikit.xai.registry import canonical, method_names
 
     try:
-        method = canonical(saliency)
+        return canonical(saliency)
     except XaikitValueError:
         raise XaikitValueError(
             f"saliency must be maps or a method name ({', '.join(map(repr, method_names()))}); got {saliency!r}"
         ) from None
-    options = {"seed": seed, "max_batch": max_batch, **check_method_options(method_options, reserved)}
-    return explain(
-        model, x, target=target, method=method, framework=framework, output=output,
-        model_kwargs=model_kwargs, **options,
+
+
+def maps_alone_or_explain(
+    saliency: Any,
+    *,
+    model: Any,
+    x: Any,
+    target: Any,
+    seed: int,
+    max_batch: int | str,
+    framework: str | None,
+    output: int | str,
+    model_kwargs: dict[str, Any] | None,
+    method_options: dict[str, Any] | None,
+) -> tuple[Any, np.ndarray | None]:
+    """``(maps, targets)`` for a metric of maps alone (``saliency`` first, ``model=``, ``x=``
+    optional): the maps as given, with no model settings beside them (targets None), or, for a
+    method name, the method's maps computed on ``model`` and ``x`` for the classes ``target``
+    (None: the model's predictions, pinned), and those classes (B,)."""
+    if not isinstance(saliency, str):
+        given = [
+            name
+            for name, value in (
+                ("model", model), ("x", x), ("target", target), ("model_kwargs", model_kwargs),
+                ("method_options", method_options),
+            )
+            if value is not None
+        ]  # fmt: skip
+        if given:
+            raise XaikitValueError(
+                f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} only when saliency is a method "
+                f"name; got maps ({describe(saliency)})"
+            )
+        return saliency, None
+    method = _saliency_method(saliency)
+    options = check_method_options(method_options)
+    if model is None or x is None:
+        raise XaikitValueError(
+            f"saliency={saliency!r} is a method name: pass model= and x= to compute it; got "
+            f"model={describe(model)}, x={describe(x)}"
+        )
+    from xaikit.backend import get_backend
+    from xaikit.xai import explain
+    from xaikit.xai.internal import pin_targets, prepare
+
+    bk = get_backend(model, framework)
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
+    with bk.inference(model):
+        pinned, _ = pin_targets(inp, target, output, predict=target is None)
+    targets = bk.to_numpy(pinned).astype(np.int64)
+    maps = explain(
+        model, x, target=targets, method=method, framework=framework, output=output, model_kwargs=model_kwargs,
+        seed=seed, max_batch=max_batch, **options,
     )  # fmt: skip
+    return maps, np.broadcast_to(targets.reshape(-1), (int(np.shape(maps)[0]),)).copy()

@@ -55,8 +55,9 @@ from xaikit.evaluate._common import (
     spearman,
     to_spatial,
 )
+from xaikit.evaluate._conventions import public
+from xaikit.evaluate._rerun import randomized_maps
 from xaikit.evaluate.completeness import PATH_METHODS
-from xaikit.evaluate.randomization_more import _randomized
 from xaikit.evaluate.registry import FAMILIES, METRICS, Metric, MetricContext, _has_weights
 from xaikit.xai.internal import check_max_batch, pin_targets, prepare
 from xaikit.xai.registry import canonical, method_names
@@ -141,7 +142,7 @@ class CompareResult:
         image = self.x if self.channel_axis is None else np.moveaxis(self.x, self.channel_axis, -1)
         methods = list(self.maps)
         t = self.table.set_index("method").loc[methods]
-        rows = [f"{_readable(m.name)} {'↑' if m.higher_is_better else '↓'}" for m in self.metrics]
+        rows = [f"{m.label} {'↑' if m.higher_is_better else '↓'}" for m in self.metrics]
         values = [t[m.name].to_numpy(dtype=np.float64) for m in self.metrics]
         ranks = [t[f"rank {m.name}"].to_numpy(dtype=np.float64) for m in self.metrics]
         rows.append("mean rank ↓")
@@ -163,11 +164,6 @@ class CompareResult:
 
     def __repr__(self) -> str:
         return f"CompareResult(methods={list(self.maps)}, metrics={[m.name for m in self.metrics]})\n{self.table}"
-
-
-def _readable(metric: str) -> str:
-    """``deletion_auc`` -> ``deletion AUC``."""
-    return " ".join("AUC" if w == "auc" else w for w in metric.split("_"))
 
 
 def _methods(methods: Any) -> list[tuple[str, str | None, Any]]:
@@ -306,15 +302,15 @@ def verdicts(
             low = np.nanmin(values) if metric.higher_is_better else np.nanmax(values)
             for m, v in zip(methods, values):
                 if v == top:
-                    best[m].append(metric.name)
+                    best[m].append(metric.label)
                 elif v == low:
-                    worst[m].append(metric.name)
+                    worst[m].append(metric.label)
         good, bad = _WORDS[family]
         for m in methods:
             if best[m]:
-                parts[m].append(f"{good} by {', '.join(map(_readable, best[m]))}")
+                parts[m].append(f"{good} by {', '.join(best[m])}")
             if worst[m]:
-                parts[m].append(f"{bad} by {', '.join(map(_readable, worst[m]))}")
+                parts[m].append(f"{bad} by {', '.join(worst[m])}")
     names = {m.name for m in metrics}
     for i, m in enumerate(methods):
         if "randomization" in names:
@@ -372,9 +368,10 @@ def _random_baseline(ctx: MetricContext) -> np.ndarray:
         return ctx.nan()
     bk = get_backend(ctx.model, ctx.framework)
     copies = [
-        _randomized(
-            bk, ctx.model, ctx.x, None, ctx.targets, ctx.method, ctx.framework, ctx.seed + k, ctx.max_batch,
-            0, None, dict(ctx.method_options), noise_seed=ctx.seed,
+        randomized_maps(
+            bk, ctx.model, ctx.x, ctx.targets, layers=None, method=ctx.method, seed=ctx.seed + k,
+            max_batch=ctx.max_batch, framework=ctx.framework, output=0, model_kwargs=None,
+            options=dict(ctx.method_options), noise_seed=ctx.seed,
         )[0]
         for k in (1, 2)
     ]  # fmt: skip
@@ -382,19 +379,20 @@ def _random_baseline(ctx: MetricContext) -> np.ndarray:
     return spearman(spatial[0], spatial[1])
 
 
+@public(old_order=("model", "x", "methods", "metrics", "mask", "target"))
 def compare(
     model: Any,
     x: Any,
     methods: Any = ("vanilla", "integrated"),
+    *,
     metrics: Any = None,
     mask: Any = None,
     target: Any = None,
-    *,
+    samples_in_figure: int = 4,
     seed: int = 0,
-    method_options: Mapping[str, Mapping[str, Any]] | None = None,
     max_batch: int | str = "auto",
     framework: str | None = None,
-    samples_in_figure: int = 4,
+    method_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> CompareResult:
     """Score several explanation methods with every metric, in one call.
 
@@ -410,12 +408,13 @@ def compare(
         mask: ground-truth object masks (B, H, W) (booleans or 0/1), for the localization metrics.
         target: the classes to explain and score (None = the model's predictions, pinned once
             for every method).
+        samples_in_figure: samples painted by :meth:`CompareResult.figure`.
         seed: the methods' noise and the metrics' draws.
-        method_options: method (label or name) -> its options, e.g.
-            ``{"integrated": {"nsamples": 32, "baseline": "black"}}``.
         max_batch: rows per forward pass, or ``"auto"``.
         framework: ``"torch"`` or ``"tf"`` for a plain-function model.
-        samples_in_figure: samples painted by :meth:`CompareResult.figure`.
+        method_options: the options of the methods, by method (label or name), e.g.
+            ``{"integrated": {"nsamples": 32, "baseline": "black"}}`` (several methods, so one
+            dict each; a single metric's ``method_options`` is the inner dict).
 
     Returns:
         A :class:`CompareResult`: ``.table``, ``.per_sample``, ``.verdicts``, ``.maps``,
@@ -441,10 +440,10 @@ def compare(
     seed = check_int(seed, "seed", 0)
     max_batch = check_max_batch(max_batch)
     bk = get_backend(model, framework)
-    shape, caxis = input_layout(x, bk)
+    shape, channel_axis = input_layout(x, bk)
     batch = shape[0]
-    spatial = spatial_shape(shape, caxis)
-    channels = shape[caxis] if caxis is not None else None
+    spatial = spatial_shape(shape, channel_axis)
+    channels = shape[channel_axis] if channel_axis is not None else None
     masks = None
     if mask is not None:
         from xaikit.evaluate.localization import _masks
@@ -485,11 +484,11 @@ def compare(
             dict(opts), None if delta is None else np.asarray(delta),
         )  # fmt: skip
         try:
-            mags = ctx.magnitudes
+            magnitudes = ctx.magnitudes
         except XaikitValueError as exc:
             raise XaikitValueError(f"methods[{label!r}]: {exc}") from None
         maps[label] = raw
-        display[label] = to_display(mags, None)
+        display[label] = to_display(magnitudes, None)
         scores[label] = {}
         for metric in chosen:
             s = np.asarray(metric.score(ctx), dtype=np.float64).reshape(-1)
@@ -531,7 +530,7 @@ def compare(
     custom_labels = [label for label, name, _ in entries if name is None]
     lines = verdicts(table, chosen, custom_labels, per_sample)
     return CompareResult(
-        table, per_sample, lines, maps, targets, chosen, x_host, caxis, display, samples_in_figure
+        table, per_sample, lines, maps, targets, chosen, x_host, channel_axis, display, samples_in_figure
     )
 
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitValueError
-from xaikit.xai.registry import canonical
+from xaikit.evaluate._common import RESERVED, check_method_options
+from xaikit.evaluate._conventions import check_method, public
 
 __all__ = ["CompletenessResult", "completeness"]
 
@@ -52,8 +53,19 @@ class CompletenessResult:
         )
 
 
+@public(old_order=("model", "x", "method", "target"))
 def completeness(
-    model: Any, x: Any, method: str = "integrated", target: Any = None, **options: Any
+    model: Any,
+    x: Any,
+    method: str = "integrated",
+    *,
+    target: Any = None,
+    seed: int = 0,
+    max_batch: int | str = "auto",
+    framework: str | None = None,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+    method_options: dict[str, Any] | None = None,
 ) -> CompletenessResult:
     """How far IG-based attributions are from adding up to f(x) - f(baseline).
 
@@ -65,9 +77,12 @@ def completeness(
             fully blurred image), ``"guided_ig"`` or ``"expected_gradients"`` (complete in
             expectation over the reference draws: the delta shrinks like 1 / sqrt(nsamples)).
         target: classes (None = the prediction, pinned).
-        **options: options of :func:`xaikit.xai.explain` (``nsamples``, ``baseline``,
-            ``quadrature``, ``seed``, ``max_batch``, ``output`` to pick the model output,
-            ``model_kwargs`` for extra forward arguments, ...).
+        seed: the seed of the method (Expected Gradients' reference draws, SmInt's noise).
+        max_batch: rows per pass of the method, or ``"auto"``.
+        framework: ``"torch"`` or ``"tf"`` for a plain-function model.
+        output: which model output to explain when the model returns several.
+        model_kwargs: extra keyword arguments of the model's forward call.
+        method_options: options of the method (``nsamples``, ``baseline``, ``quadrature``, ...).
 
     Returns:
         A :class:`CompletenessResult`; ``.summary`` has the mean / max absolute and relative delta.
@@ -75,11 +90,14 @@ def completeness(
     Example:
         >>> import torch
         >>> model = torch.nn.Linear(4, 3)
-        >>> r = completeness(model, torch.rand(2, 4), nsamples=8, baseline="zeros")
+        >>> r = completeness(model, torch.rand(2, 4), method_options={"nsamples": 8, "baseline": "zeros"})
         >>> r.summary["max_abs"] < 1e-5
         True
     """
-    name = canonical(method)
+    name = check_method(method)
+    options = check_method_options(
+        method_options, {**RESERVED, "return_delta": "nothing: completeness asks for the delta itself"}
+    )
     if name not in PATH_METHODS:
         raise XaikitValueError(
             f"completeness applies to path methods {', '.join(map(repr, PATH_METHODS))}; got method {method!r}"
@@ -93,7 +111,10 @@ def completeness(
         options["magnitude"] = False
     from xaikit.xai import explain
 
-    attr, delta = explain(model, x, target=target, method=name, return_delta=True, **options)
+    attr, delta = explain(
+        model, x, target=target, method=name, framework=framework, seed=seed, max_batch=max_batch, output=output,
+        model_kwargs=model_kwargs, return_delta=True, **options,
+    )  # fmt: skip
     arrays = attr if isinstance(attr, list) else [attr]
     total = sum(np.asarray(a, dtype=np.float64).reshape(a.shape[0], -1).sum(axis=1) for a in arrays)
     delta = np.asarray(delta, dtype=np.float64)

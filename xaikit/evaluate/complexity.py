@@ -23,18 +23,17 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import check_method_options, host
+from xaikit.evaluate._common import host, maps_alone_or_explain
+from xaikit.evaluate._conventions import public
 
 __all__ = ["CHANNELS", "ComplexityResult", "SparsenessResult", "complexity", "sparseness"]
 
 #: how the channels of a multi-channel map are treated by :func:`sparseness` and :func:`complexity`
 CHANNELS = ("sum", "flatten")
 
-_RESERVED = {
-    "target": "the target argument",
-    "method": "the saliency argument",
-    "framework": "the framework argument",
-}
+#: the positional parameters of :func:`sparseness` and :func:`complexity` before the options
+#: became keyword-only: ``complexity(maps, model, x)`` is now ``complexity(maps, model=, x=)``
+_OLD_ORDER = ("saliency", "model", "x", "target")
 
 
 @dataclass
@@ -74,51 +73,17 @@ class ComplexityResult:
         return float(ok.mean()) if ok.size else float("nan")
 
 
-def _flat_magnitudes(
-    saliency: Any,
-    model: Any,
-    x: Any,
-    target: Any,
-    channels: str,
-    seed: int,
-    framework: str | None,
-    method_options: dict[str, Any] | None,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """(B, n) magnitudes of the maps (computed first when ``saliency`` is a method name)."""
+def _check_channels(channels: Any) -> str:
     if not isinstance(channels, str) or channels not in CHANNELS:
         raise XaikitValueError(
             f"channels must be one of {', '.join(map(repr, CHANNELS))}; got "
             + (repr(channels) if isinstance(channels, str) else describe(channels))
         )
-    targets = None
-    if isinstance(saliency, str):
-        from xaikit.xai import explain
-        from xaikit.xai.registry import canonical
+    return channels
 
-        name = canonical(saliency, "saliency")
-        options = check_method_options(method_options, _RESERVED)
-        if model is None or x is None:
-            raise XaikitValueError(
-                f"saliency={saliency!r} is a method name: pass model= and x= to compute it; got "
-                f"model={describe(model)}, x={describe(x)}"
-            )
-        if target is None:
-            from xaikit.backend import get_backend
-            from xaikit.xai.internal import pin_targets, prepare
 
-            bk = get_backend(model, framework)
-            inp = prepare(bk, model, [x], ["x"], model_kwargs=options.get("model_kwargs"))
-            with bk.inference(model):
-                pinned, _ = pin_targets(inp, None, options.get("output", 0))
-            target = bk.to_numpy(pinned).astype(np.int64)
-        options = {"seed": seed, **options}
-        saliency = explain(model, x, target=target, method=name, framework=framework, **options)
-        targets = np.broadcast_to(np.asarray(target, dtype=np.int64), (np.shape(saliency)[0],)).copy()
-    elif model is not None or x is not None or method_options:
-        raise XaikitValueError(
-            "model, x and method_options apply only when saliency is a method name; got maps "
-            f"({describe(saliency)})"
-        )
+def _flat_magnitudes(saliency: Any, channels: str) -> np.ndarray:
+    """(B, n) magnitudes of the maps."""
     arr = host(saliency, "saliency").astype(np.float64)
     if arr.ndim < 2 or arr.shape[0] == 0:
         raise XaikitValueError(f"saliency must be a batch of maps (B, ...); got {describe(saliency)}")
@@ -134,7 +99,7 @@ def _flat_magnitudes(
                 "last: pass (B, H, W) maps, or channels='flatten' to score every value"
             )
         mag = mag.sum(axis=axis)
-    return mag.reshape(mag.shape[0], -1), targets
+    return mag.reshape(mag.shape[0], -1)
 
 
 def gini(values: np.ndarray) -> np.ndarray:
@@ -153,15 +118,19 @@ def gini(values: np.ndarray) -> np.ndarray:
     return np.where(total > 0, out, 0.0)
 
 
+@public(old_order=_OLD_ORDER)
 def sparseness(
     saliency: Any,
+    *,
+    channels: str = "sum",
     model: Any = None,
     x: Any = None,
     target: Any = None,
-    *,
-    channels: str = "sum",
     seed: int = 0,
+    max_batch: int | str = "auto",
     framework: str | None = None,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
     method_options: dict[str, Any] | None = None,
 ) -> SparsenessResult:
     r"""Sparseness of each map: the Gini index of its magnitudes (higher = sparser).
@@ -178,15 +147,18 @@ def sparseness(
             attributions or display masks; a 4-axis map's channel axis is the one of at most 4
             at either end, the last when both qualify), or a method name computed on ``model``
             and ``x``.
-        model: with a method name: the model to explain.
-        x: with a method name: the input batch.
-        target: with a method name: the classes explained (None: the prediction).
         channels: ``"sum"`` (default): the magnitudes of a multi-channel map are summed over its
             channels first, one value per pixel, like every other xaikit evaluation. ``"flatten"``:
             every value counts on its own, as Quantus does with a multi-channel map (Quantus
             flattens whatever it is given; give it ``(B, 1, H, W)`` maps to score pixels).
+        model: with a method name: the model to explain.
+        x: with a method name: the input batch.
+        target: with a method name: the classes explained (None: the prediction, pinned).
         seed: with a method name: the seed of the method.
+        max_batch: with a method name: rows per pass of the method, or ``"auto"``.
         framework: with a method name: ``"torch"`` or ``"tf"`` for a plain-function model.
+        output: with a method name: which model output to explain when the model returns several.
+        model_kwargs: with a method name: extra keyword arguments of the model's forward call.
         method_options: with a method name: the options of the method.
 
     Returns:
@@ -197,19 +169,28 @@ def sparseness(
         >>> sparseness(maps).scores.round(4).tolist()
         [0.0, 0.9375]
     """
-    flat, targets = _flat_magnitudes(saliency, model, x, target, channels, seed, framework, method_options)
+    _check_channels(channels)
+    maps, targets = maps_alone_or_explain(
+        saliency, model=model, x=x, target=target, seed=seed, max_batch=max_batch, framework=framework,
+        output=output, model_kwargs=model_kwargs, method_options=method_options,
+    )  # fmt: skip
+    flat = _flat_magnitudes(maps, channels)
     return SparsenessResult(gini(flat), targets)
 
 
+@public(old_order=_OLD_ORDER)
 def complexity(
     saliency: Any,
+    *,
+    channels: str = "sum",
     model: Any = None,
     x: Any = None,
     target: Any = None,
-    *,
-    channels: str = "sum",
     seed: int = 0,
+    max_batch: int | str = "auto",
     framework: str | None = None,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
     method_options: dict[str, Any] | None = None,
 ) -> ComplexityResult:
     r"""Complexity of each map: the entropy of its normalized magnitudes (lower = simpler).
@@ -224,13 +205,16 @@ def complexity(
     Args:
         saliency: one map per sample, ``(B, H, W)``, ``(B, C, H, W)`` or ``(B, H, W, C)``, or a
             method name computed on ``model`` and ``x``.
-        model: with a method name: the model to explain.
-        x: with a method name: the input batch.
-        target: with a method name: the classes explained (None: the prediction).
         channels: ``"sum"`` (default, one value per pixel) or ``"flatten"`` (every value, as
             Quantus does with a multi-channel map); see :func:`sparseness`.
+        model: with a method name: the model to explain.
+        x: with a method name: the input batch.
+        target: with a method name: the classes explained (None: the prediction, pinned).
         seed: with a method name: the seed of the method.
+        max_batch: with a method name: rows per pass of the method, or ``"auto"``.
         framework: with a method name: ``"torch"`` or ``"tf"`` for a plain-function model.
+        output: with a method name: which model output to explain when the model returns several.
+        model_kwargs: with a method name: extra keyword arguments of the model's forward call.
         method_options: with a method name: the options of the method.
 
     Returns:
@@ -241,7 +225,12 @@ def complexity(
         >>> complexity(maps).scores.round(4).tolist()  # log(16) = 2.7726
         [2.7726, 0.0]
     """
-    flat, targets = _flat_magnitudes(saliency, model, x, target, channels, seed, framework, method_options)
+    _check_channels(channels)
+    maps, targets = maps_alone_or_explain(
+        saliency, model=model, x=x, target=target, seed=seed, max_batch=max_batch, framework=framework,
+        output=output, model_kwargs=model_kwargs, method_options=method_options,
+    )  # fmt: skip
+    flat = _flat_magnitudes(maps, channels)
     total = flat.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = flat / total

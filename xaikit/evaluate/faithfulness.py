@@ -12,7 +12,7 @@ faithfulness correlation.
   and the score lost when it is set to a baseline.
 
 Every perturbed row is scored by the chunked forward passes of
-:func:`xaikit.xai._engine.forward_scores` (``max_batch`` rows at a time, never one pass per
+:func:`xaikit.xai.internal.forward_scores` (``max_batch`` rows at a time, never one pass per
 sample or step); the clean inputs go first in the same row space. The model is left unchanged.
 """
 
@@ -29,6 +29,7 @@ from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
+from xaikit.evaluate._conventions import public
 from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
 from xaikit.layout import Move, move, move_back
 from xaikit.xai.internal import (
@@ -59,14 +60,6 @@ ROAD_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 #: ROAD's pixel orders
 ORDERS = ("morf", "lerf", "both")
 
-_RESERVED = {
-    "target": "the target argument",
-    "method": "the saliency argument",
-    "output": "the output argument",
-    "model_kwargs": "the model_kwargs argument",
-    "framework": "the framework argument",
-}
-
 #: the 8-neighbourhood of the noisy linear imputation: (row offset, column offset, weight);
 #: direct neighbours weigh 1/6, diagonal ones 1/12 (Rong et al.; the weights sum to 1)
 _NEIGHBOURS = tuple(
@@ -81,11 +74,11 @@ class _Run:
 
     bk: Backend
     shape: tuple[int, ...]
-    caxis: int | None
+    channel_axis: int | None
     spatial: tuple[int, ...]
     inp: Inputs
     xt: T
-    how: Move | None
+    layout_move: Move | None
     device: Any
     saliency: np.ndarray
     chunk: Callable[[int], int]
@@ -96,15 +89,15 @@ class _Run:
 
     @property
     def channels(self) -> int | None:
-        return self.shape[self.caxis] if self.caxis is not None else None
+        return self.shape[self.channel_axis] if self.channel_axis is not None else None
 
     def x_host(self) -> np.ndarray:
         """x in its own layout, float64."""
-        return np.asarray(move_back(self.bk.to_numpy(self.xt), self.how), dtype=np.float64)
+        return np.asarray(move_back(self.bk.to_numpy(self.xt), self.layout_move), dtype=np.float64)
 
     def upload(self, arr: np.ndarray) -> T:
         """A host batch in x's layout -> a tensor in the model's layout on its device."""
-        return self.bk.as_tensor(move(arr, self.how), self.device, self.inp.dtype)
+        return self.bk.as_tensor(move(arr, self.layout_move), self.device, self.inp.dtype)
 
 
 def _start(
@@ -121,12 +114,12 @@ def _start(
 ) -> _Run:
     seed = check_int(seed, "seed", 0)
     bk = get_backend(model, framework)
-    shape, caxis = input_layout(x, bk)
+    shape, channel_axis = input_layout(x, bk)
     saliency = maps_or_explain(
         model, x, saliency, target, seed=seed, max_batch=max_batch, output=output, model_kwargs=model_kwargs,
-        framework=framework, method_options=method_options, reserved=_RESERVED,
+        framework=framework, method_options=method_options,
     )  # fmt: skip
-    sal = host(saliency, "saliency")
+    maps = host(saliency, "saliency")
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     xt = inp.tensors[0]
     device = getattr(xt, "device", None)
@@ -138,7 +131,18 @@ def _start(
         )
         return max(1, min(rows, total))
 
-    return _Run(bk, shape, caxis, spatial_shape(shape, caxis), inp, xt, inp.moves[0], device, sal, chunk)
+    return _Run(
+        bk,
+        shape,
+        channel_axis,
+        spatial_shape(shape, channel_axis),
+        inp,
+        xt,
+        inp.moves[0],
+        device,
+        maps,
+        chunk,
+    )
 
 
 def _spatial_map(run: _Run, absolute: bool) -> np.ndarray:
@@ -148,15 +152,15 @@ def _spatial_map(run: _Run, absolute: bool) -> np.ndarray:
 
 def _full_map(run: _Run) -> np.ndarray:
     """The map in x's full shape: as given, or a one-channel map repeated over the channels."""
-    sal = run.saliency.astype(np.float64)
-    if sal.shape == run.shape:
-        if not np.all(np.isfinite(sal)):
+    maps = run.saliency.astype(np.float64)
+    if maps.shape == run.shape:
+        if not np.all(np.isfinite(maps)):
             raise XaikitValueError("saliency holds NaN or infinite values")
-        return sal
-    if run.caxis is None:
+        return maps
+    if run.channel_axis is None:
         raise XaikitValueError(f"saliency must have x's shape {run.shape}; got {describe(run.saliency)}")
-    smap = to_spatial(sal, run.spatial, run.batch, channels=1, absolute=False)
-    return np.broadcast_to(np.expand_dims(smap, run.caxis), run.shape).copy()
+    smap = to_spatial(maps, run.spatial, run.batch, channels=1, absolute=False)
+    return np.broadcast_to(np.expand_dims(smap, run.channel_axis), run.shape).copy()
 
 
 def _stash_scores(
@@ -330,21 +334,22 @@ class _NoiseStream:
             self.saved = {r0: self.rs.get_state()}
 
 
+@public(renamed={"noise": "stdev"}, old_order=("model", "x", "saliency", "target"))
 def road(
     model: Any,
     x: Any,
     saliency: Any,
-    target: Any = None,
     *,
+    target: Any = None,
     fractions: Any = ROAD_FRACTIONS,
     order: str = "morf",
-    noise: float = 0.01,
+    stdev: float = 0.01,
     rank: str = "auto",
     seed: int = 0,
     max_batch: int | str = "auto",
+    framework: str | None = None,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
-    framework: str | None = None,
     method_options: dict[str, Any] | None = None,
 ) -> ROADResult:
     """ROAD: remove the most (or least) relevant pixels, impute them, and watch the prediction.
@@ -352,8 +357,8 @@ def road(
     For each fraction p the ``floor(p * pixels)`` first pixels of the order are removed and
     filled by a noisy linear imputation: every removed pixel is the weighted mean of its 8
     neighbours (1/6 direct, 1/12 diagonal; known or imputed, one sparse linear system per image,
-    solved on the host with scipy), plus Gaussian noise of std ``noise``. All ``F x B`` (x 2 for
-    ``"both"``) imputed images are scored in chunked forward passes.
+    solved on the host with scipy), plus Gaussian noise of standard deviation ``stdev``. All
+    ``F x B`` (x 2 for ``"both"``) imputed images are scored in chunked forward passes.
 
     Quantus's ``ROAD`` (0.6) is this metric with ``order="morf"`` and percentages ``100 * p``;
     it returns the accuracy per percentage (:attr:`ROADCurve.accuracy` here). Its noise comes
@@ -371,14 +376,15 @@ def road(
         fractions: the fractions of pixels to remove, each in [0, 1) (default 0.1, ..., 0.9;
             Quantus's default is 1 %, 3 %, ..., 99 %).
         order: ``"morf"`` (most relevant first), ``"lerf"`` (least relevant first) or ``"both"``.
-        noise: the std of the Gaussian noise added to the imputed values (0: none).
+        stdev: the standard deviation of the Gaussian noise added to the imputed values, in the
+            input's units (0: none; Rong et al.'s and Quantus's ``noise``).
         rank: how pixels are ordered, as in :func:`~xaikit.evaluate.deletion` (``"auto"``:
             by the signed map when it holds a negative value, else by magnitude).
         seed: the noise stream and the order of tied pixels.
         max_batch: rows per forward pass, or ``"auto"``.
+        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         output: which model output to score when the model returns several.
         model_kwargs: extra keyword arguments of the model's call (per-sample values follow the rows).
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         method_options: options of the method when ``saliency`` is a method name.
 
     Returns:
@@ -392,10 +398,10 @@ def road(
         >>> res.morf.scores.shape, res.counts.tolist(), res.scores.shape
         ((3, 2), [4, 8], (3,))
     """
-    fr = _check_fractions(fractions)
+    fraction_values = _check_fractions(fractions)
     if not isinstance(order, str) or order not in ORDERS:
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {describe(order)}")
-    noise = check_number(noise, "noise", 0.0)
+    stdev = check_number(stdev, "stdev", 0.0)
     check_rank(rank)
     output = check_output(output)
     max_batch = check_max_batch(max_batch)
@@ -408,18 +414,20 @@ def road(
     smap = _spatial_map(run, absolute=rank == "magnitude")
     height, width = run.spatial
     n_pixels = height * width
-    counts = np.floor(np.round(fr * n_pixels, 6)).astype(np.int64)
+    counts = np.floor(np.round(fraction_values * n_pixels, 6)).astype(np.int64)
     batch = run.batch
     orders = ["morf", "lerf"] if order == "both" else [order]
     flat = smap.reshape(batch, -1)
     lists = {
         o: np.argsort(rank_positions(flat if o == "morf" else -flat, seed), axis=1) for o in orders
     }  # per sample, the pixels in removal order
-    xh = run.x_host()
-    caxis = run.caxis
-    planes = (xh[:, None] if caxis is None else np.moveaxis(xh, caxis, 1)).reshape(batch, -1, n_pixels)
+    x_values = run.x_host()
+    channel_axis = run.channel_axis
+    planes = (x_values[:, None] if channel_axis is None else np.moveaxis(x_values, channel_axis, 1)).reshape(
+        batch, -1, n_pixels
+    )
     streams = {o: _NoiseStream(seed) for o in orders}
-    per_order = len(fr) * batch
+    per_order = len(fraction_values) * batch
     total = per_order * len(orders)
     sizes: list[int] = []
     predicted: list[np.ndarray] = []
@@ -436,11 +444,13 @@ def road(
             removed = lists[o][b : b + m, :k]
             imgs = planes[b : b + m].copy()
             values = _impute_many(imgs, removed, height, width)
-            for i in range(m):  # drawn also for noise=0: the stream stays Quantus's
+            for i in range(m):  # drawn also for stdev=0: the stream stays Quantus's
                 draw = streams[o].rs.randn(*values[i].shape)
-                imgs[i][:, removed[i]] = values[i] + noise * draw
+                imgs[i][:, removed[i]] = values[i] + stdev * draw
             grid = imgs.reshape((m, -1, height, width))
-            out[r - r0 : r - r0 + m] = grid[:, 0] if caxis is None else np.moveaxis(grid, 1, caxis)
+            out[r - r0 : r - r0 + m] = (
+                grid[:, 0] if channel_axis is None else np.moveaxis(grid, 1, channel_axis)
+            )
             r += m
         return out
 
@@ -454,35 +464,41 @@ def road(
             return [run.upload(images(r0, r1))], run.bk.gather(targets, idx)
 
         flat_scores = _stash_scores(run, model, rows_fn, total, output, sizes, predicted)
-    tg = run.bk.to_numpy(targets).astype(np.int64)
-    pred = np.concatenate(predicted)
+    classes = run.bk.to_numpy(targets).astype(np.int64)
+    predictions = np.concatenate(predicted)
     curves: dict[str, ROADCurve] = {}
     for k, o in enumerate(orders):
-        sl = slice(k * per_order, (k + 1) * per_order)
-        sc = flat_scores[sl].reshape(len(fr), batch).T
-        ok = pred[sl].reshape(len(fr), batch).T == tg[:, None]
-        curves[o] = ROADCurve(o, sc, ok)
+        rows = slice(k * per_order, (k + 1) * per_order)
+        curve_scores = flat_scores[rows].reshape(len(fraction_values), batch).T
+        still_right = predictions[rows].reshape(len(fraction_values), batch).T == classes[:, None]
+        curves[o] = ROADCurve(o, curve_scores, still_right)
     morf, lerf = curves.get("morf"), curves.get("lerf")
     if morf is not None and lerf is not None:
         scores = lerf.mean_score - morf.mean_score
     else:
         scores = (morf or lerf).mean_score  # type: ignore[union-attr]
-    return ROADResult(order, fr, counts, morf, lerf, scores, tg, sizes)
+    return ROADResult(order, fraction_values, counts, morf, lerf, scores, classes, sizes)
 
 
 def _check_fractions(fractions: Any) -> np.ndarray:
     try:
-        fr = np.asarray(fractions, dtype=np.float64)
+        values = np.asarray(fractions, dtype=np.float64)
     except (TypeError, ValueError):
         raise XaikitTypeError(
             f"fractions must be a sequence of numbers in [0, 1); got {describe(fractions)}"
         ) from None
-    if fr.ndim != 1 or fr.size == 0 or not np.all(np.isfinite(fr)) or np.any(fr < 0) or np.any(fr >= 1):
+    if (
+        values.ndim != 1
+        or values.size == 0
+        or not np.all(np.isfinite(values))
+        or np.any(values < 0)
+        or np.any(values >= 1)
+    ):
         raise XaikitValueError(
             f"fractions must be a non-empty sequence of numbers in [0, 1) (1 would remove every pixel, "
             f"leaving nothing to impute from); got {describe(fractions)}"
         )
-    return fr
+    return values
 
 
 # ---- infidelity ----------------------------------------------------------------------------------------
@@ -494,8 +510,8 @@ class InfidelityResult:
     Attributes:
         scores: (B,) the infidelity.
         beta: (B,) the scale applied to the attribution (1 without ``normalize``).
-        dots: (B, n_perturb) ``attribution . I`` for each perturbation I.
-        deltas: (B, n_perturb) ``f(x) - f(x - I)``.
+        dots: (B, nsamples) ``attribution . I`` for each perturbation I.
+        deltas: (B, nsamples) ``f(x) - f(x - I)``.
         targets: (B,) the class whose score is used.
         chunks: rows of each forward pass.
         normalize: whether the attribution was optimally rescaled (``beta``).
@@ -519,21 +535,22 @@ def _seed_of(seed: int, j: int) -> int:
     return int(np.random.SeedSequence([seed, j]).generate_state(1, np.uint32)[0] >> 1)
 
 
+@public(old_order=("model", "x", "saliency", "target"))
 def infidelity(
     model: Any,
     x: Any,
     saliency: Any,
-    target: Any = None,
     *,
+    target: Any = None,
     perturbation: Any = "gaussian",
-    n_perturb: int | None = None,
+    nsamples: int | None = None,
     stdev: float = 0.1,
     normalize: bool = True,
     seed: int = 0,
     max_batch: int | str = "auto",
+    framework: str | None = None,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
-    framework: str | None = None,
     method_options: dict[str, Any] | None = None,
 ) -> InfidelityResult:
     """Infidelity (Yeh et al., 2019) as ``captum.metrics.infidelity`` computes it.
@@ -543,7 +560,7 @@ def infidelity(
     rescaled by the least-squares ``beta = E[(a . I) Δf] / E[(a . I)^2]`` (captum's
     ``normalize=True``; 1 when the denominator is 0), so the value does not change when ``a`` is
     scaled; without it ``beta = 1``. Perturbations are built on the device and all
-    ``(n_perturb + 1) x B`` rows are scored in chunked forward passes.
+    ``(nsamples + 1) x B`` rows are scored in chunked forward passes.
 
     Quantus's ``Infidelity`` (0.6) measures something else under the same name: it
     removes square patches (default 4x4) to a black baseline one after another, *cumulatively*,
@@ -560,16 +577,16 @@ def infidelity(
         target: class per sample (or one for all); None = the model's prediction on x.
         perturbation: ``"gaussian"`` (``I ~ N(0, stdev^2)`` per input element, drawn on the
             device from ``seed``, one draw per perturbation index, so any chunking gives the
-            same rows), or an array (n_perturb, *x.shape) of explicit perturbations in x's layout.
-        n_perturb: perturbations per sample (default 10, captum's default; for an array, its
-            first axis).
+            same rows), or an array (nsamples, *x.shape) of explicit perturbations in x's layout.
+        nsamples: perturbations per sample (default 10, captum's ``n_perturb_samples``; for an
+            array, its first axis).
         stdev: the std of the Gaussian perturbations.
         normalize: rescale the attribution by the optimal ``beta`` (see above).
         seed: the Gaussian perturbations.
         max_batch: rows per forward pass, or ``"auto"``.
+        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         output: which model output to score when the model returns several.
         model_kwargs: extra keyword arguments of the model's call.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         method_options: options of the method when ``saliency`` is a method name.
 
     Returns:
@@ -580,7 +597,7 @@ def infidelity(
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 2, bias=False))
         >>> x = torch.rand(2, 1, 2, 2)
         >>> exact = model[1].weight[0].detach().reshape(1, 1, 2, 2).repeat(2, 1, 1, 1)
-        >>> res = infidelity(model, x, exact, target=0, n_perturb=5)  # a linear model's gradient
+        >>> res = infidelity(model, x, exact, target=0, nsamples=5)  # a linear model's gradient
         >>> bool(res.scores.max() < 1e-10), res.dots.shape
         (True, (2, 5))
     """
@@ -593,13 +610,13 @@ def infidelity(
             raise XaikitValueError(
                 f"perturbation must be 'gaussian' or an array of perturbations; got {perturbation!r}"
             )
-        n = 10 if n_perturb is None else check_int(n_perturb, "n_perturb", 1)
+        n = 10 if nsamples is None else check_int(nsamples, "nsamples", 1)
     else:
         explicit = host(perturbation, "perturbation").astype(np.float64)
-        n = check_int(n_perturb, "n_perturb", 1, allow_none=True) or explicit.shape[0]
+        n = check_int(nsamples, "nsamples", 1, allow_none=True) or explicit.shape[0]
         if explicit.ndim < 1 or explicit.shape[0] != n:
             raise XaikitValueError(
-                f"perturbation must be 'gaussian' or an array (n_perturb={n}, *x.shape); got {describe(perturbation)}"
+                f"perturbation must be 'gaussian' or an array (nsamples={n}, *x.shape); got {describe(perturbation)}"
             )
     output = check_output(output)
     max_batch = check_max_batch(max_batch)
@@ -609,7 +626,7 @@ def infidelity(
     if explicit is not None:
         if explicit.shape[1:] != run.shape:
             raise XaikitValueError(
-                f"perturbation must be an array (n_perturb, *x.shape) = ({n}, {', '.join(map(str, run.shape))}); "
+                f"perturbation must be an array (nsamples, *x.shape) = ({n}, {', '.join(map(str, run.shape))}); "
                 f"got {describe(perturbation)}"
             )
         if not np.all(np.isfinite(explicit)):
@@ -670,9 +687,9 @@ class FaithfulnessCorrelationResult:
 
     Attributes:
         scores: (B,) Pearson correlation between :attr:`attribution_sums` and :attr:`deltas`.
-        attribution_sums: (B, n_runs) the attribution inside each subset.
-        deltas: (B, n_runs) ``f(x) - f(x with the subset set to the baseline)``.
-        subsets: (n_runs, B, subset_size) the flat pixel indices (row-major) of each subset.
+        attribution_sums: (B, nsamples) the attribution inside each subset.
+        deltas: (B, nsamples) ``f(x) - f(x with the subset set to the baseline)``.
+        subsets: (nsamples, B, subset_size) the flat pixel indices (row-major) of each subset.
         targets: (B,) the class whose score is used.
         chunks: rows of each forward pass.
     """
@@ -700,30 +717,31 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+@public(old_order=("model", "x", "saliency", "target"))
 def faithfulness_correlation(
     model: Any,
     x: Any,
     saliency: Any,
-    target: Any = None,
     *,
+    target: Any = None,
     subset_size: int = 224,
-    n_runs: int = 100,
+    nsamples: int = 100,
     baseline: Any = "black",
     subsets: Any = None,
     seed: int = 0,
     max_batch: int | str = "auto",
+    framework: str | None = None,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
-    framework: str | None = None,
     method_options: dict[str, Any] | None = None,
 ) -> FaithfulnessCorrelationResult:
     """Faithfulness correlation (Bhatt et al., 2020): do the pixels the map credits matter?
 
-    Over ``n_runs`` random subsets S of ``subset_size`` pixels (all channels of a pixel), the
+    Over ``nsamples`` random subsets S of ``subset_size`` pixels (all channels of a pixel), the
     Pearson correlation between ``sum_{i in S} a_i`` (the map, channels summed with their
     signs) and ``f(x) - f(x_S)``, where ``x_S`` has S set to the baseline. Subsets are drawn
     from ``np.random.default_rng(seed)`` (``choice`` without replacement, run after run, sample
-    after sample); all ``(n_runs + 1) x B`` rows are scored in chunked forward passes.
+    after sample); all ``(nsamples + 1) x B`` rows are scored in chunked forward passes.
 
     Quantus's ``FaithfulnessCorrelation`` (0.6) is the same quantity (its defaults: 100 runs,
     224 features, ``"black"`` = the sample's minimum), but it draws features (channel elements),
@@ -736,17 +754,18 @@ def faithfulness_correlation(
         saliency: one map per sample (shapes as in :func:`~xaikit.evaluate.deletion`) or a method name.
         target: class per sample (or one for all); None = the model's prediction on x.
         subset_size: pixels per subset (at most the pixel count).
-        n_runs: subsets per sample (at least 2: a correlation needs two points).
+        nsamples: random subsets per sample (at least 2: a correlation needs two points;
+            Quantus's ``nr_runs``).
         baseline: what a pixel of S becomes: ``"black"`` (the sample's minimum), ``"zeros"``,
             ``"mean"`` (the sample's mean colour), ``"blur"`` or an array broadcastable to x.
-        subsets: explicit subsets instead of random ones: ints (n_runs, B, subset_size), flat
-            row-major pixel indices, distinct within a subset (``n_runs`` and ``subset_size``
+        subsets: explicit subsets instead of random ones: ints (nsamples, B, subset_size), flat
+            row-major pixel indices, distinct within a subset (``nsamples`` and ``subset_size``
             are then read from it).
         seed: the random subsets.
         max_batch: rows per forward pass, or ``"auto"``.
+        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         output: which model output to score when the model returns several.
         model_kwargs: extra keyword arguments of the model's call.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         method_options: options of the method when ``saliency`` is a method name.
 
     Returns:
@@ -757,7 +776,7 @@ def faithfulness_correlation(
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2, bias=False))
         >>> x = torch.rand(2, 1, 4, 4)
         >>> w = model[1].weight[0].detach().reshape(1, 1, 4, 4)
-        >>> res = faithfulness_correlation(model, x, w * x, target=0, subset_size=4, n_runs=20, baseline="zeros")
+        >>> res = faithfulness_correlation(model, x, w * x, target=0, subset_size=4, nsamples=20, baseline="zeros")
         >>> res.scores.round(6).tolist()  # gradient x input of a linear model: exactly 1
         [1.0, 1.0]
     """
@@ -766,7 +785,7 @@ def faithfulness_correlation(
     max_batch = check_max_batch(max_batch)
     if subsets is None:
         subset_size = check_int(subset_size, "subset_size", 1)
-        n_runs = check_int(n_runs, "n_runs", 2)
+        nsamples = check_int(nsamples, "nsamples", 2)
     run = _start(model, x, saliency, target, seed, max_batch, output, model_kwargs, framework, method_options)
     batch, bk = run.batch, run.bk
     smap = _spatial_map(run, absolute=False).reshape(batch, -1)
@@ -777,21 +796,21 @@ def faithfulness_correlation(
                 f"subset_size must be at most the {n_pixels} pixels of a sample; got {subset_size}"
             )
         rng = np.random.default_rng(seed)
-        sub = np.stack(
+        pixel_sets = np.stack(
             [
                 np.stack([rng.choice(n_pixels, subset_size, replace=False) for _ in range(batch)])
-                for _ in range(n_runs)
+                for _ in range(nsamples)
             ]
         )
     else:
-        sub = _check_subsets(subsets, batch, n_pixels)
-        n_runs = sub.shape[0]
-    att = np.take_along_axis(smap[None], sub, axis=2).sum(axis=2).T  # (B, n_runs)
+        pixel_sets = _check_subsets(subsets, batch, n_pixels)
+        nsamples = pixel_sets.shape[0]
+    sums = np.take_along_axis(smap[None], pixel_sets, axis=2).sum(axis=2).T  # (B, nsamples)
     if not isinstance(baseline, str):
         baseline = host(baseline, "baseline")
-    base_t = run.upload(baseline_values(run.x_host(), baseline, run.caxis))
-    caxis = run.caxis
-    total = (n_runs + 1) * batch
+    base_t = run.upload(baseline_values(run.x_host(), baseline, run.channel_axis))
+    channel_axis = run.channel_axis
+    total = (nsamples + 1) * batch
     sizes: list[int] = []
 
     with bk.inference(model):
@@ -802,15 +821,15 @@ def faithfulness_correlation(
             keep = np.ones((r1 - r0, n_pixels), dtype=np.float32)  # 0: set to the baseline
             pert = r >= batch
             j = r[pert] // batch - 1
-            keep[np.nonzero(pert)[0][:, None], sub[j, r[pert] % batch]] = 0.0
+            keep[np.nonzero(pert)[0][:, None], pixel_sets[j, r[pert] % batch]] = 0.0
             keep = keep.reshape((r1 - r0,) + run.spatial)
-            if caxis is not None:
-                keep = np.expand_dims(keep, caxis)
+            if channel_axis is not None:
+                keep = np.expand_dims(keep, channel_axis)
             idx = bk.index(r % batch, run.device)
             rows = bk.eval.blend(
                 bk.gather(run.xt, idx),
                 bk.gather(base_t, idx),
-                bk.as_tensor(move(keep, run.how), run.device, "float32"),
+                bk.as_tensor(move(keep, run.layout_move), run.device, "float32"),
                 bk.as_tensor(
                     np.full((r1 - r0,) + (1,) * (len(run.shape) - 1), 0.5, np.float32), run.device, "float32"
                 ),
@@ -819,25 +838,30 @@ def faithfulness_correlation(
             return [rows], bk.gather(targets, idx)
 
         flat = _stash_scores(run, model, rows_fn, total, output, sizes)
-    deltas = (flat[None, :batch] - flat[batch:].reshape(n_runs, batch)).T
+    deltas = (flat[None, :batch] - flat[batch:].reshape(nsamples, batch)).T
     return FaithfulnessCorrelationResult(
-        _pearson(att, deltas), att, deltas, sub, bk.to_numpy(targets).astype(np.int64), sizes
+        _pearson(sums, deltas), sums, deltas, pixel_sets, bk.to_numpy(targets).astype(np.int64), sizes
     )
 
 
 def _check_subsets(subsets: Any, batch: int, n_pixels: int) -> np.ndarray:
-    sub = host(subsets, "subsets")
-    if sub.ndim != 3 or sub.shape[1] != batch or sub.shape[0] < 2 or sub.shape[2] < 1:
+    pixel_sets = host(subsets, "subsets")
+    if (
+        pixel_sets.ndim != 3
+        or pixel_sets.shape[1] != batch
+        or pixel_sets.shape[0] < 2
+        or pixel_sets.shape[2] < 1
+    ):
         raise XaikitValueError(
-            f"subsets must be ints (n_runs >= 2, {batch}, subset_size) of flat pixel indices; got {describe(subsets)}"
+            f"subsets must be ints (nsamples >= 2, {batch}, subset_size) of flat pixel indices; got {describe(subsets)}"
         )
-    if not np.issubdtype(sub.dtype, np.integer):
+    if not np.issubdtype(pixel_sets.dtype, np.integer):
         raise XaikitTypeError(f"subsets must hold integer pixel indices; got {describe(subsets)}")
-    if sub.min() < 0 or sub.max() >= n_pixels:
+    if pixel_sets.min() < 0 or pixel_sets.max() >= n_pixels:
         raise XaikitValueError(
-            f"subsets must hold pixel indices in [0, {n_pixels}); got values up to {int(sub.max())}"
+            f"subsets must hold pixel indices in [0, {n_pixels}); got values up to {int(pixel_sets.max())}"
         )
-    srt = np.sort(sub, axis=2)
-    if np.any(srt[..., 1:] == srt[..., :-1]):
+    ordered = np.sort(pixel_sets, axis=2)
+    if np.any(ordered[..., 1:] == ordered[..., :-1]):
         raise XaikitValueError("subsets must not repeat a pixel within a subset")
-    return sub.astype(np.int64)
+    return pixel_sets.astype(np.int64)

@@ -17,7 +17,8 @@ import numpy as np
 
 from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import check_method_options, host, to_spatial
+from xaikit.evaluate._common import host, maps_alone_or_explain, to_spatial
+from xaikit.evaluate._conventions import public
 
 __all__ = ["localization", "relevance_rank_accuracy"]
 
@@ -49,36 +50,27 @@ def _masks(mask: Any, batch: int | None) -> np.ndarray:
     return arr.astype(bool)
 
 
-def _explained(
-    method: str, model: Any, x: Any, target: Any, seed: int, options: dict[str, Any]
-) -> np.ndarray:
-    """The maps of a method given by name (see :func:`localization`)."""
-    from xaikit.xai import explain
-    from xaikit.xai.registry import canonical
-
-    name = canonical(method, "saliency")
-    options = check_method_options(
-        options, {"method": "the saliency argument", "target": "the target argument", "x": "the x argument"}
-    )
-    if model is None or x is None:
-        raise XaikitValueError(
-            f"saliency={method!r} is a method name: pass model= and x= (the batch the masks belong "
-            f"to) to compute it; got model={describe(model)}, x={describe(x)}"
-        )
-    return np.asarray(explain(model, x, target=target, method=name, seed=seed, **options))
+#: the options :func:`localization` and :func:`relevance_rank_accuracy` took by position before
+#: every option became keyword-only
+_OLD_ORDER = ("saliency", "mask", "tolerance", "absolute")
 
 
+@public(old_order=_OLD_ORDER)
 def localization(
     saliency: Any,
     mask: Any,
+    *,
     tolerance: float = 0.0,
     absolute: bool = True,
-    *,
     model: Any = None,
     x: Any = None,
     target: Any = None,
     seed: int = 0,
-    **method_options: Any,
+    max_batch: int | str = "auto",
+    framework: str | None = None,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+    method_options: dict[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """Energy inside the mask and the pointing game, per sample.
 
@@ -95,9 +87,13 @@ def localization(
             their signs and only the positive part counts as mass.
         model: with a method name: the model to explain.
         x: with a method name: the input batch the masks belong to.
-        target: with a method name: the class explained (None: the prediction).
+        target: with a method name: the class explained (None: the prediction, pinned).
         seed: with a method name: the seed of the method.
-        **method_options: more options of the method (``layer``, ``nsamples``, ``output``, ...).
+        max_batch: with a method name: rows per pass of the method, or ``"auto"``.
+        framework: with a method name: ``"torch"`` or ``"tf"`` for a plain-function model.
+        output: with a method name: which model output to explain when the model returns several.
+        model_kwargs: with a method name: extra keyword arguments of the model's forward call.
+        method_options: with a method name: the options of the method (``layer``, ``nsamples``, ...).
 
     Returns:
         ``{"energy": (B,) float, "pointing": (B,) bool, "rank_accuracy": (B,) float}``.
@@ -115,13 +111,18 @@ def localization(
         ([0.75], [True])
     """
     tolerance = check_number(tolerance, "tolerance (in pixels)", low=0, kind=XaikitTypeError)
-    smap, masks = _maps_and_masks(saliency, mask, absolute, model, x, target, seed, method_options)
+    smap, masks = _maps_and_masks(
+        saliency, mask, absolute, model=model, x=x, target=target, seed=seed, max_batch=max_batch,
+        framework=framework, output=output, model_kwargs=model_kwargs, method_options=method_options,
+    )  # fmt: skip
     batch, spatial = masks.shape[0], tuple(masks.shape[1:])
-    pos = np.maximum(smap, 0.0).reshape(batch, -1)
+    positive = np.maximum(smap, 0.0).reshape(batch, -1)
     inside = masks.reshape(batch, -1)
-    total = pos.sum(axis=1)
+    total = positive.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        energy = np.where(total > 0, (pos * inside).sum(axis=1) / np.where(total > 0, total, 1.0), np.nan)
+        energy = np.where(
+            total > 0, (positive * inside).sum(axis=1) / np.where(total > 0, total, 1.0), np.nan
+        )
     if tolerance > 0:
         from scipy.ndimage import binary_dilation
 
@@ -142,24 +143,12 @@ def localization(
 
 
 def _maps_and_masks(
-    saliency: Any,
-    mask: Any,
-    absolute: bool,
-    model: Any,
-    x: Any,
-    target: Any,
-    seed: int,
-    method_options: dict[str, Any],
+    saliency: Any, mask: Any, absolute: bool, **settings: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The (B, *spatial) maps (computed first for a method name) and the boolean masks."""
+    """The (B, *spatial) maps (computed first for a method name, with the ``settings`` of
+    :func:`~xaikit.evaluate._common.maps_alone_or_explain`) and the boolean masks."""
     masks = _masks(mask, None)
-    if isinstance(saliency, str):
-        saliency = _explained(saliency, model, x, target, seed, method_options)
-    elif model is not None or x is not None or method_options:
-        raise XaikitValueError(
-            "model, x and method options apply only when saliency is a method name; got maps "
-            f"({describe(saliency)})"
-        )
+    saliency, _ = maps_alone_or_explain(saliency, **settings)
     batch, spatial = masks.shape[0], tuple(masks.shape[1:])
     sal_shape = tuple(getattr(saliency, "shape", np.shape(saliency)))
     if not sal_shape or sal_shape[0] != batch:
@@ -191,16 +180,21 @@ def _rank_accuracy(smap: np.ndarray, masks: np.ndarray) -> np.ndarray:
     return out
 
 
+@public(old_order=("saliency", "mask", "absolute"))
 def relevance_rank_accuracy(
     saliency: Any,
     mask: Any,
-    absolute: bool = True,
     *,
+    absolute: bool = True,
     model: Any = None,
     x: Any = None,
     target: Any = None,
     seed: int = 0,
-    **method_options: Any,
+    max_batch: int | str = "auto",
+    framework: str | None = None,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+    method_options: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """Relevance rank accuracy: the share of the K top-ranked pixels inside the mask.
 
@@ -224,9 +218,13 @@ def relevance_rank_accuracy(
             (Quantus's default ``abs=False``).
         model: with a method name: the model to explain.
         x: with a method name: the input batch the masks belong to.
-        target: with a method name: the class explained (None: the prediction).
+        target: with a method name: the class explained (None: the prediction, pinned).
         seed: with a method name: the seed of the method.
-        **method_options: more options of the method (``layer``, ``nsamples``, ``output``, ...).
+        max_batch: with a method name: rows per pass of the method, or ``"auto"``.
+        framework: with a method name: ``"torch"`` or ``"tf"`` for a plain-function model.
+        output: with a method name: which model output to explain when the model returns several.
+        model_kwargs: with a method name: extra keyword arguments of the model's forward call.
+        method_options: with a method name: the options of the method.
 
     Returns:
         (B,) float64 scores in [0, 1]; NaN for an empty mask.
@@ -237,5 +235,8 @@ def relevance_rank_accuracy(
         >>> relevance_rank_accuracy(sal, gt).tolist()  # the top 4: two inside, two outside
         [0.5]
     """
-    smap, masks = _maps_and_masks(saliency, mask, absolute, model, x, target, seed, method_options)
+    smap, masks = _maps_and_masks(
+        saliency, mask, absolute, model=model, x=x, target=target, seed=seed, max_batch=max_batch,
+        framework=framework, output=output, model_kwargs=model_kwargs, method_options=method_options,
+    )  # fmt: skip
     return _rank_accuracy(smap, masks)

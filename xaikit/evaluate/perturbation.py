@@ -24,6 +24,7 @@ from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
+from xaikit.evaluate._conventions import public
 from xaikit.layout import move, move_back
 from xaikit.xai.internal import (
     FIXED_BASELINES,
@@ -38,14 +39,9 @@ from xaikit.xai.internal import (
 
 __all__ = ["BASELINES", "RANKS", "CurveResult", "deletion", "insertion"]
 
-#: what a curve sets itself when it computes maps by name, and the argument to use instead
-_RESERVED = {
-    "target": "the target argument",
-    "method": "the saliency argument",
-    "output": "the output argument",
-    "model_kwargs": "the model_kwargs argument",
-    "framework": "the framework argument",
-}
+#: the positional parameters of :func:`deletion` and :func:`insertion` before the options became
+#: keyword-only (for the error of an old positional call)
+_OLD_ORDER = ("model", "x", "saliency", "target", "steps", "baseline", "max_batch")
 
 #: baseline names of :func:`deletion` and :func:`insertion` (an array is accepted too)
 BASELINES = FIXED_BASELINES
@@ -94,20 +90,21 @@ class CurveResult:
         )
 
 
+@public(old_order=_OLD_ORDER)
 def deletion(
     model: Any,
     x: Any,
     saliency: Any,
+    *,
     target: Any = None,
     steps: int = 20,
     baseline: Any = "black",
-    max_batch: int | str = "auto",
-    *,
     rank: str = "auto",
     seed: int = 0,
+    max_batch: int | str = "auto",
+    framework: str | None = None,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
-    framework: str | None = None,
     method_options: dict[str, Any] | None = None,
 ) -> CurveResult:
     """The deletion curve: remove the most salient pixels first and watch the score fall.
@@ -126,7 +123,6 @@ def deletion(
         baseline: what a deleted pixel becomes: ``"black"`` (the sample's minimum), ``"zeros"``,
             ``"mean"`` (the sample's mean colour), ``"blur"`` (a Gaussian blur of the sample) or
             an array broadcastable to x's shape.
-        max_batch: rows per forward pass, or ``"auto"``.
         rank: the pixel order. ``"signed"``: channels summed with their signs, the largest
             value first, so positive evidence goes first and negative evidence last (for a
             signed attribution such as IG or gradient x input, ranking by magnitude would also
@@ -136,13 +132,14 @@ def deletion(
             the map holds a negative value, else ``"magnitude"`` (on a non-negative map both
             orders agree). Quantus's ``PixelFlipping`` sorts the attribution as given after its
             own ``abs`` option: ``abs=False`` matches ``"signed"``, ``abs=True`` ``"magnitude"``.
-        seed: the tie-breaking order.
+        seed: the tie-breaking order (and the method's noise when ``saliency`` is a method name).
+        max_batch: rows per forward pass, or ``"auto"``.
+        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         output: which model output to score when the model returns several (an index, a dict
             key or an attribute name such as ``"logits"``; see :class:`xaikit.xai.SaliencyNet`).
         model_kwargs: extra keyword arguments of the model's forward call; a tensor or array
             whose first axis is the batch size is per-sample (each perturbed row gets its
             sample's value), anything else is passed unchanged.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         method_options: options of the method when ``saliency`` is a method name (``nsamples``,
             ``layer``, ``window``, ...), passed to :func:`xaikit.xai.explain` with ``seed``,
             ``max_batch``, ``output`` and ``model_kwargs``.
@@ -165,20 +162,21 @@ def deletion(
     )  # fmt: skip
 
 
+@public(old_order=_OLD_ORDER)
 def insertion(
     model: Any,
     x: Any,
     saliency: Any,
+    *,
     target: Any = None,
     steps: int = 20,
     baseline: Any = "blur",
-    max_batch: int | str = "auto",
-    *,
     rank: str = "auto",
     seed: int = 0,
+    max_batch: int | str = "auto",
+    framework: str | None = None,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
-    framework: str | None = None,
     method_options: dict[str, Any] | None = None,
 ) -> CurveResult:
     """The insertion curve: start from the baseline, put the most salient pixels back first.
@@ -268,30 +266,30 @@ def _curve(
     _check_baseline(baseline)
     max_batch = check_max_batch(max_batch)
     bk = get_backend(model, framework)
-    shape, caxis = input_layout(x, bk)
+    shape, channel_axis = input_layout(x, bk)
     batch = shape[0]
-    spatial = spatial_shape(shape, caxis)
+    spatial = spatial_shape(shape, channel_axis)
     saliency = maps_or_explain(
         model, x, saliency, target, seed=seed, max_batch=max_batch, output=output, model_kwargs=model_kwargs,
-        framework=framework, method_options=method_options, reserved=_RESERVED,
+        framework=framework, method_options=method_options,
     )  # fmt: skip
-    channels = shape[caxis] if caxis is not None else None
+    channels = shape[channel_axis] if channel_axis is not None else None
     saliency = host(saliency, "saliency")
     rank_by = resolve_rank(rank_by, saliency)
     smap = to_spatial(saliency, spatial, batch, channels=channels, absolute=rank_by == "magnitude")
     n_pixels = int(np.prod(spatial))
     counts = pixel_counts(n_pixels, steps)
     rank = rank_positions(smap, seed)
-    if caxis is not None:
-        rank = np.expand_dims(rank, caxis)
+    if channel_axis is not None:
+        rank = np.expand_dims(rank, channel_axis)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
-    xt, how = inp.tensors[0], inp.moves[0]  # how: x's channel axis moved to fit the model
+    xt, layout_move = inp.tensors[0], inp.moves[0]  # x's channel axis moved to fit the model
     device = getattr(xt, "device", None)
     if not isinstance(baseline, str):
         baseline = host(baseline, "baseline")
-    base_host = baseline_values(move_back(bk.to_numpy(xt), how), baseline, caxis)
-    base_t = bk.as_tensor(move(base_host, how), device, inp.dtype)
-    rank_t = bk.as_tensor(move(rank, how), device, "float32")
+    base_host = baseline_values(move_back(bk.to_numpy(xt), layout_move), baseline, channel_axis)
+    base_t = bk.as_tensor(move(base_host, layout_move), device, inp.dtype)
+    rank_t = bk.as_tensor(move(rank, layout_move), device, "float32")
     ops = bk.eval
     insert = kind == "insertion"
     total = (steps + 1) * batch
@@ -309,12 +307,12 @@ def _curve(
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
             idx = bk.index(r % batch, device)
-            thr = counts[r // batch].astype(np.float32).reshape((-1,) + (1,) * (ndim - 1))
+            thresholds = counts[r // batch].astype(np.float32).reshape((-1,) + (1,) * (ndim - 1))
             rows = ops.blend(
                 bk.gather(xt, idx),
                 bk.gather(base_t, idx),
                 bk.gather(rank_t, idx),
-                bk.as_tensor(thr, device, "float32"),
+                bk.as_tensor(thresholds, device, "float32"),
                 insert,
             )
             return [rows], bk.gather(targets, idx)

@@ -32,9 +32,17 @@ import numpy as np
 
 from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, spatial_shape, spearman, ssim, to_spatial
+from xaikit.evaluate._common import (
+    check_method_options,
+    host,
+    input_layout,
+    spatial_shape,
+    spearman,
+    ssim,
+    to_spatial,
+)
+from xaikit.evaluate._conventions import check_method, public
 from xaikit.xai.internal import explain, health, pin_targets, prepare, to_display
-from xaikit.xai.registry import canonical
 
 __all__ = ["RandomBaseline", "RandomizationResult", "model_layers", "randomization_test"]
 
@@ -126,9 +134,9 @@ class RandomizationResult:
         columns: dict[str, Any] = {"input": image}
         titles = {}
         for key, raw in self.maps.items():
-            columns[key] = _display_maps(raw, self.channel_axis)
+            columns[key] = display_maps(raw, self.channel_axis)
         if self.baseline is not None:
-            columns[_BASELINE_COLUMN] = _display_maps(self.baseline.maps[1], self.channel_axis)
+            columns[_BASELINE_COLUMN] = display_maps(self.baseline.maps[1], self.channel_axis)
             titles[_BASELINE_COLUMN] = f"2 random copies ρ={self.baseline.mean['spearman_abs']:.2f}"
         rows = {row.layer: row for row in self.table.itertuples()}
         for key in self.maps:
@@ -142,7 +150,8 @@ class RandomizationResult:
         return f"RandomizationResult({self.method}, {self.order}, steps={len(self.table)})\n{self.table}"
 
 
-def model_layers(model: Any, framework: str | None = None) -> list[str]:
+@public(old_order=("model", "framework"))
+def model_layers(model: Any, *, framework: str | None = None) -> list[str]:
     """The names of the model's layers that own weights, in the model's order (input side first).
 
     torch: the names of ``named_modules()`` that hold parameters themselves; Keras: the names of
@@ -157,7 +166,9 @@ def model_layers(model: Any, framework: str | None = None) -> list[str]:
     return [name for name, _ in bk.eval.weighted_layers(model)]
 
 
-def _select(available: list[tuple[str, Any]], layers: Any) -> list[tuple[str, Any]]:
+def select_layers(available: list[tuple[str, Any]], layers: Any) -> list[tuple[str, Any]]:
+    """The ``(name, layer)`` pairs of ``available`` (the model's layers with weights) that
+    ``layers`` names (None: all), in the model's order; an error names the layers."""
     names = [n for n, _ in available]
     if not available:
         raise XaikitValueError(
@@ -185,19 +196,23 @@ def _select(available: list[tuple[str, Any]], layers: Any) -> list[tuple[str, An
     return [(n, m) for n, m in available if n in chosen]
 
 
+@public(old_order=("model", "x", "target", "method", "order", "layers", "seed"))
 def randomization_test(
     model: Any,
     x: Any,
-    target: Any = None,
     method: str = "vanilla",
+    *,
+    target: Any = None,
     order: str = "cascading",
     layers: Sequence[str] | None = None,
-    seed: int = 0,
-    *,
-    framework: str | None = None,
-    max_batch: int | str = "auto",
     random_baseline: bool = True,
-    **method_options: Any,
+    seed: int = 0,
+    max_batch: int | str = "auto",
+    framework: str | None = None,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+    method_options: dict[str, Any] | None = None,
+    **options: Any,
 ) -> RandomizationResult:
     """Randomize the model's weights layer by layer and measure how much the maps change.
 
@@ -205,24 +220,29 @@ def randomization_test(
         model: a torch or Keras model (weights are changed in place during the test and
             restored exactly afterwards, also on errors).
         x: the samples to explain (numpy or tensor, the model's layout).
+        method: any method name :func:`xaikit.xai.explain` accepts; it is re-run at every step.
         target: classes to explain (None = the model's predictions on x, pinned for every
             step).
-        method: any method name :func:`xaikit.xai.explain` accepts.
         order: ``"cascading"`` (from the output layer down, randomizations accumulate) or
             ``"independent"`` (each layer alone, the others restored).
         layers: names of the layers to randomize (default: every layer with weights; see
             :func:`model_layers`). They are visited from the output side down.
-        seed: seed of the new weights (the same layer gets the same new weights in both orders)
-            and of the method's noise.
-        framework: ``"torch"`` or ``"tf"`` for a plain-function model.
-        max_batch: rows per fused chunk of the method.
         random_baseline: also measure the similarity floor (:class:`RandomBaseline`): every layer with
             weights re-drawn with seed ``seed + 1``, then, from the trained weights again, with
             ``seed + 2``, and the two maps compared (two more explanations of ``x``).
-        **method_options: options of the method (``nsamples``, ``baseline``, ...), including
-            ``output`` (which model output to explain: an index, a dict key or an attribute name
-            such as ``"logits"``) and ``model_kwargs`` (extra forward arguments; see
+        seed: seed of the new weights (the same layer gets the same new weights in both orders)
+            and of the method's noise.
+        max_batch: rows per fused chunk of the method.
+        framework: ``"torch"`` or ``"tf"`` for a plain-function model.
+        output: which model output to explain when the model returns several (an index, a dict
+            key or an attribute name such as ``"logits"``).
+        model_kwargs: extra keyword arguments of the model's forward call (see
             :func:`xaikit.xai.explain`).
+        method_options: options of the method (``nsamples``, ``baseline``, ``layer``, ...), as in
+            every metric.
+        **options: the method's options as keywords, the short form of ``method_options``
+            (``randomization_test(model, x, method="occlusion", window=4)``); a key may not be
+            given both ways.
 
     Returns:
         A :class:`RandomizationResult` with ``.table`` (one row per step), ``.baseline``,
@@ -246,18 +266,25 @@ def randomization_test(
         raise XaikitTypeError(f"random_baseline must be True or False; got {describe(random_baseline)}")
     if order not in ORDERS:
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {order!r}")
-    method = canonical(method)
+    method = check_method(method)
+    given = check_method_options(method_options)
+    both = sorted(set(options) & set(given))
+    if both:
+        raise XaikitValueError(
+            f"options {both} are given both as keywords and in method_options: give each once"
+        )
+    method_options = check_method_options({**given, **options})
     bk = get_backend(model, framework)
     ops = bk.eval
-    chosen = _select(ops.weighted_layers(model), layers)
+    chosen = select_layers(ops.weighted_layers(model), layers)
     index = {name: i for i, (name, _) in enumerate(ops.weighted_layers(model))}
-    shape, caxis = input_layout(x, bk)
+    shape, channel_axis = input_layout(x, bk)
     batch = shape[0]
-    spatial = spatial_shape(shape, caxis)
+    spatial = spatial_shape(shape, channel_axis)
     x_host = host(x, "x")
-    inp = prepare(bk, model, [x], ["x"], model_kwargs=method_options.get("model_kwargs"))
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     with bk.inference(model):
-        pinned, _ = pin_targets(inp, target, method_options.get("output", 0))
+        pinned, _ = pin_targets(inp, target, output)
         targets = bk.to_numpy(pinned).astype(np.int64)
 
     def run() -> np.ndarray:
@@ -270,6 +297,8 @@ def randomization_test(
                 framework=framework,
                 seed=seed,
                 max_batch=max_batch,
+                output=output,
+                model_kwargs=model_kwargs,
                 **method_options,
             )
         )
@@ -299,8 +328,8 @@ def randomization_test(
     finally:
         ops.restore(saved)
 
-    channels = shape[caxis] if caxis is not None else None
-    table, per_sample = similarity_tables(maps, spatial, batch, channels, caxis)
+    channels = shape[channel_axis] if channel_axis is not None else None
+    table, per_sample = similarity_tables(maps, spatial, batch, channels, channel_axis)
     floor = None
     if random_baseline:
         copy_a, copy_b = copies
@@ -313,7 +342,7 @@ def randomization_test(
                 to_spatial(copy_a, spatial, batch, channels=channels, absolute=False),
                 to_spatial(copy_b, spatial, batch, channels=channels, absolute=False),
             ),
-            "ssim": ssim(_display_maps(copy_a, caxis), _display_maps(copy_b, caxis)),
+            "ssim": ssim(display_maps(copy_a, channel_axis), display_maps(copy_b, channel_axis)),
         }
         floor = RandomBaseline(
             pd.DataFrame({"sample": np.arange(batch), **sims}),
@@ -321,7 +350,7 @@ def randomization_test(
             (seed + 1, seed + 2),
             (copy_a, copy_b),
         )
-    return RandomizationResult(table, per_sample, maps, targets, order, method, x_host, caxis, floor)
+    return RandomizationResult(table, per_sample, maps, targets, order, method, x_host, channel_axis, floor)
 
 
 def layer_rng(seed: int, position: int) -> np.random.Generator:
@@ -336,7 +365,7 @@ def similarity_tables(
     spatial: tuple[int, ...],
     batch: int,
     channels: int | None,
-    caxis: int | None,
+    channel_axis: int | None,
 ) -> tuple[Any, Any]:
     """``(table, per_sample)``: the similarity of each map in ``maps`` (after ``"original"``) to
     the original one: Spearman of the absolute and of the signed maps, SSIM of the display
@@ -345,14 +374,14 @@ def similarity_tables(
 
     orig_abs = to_spatial(maps["original"], spatial, batch, channels=channels)
     orig_sig = to_spatial(maps["original"], spatial, batch, channels=channels, absolute=False)
-    orig_disp = _display_maps(maps["original"], caxis)
+    orig_disp = display_maps(maps["original"], channel_axis)
     rows, samples = [], []
     for step, name in enumerate([n for n in maps if n != "original"], start=1):
         a = to_spatial(maps[name], spatial, batch, channels=channels)
         s = to_spatial(maps[name], spatial, batch, channels=channels, absolute=False)
         rho_abs = spearman(orig_abs, a)
         rho = spearman(orig_sig, s)
-        sim = ssim(orig_disp, _display_maps(maps[name], caxis))
+        sim = ssim(orig_disp, display_maps(maps[name], channel_axis))
         rows.append(
             {
                 "step": step,
@@ -380,7 +409,7 @@ def similarity_tables(
     return table, per_sample
 
 
-def _display_maps(raw: np.ndarray, channel_axis: int | None) -> np.ndarray:
+def display_maps(raw: np.ndarray, channel_axis: int | None) -> np.ndarray:
     """Display maps (B, H, W) in [0, 1]; a map with one axis fewer than its input (a CAM or RISE
     map, (B, H, W) for a (B, C, H, W) input) has no channel axis to sum."""
     if raw.ndim == 3:

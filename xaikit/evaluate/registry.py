@@ -2,26 +2,29 @@
 
 A :class:`Metric` says what family a metric belongs to, whether higher is better, whether it
 needs ground-truth masks, whether it must re-explain (it needs a method name rather than maps),
-the question it answers, and an adapter ``score(context) -> (B,)`` that computes its per-sample
-scores from a :class:`MetricContext` (the model, the inputs, the pinned targets, one method's
-maps computed once by ``compare``, ...). :data:`METRICS` lists them in the order of the table.
+the question it answers, how figures and verdicts name it (``label``, ``short``), and an adapter
+``score(context) -> (B,)`` that computes its per-sample scores from a :class:`MetricContext`
+(the model, the inputs, the pinned targets, one method's maps computed once by ``compare``,
+...). :data:`METRICS` lists them in the order of the table.
 
 Adding a metric is one entry: a ``Metric(...)`` in the tuple that builds :data:`METRICS` (its
-position is its column in the table). A metric that follows the conventions of ``xk.evaluate``
-(``name(model, x, saliency, target, *, seed=, max_batch=, framework=, ...)`` returning a result
-with ``.scores`` (B,)) is wrapped by :func:`maps_adapter`; one that re-explains
-(``name(model, x, method, target, *, seed=, max_batch=, framework=, method_options=, ...)``) by
-:func:`method_adapter` (it scores NaN for custom maps, which cannot be re-explained). Every metric of ``xk.evaluate`` is registered below; the
-settings ``compare`` uses for each (fewer noise samples than the standalone defaults where a
-metric re-explains many copies) are in its entry.
+position is its column in the table). A metric that follows the calling convention of
+``xk.evaluate`` (``name(model, x, saliency, *, target=, seed=, max_batch=, framework=, ...)``
+returning a result with ``.scores`` (B,)) is wrapped by :func:`maps_adapter`; one that
+re-explains (``name(model, x, method, *, target=, seed=, max_batch=, framework=,
+method_options=, ...)``) by :func:`method_adapter` (it scores NaN for custom maps, which cannot
+be re-explained). Every metric of ``xk.evaluate`` is registered below; the settings ``compare``
+uses for each (fewer noise samples than the standalone defaults where a metric re-explains many
+copies) are in its entry.
 
 Check each signature and direction of better when adding it (the positional fields are
-``name, family, higher_is_better, needs_mask, re_explains, question, score``): the adapters
-pass ``model, x, maps-or-method, targets`` positionally and ``seed``, ``max_batch``,
-``framework`` (and ``method_options``) by keyword; fixed settings go as keywords of the adapter,
-e.g. ``maps_adapter(road, percentages=...)``; ``attr=`` names the result's per-sample field when
-it is not ``scores``. Add a line to the metric table of ``docs/evaluate.md`` and a ``Pair`` to
-``benchmarks/evaluate_bench.py`` (the figure and the report name it from ``name``).
+``name, family, higher_is_better, needs_mask, re_explains, question, score``; ``label`` and
+``short`` are keywords): the adapters pass ``model, x, maps-or-method`` positionally and
+``target``, ``seed``, ``max_batch``, ``framework`` (and ``method_options``) by keyword; fixed
+settings go as keywords of the adapter, e.g. ``maps_adapter(road, order="morf")``; ``attr=``
+names the result's per-sample field when it is not ``scores``. Add a line to the metric table
+of ``docs/evaluate.md`` and a ``Pair`` to ``benchmarks/evaluate_bench.py`` (the figure and the
+report name it from ``label``).
 
 ``cheap`` metrics (at most one more explanation per method; ``compare`` adds two for the
 randomization check's random-model baseline) are the default set of ``compare(metrics=None)``,
@@ -39,11 +42,13 @@ import numpy as np
 
 from xaikit.errors import XaikitValueError
 from xaikit.evaluate._common import spearman, to_spatial
+from xaikit.evaluate._rerun import randomized_maps
 from xaikit.evaluate.complexity import complexity, sparseness
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
+from xaikit.evaluate.logit_randomization import random_logit
+from xaikit.evaluate.mprt_variants import complexity_rise, smooth_mprt
 from xaikit.evaluate.perturbation import deletion, insertion
-from xaikit.evaluate.randomization_more import _complexities, _randomized, random_logit, smooth_mprt
 from xaikit.evaluate.robustness import avg_sensitivity, local_lipschitz, max_sensitivity
 
 __all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
@@ -114,9 +119,10 @@ class MetricContext:
                 raise XaikitValueError(
                     "randomized maps need a method name; custom maps cannot be re-explained"
                 )
-            self._randomized, _ = _randomized(
-                get_backend(self.model, self.framework), self.model, self.x, None, self.targets, self.method,
-                self.framework, self.seed, self.max_batch, 0, None, dict(self.method_options),
+            self._randomized, _ = randomized_maps(
+                get_backend(self.model, self.framework), self.model, self.x, self.targets, layers=None,
+                method=self.method, seed=self.seed, max_batch=self.max_batch, framework=self.framework,
+                output=0, model_kwargs=None, options=dict(self.method_options),
             )  # fmt: skip
         return self._randomized
 
@@ -140,6 +146,11 @@ class Metric:
         score: the adapter, ``score(context) -> (B,)`` per-sample scores (NaN where it does not
             apply).
         cheap: in the default set (at most one more explanation per method).
+        label: how figures, verdicts and the run report name it, e.g. ``"deletion AUC"``
+            (default: the name with spaces for underscores, ``auc`` as ``AUC``).
+        short: an abbreviation for narrow places such as a plot's ticks, e.g. ``"del"``
+            (default: the label); :meth:`~xaikit.evaluate.CompareResult.figure` writes labels
+            in full.
     """
 
     name: str
@@ -150,10 +161,18 @@ class Metric:
     question: str
     score: Callable[[MetricContext], np.ndarray] = field(repr=False, compare=False)
     cheap: bool = True
+    label: str = ""
+    short: str = ""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise XaikitValueError(f"family must be one of {FAMILIES}; got {self.family!r}")
+        if not self.label:
+            object.__setattr__(
+                self, "label", " ".join("AUC" if w == "auc" else w for w in self.name.split("_"))
+            )
+        if not self.short:
+            object.__setattr__(self, "short", self.label)
 
 
 def _scores(result: Any, attr: str) -> np.ndarray:
@@ -175,7 +194,7 @@ def maps_adapter(
 
     def score(ctx: MetricContext) -> np.ndarray:
         result = fn(
-            ctx.model, ctx.x, ctx.maps, ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            ctx.model, ctx.x, ctx.maps, target=ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
             framework=ctx.framework, **settings,
         )  # fmt: skip
         return _scores(result, attr)
@@ -198,7 +217,7 @@ def method_adapter(
         if ctx.method is None:
             return ctx.nan()
         result = fn(
-            ctx.model, ctx.x, ctx.method, ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            ctx.model, ctx.x, ctx.method, target=ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
             framework=ctx.framework, method_options=dict(ctx.method_options), **settings,
         )  # fmt: skip
         return _scores(result, attr)
@@ -228,7 +247,7 @@ def _efficient_mprt(ctx: MetricContext) -> np.ndarray:
     randomized maps the randomization metric shares: no explanation of its own."""
     if ctx.method is None or not _has_weights(ctx):
         return ctx.nan()
-    return _complexities(ctx.maps, ctx.randomized_maps, 100)[0]
+    return complexity_rise(ctx.maps, ctx.randomized_maps, 100)[0]
 
 
 def _has_weights(ctx: MetricContext) -> bool:
@@ -252,8 +271,8 @@ def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
     paper's and Quantus's subset size at 224x224)."""
     pixels = int(np.prod(ctx.spatial))
     result = faithfulness_correlation(
-        ctx.model, ctx.x, ctx.maps, ctx.targets, subset_size=max(1, min(224, pixels // 8)), n_runs=50,
-        seed=ctx.seed, max_batch=ctx.max_batch, framework=ctx.framework,
+        ctx.model, ctx.x, ctx.maps, target=ctx.targets, subset_size=max(1, min(224, pixels // 8)),
+        nsamples=50, seed=ctx.seed, max_batch=ctx.max_batch, framework=ctx.framework,
     )  # fmt: skip
     return _scores(result, "scores")
 
@@ -262,7 +281,7 @@ def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
 #: must mean small for the data at hand (the standalone defaults, Quantus's 0.2 and 0.1, assume
 #: standardized inputs and, on pixels in [0, 1], flip a softmax model into saturation)
 ROBUST_RADIUS = 0.02
-ROBUST_STD = 0.01
+ROBUST_STDEV = 0.01
 
 
 def _robust(
@@ -276,7 +295,7 @@ def _robust(
         values = host(ctx.x, "x")
         span = float(np.max(values) - np.min(values)) or 1.0
         result = fn(
-            ctx.model, ctx.x, ctx.method, ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            ctx.model, ctx.x, ctx.method, target=ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
             framework=ctx.framework, method_options=dict(ctx.method_options),
             **{scale_name: fraction * span}, **settings,
         )  # fmt: skip
@@ -300,81 +319,95 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "deletion_auc", "faithfulness", False, False, False,
             "Does removing the most salient pixels first (to black, 20 steps) kill the score fast?",
             maps_adapter(deletion, attr="auc", steps=20, baseline="black"),
+            label="deletion AUC", short="del",
         ),
         Metric(
             "insertion_auc", "faithfulness", True, False, False,
             "Does putting the most salient pixels back first (onto a blurred copy) restore the score fast?",
             maps_adapter(insertion, attr="auc", steps=20, baseline="blur"),
+            label="insertion AUC", short="ins",
         ),
         Metric(
             "completeness_delta", "faithfulness", False, False, False,
             "Do the attributions add up to f(x) - f(baseline)? |delta| (path methods only, NaN otherwise)",
             _completeness,
+            label="completeness delta", short="|Δ|",
         ),
         Metric(
             "road", "faithfulness", False, False, False,
             "Does removing the top pixels (filled by noisy linear imputation, so no out-of-distribution "
             "holes) kill the score fast? (mean target score over 10-90% removed, most relevant first)",
             maps_adapter(road, order="morf"),
+            label="ROAD", short="road",
         ),
         Metric(
             "infidelity", "faithfulness", False, False, False,
             "Does the map predict how the score changes under small Gaussian perturbations? (captum's "
             "definition, 20 perturbations)",
-            maps_adapter(infidelity, n_perturb=20),
+            maps_adapter(infidelity, nsamples=20),
+            label="infidelity", short="infd",
         ),
         Metric(
             "faithfulness_correlation", "faithfulness", True, False, False,
             "Do the attributions of random pixel sets correlate with the score drop when those pixels "
             "are removed? (Pearson, 50 sets)",
             _faithfulness_correlation,
+            label="faithfulness correlation", short="fcor",
         ),
         Metric(
             "max_sensitivity", "robustness", False, False, True,
             "How much can the map change under a small input perturbation? (largest relative change over "
             "20 uniform draws of radius 2% of the inputs' range)",
-            _robust(max_sensitivity, "radius", ROBUST_RADIUS, n_samples=20),
+            _robust(max_sensitivity, "radius", ROBUST_RADIUS, nsamples=20),
             cheap=False,
+            label="max-sensitivity", short="maxS",
         ),
         Metric(
             "avg_sensitivity", "robustness", False, False, True,
             "How much does the map change on average under a small input perturbation? (mean relative "
             "change over 20 draws of radius 2% of the range)",
-            _robust(avg_sensitivity, "radius", ROBUST_RADIUS, n_samples=20),
+            _robust(avg_sensitivity, "radius", ROBUST_RADIUS, nsamples=20),
             cheap=False,
+            label="avg-sensitivity", short="avgS",
         ),
         Metric(
             "local_lipschitz", "robustness", False, False, True,
             "How fast can the map change relative to the input around x? (20 Gaussian draws, std 1% of "
             "the range; each map divided by its maximum, so methods of any scale compare)",
-            _robust(local_lipschitz, "std", ROBUST_STD, n_samples=20, normalise=True),
+            _robust(local_lipschitz, "stdev", ROBUST_STDEV, nsamples=20, normalize=True),
             cheap=False,
+            label="local Lipschitz estimate", short="lip",
         ),
         Metric(
             "sparseness", "complexity", True, False, False,
             "Is the map concentrated on few pixels? (Gini index of its magnitudes)",
             _map_score(sparseness),
+            label="sparseness", short="gini",
         ),
         Metric(
             "complexity", "complexity", False, False, False,
             "How spread out is the map? (entropy of its normalized magnitudes)",
             _map_score(complexity),
+            label="complexity", short="H",
         ),
         Metric(
             "randomization", "randomization", False, False, True,
             "Does the map change when every weight is re-drawn? (Spearman rho of |maps|, trained vs random)",
             _randomization,
+            label="randomization", short="ρ",
         ),
         Metric(
             "random_logit", "randomization", False, False, True,
             "Does the map change when another (random) class is explained? (SSIM of the two maps)",
             method_adapter(random_logit),
+            label="random logit", short="rlog",
         ),
         Metric(
             "efficient_mprt", "randomization", True, False, True,
             "Does the map lose its structure once every weight is re-drawn? (relative rise of the "
             "histogram entropy, eMPRT)",
             _efficient_mprt,
+            label="eMPRT", short="eMPRT",
         ),
         Metric(
             "smooth_mprt", "randomization", False, False, True,
@@ -382,21 +415,25 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "at the last step, 5 noisy copies, sMPRT)",
             method_adapter(smooth_mprt, nsamples=5),
             cheap=False,
+            label="sMPRT", short="sMPRT",
         ),
         Metric(
             "localization_energy", "localization", True, True, False,
             "How much of the map's mass lies inside the object mask?",
             _localization("energy"),
+            label="localization energy", short="E",
         ),
         Metric(
             "pointing_game", "localization", True, True, False,
             "Does the map's maximum lie inside the object mask?",
             _localization("pointing"),
+            label="pointing game", short="pg",
         ),
         Metric(
             "relevance_rank_accuracy", "localization", True, True, False,
             "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
             _rank_accuracy,
+            label="relevance rank accuracy", short="rra",
         ),
     )
 )  # fmt: skip

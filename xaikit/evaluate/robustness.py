@@ -2,18 +2,18 @@
 
 * :func:`max_sensitivity`, :func:`avg_sensitivity` (Yeh et al., "On the (In)fidelity and
   Sensitivity of Explanations", NeurIPS 2019, https://arxiv.org/abs/1901.09392): the largest
-  (mean) relative change ``||Φ(x + δ) - Φ(x)|| / ||Φ(x)||`` of the map over ``n_samples`` copies of
+  (mean) relative change ``||Φ(x + δ) - Φ(x)|| / ||Φ(x)||`` of the map over ``nsamples`` copies of
   the input with uniform noise ``δ`` in ``[-radius, radius]`` on every element.
 * :func:`local_lipschitz` (Alvarez-Melis & Jaakkola, "On the Robustness of Interpretability
   Methods", 2018, https://arxiv.org/abs/1806.08049): the largest ratio
-  ``||Φ(x') - Φ(x)|| / ||x' - x||`` over ``n_samples`` copies ``x' = x + δ`` with Gaussian noise
-  ``δ ~ N(0, std²)``.
+  ``||Φ(x') - Φ(x)|| / ||x' - x||`` over ``nsamples`` copies ``x' = x + δ`` with Gaussian noise
+  ``δ ~ N(0, stdev²)``.
 
 Lower is better for all three. Norms are Frobenius norms of the whole map (every element of
 every channel). The class explained is the same for the clean input and all of its perturbed
 copies: ``target`` or, by default, the model's prediction on the clean input.
 
-All perturbed copies are explained together: the ``n_samples x B`` perturbed rows are stacked
+All perturbed copies are explained together: the ``nsamples x B`` perturbed rows are stacked
 and explained by one call of :func:`xaikit.xai.explain` (its fused, chunked engine), in groups of
 whole noise samples when the stack would be large (see :data:`GROUP_BYTES`), never one call per
 noise sample.
@@ -32,8 +32,8 @@ from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import check_method_options, host, input_layout
+from xaikit.evaluate._conventions import check_method, public
 from xaikit.xai.internal import check_max_batch, pin_targets, prepare
-from xaikit.xai.registry import canonical, method_names
 
 __all__ = [
     "GROUP_BYTES",
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: host memory (bytes) a group of perturbed copies may take (their inputs and maps here and in
-#: the engine, about 24 bytes per element): ``n_samples x B`` rows are explained in one call
+#: the engine, about 24 bytes per element): ``nsamples x B`` rows are explained in one call
 #: when they fit, else in groups of whole noise samples
 GROUP_BYTES = 512 << 20
 
@@ -60,6 +60,9 @@ _RESERVED = {
     "return_delta": "nothing: the robustness metrics compare maps only",
     "raw": "nothing: the robustness metrics compare the maps themselves",
 }
+
+#: the positional parameters of the robustness metrics before the options became keyword-only
+_OLD_ORDER = ("model", "x", "method", "target")
 
 #: draws perturbed copies k0..k1-1 of the batch: (k1 - k0, B, ...) numpy
 Perturb = Callable[[int, int], np.ndarray]
@@ -78,7 +81,7 @@ class SensitivityResult:
         kind: ``"max"`` or ``"avg"``.
         scores: (B,) float64 the maximum (mean) of ``ratios`` over the noise samples; NaN for a
             sample whose clean map is all zeros (the relative change is undefined).
-        ratios: (B, n_samples) ``||Φ(x + δ_k) - Φ(x)|| / ||Φ(x)||`` for each noise sample k.
+        ratios: (B, nsamples) ``||Φ(x + δ_k) - Φ(x)|| / ||Φ(x)||`` for each noise sample k.
         targets: (B,) the class explained, the same for the clean and the perturbed inputs.
         method: the method's canonical name.
         radius: the noise's half-width.
@@ -101,7 +104,7 @@ class SensitivityResult:
     def __repr__(self) -> str:
         return (
             f"SensitivityResult({self.kind}, method={self.method}, samples={self.scores.shape[0]}, "
-            f"n_samples={self.ratios.shape[1]}, radius={self.radius:g}, mean={self.mean:.4g})"
+            f"nsamples={self.ratios.shape[1]}, radius={self.radius:g}, mean={self.mean:.4g})"
         )
 
 
@@ -111,10 +114,10 @@ class LipschitzResult:
 
     Attributes:
         scores: (B,) float64 the maximum of ``ratios`` over the noise samples.
-        ratios: (B, n_samples) ``||Φ(x + δ_k) - Φ(x)|| / ||δ_k||`` for each noise sample k.
+        ratios: (B, nsamples) ``||Φ(x + δ_k) - Φ(x)|| / ||δ_k||`` for each noise sample k.
         targets: (B,) the class explained, the same for the clean and the perturbed inputs.
         method: the method's canonical name.
-        std: the noise's standard deviation.
+        stdev: the noise's standard deviation.
         groups: the rows of each call of :func:`xaikit.xai.explain` on the perturbed copies.
     """
 
@@ -122,7 +125,7 @@ class LipschitzResult:
     ratios: np.ndarray
     targets: np.ndarray
     method: str
-    std: float
+    stdev: float
     groups: list[int] = field(default_factory=list)
 
     @property
@@ -133,34 +136,35 @@ class LipschitzResult:
     def __repr__(self) -> str:
         return (
             f"LipschitzResult(method={self.method}, samples={self.scores.shape[0]}, "
-            f"n_samples={self.ratios.shape[1]}, std={self.std:g}, mean={self.mean:.4g})"
+            f"nsamples={self.ratios.shape[1]}, stdev={self.stdev:g}, mean={self.mean:.4g})"
         )
 
 
+@public(old_order=_OLD_ORDER)
 def max_sensitivity(
     model: Any,
     x: Any,
     method: str,
-    target: Any = None,
     *,
-    n_samples: int = 200,
+    target: Any = None,
+    nsamples: int = 200,
     radius: float = 0.2,
-    normalise: bool = False,
+    normalize: bool = False,
     seed: int = 0,
     max_batch: int | str = "auto",
-    output: int | str = 0,
     framework: str | None = None,
+    output: int | str = 0,
     method_options: dict[str, Any] | None = None,
 ) -> SensitivityResult:
     """Max-sensitivity: the largest relative change of the map under small input noise.
 
     ``score = max_k ||Φ(x + δ_k) - Φ(x)||_F / ||Φ(x)||_F`` with ``δ_k`` uniform in
-    ``[-radius, radius]`` on every element of x, k = 1..n_samples. Lower is better.
+    ``[-radius, radius]`` on every element of x, k = 1..nsamples. Lower is better.
 
     The defaults are Quantus 0.6's ``MaxSensitivity`` ones (200 samples, ``lower_bound=0.2``:
     uniform noise in [-0.2, 0.2] in the input's units, Frobenius norms, no normalisation); the
     scores equal Quantus's on the same perturbed inputs (``benchmarks/quantus_robustness.py``).
-    Memory: the ``n_samples x B`` perturbed rows are explained in one call of
+    Memory: the ``nsamples x B`` perturbed rows are explained in one call of
     :func:`xaikit.xai.explain` when their inputs and maps fit in :data:`GROUP_BYTES`, else in
     groups of whole noise samples; each call runs the fused engine in chunks of ``max_batch``.
 
@@ -171,15 +175,16 @@ def max_sensitivity(
             :data:`xaikit.xai.METHODS`); it is re-run on every perturbed copy.
         target: class per sample (or one for all); None = the model's prediction on the clean
             x. The perturbed copies explain the same class as their clean sample.
-        n_samples: perturbed copies per sample.
+        nsamples: perturbed copies per sample (Quantus's ``nr_samples``; the method's own noise
+            samples, if it draws any, go in ``method_options={"nsamples": ...}``).
         radius: the half-width of the uniform noise, in the input's units (> 0).
-        normalise: divide every map by its own largest magnitude first (Quantus's
+        normalize: divide every map by its own largest magnitude first (Quantus's
             ``normalise=True``, but per sample: Quantus divides by the largest magnitude of
             the whole batch).
         seed: the noise's seed (and the method's, for methods that draw noise).
         max_batch: rows per forward/backward pass of the method, or ``"auto"``.
-        output: which model output to explain when the model returns several.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
+        output: which model output to explain when the model returns several.
         method_options: options of the method (``nsamples``, ``layer``, ...), passed to
             :func:`xaikit.xai.explain`.
 
@@ -189,29 +194,30 @@ def max_sensitivity(
     Example:
         >>> import torch
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
-        >>> r = max_sensitivity(model, torch.rand(3, 1, 4, 4), "vanilla", n_samples=4)
+        >>> r = max_sensitivity(model, torch.rand(3, 1, 4, 4), "vanilla", nsamples=4)
         >>> r.scores.tolist()  # the gradient of a linear model does not depend on x
         [0.0, 0.0, 0.0]
     """
     return _sensitivity(
-        "max", model, x, method, target, n_samples, radius, normalise, seed, max_batch, output, framework,
+        "max", model, x, method, target, nsamples, radius, normalize, seed, max_batch, output, framework,
         method_options,
     )  # fmt: skip
 
 
+@public(old_order=_OLD_ORDER)
 def avg_sensitivity(
     model: Any,
     x: Any,
     method: str,
-    target: Any = None,
     *,
-    n_samples: int = 200,
+    target: Any = None,
+    nsamples: int = 200,
     radius: float = 0.2,
-    normalise: bool = False,
+    normalize: bool = False,
     seed: int = 0,
     max_batch: int | str = "auto",
-    output: int | str = 0,
     framework: str | None = None,
+    output: int | str = 0,
     method_options: dict[str, Any] | None = None,
 ) -> SensitivityResult:
     """Average-sensitivity: the mean relative change of the map under small input noise.
@@ -222,40 +228,41 @@ def avg_sensitivity(
     Example:
         >>> import torch
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
-        >>> r = avg_sensitivity(model, torch.rand(2, 1, 4, 4), "input_x_gradient", n_samples=8)
+        >>> r = avg_sensitivity(model, torch.rand(2, 1, 4, 4), "input_x_gradient", nsamples=8)
         >>> r.ratios.shape, bool(np.all(r.scores > 0))
         ((2, 8), True)
     """
     return _sensitivity(
-        "avg", model, x, method, target, n_samples, radius, normalise, seed, max_batch, output, framework,
+        "avg", model, x, method, target, nsamples, radius, normalize, seed, max_batch, output, framework,
         method_options,
     )  # fmt: skip
 
 
+@public(old_order=_OLD_ORDER)
 def local_lipschitz(
     model: Any,
     x: Any,
     method: str,
-    target: Any = None,
     *,
-    n_samples: int = 200,
-    std: float = 0.1,
-    normalise: bool = False,
+    target: Any = None,
+    nsamples: int = 200,
+    stdev: float = 0.1,
+    normalize: bool = False,
     seed: int = 0,
     max_batch: int | str = "auto",
-    output: int | str = 0,
     framework: str | None = None,
+    output: int | str = 0,
     method_options: dict[str, Any] | None = None,
 ) -> LipschitzResult:
     """The local Lipschitz estimate: how fast the map moves per unit of input change.
 
     ``score = max_k ||Φ(x + δ_k) - Φ(x)||_2 / ||δ_k||_2`` with Gaussian noise
-    ``δ_k ~ N(0, std²)`` on every element, k = 1..n_samples (Alvarez-Melis & Jaakkola 2018,
+    ``δ_k ~ N(0, stdev²)`` on every element, k = 1..nsamples (Alvarez-Melis & Jaakkola 2018,
     estimated by sampling as Quantus 0.6's ``LocalLipschitzEstimate``: 200 samples, std 0.1,
-    Euclidean distances). Lower is better. Quantus normalises the maps by default, by the
+    Euclidean distances). Lower is better. Quantus normalizes the maps by default, by the
     largest magnitude of the whole batch, so that a sample's score depends on the other
-    samples; here ``normalise=False`` is the default (the paper's definition) and
-    ``normalise=True`` divides each map by its own largest magnitude. Quantus also adds 1e-10
+    samples; here ``normalize=False`` is the default (the paper's definition) and
+    ``normalize=True`` divides each map by its own largest magnitude. Quantus also adds 1e-10
     to the denominator; the ratios here are exact. Memory: as :func:`max_sensitivity`.
 
     Args:
@@ -263,13 +270,14 @@ def local_lipschitz(
         x: the input batch (numpy or tensor), in the model's layout.
         method: the explanation method, by name; it is re-run on every perturbed copy.
         target: class per sample (or one for all); None = the model's prediction on the clean x.
-        n_samples: perturbed copies per sample.
-        std: the standard deviation of the Gaussian noise, in the input's units (> 0).
-        normalise: divide every map by its own largest magnitude first.
+        nsamples: perturbed copies per sample (Quantus's ``nr_samples``; the method's own noise
+            samples, if it draws any, go in ``method_options={"nsamples": ...}``).
+        stdev: the standard deviation of the Gaussian noise, in the input's units (> 0).
+        normalize: divide every map by its own largest magnitude first.
         seed: the noise's seed (and the method's, for methods that draw noise).
         max_batch: rows per forward/backward pass of the method, or ``"auto"``.
-        output: which model output to explain when the model returns several.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
+        output: which model output to explain when the model returns several.
         method_options: options of the method, passed to :func:`xaikit.xai.explain`.
 
     Returns:
@@ -278,23 +286,24 @@ def local_lipschitz(
     Example:
         >>> import torch
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
-        >>> local_lipschitz(model, torch.rand(2, 1, 4, 4), "vanilla", n_samples=4).scores.tolist()
+        >>> local_lipschitz(model, torch.rand(2, 1, 4, 4), "vanilla", nsamples=4).scores.tolist()
         [0.0, 0.0]
     """
-    n_samples = check_int(n_samples, "n_samples", 1)
-    std = check_number(std, "std (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
+    check_method(method)  # before the model is touched: a misplaced argument is named first
+    nsamples = check_int(nsamples, "nsamples", 1)
+    stdev = check_number(stdev, "stdev (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
     shape = _checked_shape(model, x, framework)
     rng = np.random.default_rng(seed)
 
     def perturb(k0: int, k1: int) -> np.ndarray:
-        noise = rng.standard_normal(size=(k1 - k0, *shape), dtype=np.float32) * np.float32(std)
+        noise = rng.standard_normal(size=(k1 - k0, *shape), dtype=np.float32) * np.float32(stdev)
         return np.asarray(host(x, "x"), dtype=np.float32)[None] + noise
 
     ratios, targets, groups, name = _robustness(
-        "lipschitz", model, x, method, target, perturb, n_samples, normalise, seed, max_batch, output,
+        "lipschitz", model, x, method, target, perturb, nsamples, normalize, seed, max_batch, output,
         framework, method_options,
     )  # fmt: skip
-    return LipschitzResult(_reduce("max", ratios), ratios, targets, name, float(std), groups)
+    return LipschitzResult(_reduce("max", ratios), ratios, targets, name, float(stdev), groups)
 
 
 def _checked_shape(model: Any, x: Any, framework: str | None) -> tuple[int, ...]:
@@ -309,16 +318,17 @@ def _sensitivity(
     x: Any,
     method: str,
     target: Any,
-    n_samples: int,
+    nsamples: int,
     radius: float,
-    normalise: bool,
+    normalize: bool,
     seed: int,
     max_batch: int | str,
     output: int | str,
     framework: str | None,
     method_options: dict[str, Any] | None,
 ) -> SensitivityResult:
-    n_samples = check_int(n_samples, "n_samples", 1)
+    check_method(method)  # before the model is touched: a misplaced argument is named first
+    nsamples = check_int(nsamples, "nsamples", 1)
     radius = check_number(radius, "radius (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
     shape = _checked_shape(model, x, framework)
     rng = np.random.default_rng(seed)
@@ -330,7 +340,7 @@ def _sensitivity(
         )
 
     ratios, targets, groups, name = _robustness(
-        "sensitivity", model, x, method, target, perturb, n_samples, normalise, seed, max_batch, output,
+        "sensitivity", model, x, method, target, perturb, nsamples, normalize, seed, max_batch, output,
         framework, method_options,
     )  # fmt: skip
     return SensitivityResult(kind, _reduce(kind, ratios), ratios, targets, name, float(radius), groups)
@@ -349,29 +359,29 @@ def _from_perturbed(
     x: Any,
     method: str,
     perturbed: Any,
-    target: Any = None,
     *,
-    normalise: bool = False,
+    target: Any = None,
+    normalize: bool = False,
     seed: int = 0,
     max_batch: int | str = "auto",
-    output: int | str = 0,
     framework: str | None = None,
+    output: int | str = 0,
     method_options: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """The scores of ``kind`` (``"max"``, ``"avg"`` or ``"lipschitz"``) on given perturbed
-    copies ``perturbed`` of shape (n_samples, *x.shape): the same computation as the public
+    copies ``perturbed`` of shape (nsamples, *x.shape): the same computation as the public
     functions without drawing the noise (to compare with another tool on its own draws)."""
     arr = host(perturbed, "perturbed")
     shape = _checked_shape(model, x, framework)
     if arr.ndim != len(shape) + 1 or tuple(arr.shape[1:]) != shape:
-        raise XaikitValueError(f"perturbed must have shape (n_samples, *{shape}); got {describe(perturbed)}")
+        raise XaikitValueError(f"perturbed must have shape (nsamples, *{shape}); got {describe(perturbed)}")
 
     def perturb(k0: int, k1: int) -> np.ndarray:
         return np.asarray(arr[k0:k1])
 
     what = "lipschitz" if kind == "lipschitz" else "sensitivity"
     ratios, *_ = _robustness(
-        what, model, x, method, target, perturb, arr.shape[0], normalise, seed, max_batch, output, framework,
+        what, model, x, method, target, perturb, arr.shape[0], normalize, seed, max_batch, output, framework,
         method_options,
     )  # fmt: skip
     return _reduce("max" if kind == "lipschitz" else kind, ratios)
@@ -383,7 +393,7 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
-def _normalised(maps: np.ndarray) -> np.ndarray:
+def _normalized(maps: np.ndarray) -> np.ndarray:
     """Each row divided by its largest magnitude (a row of zeros unchanged)."""
     top = np.abs(maps).max(axis=1, keepdims=True)
     return maps / np.where(top > 0, top, 1.0)
@@ -396,26 +406,21 @@ def _robustness(
     method: str,
     target: Any,
     perturb: Perturb,
-    n_samples: int,
-    normalise: bool,
+    nsamples: int,
+    normalize: bool,
     seed: int,
     max_batch: int | str,
     output: int | str,
     framework: str | None,
     method_options: dict[str, Any] | None,
 ) -> tuple[np.ndarray, np.ndarray, list[int], str]:
-    """Per-sample ratios (B, n_samples) of ``what`` (``"sensitivity"``: ||ΔΦ|| / ||Φ(x)||,
+    """Per-sample ratios (B, nsamples) of ``what`` (``"sensitivity"``: ||ΔΦ|| / ||Φ(x)||,
     ``"lipschitz"``: ||ΔΦ|| / ||Δx||), the targets, the rows per explain call and the method."""
     from xaikit.xai import explain
 
-    if not isinstance(method, str):
-        raise XaikitTypeError(
-            f"method must be the name of an explanation method ({', '.join(map(repr, method_names()))}); "
-            f"got {describe(method)}"
-        )
-    name = canonical(method, "method")
-    if not isinstance(normalise, (bool, np.bool_)):
-        raise XaikitTypeError(f"normalise must be True or False; got {describe(normalise)}")
+    name = check_method(method)
+    if not isinstance(normalize, (bool, np.bool_)):
+        raise XaikitTypeError(f"normalize must be True or False; got {describe(normalize)}")
     seed = check_int(seed, "seed", 0)
     output = check_output(output)
     max_batch = check_max_batch(max_batch)
@@ -435,18 +440,18 @@ def _robustness(
             output=output, **options,
         )  # fmt: skip
         flat = np.asarray(out, dtype=np.float32).reshape(tgt.shape[0], -1)
-        return _normalised(flat) if normalise else flat
+        return _normalized(flat) if normalize else flat
 
     clean = maps_of(x, targets, seed).astype(np.float64)
     x_flat = np.asarray(host(x, "x"), dtype=np.float64).reshape(batch, -1)
     clean32 = clean.astype(np.float32)
     denom = np.linalg.norm(clean, axis=1)
     per_sample = int(np.prod(shape))  # elements of the whole batch, one noise sample
-    group = max(1, min(n_samples, GROUP_BYTES // max(1, 24 * per_sample)))
-    ratios = np.empty((batch, n_samples), dtype=np.float64)
+    group = max(1, min(nsamples, GROUP_BYTES // max(1, 24 * per_sample)))
+    ratios = np.empty((batch, nsamples), dtype=np.float64)
     groups: list[int] = []
-    for j, k0 in enumerate(range(0, n_samples, group)):
-        k1 = min(n_samples, k0 + group)
+    for j, k0 in enumerate(range(0, nsamples, group)):
+        k1 = min(nsamples, k0 + group)
         g = k1 - k0
         xs = perturb(k0, k1)
         rows = xs.astype(np.float32, copy=False).reshape((g * batch, *shape[1:]))

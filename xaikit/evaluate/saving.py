@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate.compare import CompareResult, _readable
+from xaikit.evaluate._conventions import public
+from xaikit.evaluate.compare import CompareResult
 from xaikit.evaluate.completeness import CompletenessResult
 from xaikit.evaluate.perturbation import CurveResult
 from xaikit.evaluate.randomization import RandomizationResult
@@ -68,7 +69,10 @@ def _curves(name: str, results: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": kind, "title": name, "note": note, "tables": tables, "curves": [curve], "images": []}
 
 
-def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, title: str | None = None) -> Path:
+@public(old_order=("result", "folder", "name", "title"))
+def save_evaluation(
+    result: Any, folder: str | os.PathLike[str], name: str, *, title: str | None = None
+) -> Path:
     """Write an ``xk.evaluate`` result to ``<folder>/evaluation/<name>.json`` for the report.
 
     Args:
@@ -104,7 +108,7 @@ def save_evaluation(result: Any, folder: str | os.PathLike[str], name: str, titl
             "metrics": [
                 {
                     "name": m.name,
-                    "label": _readable(m.name),
+                    "label": m.label,
                     "family": m.family,
                     "higher_is_better": m.higher_is_better,
                     "question": m.question,

@@ -266,9 +266,11 @@ class SaliencyStability(_FixedSampleTrace):
 
     def _evaluate(self, data: Data, x: np.ndarray, target: np.ndarray | None) -> None:
         bk = get_backend(self.model)
-        shape, caxis = input_layout(x, bk)
-        channels = shape[caxis] if caxis is not None else None
-        current = to_spatial(self._maps(x, target), spatial_shape(shape, caxis), shape[0], channels=channels)
+        shape, channel_axis = input_layout(x, bk)
+        channels = shape[channel_axis] if channel_axis is not None else None
+        current = to_spatial(
+            self._maps(x, target), spatial_shape(shape, channel_axis), shape[0], channels=channels
+        )
         mode = self._mode()
         previous, self.previous[mode] = self.previous.get(mode), current
         if previous is None:
@@ -379,7 +381,7 @@ class Compare(Trace):
                 np.int64
             )
         result = compare(
-            self.model, ready[self.model_inputs], self.methods, self.metrics,
+            self.model, ready[self.model_inputs], self.methods, metrics=self.metrics,
             mask=ready[self.mask_key] if self.mask_key else None, target=target, seed=self.seed,
             method_options=self.method_options, max_batch=self.max_batch,
         )  # fmt: skip

@@ -1,0 +1,129 @@
+"""Shared pieces of the metrics that re-run a method under changed conditions (the random-logit
+test, eMPRT, sMPRT and ``compare``'s randomization scores): the checked arguments, one call of
+the method, the maps of the model with its weights re-drawn, and per-sample model arguments
+stacked with stacked rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend import Backend, get_backend
+from xaikit.backend.outputs import check_output
+from xaikit.checks import check_int
+from xaikit.evaluate._common import check_method_options, host, input_layout
+from xaikit.evaluate._conventions import check_method
+from xaikit.evaluate.randomization import layer_rng, select_layers
+from xaikit.xai.internal import check_max_batch, explain, health, pin, prepare
+
+__all__ = ["explain_rows", "randomized_maps", "start", "tile_kwargs"]
+
+
+def start(
+    model: Any,
+    x: Any,
+    method: Any,
+    *,
+    target: Any,
+    seed: Any,
+    max_batch: Any,
+    framework: str | None,
+    output: Any,
+    model_kwargs: dict[str, Any] | None,
+    method_options: Any,
+) -> tuple[Backend, str, dict[str, Any], np.ndarray, int]:
+    """Checked arguments: ``(backend, canonical method, method options, targets (B,), class count)``."""
+    method = check_method(method)
+    check_int(seed, "seed", 0)
+    check_max_batch(max_batch)
+    output = check_output(output)
+    options = check_method_options(method_options)
+    bk = get_backend(model, framework)
+    input_layout(x, bk)
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
+    with bk.inference(model):  # given classes: one row tells the class count
+        pinned = pin(inp, target, output, predict=False)
+    return bk, method, options, pinned.host_targets(bk), int(pinned.n_classes or 1)  # type: ignore[return-value]
+
+
+def explain_rows(
+    model: Any,
+    x: Any,
+    targets: np.ndarray,
+    *,
+    method: str,
+    seed: int,
+    max_batch: Any,
+    framework: str | None,
+    output: Any,
+    model_kwargs: dict[str, Any] | None,
+    options: dict[str, Any],
+) -> np.ndarray:
+    """The method's raw maps of the rows ``x`` for the classes ``targets`` (one call of
+    :func:`xaikit.xai.explain`), as numpy."""
+    kwargs = {"output": output, **options}
+    if model_kwargs:
+        kwargs["model_kwargs"] = model_kwargs
+    return np.asarray(
+        explain(
+            model, x, target=targets, method=method, framework=framework, seed=seed,
+            max_batch=max_batch, **kwargs,
+        )
+    )  # fmt: skip
+
+
+def randomized_maps(
+    bk: Backend,
+    model: Any,
+    x: Any,
+    targets: np.ndarray,
+    *,
+    layers: Any,
+    method: str,
+    seed: int,
+    max_batch: Any,
+    framework: str | None,
+    output: Any,
+    model_kwargs: dict[str, Any] | None,
+    options: dict[str, Any],
+    noise_seed: int | None = None,
+) -> tuple[np.ndarray, list[str]]:
+    """The maps of the model with ``layers`` (None: every layer with weights) re-drawn, each by
+    :func:`~xaikit.evaluate.randomization.layer_rng` (the recipe of every randomization check),
+    and the names of those layers; the weights are restored bit for bit afterwards. ``seed``
+    draws the weights and, unless ``noise_seed`` is given, the method's noise."""
+    ops = bk.eval
+    available = ops.weighted_layers(model)
+    chosen = select_layers(available, layers)
+    index = {name: i for i, (name, _) in enumerate(available)}
+    saved = ops.snapshot(model)
+    try:
+        for name, layer in chosen:  # every layer's draw is its own, so the order is moot
+            ops.randomize(layer, layer_rng(seed, index[name]))
+        with health.deferred():  # a randomized model's degenerate maps are not the user's model's
+            maps = explain_rows(
+                model, x, targets, method=method, seed=seed if noise_seed is None else noise_seed,
+                max_batch=max_batch, framework=framework, output=output, model_kwargs=model_kwargs,
+                options=options,
+            )  # fmt: skip
+    finally:
+        ops.restore(saved)
+    return maps, [n for n, _ in chosen]
+
+
+def _tile_rows(value: Any, copies: int, batch: int) -> Any:
+    """``copies`` stacked copies of a per-sample value (first axis = ``batch``); anything else as is."""
+    shape = getattr(value, "shape", None)
+    if shape is None or len(shape) == 0 or int(shape[0]) != batch:
+        return value
+    values = host(value, "model_kwargs value")
+    return np.concatenate([values] * copies, axis=0)
+
+
+def tile_kwargs(model_kwargs: dict[str, Any] | None, copies: int, batch: int) -> dict[str, Any] | None:
+    """The model's keyword arguments for ``copies`` stacked copies of the batch: each per-sample
+    value (first axis = ``batch``) stacked as many times, the others as they are."""
+    if not model_kwargs:
+        return model_kwargs
+    return {k: _tile_rows(v, copies, batch) for k, v in model_kwargs.items()}
