@@ -312,6 +312,21 @@ def test_lookup_by_name_alias_title_and_case(toy: Method) -> None:
     assert lazy.runner() is toy_run
 
 
+def test_records_pickle(toy: Method) -> None:
+    """A record goes to another process (or into a pickled trace) whole: options, runner, check."""
+    import pickle
+
+    for name in method_names():
+        record = get_method(name)
+        again = pickle.loads(pickle.dumps(record))
+        assert (
+            again == record
+            and again.runner() is record.runner()
+            and dict(again.options) == dict(record.options)
+        )
+    assert pickle.loads(pickle.dumps(toy)).check is _check_toy
+
+
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [

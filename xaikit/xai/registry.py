@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -243,6 +243,13 @@ class Method:
         if not self.short:
             object.__setattr__(self, "short", self.title)
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Records pickle (a trace that holds them, a process that runs them): the options go as
+        a dict (a read-only mapping does not pickle), the runner and functions by reference."""
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        state["options"] = dict(self.options)
+        return _method_from, (state,)
+
     @property
     def cost(self) -> str:
         """The cost class, for tables and help: ``"gradients"`` (forward and backward passes) or
@@ -289,6 +296,11 @@ class Method:
         if self.check is not None:
             self.check(dict(given))
         return shared, {**self.options, **given}
+
+
+def _method_from(state: dict[str, Any]) -> Method:
+    """A record from its pickled fields (see ``Method.__reduce__``)."""
+    return Method(**state)
 
 
 #: the registered methods by canonical name; the built-in ones register when their modules are
