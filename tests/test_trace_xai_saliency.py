@@ -594,3 +594,18 @@ def test_columns_are_bit_equal_to_separate_calls(framework):
         title = xk.xai.get_method(name).title
         got = np.asarray(img[f"{title} saliency"][0]).reshape(want.shape)
         np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_the_trace_pickles_and_gives_the_same_masks_after():
+    """Traces pickle without ``system`` (docs/traces.md); the Saliency trace used to keep the
+    framework's backend (a module inside), which does not pickle."""
+    model = tiny_model("torch")
+    x = batches(1, bs=2, seed=6)[0]["x"]
+    trace = Saliency(
+        model, "x", "y_pred", samples={"x": x}, smoothing=2, integrating=0, methods={"rise": {"n_masks": 4}}
+    )
+    again = pickle.loads(pickle.dumps(trace))
+    assert [c.method.name for c in again.columns] == ["vanilla", "smoothgrad", "rise"]
+    first, second = run_epoch(trace, [])["saliency"], run_epoch(again, [])["saliency"]
+    for column in ("saliency", "Smoothed saliency", "RISE saliency"):
+        np.testing.assert_array_equal(np.asarray(first[column][0]), np.asarray(second[column][0]))

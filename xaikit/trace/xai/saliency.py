@@ -402,7 +402,7 @@ class Saliency(Trace):
         self.mask_keys = [outputs] if len(inputs) == 1 else [f"{outputs}_{k}" for k in inputs]
         keys = inputs + ([class_key] if class_key else [])
         self.collector = SampleCollector(samples, keys=keys)
-        self.bk = get_backend(model)
+        get_backend(model)  # a model of a known framework (the backend is not kept: the trace pickles)
         self.max_batch = check_max_batch(max_batch)
         self.output = check_output(output)
         self.model_kwargs = merge_model_kwargs(model_kwargs, None)
@@ -431,6 +431,11 @@ class Saliency(Trace):
         data.write_with_log(self.time_key, round(time.perf_counter() - start, 2))
 
     # ---- work ------------------------------------------------------------------------------------
+    @property
+    def bk(self) -> Any:
+        """The model's framework backend."""
+        return get_backend(self.model)
+
     def _model_batch(self, samples: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """The model inputs of the samples as float32 arrays (``prepare`` moves them into the
         model's layout; the masks come back in theirs)."""
@@ -471,10 +476,11 @@ class Saliency(Trace):
             input's layout, one channel).
         """
         values = self._model_batch(samples)
-        inp = prepare(self.bk, self.model, values, self.model_inputs, None, self.model_kwargs)
+        bk = self.bk
+        inp = prepare(bk, self.model, values, self.model_inputs, None, self.model_kwargs)
         seed = fresh_seed() if self.seed is None else self.seed
         columns: dict[str, list[np.ndarray]] = {}
-        with self.bk.inference(self.model):
+        with bk.inference(self.model):
             pinned = pin(inp, None, self.output)  # the one forward pass: predictions and classes
             predictions = self._predictions(inp, pinned)
             for column in self.columns:
