@@ -47,7 +47,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# the method table of docs/methods.md is written from the method records first
 docs: $(STAMP)
+	$(PY) tools/method_table.py
 	$(VENV)/bin/mkdocs build --strict
 
 gallery: $(STAMP)

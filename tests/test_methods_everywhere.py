@@ -153,6 +153,21 @@ def test_saliency_trace_methods_are_checked() -> None:
         Saliency(model, ["a", "b"], "y_pred", methods=["rise"])
     with pytest.raises(XaikitValueError, match=r"or one of methods \['rise'\]; got str 'gradcam'"):
         Saliency(model, "x", "y_pred", methods=["rise"], overlay="gradcam")
+    # options are checked against the method's record when the trace is built, not at epoch end
+    with pytest.raises(
+        XaikitTypeError,
+        match=r"methods\['RISE'\]: explain\(method='rise'\) got unknown option\(s\) \['n_mask'\]; its "
+        r"options are n_masks, cell, p",
+    ):
+        Saliency(model, "x", "y_pred", methods={"RISE": {"n_mask": 8}})
+    with pytest.raises(XaikitValueError, match=r"methods\['rise'\]: n_masks must be an int >= 1; got int 0"):
+        Saliency(model, "x", "y_pred", methods={"rise": {"n_masks": 0}})
+    with pytest.raises(
+        XaikitValueError, match=r"methods\['rise'\]: \['output'\] are the trace's own arguments"
+    ):
+        Saliency(model, "x", "y_pred", methods={"rise": {"output": 1}})
+    trace = Saliency(model, "x", "y_pred", methods={"rise": {"n_masks": 8}}, overlay="RISE")
+    assert trace.methods == {"rise": {"n_masks": 8, "cell": 8, "p": 0.5}}  # the record's defaults filled in
 
 
 def test_cam_methods_by_name_in_evaluate_and_the_trace(framework: str) -> None:

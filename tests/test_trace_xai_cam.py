@@ -116,6 +116,13 @@ def test_cam_traces_refuse_what_cannot_work() -> None:
         GradCAM("x", grads="g", activations="a", method="scorecam")
     with pytest.raises(XaikitValueError, match=r"Eigen-CAM has its own trace, EigenCAM"):
         GradCAM("x", model=model, method="eigencam")
+    with pytest.raises(  # input-shaped attributions: refused when built, not at the end of an epoch
+        XaikitValueError,
+        match=r"GradCAM traces a class-activation map \(gradcam, .*scorecam\); got method='Guided Grad-CAM' "
+        r"\(Guided Grad-CAM is not a class-activation map: show it as a Saliency trace column, "
+        r"methods=\['guided_gradcam'\]\)",
+    ):
+        GradCAM("x", model=model, method="Guided Grad-CAM")
     with pytest.raises(XaikitValueError, match=r"method must be one of .*got 'lime'"):
         GradCAM("x", model=model, method="lime")
     with pytest.raises(XaikitValueError, match=r"EigenCAM needs exactly one of model= .* or activations="):

@@ -265,16 +265,15 @@ def test_saliency_time_is_logged_on_the_line_of_its_epoch(framework, monkeypatch
     clock = [1000.0]
     monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
 
-    class SlowNet:
-        def get_masks(self, batch):
-            clock[0] += 7.0
-            n = len(batch["x"])
-            return {"saliency": np.zeros((n, 4), np.float32), "y_pred": np.zeros(n, np.int64)}
+    def slow_masks(samples):
+        clock[0] += 7.0
+        n = len(samples["x"])
+        return {"y_pred": np.zeros(n, np.int64)}, {"": [np.zeros((n, 4), np.float32)]}
 
     trace = Saliency(
         tiny_model(framework), "x", "y_pred", class_key="y", samples=4, smoothing=0, integrating=0
     )
-    trace.salnet = SlowNet()
+    trace.masks = slow_masks
     pipe = FakePipeline(train=blobs(16), eval=blobs(8, seed=1))
     est = xk.Estimator(pipe, FakeNetwork(), epochs=2, traces=[RepeatScheduler([trace, None])], log_steps=100)
     summary = est.fit()
@@ -302,26 +301,38 @@ def test_single_channel_is_grey_and_same_samples_each_epoch(framework):
     )
 
 
-def test_dict_samples_and_one_call_per_method(framework, monkeypatch):
+def test_dict_samples_and_one_run_per_column(framework, monkeypatch):
+    """Given samples are explained as given; each column is one run of its method (the core
+    ones with the trace's settings), all on one prepared input and one pinning."""
+    import xaikit.trace.xai.saliency as module
+
     model = tiny_model(framework)
     fixed = batches(1, bs=4, seed=3)[0]
     trace = Saliency(model, "x", "y_pred", class_key="y", samples=fixed, smoothing=2, integrating=(3, 2))
-    calls = []
-    for name in ("get_masks", "get_smoothed_masks", "get_integrated_masks"):
-        original = getattr(trace.salnet, name)
+    calls, pins, prepares = [], [], []
+    for name, log in (("run", calls), ("pin", pins), ("prepare", prepares)):
+        original = getattr(module, name)
 
-        def spy(batch, *a, _orig=original, _name=name, **k):
-            calls.append((_name, len(batch["x"]), k.get("nintegration")))
-            return _orig(batch, *a, **k)
+        def spy(*a, _orig=original, _log=log, **k):
+            out = _orig(*a, **k)
+            _log.append((a, k, out))
+            return out
 
-        monkeypatch.setattr(trace.salnet, name, spy)
+        monkeypatch.setattr(module, name, spy)
     img = run_epoch(trace, batches(2))["saliency"]  # the batches are not used
-    assert calls == [
-        ("get_masks", 4, None),
-        ("get_smoothed_masks", 4, None),
-        ("get_integrated_masks", 4, None),
-        ("get_smoothed_masks", 4, 3),
+    got = [
+        (a[0].name, a[1].batch, {k: a[3][k] for k in ("nsamples", "nintegration", "stdev_spread")})
+        for a, _, _ in calls
     ]
+    assert got == [
+        ("vanilla", 4, {"nsamples": None, "nintegration": None, "stdev_spread": None}),
+        ("smoothgrad", 4, {"nsamples": 2, "nintegration": None, "stdev_spread": 0.15}),
+        ("integrated", 4, {"nsamples": 3, "nintegration": None, "stdev_spread": None}),
+        ("smint", 4, {"nsamples": 2, "nintegration": 3, "stdev_spread": 0.15}),
+    ]
+    assert len(prepares) == 1 and len(pins) == 1  # one upload, one forward pass for the classes
+    inp, pinned = prepares[0][2], pins[0][2]
+    assert all(a[1] is inp and a[2] is pinned for a, _, _ in calls)
     np.testing.assert_allclose(np.asarray(img["x"][0]), fixed["x"])
     assert img["y"][0] == ["0", "1", "2", "0"]  # no label_mapping: numbers as text
 
@@ -479,3 +490,122 @@ def test_masks_are_aligned_with_the_image(framework):
     from xaikit.viz import overlay
 
     np.testing.assert_allclose(over, overlay(x, mask, smooth=1.0), atol=1e-6)
+
+
+class _Counted:
+    """A torch CNN that counts its forward calls and rows."""
+
+    @staticmethod
+    def make():
+        import torch
+
+        class Counted(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = tiny_model("torch")
+                self.calls = 0
+                self.rows = 0
+
+            def forward(self, x):
+                self.calls += 1
+                self.rows += int(x.shape[0])
+                return self.net(x)
+
+        return Counted()
+
+
+def test_one_forward_pass_pins_the_classes_of_every_column():
+    """Per epoch the trace runs the model once for the classes, then once per column (each
+    column's fused rows fit one chunk here): 1 + 4 core + RISE + occlusion = 7 forward calls.
+    The same columns as separate SaliencyNet / explain calls (the trace before) cost 12: each
+    SaliencyNet call pins its own classes (a pass of the batch, 4 in all) and each explain call
+    checks the given classes on one row (2 more)."""
+    import xaikit as xk
+
+    model = _Counted.make()
+    x = batches(1, bs=3, seed=2)[0]["x"]
+    methods = {"rise": {"n_masks": 8}, "occlusion": {"window": 4, "stride": 4}}
+    trace = Saliency(
+        model,
+        "x",
+        "y_pred",
+        samples={"x": x},
+        smoothing=2,
+        integrating=(3, 2),
+        methods=methods,
+        max_batch=512,
+    )
+    for _ in range(2):  # every epoch the same
+        model.calls = model.rows = 0
+        run_epoch(trace, [])
+        assert model.calls == 7
+        # rows: the classes 3, vanilla 3, SmoothGrad 3 x 2, IG 3 x 3, SmInt 3 x 2 x 3, RISE 3 x 8,
+        # occlusion 3 x (1 + 4 windows)
+        assert model.rows == 3 + 3 + 6 + 9 + 18 + 24 + 15
+
+    model.calls = model.rows = 0
+    feed = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    net = xk.xai.SaliencyNet(model, "x", "y_pred", seed=0, max_batch=512)
+    net.get_masks({"x": feed})
+    net.get_smoothed_masks({"x": feed}, nsamples=2)
+    net.get_integrated_masks({"x": feed}, nsamples=3)
+    pred = net.get_smoothed_masks({"x": feed}, nsamples=2, nintegration=3)["y_pred"]
+    for name, options in methods.items():
+        xk.xai.explain(model, feed, target=pred, method=name, seed=0, max_batch=512, **options)
+    assert model.calls == 12 and model.rows == 3 + 3 + 6 + 9 + 18 + 24 + 15 + 3 * 3 + 2
+
+
+def test_columns_are_bit_equal_to_separate_calls(framework):
+    """Every column of the one-pinning trace holds exactly the masks of the separate calls:
+    SaliencyNet's display masks for the core columns, explain's attributions (as display masks)
+    for methods=, a gradient CAM and an input-shaped method among them."""
+    import xaikit as xk
+    from xaikit.xai.internal import to_display
+
+    model = tiny_model(framework)
+    x = batches(1, bs=3, seed=4)[0]["x"]
+    feed = x if framework == "tf" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    axis = 3 if framework == "tf" else 1
+    methods = {"gradcam": {}, "input_x_gradient": {}, "rise": {"n_masks": 8}}
+    trace = Saliency(
+        model, "x", "y_pred", samples={"x": x}, smoothing=2, integrating=(3, 2), methods=methods, seed=5,
+        max_batch=64,
+    )  # fmt: skip
+    img = run_epoch(trace, [])["saliency"]
+    net = xk.xai.SaliencyNet(model, "x", "y_pred", seed=5, max_batch=64)
+    separate = {
+        "saliency": net.get_masks({"x": feed}),
+        "Smoothed saliency": net.get_smoothed_masks({"x": feed}, nsamples=2),
+        "Integrated saliency": net.get_integrated_masks({"x": feed}, nsamples=3),
+        "SmInt saliency": net.get_smoothed_masks({"x": feed}, nsamples=2, nintegration=3),
+    }
+    for column, res in separate.items():
+        want = res["saliency"] if framework == "tf" else np.moveaxis(res["saliency"], 1, -1)
+        np.testing.assert_array_equal(np.asarray(img[column][0]).reshape(want.shape), want, err_msg=column)
+    pred = separate["saliency"]["y_pred"]
+    assert img["y_pred"][0] == [str(int(p)) for p in pred]
+    for name, options in methods.items():
+        raw = xk.xai.explain(model, feed, target=pred, method=name, seed=5, max_batch=64, **options)
+        if raw.shape == feed.shape:
+            want = to_display(raw, axis)
+            want = want if framework == "tf" else np.moveaxis(want, 1, -1)
+        else:
+            want = to_display(raw, None, percentile=100.0)
+        title = xk.xai.get_method(name).title
+        got = np.asarray(img[f"{title} saliency"][0]).reshape(want.shape)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_the_trace_pickles_and_gives_the_same_masks_after():
+    """Traces pickle without ``system`` (docs/traces.md); the Saliency trace used to keep the
+    framework's backend (a module inside), which does not pickle."""
+    model = tiny_model("torch")
+    x = batches(1, bs=2, seed=6)[0]["x"]
+    trace = Saliency(
+        model, "x", "y_pred", samples={"x": x}, smoothing=2, integrating=0, methods={"rise": {"n_masks": 4}}
+    )
+    again = pickle.loads(pickle.dumps(trace))
+    assert [c.method.name for c in again.columns] == ["vanilla", "smoothgrad", "rise"]
+    first, second = run_epoch(trace, [])["saliency"], run_epoch(again, [])["saliency"]
+    for column in ("saliency", "Smoothed saliency", "RISE saliency"):
+        np.testing.assert_array_equal(np.asarray(first[column][0]), np.asarray(second[column][0]))

@@ -1,5 +1,12 @@
 """The ``xaikit`` command line (``xaikit demo ...``, ``xaikit report RUN``, ``xaikit explain --model M
---data D --out DIR``, ``xaikit --version``; also ``python -m xaikit``).
+--data D --out DIR``, ``xaikit methods [NAME ...]``, ``xaikit --version``; also ``python -m xaikit``).
+
+The explanation methods the command line offers are the registered method records
+(:mod:`xaikit.xai.registry`): ``xaikit explain --help`` lists them by family with their titles,
+``xaikit methods`` with their options, defaults and what each answers, both read off the records
+when they are shown (so that ``xaikit --version`` or ``xaikit report`` import no method). A method of your own registered by the module of a
+``--model package.module:factory`` is found too (the module is imported when ``--method`` names
+no registered method).
 
 No deep-learning framework is imported here: every option is checked first (``explain``: the
 method, its ``-o`` options, ``--classes``, ``--out`` and the first sample of ``--data`` before the
@@ -53,6 +60,38 @@ def _out_problem(path: str, folder: bool = True) -> str | None:
     if reason == "an existing file":
         reason += ", not a folder"
     return f"{path!r} is not writable ({reason if folder else f'{target!r}: {reason}'})"
+
+
+#: the help of ``xaikit explain --method`` until it is shown: the method list is read off the
+#: records when the help is formatted (a call that shows no help imports no method)
+_METHOD_HELP = "an explanation method (the registered ones are listed when the help is shown)"
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Help texts keep their line breaks, each line wrapped on its own (the method list of
+    ``xaikit explain --method``: one line per family, from the method records)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return _method_help() if action.help == _METHOD_HELP else action.help
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        split = super()._split_lines
+        return [part for line in text.splitlines() for part in (split(line, width) or [""])]
+
+
+def _method_help() -> str:
+    """``--method``'s help: every registered method by family, ``name (Title)``."""
+    from xaikit.xai import get_method, method_names
+
+    records = [get_method(m) for m in method_names()]
+    lines = [
+        "an explanation method by name, alias or title (default: %(default)s); -o KEY=VALUE sets "
+        "its options, which 'xaikit methods NAME' lists:"
+    ]
+    for family in dict.fromkeys(r.family for r in records):
+        names = ", ".join(f"{r.name} ({r.title})" for r in records if r.family == family)
+        lines.append(f"{family}: {names}".replace("%", "%%"))
+    return "\n".join(lines)
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -144,6 +183,7 @@ def _parser() -> _Parser:
     rep.add_argument("--out", default=None, help="the HTML file (default: RUN/report.html)")
     exp = sub.add_parser(
         "explain",
+        formatter_class=_Formatter,
         help="explain every sample of a dataset into a resumable Zarr store (plus PNG grids)",
         description=(
             "Explain every sample of --data with --model into the Zarr store --out (resumable: a run "
@@ -161,7 +201,7 @@ def _parser() -> _Parser:
         required=True,
         help="a folder or glob of PNG/JPEG images, a .npy array, or a .npz with x (and y)",
     )
-    exp.add_argument("--method", default="smint", help="any method of xk.xai.explain (default: %(default)s)")
+    exp.add_argument("--method", default="smint", help=_METHOD_HELP)
     exp.add_argument("--out", required=True, help="the store folder, e.g. runs/audit.zarr")
     exp.add_argument("--workers", type=positive, default=None, help="Ray workers (implies the Ray engine)")
     exp.add_argument("--ray-address", default=None, help="join this Ray cluster ('auto' or ray://host:port)")
@@ -212,7 +252,63 @@ def _parser() -> _Parser:
         metavar="FILE",
         help="class names: a text file (one per line) or a JSON list; shown in the grids and table",
     )
+    methods = sub.add_parser(
+        "methods",
+        help="list the explanation methods: names, titles, options with defaults, what each answers",
+        description=(
+            "The explanation methods --method takes, by family: each one's name (and the other names "
+            "it goes by), title, what it answers, its options with their defaults (set with -o "
+            "KEY=VALUE; an option without a default is chosen by the method), its cost and result, "
+            "and the paper it follows. See docs/methods.md."
+        ),
+    )
+    methods.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="the methods to show (any name, alias or title; default: all)",
+    )
     return parser
+
+
+def _describe_method(record: Any) -> list[str]:
+    """The lines ``xaikit methods`` prints for one method record."""
+    also = f"  (also: {', '.join(record.aliases)})" if record.aliases else ""
+    shape = "input-shaped attributions" if record.result == "input" else "one (H, W) map per image"
+    facts = [record.cost, shape]
+    if record.delta:
+        facts.append("completeness delta")
+    if record.noise:
+        facts.append("seeded noise")
+    if record.layer:
+        facts.append("one layer (layer=)")
+    lines = [f"  {record.name}  {record.title}{also}"]
+    if record.summary:
+        lines.append(f"      {record.summary}")
+    lines.append(f"      options: {', '.join(record.option_texts()) or 'none of its own'}")
+    lines.append(f"      {'; '.join(facts)}" + (f"; {record.reference}" if record.reference else ""))
+    return lines
+
+
+def _methods(args: argparse.Namespace) -> int:
+    from xaikit.errors import XaikitError
+    from xaikit.xai import get_method, method_names
+
+    try:
+        chosen = [get_method(n).name for n in args.names] if args.names else list(method_names())
+    except XaikitError as err:
+        _fail("xaikit methods", f"argument NAME: {err}")
+    records = [get_method(m) for m in dict.fromkeys(chosen)]
+    if not args.names:
+        print(
+            f"xaikit methods: {len(records)} explanation methods; xaikit explain --method NAME -o KEY=VALUE "
+            "(an option without '=' is chosen by the method unless given)"
+        )
+    for family in dict.fromkeys(r.family for r in records):
+        print(f"\n{family}")
+        for record in (r for r in records if r.family == family):
+            print("\n".join(_describe_method(record)))
+    return 0
 
 
 #: how ``explain_dataset``'s messages name its Python arguments -> the flags of ``xaikit explain``:
@@ -302,16 +398,45 @@ def _explain_data(spec: str) -> object:
     return spec
 
 
+def _method_name(method: str, model: str) -> str:
+    """The canonical name of ``--method``. A name that no registered method has is looked up
+    again after importing the module of a ``package.module:factory`` ``--model``: a method of
+    your own is registered by a module that the factory's module imports."""
+    import importlib
+
+    from xaikit.errors import XaikitError
+    from xaikit.xai import ModelSpec, get_method
+
+    try:
+        return get_method(method).name
+    except XaikitError as err:
+        try:
+            spec = ModelSpec.of(model)
+        except XaikitError:
+            raise err from None
+        if spec.kind != "import":
+            raise
+        module = str(spec.value).partition(":")[0]
+        try:
+            with _native_notices_filtered():
+                importlib.import_module(module)
+        except Exception as exc:
+            raise type(err)(
+                f"{err} (importing {module!r}, the module of --model, for a method of your own failed: "
+                f"{type(exc).__name__}: {exc})"
+            ) from None
+        return get_method(method).name
+
+
 def _explain(args: argparse.Namespace) -> int:
     from xaikit.errors import XaikitError
     from xaikit.xai.dataset import check_method_options, read_classes
     from xaikit.xai.internal import as_source
-    from xaikit.xai.registry import canonical
 
     prog = "xaikit explain"
     options = _method_options(args.option)
     try:
-        method = canonical(args.method)
+        method = _method_name(args.method, args.model)
     except XaikitError as err:
         _fail(prog, f"argument --method: {err}")
     try:
@@ -442,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(args)
     if args.command == "explain":
         return _explain(args)
+    if args.command == "methods":
+        return _methods(args)
     if args.command == "demo":
         from xaikit.demo import run_demo, start_framework
         from xaikit.errors import XaikitError

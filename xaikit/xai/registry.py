@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -194,6 +194,36 @@ class Method:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name != self.name.lower():
             raise XaikitValueError(f"Method name must be a non-empty lower-case str; got {self.name!r}")
+        if self.family not in FAMILIES:
+            raise XaikitValueError(
+                f"Method {self.name!r}: family must be one of {FAMILIES}; got {describe(self.family)}"
+            )
+        for key in ("title", "short", "summary", "reference"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or (key == "title" and not value.strip()):
+                what = "a non-empty str" if key == "title" else "a str"
+                raise XaikitTypeError(f"Method {self.name!r}: {key} must be {what}; got {describe(value)}")
+        if not isinstance(self.aliases, tuple) or not all(isinstance(a, str) and a for a in self.aliases):
+            raise XaikitTypeError(
+                f"Method {self.name!r}: aliases must be a tuple of non-empty str, e.g. ('ig',); got "
+                f"{describe(self.aliases)}"
+            )
+        if not isinstance(self.options, Mapping) or not all(
+            isinstance(k, str) and k.isidentifier() for k in self.options
+        ):
+            raise XaikitTypeError(
+                f"Method {self.name!r}: options must be a dict {{option name: default}} with identifier "
+                f"names; got {describe(self.options)}"
+            )
+        flags = ("gradients", "layer", "noise", "delta", "core", "slow")
+        bad = [k for k in flags if not isinstance(getattr(self, k), bool)]
+        if bad:
+            raise XaikitTypeError(f"Method {self.name!r}: {bad} must be True or False")
+        for key in ("check", "formula"):
+            if getattr(self, key) is not None and not callable(getattr(self, key)):
+                raise XaikitTypeError(
+                    f"Method {self.name!r}: {key} must be a function or None; got {describe(getattr(self, key))}"
+                )
         if self.result not in ("input", "map"):
             raise XaikitValueError(
                 f"Method {self.name!r}: result must be 'input' or 'map'; got {self.result!r}"
@@ -213,6 +243,29 @@ class Method:
         if not self.short:
             object.__setattr__(self, "short", self.title)
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Records pickle (a trace that holds them, a process that runs them): the options go as
+        a dict (a read-only mapping does not pickle), the runner and functions by reference."""
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        state["options"] = dict(self.options)
+        return _method_from, (state,)
+
+    @property
+    def cost(self) -> str:
+        """The cost class, for tables and help: ``"gradients"`` (forward and backward passes) or
+        ``"forward only"``."""
+        return "gradients" if self.gradients else "forward only"
+
+    def option_texts(self) -> list[str]:
+        """Each of the method's own options as ``name=default``, or ``name`` alone when the
+        method chooses (default None), for help texts and the docs' table.
+
+        Example:
+            >>> get_method("rise").option_texts(), get_method("occlusion").option_texts()
+            (['n_masks=1000', 'cell=8', 'p=0.5'], ['window', 'stride', 'baseline=0.0'])
+        """
+        return [k if v is None else f"{k}={v!r}" for k, v in self.options.items()]
+
     def runner(self) -> Runner:
         """The runner (imported on first use when given as ``"module:function"``)."""
         if callable(self.run):
@@ -229,7 +282,7 @@ class Method:
         Example:
             >>> shared, own = get_method("rise").split_options({"n_masks": 64, "output": 1})
             >>> shared, own["n_masks"], own["cell"]
-            ({'output': 1}, 64, 7)
+            ({'output': 1}, 64, 8)
         """
         unknown = sorted(k for k in options if k not in self.options and k not in SHARED_OPTIONS)
         if unknown:
@@ -243,6 +296,11 @@ class Method:
         if self.check is not None:
             self.check(dict(given))
         return shared, {**self.options, **given}
+
+
+def _method_from(state: dict[str, Any]) -> Method:
+    """A record from its pickled fields (see ``Method.__reduce__``)."""
+    return Method(**state)
 
 
 #: the registered methods by canonical name; the built-in ones register when their modules are
@@ -264,8 +322,12 @@ def register_method(method: Method, *, replace: bool = False) -> Method:
         method: the record.
         replace: allow replacing a registered method of the same name (its aliases go too).
 
+    Returns:
+        The record, registered.
+
     Raises:
-        XaikitValueError: the name or an alias is taken by another method.
+        XaikitValueError: the name is registered already (without ``replace``), or the name,
+            title or an alias names another method; nothing changes then.
     """
     if not isinstance(method, Method):
         raise XaikitTypeError(f"register_method takes a Method record; got {describe(method)}")
@@ -273,15 +335,15 @@ def register_method(method: Method, *, replace: bool = False) -> Method:
         raise XaikitValueError(
             f"a method named {method.name!r} is registered already; pass replace=True to replace it"
         )
-    if method.name in _REGISTRY:
-        unregister_method(method.name)
     keys = {_key(method.name), _key(method.title), *(_key(a) for a in method.aliases)}
     taken = sorted(k for k in keys if _LOOKUP.get(k, method.name) != method.name)
-    if taken:
+    if taken:  # checked before a replaced record goes: a refused replacement changes nothing
         owners = sorted({_LOOKUP[k] for k in taken})
         raise XaikitValueError(
             f"method {method.name!r}: the name, title or alias {taken} already names {owners}"
         )
+    if method.name in _REGISTRY:
+        unregister_method(method.name)
     _REGISTRY[method.name] = method
     for k in keys:
         _LOOKUP[k] = method.name

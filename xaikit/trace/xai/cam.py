@@ -31,15 +31,23 @@ from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace
 from xaikit.trace.xai._samples import SampleCollector
 from xaikit.trace.xai.saliency import _class_ids, invert_mapping, to_names
-from xaikit.xai.registry import canonical, method_names
-from xaikit.xai.registry import title as method_title
+from xaikit.xai import get_method, method_names
 
 __all__ = ["EigenCAM", "GradCAM"]
 
 log = logging.getLogger(__name__)
 
-#: the CAM methods that need only the layer's activations and the gradients w.r.t. them
-_FROM_GRADS = ("gradcam", "gradcam++", "xgradcam", "layercam", "hirescam")
+
+def _from_grads() -> list[str]:
+    """The CAM methods a layer's activations and their gradients give (the records with a
+    ``formula``): what the ``GradCAM`` trace computes from batch keys."""
+    return [m for m in method_names("cam") if get_method(m).formula is not None]
+
+
+def _of_one_class() -> list[str]:
+    """The CAM methods the ``GradCAM`` trace runs on the model: the class-activation maps (a
+    ``(B, H, W)`` map) but Eigen-CAM, which has its own trace."""
+    return [m for m in method_names("cam", result="map") if m != EigenCAM.method]
 
 
 def _key(value: Any, name: str) -> str | None:
@@ -195,15 +203,21 @@ class _CamTrace(Trace):
         )
 
     def _explain_raw(self, samples: Mapping[str, np.ndarray], method: str) -> np.ndarray:
+        """The method's maps at the layer's resolution (``raw=True``, for a method whose record
+        takes it; else the maps ``explain`` gives)."""
         from xaikit.xai import explain
 
         x = np.asarray(samples[self.image_key])
         if np.issubdtype(x.dtype, np.integer) or x.dtype == np.float64:
             x = x.astype(np.float32)
-        kw: dict[str, Any] = {"layer": self.layer, "raw": True, "output": self.output}
+        takes = get_method(method).options
+        kw: dict[str, Any] = {"output": self.output}
+        kw.update({k: v for k, v in (("layer", self.layer), ("raw", True)) if k in takes})
         if self.model_kwargs is not None:
             kw["model_kwargs"] = self.model_kwargs
         result = explain(self.model, x, target=self._targets(samples), method=method, **kw)
+        if not hasattr(result, "maps"):  # a method without raw=: (B, H, W) maps at the input's size
+            return np.asarray(result)
         self._found_layer(result.layer)
         return np.asarray(result.maps)
 
@@ -233,8 +247,11 @@ class GradCAM(_CamTrace):
             ``"layer4.1.conv2"``, a Keras layer name, the layer object, or None: the last layer
             with a spatial output, logged when found).
         activations: the batch key of that layer's output (with ``grads``).
-        method: ``"gradcam"`` (default) or another CAM method (``"gradcam++"``, ``"xgradcam"``,
-            ``"layercam"``, ``"hirescam"``; in model mode also ``"scorecam"``).
+        method: ``"gradcam"`` (default) or another class-activation map by any name
+            (``"gradcam++"``, ``"xgradcam"``, ``"layercam"``, ``"hirescam"``: the methods whose
+            record has a ``formula``, the only ones computed from ``grads``/``activations`` keys;
+            in model mode also ``"scorecam"`` and a CAM of your own registered with
+            :func:`xaikit.xai.register_method`). The column is titled with the method's title.
         output: the model output explained when the model returns several (model mode).
         model_kwargs: extra keyword arguments of the model's forward call (model mode).
         overlay_smooth: sigma in pixels of the blur of the overlaid map (0: none; CAM maps are
@@ -267,12 +284,16 @@ class GradCAM(_CamTrace):
         model_kwargs: Mapping[str, Any] | None = None,
         overlay_smooth: float = 0.0,
     ) -> None:
-        self.method = canonical(method)
+        record = get_method(method)
+        self.method = record.name
         grads, activations = _key(grads, "grads"), _key(activations, "activations")
-        if self.method not in method_names("cam") or self.method == "eigencam":
+        if self.method not in _of_one_class():
+            hint = "Eigen-CAM has its own trace, EigenCAM"
+            if record.name != EigenCAM.method:
+                hint = f"{record.title} is not a class-activation map: show it as a Saliency trace column, methods=[{record.name!r}]"
             raise XaikitValueError(
-                f"GradCAM traces a gradient CAM method ({', '.join(_FROM_GRADS + ('scorecam',))}); got "
-                f"method={method!r} (Eigen-CAM has its own trace, EigenCAM)"
+                f"GradCAM traces a class-activation map ({', '.join(_of_one_class())}); got "
+                f"method={method!r} ({hint})"
             )
         keys: list[str] = []
         if model is None:
@@ -284,10 +305,10 @@ class GradCAM(_CamTrace):
                     f"activations={activations!r}. (The reference's GradCAM trace averaged the "
                     "gradients alone; see docs/migrating.md.)"
                 )
-            if self.method not in _FROM_GRADS:
+            if self.method not in _from_grads():
                 raise XaikitValueError(
-                    f"method={method!r} needs the model (model=): it runs the model on masked copies; "
-                    f"from grads/activations keys: {', '.join(_FROM_GRADS)}"
+                    f"method={method!r} needs the model (model=): it is not computed from a layer's "
+                    f"activations and their gradients; from grads/activations keys: {', '.join(_from_grads())}"
                 )
             keys = [activations, grads]
         elif grads is not None or activations is not None:
@@ -302,8 +323,9 @@ class GradCAM(_CamTrace):
         )  # fmt: skip
 
     def maps(self, samples: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        title = get_method(self.method).title
         if self.model is not None:
-            return {method_title(self.method): self._explain_raw(samples, self.method)}
+            return {title: self._explain_raw(samples, self.method)}
         from xaikit.xai.internal import combine
 
         a = _channel_first(samples[str(self.activation_key)], self._first, "activations")
@@ -313,7 +335,7 @@ class GradCAM(_CamTrace):
                 f"activations {self.activation_key!r} and grads {self.grad_key!r} must have one shape; "
                 f"got {a.shape} and {da.shape}"
             )
-        return {method_title(self.method): combine(self.method, a, da)}
+        return {title: combine(self.method, a, da)}
 
 
 class EigenCAM(_CamTrace):

@@ -1,26 +1,45 @@
-"""The ``Saliency`` trace: saliency masks of a few fixed samples, painted as an ``ImgData`` grid."""
+"""The ``Saliency`` trace: saliency masks of a few fixed samples, painted as an ``ImgData`` grid.
+
+Its columns are method records (:class:`xaikit.xai.Method`): the core gradient methods that
+``smoothing=`` and ``integrating=`` switch on, then every ``methods=`` entry, each titled with
+its record's title and checked against its record's options when the trace is built. At the end
+of an epoch the samples are prepared once (on the model's device, in its layout) and the
+explained classes pinned once (one forward pass of the samples); every column then runs through
+``xaikit.xai.internal.run`` on those inputs and classes.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from xaikit.backend import to_number
+from xaikit.backend import get_backend, to_number
+from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
-from xaikit.xai.registry import canonical, method_names
-from xaikit.xai.registry import title as method_title
+from xaikit.xai import Method, get_method, method_names
+from xaikit.xai.internal import (
+    check_max_batch,
+    fresh_seed,
+    merge_model_kwargs,
+    pin,
+    prepare,
+    run,
+    to_display,
+)
 
 __all__ = ["Saliency", "invert_mapping", "to_names"]
 
-#: ``overlay=`` choices → the mask column prefix ("" is the vanilla column)
-_OVERLAY_PREFIX = {"saliency": "", "smoothed": "Smoothed", "integrated": "Integrated", "smint": "SmInt"}
+#: the ``overlay=`` name of the vanilla column (the reference's bare mask key); the other core
+#: columns go by their record's title in lower case (``"smoothed"``, ``"integrated"``, ``"smint"``)
+_VANILLA_OVERLAY = "saliency"
 #: the colour and mark of a prediction that differs from the label
 WRONG_COLOR = "red"
 WRONG_MARK = " ✗"
@@ -89,10 +108,83 @@ def _mask_axis(mask_shape: tuple[int, ...], x_shape: tuple[int, ...]) -> int | N
     return None
 
 
-def _check_methods(methods: Any, inputs: list[str]) -> dict[str, dict[str, Any]]:
-    """``methods=`` checked: ``{canonical name: options}`` in the given order."""
+@dataclass(frozen=True)
+class _Column:
+    """One mask column of the grid: a method record and its own options (checked against the
+    record and filled with its defaults when the trace is built)."""
+
+    method: Method
+    options: dict[str, Any]
+    core: bool = False
+
+    @property
+    def prefix(self) -> str:
+        """The column's title before the mask name: the record's title, none for vanilla (the
+        reference's bare mask key)."""
+        return "" if self.core and self.method.name == "vanilla" else self.method.title
+
+    @property
+    def overlay_name(self) -> str:
+        """How ``overlay=`` names a core column in messages (any alias or title finds it)."""
+        return _VANILLA_OVERLAY if not self.prefix else self.method.title.lower()
+
+
+def _own_options(record: Method, options: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A column's options checked against its record (an unknown one is refused with the list of
+    the record's) and filled with the record's defaults; ``output`` and ``model_kwargs`` are the
+    trace's own, the same for every column."""
+    try:
+        shared, own = record.split_options(dict(options))
+    except XaikitError as err:
+        raise type(err)(f"{where}: {err}") from None
+    if shared:
+        raise XaikitValueError(
+            f"{where}: {sorted(shared)} are the trace's own arguments (output=, model_kwargs=), the "
+            "same for every column; pass them to Saliency"
+        )
+    return own
+
+
+def _core_columns(smoothing: int, n_int: int, n_smint: int, spread: float) -> list[_Column]:
+    """The columns of the core gradient methods (``method_names(core=True)``, in record order:
+    vanilla, SmoothGrad, Integrated Gradients, SmInt) that the trace's reference arguments switch
+    on: vanilla always, SmoothGrad with ``smoothing`` noise samples, IG with ``n_int`` steps, SmInt
+    with both ``n_smint`` noise samples and ``n_int`` steps."""
+    asked: dict[str, dict[str, Any] | None] = {
+        "vanilla": {},
+        "smoothgrad": {"nsamples": smoothing, "stdev_spread": spread} if smoothing else None,
+        "integrated": {"nsamples": n_int} if n_int else None,
+        "smint": (
+            {"nsamples": n_smint, "nintegration": n_int, "stdev_spread": spread}
+            if n_int and n_smint
+            else None
+        ),
+    }
+    out = []
+    for name in method_names(core=True):
+        options = asked.get(name)
+        if options is not None:
+            record = get_method(name)
+            out.append(_Column(record, _own_options(record, options, f"Saliency ({name})"), core=True))
+    return out
+
+
+def _method_display(record: Method, raw: np.ndarray, axis: int | None) -> np.ndarray:
+    """A ``methods`` column's display mask in [0, 1], shaped like the gradient masks: input-shaped
+    attributions summed over the channel ``axis``; a (B, H, W) map scaled by its maximum and
+    given that axis back (size 1)."""
+    values = np.asarray(raw, dtype=np.float64)
+    if record.result == "input":
+        return to_display(values, axis)
+    shown = to_display(values, None, percentile=100.0)
+    return shown if axis is None else np.expand_dims(shown, axis)
+
+
+def _check_methods(methods: Any, inputs: list[str]) -> list[_Column]:
+    """``methods=`` checked: one column per method, in the given order, its options checked
+    against its record."""
     if methods is None:
-        return {}
+        return []
     if isinstance(methods, str):
         methods = [methods]
     if isinstance(methods, Mapping):
@@ -103,10 +195,10 @@ def _check_methods(methods: Any, inputs: list[str]) -> dict[str, dict[str, Any]]
         raise XaikitTypeError(
             f"methods must be a list of method names or a dict {{name: options}}; got {describe(methods)}"
         )
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, _Column] = {}
     for name, options in items:
-        m = canonical(name, "methods")
-        if m in method_names(core=True):
+        record = get_method(name, "methods")
+        if record.core:
             raise XaikitValueError(
                 f"methods={name!r}: the trace computes the gradient masks itself (vanilla always; "
                 "smoothing= for SmoothGrad, integrating= for Integrated Gradients and SmInt); methods "
@@ -114,12 +206,39 @@ def _check_methods(methods: Any, inputs: list[str]) -> dict[str, dict[str, Any]]
             )
         if not isinstance(options, Mapping):
             raise XaikitTypeError(f"methods[{name!r}] must be a dict of options; got {describe(options)}")
-        out[m] = dict(options)
+        out[record.name] = _Column(record, _own_options(record, options, f"methods[{name!r}]"))
     if out and len(inputs) != 1:
         raise XaikitValueError(
             f"methods needs a model with a single input (the image explained); model_inputs is {inputs}"
         )
-    return out
+    return list(out.values())
+
+
+def _overlay_column(
+    overlay: Any, core: list[_Column], extra: list[_Column], smoothing: Any, integrating: Any
+) -> _Column | None:
+    """The column drawn over the image: ``overlay`` by any name of its method (None: the last
+    core column, the most refined gradient mask computed)."""
+    if overlay is None:
+        return None
+    try:
+        record: Method | None = get_method(overlay, "overlay")
+    except XaikitError:
+        record = None
+    for column in core + extra:
+        if record is not None and column.method.name == record.name:
+            return column
+    if record is not None and record.core:
+        raise XaikitValueError(
+            f"overlay={overlay!r} needs that mask, which this trace does not compute "
+            f"(smoothing={smoothing!r}, integrating={integrating!r}); computed: "
+            f"{[c.overlay_name for c in core]}"
+        )
+    every_core = sorted(_Column(get_method(m), {}, core=True).overlay_name for m in method_names(core=True))
+    raise XaikitValueError(
+        f"overlay must be None, one of {every_core} or one of methods "
+        f"{[c.method.name for c in extra]}; got {describe(overlay)}"
+    )
 
 
 def _display_options(denormalize: Any, inputs: list[str]) -> dict[str, Any]:
@@ -147,15 +266,19 @@ class Saliency(Trace):
     bold and marked ``✗``), then for each model input: the image, ``"<input> <mask>"`` (a mask as a
     heat map over the greyscale image, by :func:`xaikit.viz.overlay`; ``overlay`` picks which),
     ``<mask>`` (vanilla gradients), ``"Smoothed <mask>"`` (SmoothGrad), ``"Integrated <mask>"``
-    (Integrated Gradients), ``"SmInt <mask>"``. Single-channel input images are drawn grey, masks
+    (Integrated Gradients), ``"SmInt <mask>"``, then ``"<title> <mask>"`` for each of
+    ``methods`` (the method record's title). Single-channel input images are drawn grey, masks
     with ``"inferno"`` and a colorbar. The grid's title names the mode and epoch.
 
     The seconds spent computing the masks and building the grid are logged on the line of the
     epoch the trace ran in, as ``saliency_time(sec)`` (``<outputs>_time(sec)`` for another
     ``outputs``).
 
-    Each method is one fused :class:`~xaikit.xai.SaliencyNet` call over all the samples. The
-    class explained is the model's prediction (the label column shows the truth beside it).
+    Every epoch the trace runs, the samples are prepared once (checked, moved to the model's
+    device and layout) and the classes pinned once: one forward pass of the samples gives the
+    predictions shown and the class every column explains (the label column shows the truth
+    beside it). Each column is then one fused run of its method on those inputs, the same masks
+    :class:`~xaikit.xai.SaliencyNet` and :func:`~xaikit.xai.explain` give for the same seed.
 
     Args:
         model: the torch or Keras model to explain.
@@ -179,8 +302,9 @@ class Saliency(Trace):
         stdev_spread: SmoothGrad noise level (fraction of each sample's value range).
         max_batch: rows per fused forward+backward pass of the engine (``"auto"``).
         overlay: the mask drawn over the image: ``"smint"``, ``"integrated"``, ``"smoothed"``,
-            ``"saliency"`` (vanilla) or one of ``methods``; ``None`` (default): the most refined
-            gradient mask computed, SmInt > integrated > smoothed > vanilla.
+            ``"saliency"`` (vanilla) or one of ``methods`` (any name, alias or title of the
+            method); ``None`` (default): the most refined gradient mask computed, SmInt >
+            integrated > smoothed > vanilla.
         overlay_smooth: sigma in pixels of the blur of the overlaid mask (see
             :func:`xaikit.viz.overlay`); ``"auto"`` (default): max(1, the image's longer side /
             32); 0 draws the raw mask.
@@ -188,12 +312,14 @@ class Saliency(Trace):
             key or an attribute name such as ``"logits"`` (see :class:`~xaikit.xai.SaliencyNet`).
         model_kwargs: extra keyword arguments of the model's forward call (e.g. a flag); a tensor
             or array whose first axis is the number of samples is per-sample.
-        methods: more methods shown as columns after the gradient ones, each by name as
-            :func:`xaikit.xai.explain` takes it (``"gradcam"``, ``"occlusion"``, ``"rise"``, ...; see
-            :mod:`xaikit.xai.registry`), or a dict ``{name: {option: value}}`` with the method's
-            options (``layer``, ``window``, ``n_masks``, ...). Column ``"<title> <mask>"`` (e.g.
-            ``"Grad-CAM saliency"``), explaining the same predicted class with the trace's
-            ``seed``, ``max_batch``, ``output`` and ``model_kwargs``; needs a single model input.
+        methods: more methods shown as columns after the gradient ones, each by any name
+            :func:`xaikit.xai.explain` takes (``"gradcam"``, ``"occlusion"``, ``"rise"``, a method
+            of your own registered with :func:`xaikit.xai.register_method`, ...; ``xk.xai.METHODS``
+            lists them), or a dict ``{name: {option: value}}`` with the method's own options
+            (``layer``, ``window``, ``n_masks``, ...; checked against its record when the trace is
+            built). Column ``"<title> <mask>"`` (e.g. ``"Grad-CAM saliency"``), explaining the
+            same predicted class with the trace's ``seed``, ``max_batch``, ``output`` and
+            ``model_kwargs``; needs a single model input.
         denormalize: how to show normalized model inputs: ``(mean, std)`` of their
             normalization (numbers or one per channel), so that the image and overlay columns
             show ``x * std + mean`` (see :mod:`xaikit.denormalize`), or a function images ->
@@ -230,7 +356,7 @@ class Saliency(Trace):
         methods: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
-        self.methods = _check_methods(methods, inputs)
+        extra = _check_methods(methods, inputs)
         outs = to_list(model_outputs, "model_outputs")
         if not inputs:
             raise XaikitValueError("model_inputs must name at least one batch key; got none")
@@ -244,26 +370,12 @@ class Saliency(Trace):
         n_int, n_smint = _parse_integrating(integrating, int(smoothing))
         if n_int < 0 or n_smint < 0:
             raise XaikitValueError(f"integrating values must be >= 0; got {integrating!r}")
-        computed = {"saliency": True, "smoothed": bool(smoothing), "integrated": bool(n_int)}
-        computed["smint"] = bool(n_int and n_smint)
-        extra = {method_title(m): m for m in self.methods}
-        if overlay is not None and overlay not in _OVERLAY_PREFIX:
-            try:
-                overlay_method = canonical(overlay, "overlay")
-            except XaikitError:
-                overlay_method = None
-            if overlay_method not in self.methods:
-                raise XaikitValueError(
-                    f"overlay must be None, one of {sorted(_OVERLAY_PREFIX)} or one of methods "
-                    f"{list(self.methods)}; got {describe(overlay)}"
-                )
-            overlay = method_title(overlay_method)
-        if overlay is not None and overlay not in extra and not computed[overlay]:
-            raise XaikitValueError(
-                f"overlay={overlay!r} needs that mask, which this trace does not compute "
-                f"(smoothing={smoothing!r}, integrating={integrating!r}); computed: "
-                f"{[k for k, v in computed.items() if v]}"
-            )
+        core = _core_columns(int(smoothing), n_int, n_smint if n_int else 0, stdev_spread)
+        #: every mask column, left to right: the core gradient methods, then ``methods``
+        self.columns: list[_Column] = core + extra
+        #: ``methods=`` as checked: ``{canonical name: its options, defaults filled in}``
+        self.methods = {c.method.name: c.options for c in extra}
+        self._overlay = _overlay_column(overlay, core, extra, smoothing, integrating)
         if overlay_smooth != "auto":
             check_number(overlay_smooth, "overlay_smooth", low=0)
         self.overlay_smooth = overlay_smooth
@@ -290,19 +402,10 @@ class Saliency(Trace):
         self.mask_keys = [outputs] if len(inputs) == 1 else [f"{outputs}_{k}" for k in inputs]
         keys = inputs + ([class_key] if class_key else [])
         self.collector = SampleCollector(samples, keys=keys)
-        from xaikit.xai import SaliencyNet
-
-        self.salnet = SaliencyNet(
-            model,
-            model_inputs=inputs,
-            model_outputs=outs,
-            outputs=self.mask_keys,
-            seed=seed,
-            max_batch=max_batch,
-            output=output,
-            model_kwargs=model_kwargs,
-        )
-        self.output = self.salnet.output
+        get_backend(model)  # a model of a known framework (the backend is not kept: the trace pickles)
+        self.max_batch = check_max_batch(max_batch)
+        self.output = check_output(output)
+        self.model_kwargs = merge_model_kwargs(model_kwargs, None)
         #: the last ImgData painted (``None`` before the first run)
         self.images: Any = None
 
@@ -328,16 +431,21 @@ class Saliency(Trace):
         data.write_with_log(self.time_key, round(time.perf_counter() - start, 2))
 
     # ---- work ------------------------------------------------------------------------------------
-    def _model_batch(self, samples: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The samples as float32 arrays (SaliencyNet moves them into the model's layout and
-        gives the masks back in theirs)."""
-        batch = dict(samples)
+    @property
+    def bk(self) -> Any:
+        """The model's framework backend."""
+        return get_backend(self.model)
+
+    def _model_batch(self, samples: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """The model inputs of the samples as float32 arrays (``prepare`` moves them into the
+        model's layout; the masks come back in theirs)."""
+        out = []
         for key in self.model_inputs:
-            x = np.asarray(batch[key])
+            x = np.asarray(samples[key])
             if np.issubdtype(x.dtype, np.integer) or x.dtype == np.float64:
                 x = x.astype(np.float32)
-            batch[key] = x
-        return batch
+            out.append(x)
+        return out
 
     def explain(self, samples: Mapping[str, Any], title: str | None = None) -> Any:
         """Compute every mask for ``samples`` (a dict holding ``model_inputs``) and build the grid.
@@ -354,64 +462,54 @@ class Saliency(Trace):
             raise XaikitValueError(
                 f"Saliency: model input key(s) {missing} not found in the samples; they have {sorted(samples)}"
             )
-        batch = self._model_batch(samples)
+        predictions, columns = self.masks(samples)
+        best = self._overlay if self._overlay is not None else [c for c in self.columns if c.core][-1]
+        return self._grid(samples, predictions, columns, best.prefix, title)
 
-        def back(res: Mapping[str, Any]) -> list[np.ndarray]:
-            return [to_number(res[key]).astype(np.float32) for key in self.mask_keys]
+    def masks(self, samples: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, list[np.ndarray]]]:
+        """Every column's display masks of ``samples``, from one preparation of the inputs and
+        one pinning of the explained classes (the model's predictions: one forward pass).
 
-        vanilla = self.salnet.get_masks(batch)
-        columns: dict[str, list[np.ndarray]] = {"": back(vanilla)}
-        if self.smoothing:
-            res = self.salnet.get_smoothed_masks(
-                batch, stdev_spread=self.stdev_spread, nsamples=self.smoothing
-            )
-            columns["Smoothed"] = back(res)
-        if self.n_integration:
-            res = self.salnet.get_integrated_masks(batch, nsamples=self.n_integration)
-            columns["Integrated"] = back(res)
-            if self.n_smint:
-                res = self.salnet.get_smoothed_masks(
-                    batch,
-                    stdev_spread=self.stdev_spread,
-                    nsamples=self.n_smint,
-                    nintegration=self.n_integration,
-                )
-                columns["SmInt"] = back(res)
-        if self.methods:
-            x = batch[self.model_inputs[0]]
-            axis = _mask_axis(columns[""][0].shape, x.shape)
-            predicted = _class_ids(vanilla[self.model_outputs[0]]).astype(np.int64)  # the class explained
-            for method, options in self.methods.items():
-                columns[method_title(method)] = [self._method_mask(method, options, x, axis, predicted)]
-        if self.overlay is None:
-            best = [c for c in columns if c in _OVERLAY_PREFIX.values()][-1]
-        else:
-            best = _OVERLAY_PREFIX.get(self.overlay, self.overlay)
-        return self._grid(samples, vanilla, columns, best, title)
+        Returns:
+            ``({model_outputs key: predictions}, {column prefix: [display mask per model
+            input]})``; a ``methods`` column holds one mask, shaped like the gradient masks (the
+            input's layout, one channel).
+        """
+        values = self._model_batch(samples)
+        bk = self.bk
+        inp = prepare(bk, self.model, values, self.model_inputs, None, self.model_kwargs)
+        seed = fresh_seed() if self.seed is None else self.seed
+        columns: dict[str, list[np.ndarray]] = {}
+        with bk.inference(self.model):
+            pinned = pin(inp, None, self.output)  # the one forward pass: predictions and classes
+            predictions = self._predictions(inp, pinned)
+            for column in self.columns:
+                result, _ = run(
+                    column.method, inp, pinned, column.options, seed=seed, max_batch=self.max_batch,
+                    output=self.output, where=" in the Saliency trace",
+                )  # fmt: skip
+                if column.core:
+                    shown = [to_display(a, axis) for a, axis in zip(result.values, inp.user_axes)]
+                else:
+                    axis = _mask_axis(columns[""][0].shape, values[0].shape)
+                    shown = [_method_display(column.method, result.values[0], axis)]
+                columns[column.prefix] = [m.astype(np.float32) for m in shown]
+        return predictions, columns
 
-    def _method_mask(
-        self, method: str, options: Mapping[str, Any], x: np.ndarray, axis: int | None, target: np.ndarray
-    ) -> np.ndarray:
-        """One of ``methods`` on the samples, explaining ``target`` (the class the gradient masks
-        explain), as a display mask in [0, 1] shaped like the gradient masks (the input's
-        layout, one channel)."""
-        from xaikit.xai import explain
-        from xaikit.xai.internal import to_display
-
-        net = self.salnet
-        kw = {"seed": net.seed, "max_batch": net.max_batch, "output": net.output, **options}
-        if net.model_kwargs is not None:
-            kw.setdefault("model_kwargs", net.model_kwargs)
-        raw = np.asarray(explain(self.model, x, target=target, method=method, **kw), dtype=np.float64)
-        if raw.shape == x.shape:  # input-shaped attributions
-            return to_display(raw, axis)
-        shown = to_display(raw, None, percentile=100.0)  # a (B, H, W) map
-        return shown if axis is None else np.expand_dims(shown, axis)
+    def _predictions(self, inp: Any, pinned: Any) -> dict[str, np.ndarray]:
+        """``{model_outputs key: predictions}``: the explained output's from the pinning pass;
+        with several keys, outputs 0, 1, ... (one more forward pass for each other output)."""
+        if len(self.model_outputs) == 1:
+            return {self.model_outputs[0]: np.asarray(pinned.predictions)}
+        return {
+            key: np.asarray(pinned.predictions if k == self.output else pin(inp, None, k).predictions)
+            for k, key in enumerate(self.model_outputs)
+        }
 
     def _grid(
         self,
         samples: Mapping[str, Any],
-        vanilla: Mapping[str, Any],
+        predictions: Mapping[str, Any],
         columns: Mapping[str, list[np.ndarray]],
         best: str,
         title: str | None,
@@ -427,9 +525,9 @@ class Saliency(Trace):
             labels = _class_ids(samples[self.class_key])
             cols[self.class_key] = to_names(samples[self.class_key], self._inverse)
         for key in self.model_outputs:
-            names = to_names(vanilla[key], self._inverse)
+            names = to_names(predictions[key], self._inverse)
             if labels is not None:
-                wrong = [bool(w) for w in _class_ids(vanilla[key]) != labels]
+                wrong = [bool(w) for w in _class_ids(predictions[key]) != labels]
                 names = [n + WRONG_MARK if w else n for n, w in zip(names, wrong)]
                 text_colors[key] = [WRONG_COLOR if w else None for w in wrong]
             cols[key] = names
@@ -437,7 +535,7 @@ class Saliency(Trace):
             given = np.asarray(samples[key])
             image = given
             if self._display.get(key) is not None and given.ndim in (3, 4):
-                image = self._display[key].apply(given, self.salnet.channel_axis)
+                image = self._display[key].apply(given)
             image = _strips(image)
             cols[key] = image
             axis = channel_axis_of(image.shape, prefer_first=False)
