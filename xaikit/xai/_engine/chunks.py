@@ -1,18 +1,23 @@
-"""Chunked forward passes and what every chunk loop shares.
+"""Chunked passes and what every chunk loop shares.
 
-:func:`forward_scores` scores a row space ``chunk`` rows at a time on the device, an
-out-of-memory error halving the chunk; :func:`forward_rows` runs the forward-only methods' row
-spaces (occlusion, RISE, Score-CAM) through it with a :class:`~xaikit.xai._engine.plan.ChunkPlan`
-of their own. :func:`padded_rows` and :func:`pad_rows` pad a short chunk for frameworks whose
-compiled step retraces on every new shape; :func:`kwargs_of` cuts ``model_kwargs`` to a chunk's
-rows; :func:`chunk_error` is the message for a model that runs on the samples but fails on a
-chunk of rows.
+:func:`run_chunks` is the one chunk loop: every sweep (:func:`~xaikit.xai._engine.sweep.sweep`),
+forward-only scoring (:func:`forward_scores`), the clean logits
+(:func:`~xaikit.xai._engine.targets.logits`) and the CAM chunks
+(:func:`~xaikit.xai.cam.maps.chunked`) run their rows through it, and it alone halves a chunk on
+an out-of-memory error. :func:`forward_scores` scores a row space ``chunk`` rows at a time on the
+device; :func:`forward_rows` runs the forward-only methods' row spaces (occlusion, RISE,
+Score-CAM) through it with a :class:`~xaikit.xai._engine.plan.ChunkPlan` of their own.
+:func:`padded_rows` and :func:`pad_rows` pad a short chunk for frameworks whose compiled step
+retraces on every new shape; :func:`kwargs_of` cuts ``model_kwargs`` to a chunk's rows;
+:func:`chunk_error` is the message for a model that runs on the samples but fails on a chunk of
+rows, :func:`model_call` raises it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -22,6 +27,8 @@ from xaikit.errors import XaikitError, XaikitValueError
 from xaikit.xai._engine.job import Job, device_of
 from xaikit.xai._engine.kwargs import ModelKwargs
 from xaikit.xai._engine.plan import ChunkPlan, probes
+
+R = TypeVar("R")
 
 
 def kwargs_of(mk: ModelKwargs | None, r0: int, r1: int, rows: int) -> dict[str, Any]:
@@ -40,6 +47,110 @@ def chunk_error(exc: Exception, rows: int, batch: int, bk: Backend | None = None
         "bound with functools.partial, a closure, an attribute) cannot follow the rows: pass such "
         "values with model_kwargs={name: tensor} instead, so that each row gets its sample's value"
     )
+
+
+@dataclass
+class Chunks(Generic[R]):
+    """What :func:`run_chunks` returns.
+
+    Attributes:
+        results: each chunk's result, in row order (of the pass that completed).
+        sizes: the rows of each of those chunks.
+        size: the chunk size at the end (smaller than the one given when out-of-memory errors
+            halved it).
+    """
+
+    results: list[R] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    size: int = 1
+
+
+def run_chunks(
+    bk: Backend,
+    device: Any,
+    total: int,
+    size: int,
+    step: Callable[[int, int, int], R],
+    *,
+    end: Callable[[int, int], int] | None = None,
+    restart: bool = False,
+    on_halve: Callable[[int], None] | None = None,
+    error: Callable[[Exception, int, int, int], Exception | None] | None = None,
+) -> Chunks[R]:
+    """Rows [0, total) chunk by chunk: ``step(r0, r1, size)`` runs rows [r0, r1) at chunk size
+    ``size`` and returns that chunk's result. The one chunk loop of the engine, and the one
+    place a chunk halves on an out-of-memory error.
+
+    Args:
+        bk: the backend (``bk.is_oom`` tells an out-of-memory error, ``bk.empty_cache`` frees).
+        device: the device whose cache an out-of-memory error frees.
+        total: the rows.
+        size: rows per chunk (at least 1).
+        step: runs one chunk.
+        end: the end of the chunk that starts at r0 with chunk size ``size`` (default
+            ``min(total, r0 + size)``; the sweep aligns its chunks on slices of B rows).
+        restart: what follows an out-of-memory error: False, go on at the failed chunk's first
+            row with the halved size; True, drop every result and start again from row 0, so
+            that the result is exactly that of a call at the halved size (the sweep's rule: its
+            chunks carry sums from one to the next).
+        on_halve: told each new size after an out-of-memory error, before the cache is freed
+            (a caller drops what its dropped rows held, a plan remembers the size).
+        error: for an exception of the step that is neither an out-of-memory error nor an
+            ``XaikitError``, given ``(exc, r0, r1, size)``: the error to raise instead (chained
+            to it), or None to raise the step's as it is.
+
+    An out-of-memory error halves the size, and halves it again while the failed chunk would
+    still have as many rows (a size above the rows left does not help), down to 1; at size 1 the
+    error is raised. ``XaikitError`` always passes through.
+    """
+    stop = end if end is not None else (lambda r0, s: min(total, r0 + s))
+    size = max(1, int(size))
+    done: Chunks[R] = Chunks(size=size)
+    r0 = 0
+    while r0 < total:
+        r1 = stop(r0, size)
+        try:
+            result = step(r0, r1, size)
+        except XaikitError:
+            raise
+        except Exception as exc:
+            if not bk.is_oom(exc):
+                if error is not None and (mapped := error(exc, r0, r1, size)) is not None:
+                    raise mapped from exc
+                raise
+            if size <= 1:
+                raise
+        else:
+            done.results.append(result)
+            done.sizes.append(r1 - r0)
+            r0 = r1
+            continue
+        # out of memory; handled after the except clause, whose traceback holds the failed
+        # chunk's tensors until it ends
+        size = max(1, size // 2)
+        while size > 1 and stop(r0, size) >= r1:
+            size //= 2
+        done.size = size
+        if restart:
+            done.results, done.sizes, r0 = [], [], 0
+        if on_halve is not None:
+            on_halve(size)
+        bk.empty_cache(device)
+    return done
+
+
+def model_call(bk: Backend, call: Callable[[], R], rows: int, batch: int | None) -> R:
+    """``call()``, the model on a chunk of ``rows`` rows: an error other than out-of-memory (or
+    an ``XaikitError``) on a chunk of other than the ``batch`` samples' rows becomes
+    :func:`chunk_error` (None: errors pass as they are)."""
+    try:
+        return call()
+    except XaikitError:
+        raise
+    except Exception as exc:
+        if batch is None or rows == batch or bk.is_oom(exc):
+            raise
+        raise chunk_error(exc, rows, batch, bk) from exc
 
 
 def padded_rows(n: int, chunk: int) -> int:
@@ -79,47 +190,34 @@ def forward_scores(
     predicted: list[np.ndarray] | None = None,
 ) -> T:
     """Target-class scores of ``total`` rows built by ``rows_fn(r0, r1)``: forward only, ``chunk``
-    rows at a time, on the device; returns a (total,) tensor. An out-of-memory error halves the
-    chunk and redoes the rows (``sizes``, when given, receives the rows of each pass).
+    rows at a time, on the device (:func:`run_chunks`); returns a (total,) tensor. An
+    out-of-memory error halves the chunk and redoes the failed chunk's rows (``sizes``, when
+    given, receives the rows of each chunk).
     ``model_kwargs`` are cut to the rows: row r belongs to sample r % B (the order of every
     caller's row space). ``predicted``, when given, receives each pass's predicted class per row
     (numpy int64, the argmax of the selected output; the scores then come from the same pass)."""
-    chunk = max(1, int(chunk))
     pad = bk.pads_chunks()
-    out: list[T] = []
-    r0 = 0
-    while r0 < total:
-        r1 = min(total, r0 + chunk)
-        n = r1 - r0
-        calling = False  # an error while building the rows is not the model's
-        try:
-            rows, targets = rows_fn(r0, r1)
-            if pad and (size := padded_rows(r1 - r0, chunk)) > r1 - r0:
-                rows, targets = pad_rows(bk, rows, targets, size - (r1 - r0))
-            n = int(targets.shape[0])
-            kw = kwargs_of(model_kwargs, r0, r1, n)
-            calling = True
-            if predicted is None:
-                out.append(bk.scores(model, rows, targets, output, xla, **kw)[: r1 - r0])
-            else:
-                full = bk.to_numpy(as_matrix(bk.forward(model, rows, output, **kw)))[: r1 - r0]
-                picked = full[np.arange(r1 - r0), bk.to_numpy(targets)[: r1 - r0]]
-                out.append(bk.as_tensor(picked, bk.model_device(model), "float32"))
-                predicted.append(full.argmax(axis=1).astype(np.int64))
-        except XaikitError:
-            raise
-        except Exception as exc:
-            if not bk.is_oom(exc) or chunk <= 1:
-                if calling and batch is not None and not bk.is_oom(exc) and n != batch:
-                    raise chunk_error(exc, n, batch, bk) from exc
-                raise
-            bk.empty_cache(bk.model_device(model))
-            chunk = max(1, chunk // 2)
-            continue
-        if sizes is not None:
-            sizes.append(r1 - r0)
-        r0 = r1
-    return bk.cat(out)
+
+    def step(r0: int, r1: int, size: int) -> tuple[T, np.ndarray | None]:
+        rows, targets = rows_fn(r0, r1)  # an error while building the rows is not the model's
+        if pad and (full := padded_rows(r1 - r0, size)) > r1 - r0:
+            rows, targets = pad_rows(bk, rows, targets, full - (r1 - r0))
+        n = int(targets.shape[0])
+        kw = kwargs_of(model_kwargs, r0, r1, n)
+        if predicted is None:
+            scores = model_call(bk, lambda: bk.scores(model, rows, targets, output, xla, **kw), n, batch)
+            return scores[: r1 - r0], None
+        out = model_call(bk, lambda: bk.forward(model, rows, output, **kw), n, batch)
+        host = bk.to_numpy(as_matrix(out))[: r1 - r0]
+        picked = host[np.arange(r1 - r0), bk.to_numpy(targets)[: r1 - r0]]
+        return bk.as_tensor(picked, bk.model_device(model), "float32"), host.argmax(axis=1).astype(np.int64)
+
+    done = run_chunks(bk, bk.model_device(model), total, chunk, step)
+    if sizes is not None:
+        sizes.extend(done.sizes)
+    if predicted is not None:
+        predicted.extend(p for _, p in done.results if p is not None)
+    return bk.cat([s for s, _ in done.results])
 
 
 def forward_rows(

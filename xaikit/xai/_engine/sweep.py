@@ -20,7 +20,8 @@ A path (one noise sample of one input sample) may span chunk boundaries; its par
 carried to the next chunk. Only one chunk of rows is alive at a time.
 
 The chunk size comes from :class:`~xaikit.xai._engine.plan.ChunkPlan`; an out-of-memory error
-halves it and starts the sweep again (:func:`sweep`).
+halves it and starts the sweep again (:func:`sweep`, through the engine's one chunk loop,
+:func:`~xaikit.xai._engine.chunks.run_chunks`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 
 from xaikit.backend import Backend, T
 from xaikit.errors import XaikitError
-from xaikit.xai._engine.chunks import chunk_error, forward_scores, kwargs_of, pad_rows, padded_rows
+from xaikit.xai._engine.chunks import forward_scores, kwargs_of, model_call, pad_rows, padded_rows, run_chunks
 from xaikit.xai._engine.job import Job, device_of
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, ChunkPlan, probes
 from xaikit.xai._engine.seeds import stream_seed
@@ -274,25 +275,21 @@ class _Sweep:
 def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T, list[T], T]:
     """``bk.grad_step`` on one chunk (rows [r0, r1) of the job, maybe padded), with the chunk's
     model_kwargs; a model failure on a chunk of other than B rows gets a message that names the
-    likely cause (per-sample values bound in the model) and the option that fixes it."""
+    likely cause (per-sample values bound in the model) and the option that fixes it
+    (:func:`~xaikit.xai._engine.chunks.model_call`)."""
     n = int(targets.shape[0])
-    try:
-        return job.bk.grad_step(  # type: ignore[no-any-return]
-            job.model, rows, targets, job.output, job.xla, **kwargs_of(job.model_kwargs, r0, r1, n)
-        )
-    except XaikitError:
-        raise
-    except Exception as exc:
-        if job.bk.is_oom(exc) or n == job.batch:
-            raise
-        raise chunk_error(exc, n, job.batch, job.bk) from exc
+    kw = kwargs_of(job.model_kwargs, r0, r1, n)
+    return model_call(  # type: ignore[no-any-return]
+        job.bk, lambda: job.bk.grad_step(job.model, rows, targets, job.output, job.xla, **kw), n, job.batch
+    )
 
 
 def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
     """Run a job: all its rows, chunk by chunk, and the per-sample attributions (B, ...).
 
     An out-of-memory error halves the chunk and starts the sweep again from its first row, so
-    the result is exactly that of a call at the halved size (the size later calls use).
+    the result is exactly that of a call at the halved size (the size later calls use): the
+    engine's one chunk loop, :func:`~xaikit.xai._engine.chunks.run_chunks`, with ``restart``.
     """
     bk = job.bk
     plan = ChunkPlan(job, memory_budget)
@@ -300,11 +297,13 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
     total = job.rows
     pad = bk.pads_chunks()
 
-    def run(state: _Sweep, r0: int, r1: int, layout: str, keep: bool) -> None:
+    def run(state: _Sweep, r0: int, r1: int, size: int, layout: str, keep: bool) -> None:
+        """Rows [r0, r1), padded as a chunk of ``size`` rows is (the plan's size: a probe's rows
+        are padded as the job's are)."""
         state.cache.layout = layout
         rows, targets = state.build(r0, r1)
         n = r1 - r0
-        full = padded_rows(n, min(plan.size, state.align(0, plan.size)))
+        full = padded_rows(n, min(size, state.align(0, size)))
         padded = pad and n < full
         if padded:
             rows, targets = pad_rows(bk, rows, targets, full - n)
@@ -315,31 +314,28 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
 
     def throwaway(size: int, layout: str) -> None:
         probe_state = _Sweep(job)  # its own path cache: nothing of the job's state is touched
-        run(probe_state, 0, min(total, probe_state.align(0, size)), layout, keep=False)
+        run(probe_state, 0, min(total, probe_state.align(0, size)), plan.size, layout, keep=False)
         bk.synchronize(device)
 
     plan.probe(*probes(bk, device, throwaway))
-    while True:
-        state = _Sweep(job)
-        sizes: list[int] = []
-        r0 = 0
-        try:
-            while r0 < total:
-                size, layout = plan.next(total - r0)
-                r1 = min(total, state.align(r0, size))
-                run(state, r0, r1, layout, keep=True)
-                sizes.append(r1 - r0)
-                r0 = r1
-                if job.progress is not None:
-                    job.progress(r0)
-        except Exception as exc:
-            if not bk.is_oom(exc) or plan.size <= 1:
-                raise
-            del state
-            bk.empty_cache(device)
+    state = _Sweep(job)
+
+    def step(r0: int, r1: int, size: int) -> None:
+        run(state, r0, r1, size, plan.layout, keep=True)
+        if job.progress is not None:
+            job.progress(r1)
+
+    def halved(size: int) -> None:
+        nonlocal state
+        state = _Sweep(job)  # the sweep starts again: its sums so far are dropped
+        while plan.size > size:  # the size later calls use
             plan.halve()
-            continue
-        return Result(state.finish(), sizes, plan.layout)
+
+    done = run_chunks(
+        bk, device, total, plan.size, step,
+        end=lambda r0, size: state.align(r0, min(size, total - r0)), restart=True, on_halve=halved,
+    )  # fmt: skip
+    return Result(state.finish(), done.sizes, plan.layout)
 
 
 def endpoint_scores(job: Job, chunk: int) -> tuple[T, T]:

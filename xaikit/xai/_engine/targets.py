@@ -13,33 +13,28 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T
-from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.xai._engine.chunks import run_chunks
 from xaikit.xai._engine.inputs import Inputs, call_error
 
 
 def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
     """The explained model output for the clean inputs, forward only: (B, classes), or (B,) for a
-    model that returns one score per row. An out-of-memory error halves ``chunk`` and goes on."""
+    model that returns one score per row, ``chunk`` rows at a time. An out-of-memory error halves
+    ``chunk`` and goes on (:func:`~xaikit.xai._engine.chunks.run_chunks`); a model that fails
+    otherwise gets :func:`~xaikit.xai._engine.inputs.call_error`."""
     bk = inp.bk
-    parts = []
-    r0 = 0
-    while r0 < inp.batch:
-        rows = [t[r0 : r0 + chunk] for t in inp.tensors]
-        kw = {"model_kwargs": inp.kwargs.rows(np.arange(r0, r0 + len(rows[0])))} if inp.kwargs else {}
-        try:
-            parts.append(bk.forward(inp.model, rows, output, **kw))
-        except XaikitError:
-            raise
-        except Exception as exc:
-            if bk.is_oom(exc):
-                if chunk <= 1:
-                    raise
-                bk.empty_cache(bk.model_device(inp.model))
-                chunk = max(1, min(chunk, inp.batch - r0) // 2)
-                continue
-            raise call_error(inp, exc) from exc
-        r0 += int(rows[0].shape[0])
-    return bk.cat(parts)
+
+    def step(r0: int, r1: int, _size: int) -> T:
+        rows = [t[r0:r1] for t in inp.tensors]
+        kw = {"model_kwargs": inp.kwargs.rows(np.arange(r0, r1))} if inp.kwargs else {}
+        return bk.forward(inp.model, rows, output, **kw)
+
+    def error(exc: Exception, _r0: int, _r1: int, _size: int) -> Exception:
+        return call_error(inp, exc)
+
+    done = run_chunks(bk, bk.model_device(inp.model), inp.batch, chunk, step, error=error)
+    return bk.cat(done.results)
 
 
 @dataclass

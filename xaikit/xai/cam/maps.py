@@ -15,8 +15,7 @@ import numpy as np
 
 from xaikit.backend import T
 from xaikit.backend.facets import CamLayer
-from xaikit.errors import XaikitError
-from xaikit.xai._engine.chunks import chunk_error, forward_rows, padded_rows
+from xaikit.xai._engine.chunks import chunk_error, forward_rows, padded_rows, run_chunks
 from xaikit.xai._engine.inputs import Inputs, call_error, prepare
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_rows
 from xaikit.xai._engine.progress import for_method
@@ -40,7 +39,8 @@ def chunked(
     inp: Inputs, targets: T | None, max_batch: int | str, step: Step, forward_only: bool = False
 ) -> Any:
     """``step(rows, targets, model_kwargs)`` over the batch in chunks of ``max_batch`` rows
-    (``"auto"``: the engine's default), halving the chunk on out-of-memory; the results stacked
+    (``"auto"``: the engine's default), halving the chunk on out-of-memory (the engine's one
+    chunk loop, :func:`~xaikit.xai._engine.chunks.run_chunks`); the results stacked
     (a step that returns a tuple of arrays gets a tuple of stacked arrays).
     For a framework whose compiled step retraces on each new shape (TF) a short chunk is padded
     with copies of its last row, as the engine pads (its results are cut off)."""
@@ -53,34 +53,30 @@ def chunked(
         chunk = int(max_batch)
     pad = bk.pads_chunks()
     where = getattr(inp.tensors[0], "device", None)
-    parts: list[Any] = []
-    r0 = 0
-    while r0 < inp.batch:
-        r1 = min(inp.batch, r0 + chunk)
+
+    def rows_of(r0: int, r1: int, size: int) -> np.ndarray:
+        """The rows a chunk [r0, r1) hands the step: padded with copies of its last row."""
         n = r1 - r0
-        size = padded_rows(n, chunk) if pad else n
-        idx = np.minimum(np.arange(r0, r0 + size), r1 - 1)
-        try:
-            if size == n:
-                rows, tg = [t[r0:r1] for t in inp.tensors], None if targets is None else targets[r0:r1]
-            else:
-                ti = bk.index(idx, where)
-                rows = [bk.gather(t, ti) for t in inp.tensors]
-                tg = None if targets is None else bk.gather(targets, ti)
-            kw = inp.kwargs.rows(idx) if inp.kwargs else None
-            out = step(rows, tg, kw)
-            parts.append(tuple(o[:n] for o in out) if isinstance(out, tuple) else out[:n])
-        except XaikitError:
-            raise
-        except Exception as exc:
-            if bk.is_oom(exc) and chunk > 1:
-                bk.empty_cache(device)
-                chunk = max(1, chunk // 2)
-                continue
-            if not bk.is_oom(exc):  # nothing ran before the first chunk: the model cannot take x
-                raise (chunk_error(exc, size, inp.batch, bk) if r0 else call_error(inp, exc)) from exc
-            raise
-        r0 = r1
+        return np.minimum(np.arange(r0, r0 + (padded_rows(n, size) if pad else n)), r1 - 1)
+
+    def run(r0: int, r1: int, size: int) -> Any:
+        n = r1 - r0
+        idx = rows_of(r0, r1, size)
+        if len(idx) == n:
+            rows, tg = [t[r0:r1] for t in inp.tensors], None if targets is None else targets[r0:r1]
+        else:
+            ti = bk.index(idx, where)
+            rows = [bk.gather(t, ti) for t in inp.tensors]
+            tg = None if targets is None else bk.gather(targets, ti)
+        out = step(rows, tg, inp.kwargs.rows(idx) if inp.kwargs else None)
+        return tuple(o[:n] for o in out) if isinstance(out, tuple) else out[:n]
+
+    def error(exc: Exception, r0: int, r1: int, size: int) -> Exception:
+        if not r0:  # nothing ran before the first chunk: the model cannot take x
+            return call_error(inp, exc)
+        return chunk_error(exc, len(rows_of(r0, r1, size)), inp.batch, bk)
+
+    parts = run_chunks(bk, device, inp.batch, chunk, run, error=error).results
     if isinstance(parts[0], tuple):
         return tuple(np.concatenate(column) for column in zip(*parts))
     return np.concatenate(parts)
