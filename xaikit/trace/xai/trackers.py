@@ -57,6 +57,17 @@ def _pair(data: Data, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def _keys(name: str, key: Any, metric: Any, outputs: Any) -> tuple[list[str], str]:
+    """The checked input keys ``[key, metric]`` of a tracker and its output key (by default
+    ``"<metric>_by_<key>"``); ``name`` is the argument that holds ``key``."""
+    for arg, value in ((name, key), ("metric", metric)):
+        if not isinstance(value, str) or not value:
+            raise XaikitTypeError(f"{arg} must be a non-empty key (str); got {describe(value)}")
+    if outputs is not None and (not isinstance(outputs, str) or not outputs):
+        raise XaikitTypeError(f"outputs must be a non-empty string or None; got {describe(outputs)}")
+    return [key, metric], outputs or f"{metric}_by_{key}"
+
+
 class LabelTracker(Trace):
     """Track a per-sample metric (e.g. per-sample loss) grouped by label, epoch by epoch.
 
@@ -97,14 +108,8 @@ class LabelTracker(Trace):
         ds_id: str | Iterable[str] | None = None,
         outputs: str | None = None,
     ) -> None:
-        for name, key in (("label", label), ("metric", metric)):
-            if not isinstance(key, str) or not key:
-                raise XaikitTypeError(f"{name} must be a non-empty key (str); got {describe(key)}")
-        if outputs is not None and (not isinstance(outputs, str) or not outputs):
-            raise XaikitTypeError(f"outputs must be a non-empty string or None; got {describe(outputs)}")
-        super().__init__(
-            inputs=[label, metric], outputs=outputs or f"{metric}_by_{label}", mode=mode, ds_id=ds_id
-        )
+        inputs, output = _keys("label", label, metric, outputs)
+        super().__init__(inputs=inputs, outputs=output, mode=mode, ds_id=ds_id)
         if bounds is None or isinstance(bounds, str):
             items: list[Any] = [bounds]
         elif isinstance(bounds, Iterable):
@@ -238,14 +243,8 @@ class InstanceTracker(Trace):
         ds_id: str | Iterable[str] | None = None,
         outputs: str | None = None,
     ) -> None:
-        for name, key in (("index", index), ("metric", metric)):
-            if not isinstance(key, str) or not key:
-                raise XaikitTypeError(f"{name} must be a non-empty key (str); got {describe(key)}")
-        if outputs is not None and (not isinstance(outputs, str) or not outputs):
-            raise XaikitTypeError(f"outputs must be a non-empty string or None; got {describe(outputs)}")
-        super().__init__(
-            inputs=[index, metric], outputs=outputs or f"{metric}_by_{index}", mode=mode, ds_id=ds_id
-        )
+        inputs, output = _keys("index", index, metric, outputs)
+        super().__init__(inputs=inputs, outputs=output, mode=mode, ds_id=ds_id)
         self.n_max_to_keep = _check_count("n_max_to_keep", n_max_to_keep, 0)
         self.n_min_to_keep = _check_count("n_min_to_keep", n_min_to_keep, 0)
         self.epoch_frequency = _check_count("epoch_frequency", epoch_frequency, 1)
