@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent / "xaikit"
 
 #: layers, bottom first; a package may import only from layers below its own
 LAYERS = [
-    {"errors"},
+    {"errors", "_lazy"},
     {"layout", "modes", "files", "checks", "summary"},
     {"backend"},
     {"models", "dataset", "op", "inspect", "denormalize"},

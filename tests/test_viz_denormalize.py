@@ -79,6 +79,7 @@ def test_byte_statistics_give_back_the_uint8_pixels_and_values_are_clipped(rng: 
         ("imagenet", None, XaikitTypeError, r"denormalize must be None, \(mean, std\).*got str"),
         ((0.1, 0.2, 0.3), None, XaikitTypeError, r"denormalize must be None, \(mean, std\)"),
         (("a", 1.0), None, XaikitTypeError, r"denormalize: mean must be a number"),
+        ((0.5, [0.2, "wide"]), None, XaikitTypeError, r"denormalize: std must be a number or one number per"),
         (([[0.1]], 1.0), None, XaikitValueError, r"mean must be a number or a flat sequence"),
         (
             lambda x: x[:1],

@@ -16,6 +16,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+from xaikit._lazy import submodule
 from xaikit.errors import DegenerateMapWarning, XaikitError, XaikitTypeError, XaikitValueError, XaikitWarning
 
 # name -> module that defines it; resolved on first attribute access (PEP 562).
@@ -59,11 +60,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
         globals()[name] = value
         return value
-    if name in _SUBPACKAGES:
-        module = importlib.import_module(f"xaikit.{name}")
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'xaikit' has no attribute {name!r}")
+    return submodule(__name__, name, _SUBPACKAGES)
 
 
 def __dir__() -> list[str]:

@@ -105,3 +105,12 @@ def check_type(value: Any, name: str, types: type | tuple[type, ...], what: str)
     if not isinstance(value, types):
         raise XaikitTypeError(f"{name} must be {what}; got {describe(value)}")
     return value
+
+
+def check_floats(value: Any, name: str, what: str) -> np.ndarray:
+    """``value`` as a float64 array (any shape), else an :class:`XaikitTypeError`
+    ``<name> must be <what>; got ...``; the caller checks the shape and the values."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise XaikitTypeError(f"{name} must be {what}; got {describe(value)}") from None

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.checks import check_floats
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import channel_axis_of
 
@@ -52,16 +53,10 @@ _EXPECTED = (
 
 def _values(value: Any, what: str, name: str) -> np.ndarray:
     """A number or a flat sequence of numbers as a float64 vector, finite."""
-    if isinstance(value, (bool, np.bool_)) or isinstance(value, (str, bytes)):
-        raise XaikitTypeError(
-            f"{name}: {what} must be a number or one number per channel; got {describe(value)}"
-        )
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise XaikitTypeError(
-            f"{name}: {what} must be a number or one number per channel; got {describe(value)}"
-        ) from None
+    label, expected = f"{name}: {what}", "a number or one number per channel"
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise XaikitTypeError(f"{label} must be {expected}; got {describe(value)}")
+    arr = check_floats(value, label, expected)
     if arr.ndim > 1 or arr.size == 0:
         raise XaikitValueError(
             f"{name}: {what} must be a number or a flat sequence of one number per channel; "

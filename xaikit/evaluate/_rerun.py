@@ -5,6 +5,7 @@ stacked with stacked rows."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,21 @@ from xaikit.evaluate._conventions import check_method
 from xaikit.evaluate.randomization import layer_rng, select_layers
 from xaikit.xai.internal import check_max_batch, explain, health, pin, prepare
 
-__all__ = ["explain_rows", "randomized_maps", "start", "tile_kwargs"]
+__all__ = ["MethodRun", "explain_rows", "randomized_maps", "start", "tile_kwargs"]
+
+
+@dataclass(frozen=True)
+class MethodRun:
+    """How a metric re-runs the method: its canonical name and the settings of each call of
+    :func:`xaikit.xai.explain` (``options``: the method's own options, checked)."""
+
+    method: str
+    seed: int
+    max_batch: Any
+    framework: str | None
+    output: Any
+    model_kwargs: dict[str, Any] | None
+    options: dict[str, Any]
 
 
 def start(
@@ -32,43 +47,32 @@ def start(
     output: Any,
     model_kwargs: dict[str, Any] | None,
     method_options: Any,
-) -> tuple[Backend, str, dict[str, Any], np.ndarray, int]:
-    """Checked arguments: ``(backend, canonical method, method options, targets (B,), class count)``."""
+) -> tuple[Backend, MethodRun, np.ndarray, int]:
+    """Checked arguments: ``(backend, the method's run, targets (B,), class count)``."""
     method = check_method(method)
     check_int(seed, "seed", 0)
     check_max_batch(max_batch)
-    output = check_output(output)
+    checked_output = check_output(output)
     options = check_method_options(method_options)
     bk = get_backend(model, framework)
     input_layout(x, bk)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     with bk.inference(model):  # given classes: one row tells the class count
-        pinned = pin(inp, target, output, predict=False)
-    return bk, method, options, pinned.host_targets(bk), int(pinned.n_classes or 1)  # type: ignore[return-value]
+        pinned = pin(inp, target, checked_output, predict=False)
+    run = MethodRun(method, seed, max_batch, framework, output, model_kwargs, options)
+    return bk, run, pinned.host_targets(bk), int(pinned.n_classes or 1)  # type: ignore[return-value]
 
 
-def explain_rows(
-    model: Any,
-    x: Any,
-    targets: np.ndarray,
-    *,
-    method: str,
-    seed: int,
-    max_batch: Any,
-    framework: str | None,
-    output: Any,
-    model_kwargs: dict[str, Any] | None,
-    options: dict[str, Any],
-) -> np.ndarray:
+def explain_rows(model: Any, x: Any, targets: np.ndarray, run: MethodRun) -> np.ndarray:
     """The method's raw maps of the rows ``x`` for the classes ``targets`` (one call of
     :func:`xaikit.xai.explain`), as numpy."""
-    kwargs = {"output": output, **options}
-    if model_kwargs:
-        kwargs["model_kwargs"] = model_kwargs
+    kwargs = {"output": run.output, **run.options}
+    if run.model_kwargs:
+        kwargs["model_kwargs"] = run.model_kwargs
     return np.asarray(
         explain(
-            model, x, target=targets, method=method, framework=framework, seed=seed,
-            max_batch=max_batch, **kwargs,
+            model, x, target=targets, method=run.method, framework=run.framework, seed=run.seed,
+            max_batch=run.max_batch, **kwargs,
         )
     )  # fmt: skip
 
@@ -78,20 +82,14 @@ def randomized_maps(
     model: Any,
     x: Any,
     targets: np.ndarray,
+    run: MethodRun,
     *,
     layers: Any,
-    method: str,
-    seed: int,
-    max_batch: Any,
-    framework: str | None,
-    output: Any,
-    model_kwargs: dict[str, Any] | None,
-    options: dict[str, Any],
     noise_seed: int | None = None,
 ) -> tuple[np.ndarray, list[str]]:
     """The maps of the model with ``layers`` (None: every layer with weights) re-drawn, each by
     :func:`~xaikit.evaluate.randomization.layer_rng` (the recipe of every randomization check),
-    and the names of those layers; the weights are restored bit for bit afterwards. ``seed``
+    and the names of those layers; the weights are restored bit for bit afterwards. ``run.seed``
     draws the weights and, unless ``noise_seed`` is given, the method's noise."""
     ops = bk.eval
     available = ops.weighted_layers(model)
@@ -100,13 +98,10 @@ def randomized_maps(
     saved = ops.snapshot(model)
     try:
         for name, layer in chosen:  # every layer's draw is its own, so the order is moot
-            ops.randomize(layer, layer_rng(seed, index[name]))
+            ops.randomize(layer, layer_rng(run.seed, index[name]))
         with health.deferred():  # a randomized model's degenerate maps are not the user's model's
-            maps = explain_rows(
-                model, x, targets, method=method, seed=seed if noise_seed is None else noise_seed,
-                max_batch=max_batch, framework=framework, output=output, model_kwargs=model_kwargs,
-                options=options,
-            )  # fmt: skip
+            noise_run = run if noise_seed is None else replace(run, seed=noise_seed)
+            maps = explain_rows(model, x, targets, noise_run)
     finally:
         ops.restore(saved)
     return maps, [n for n, _ in chosen]

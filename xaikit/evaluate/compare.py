@@ -369,12 +369,10 @@ def _random_baseline(ctx: MetricContext) -> np.ndarray:
     bk = get_backend(ctx.model, ctx.framework)
     copies = [
         randomized_maps(
-            bk, ctx.model, ctx.x, ctx.targets, layers=None, method=ctx.method, seed=ctx.seed + k,
-            max_batch=ctx.max_batch, framework=ctx.framework, output=0, model_kwargs=None,
-            options=dict(ctx.method_options), noise_seed=ctx.seed,
+            bk, ctx.model, ctx.x, ctx.targets, ctx.method_run(ctx.seed + k), layers=None, noise_seed=ctx.seed
         )[0]
         for k in (1, 2)
-    ]  # fmt: skip
+    ]
     spatial = [to_spatial(c, ctx.spatial, ctx.batch, channels=ctx.channels) for c in copies]
     return spearman(spatial[0], spatial[1])
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from xaikit.backend import Backend, T, get_backend
 from xaikit.backend.outputs import check_output
-from xaikit.checks import check_int, check_number
+from xaikit.checks import check_floats, check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
 from xaikit.evaluate._conventions import public
@@ -481,12 +481,7 @@ def road(
 
 
 def _check_fractions(fractions: Any) -> np.ndarray:
-    try:
-        values = np.asarray(fractions, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise XaikitTypeError(
-            f"fractions must be a sequence of numbers in [0, 1); got {describe(fractions)}"
-        ) from None
+    values = check_floats(fractions, "fractions", "a sequence of numbers in [0, 1)")
     if (
         values.ndim != 1
         or values.size == 0

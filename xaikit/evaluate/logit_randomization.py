@@ -10,7 +10,7 @@ randomization test) and :mod:`~xaikit.evaluate.mprt_variants` (eMPRT, sMPRT) ran
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -142,7 +142,7 @@ def random_logit(
             else f"similarity must be one of {', '.join(map(repr, SIMILARITIES))} or a callable; "
             f"got {describe(similarity)}"
         )
-    bk, method, options, targets, n_classes = start(
+    bk, run, targets, n_classes = start(
         model, x, method, target=target, seed=seed, max_batch=max_batch, framework=framework, output=output,
         model_kwargs=model_kwargs, method_options=method_options,
     )  # fmt: skip
@@ -167,13 +167,12 @@ def random_logit(
     batch = shape[0]
     x_host = host(x, "x")
     both = explain_rows(
-        model, np.concatenate([x_host, x_host]), np.concatenate([targets, others]), method=method, seed=seed,
-        max_batch=max_batch, framework=framework, output=output, model_kwargs=tile_kwargs(model_kwargs, 2, batch),
-        options=options,
+        model, np.concatenate([x_host, x_host]), np.concatenate([targets, others]),
+        replace(run, model_kwargs=tile_kwargs(model_kwargs, 2, batch)),
     )  # fmt: skip
     maps, maps_other = both[:batch], both[batch:]
     name, scores = _similarity(similarity, maps, maps_other, shape, channel_axis)
-    return RandomLogitResult(scores, targets, others, maps, maps_other, name, method)
+    return RandomLogitResult(scores, targets, others, maps, maps_other, name, run.method)
 
 
 def _similarity(

@@ -16,7 +16,7 @@ afterwards, also when something fails half-way.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -218,20 +218,16 @@ def efficient_mprt(
         ((2,), ['1', '3'])
     """
     n_bins = check_int(n_bins, "n_bins", 1)
-    bk, method, options, targets, _ = start(
+    bk, run, targets, _ = start(
         model, x, method, target=target, seed=seed, max_batch=max_batch, framework=framework, output=output,
         model_kwargs=model_kwargs, method_options=method_options,
     )  # fmt: skip
-    settings: dict[str, Any] = {
-        "method": method, "seed": seed, "max_batch": max_batch, "framework": framework, "output": output,
-        "model_kwargs": model_kwargs, "options": options,
-    }  # fmt: skip
-    original = explain_rows(model, x, targets, **settings)
-    randomized, chosen = randomized_maps(bk, model, x, targets, layers=layers, **settings)
+    original = explain_rows(model, x, targets, run)
+    randomized, chosen = randomized_maps(bk, model, x, targets, run, layers=layers)
     scores, entropy_original, entropy_randomized = complexity_rise(original, randomized, n_bins)
     return EfficientMPRTResult(
         scores, entropy_original, entropy_randomized, targets, chosen, n_bins,
-        {"original": original, "randomized": randomized}, method,
+        {"original": original, "randomized": randomized}, run.method,
     )  # fmt: skip
 
 
@@ -326,7 +322,7 @@ def smooth_mprt(
         raise XaikitValueError(f"stdev_spread must be a finite number >= 0; got {describe(stdev_spread)}")
     if order not in LAYER_ORDERS:
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, LAYER_ORDERS))}; got {order!r}")
-    bk, method, options, targets, _ = start(
+    bk, run, targets, _ = start(
         model, x, method, target=target, seed=seed, max_batch=max_batch, framework=framework, output=output,
         model_kwargs=model_kwargs, method_options=method_options,
     )  # fmt: skip
@@ -338,25 +334,22 @@ def smooth_mprt(
     index = {name: i for i, (name, _) in enumerate(available)}
     rows = _noisy_copies(host(x, "x"), nsamples, float(stdev_spread), seed)
     tiled = np.tile(targets, nsamples)
-    kwargs = tile_kwargs(model_kwargs, nsamples, batch)
+    tiled_run = replace(run, model_kwargs=tile_kwargs(model_kwargs, nsamples, batch))
 
-    def run() -> np.ndarray:
-        out = explain_rows(
-            model, rows, tiled, method=method, seed=seed, max_batch=max_batch, framework=framework,
-            output=output, model_kwargs=kwargs, options=options,
-        )  # fmt: skip
+    def mean_maps() -> np.ndarray:
+        out = explain_rows(model, rows, tiled, tiled_run)
         return out.reshape(nsamples, batch, *out.shape[1:]).mean(axis=0, dtype=np.float64)
 
     steps = chosen if order == "bottom_up" else list(reversed(chosen))
     saved = ops.snapshot(model)
     maps: dict[str, np.ndarray] = {}
     try:
-        maps["original"] = run()
+        maps["original"] = mean_maps()
         for name, layer in steps:
             if order == "independent":
                 ops.restore(saved)
             ops.randomize(layer, layer_rng(seed, index[name]))
-            maps[name] = run()
+            maps[name] = mean_maps()
     finally:
         ops.restore(saved)
     channels = shape[channel_axis] if channel_axis is not None else None
@@ -365,5 +358,5 @@ def smooth_mprt(
     )
     last = per_sample[per_sample["step"] == len(steps)]["spearman_abs"].to_numpy(dtype=np.float64)
     return SmoothMPRTResult(
-        last, table, per_sample, maps, targets, order, nsamples, float(stdev_spread), method
+        last, table, per_sample, maps, targets, order, nsamples, float(stdev_spread), run.method
     )

@@ -42,7 +42,7 @@ import numpy as np
 
 from xaikit.errors import XaikitValueError
 from xaikit.evaluate._common import spearman, to_spatial
-from xaikit.evaluate._rerun import randomized_maps
+from xaikit.evaluate._rerun import MethodRun, randomized_maps
 from xaikit.evaluate.complexity import complexity, sparseness
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
@@ -115,16 +115,19 @@ class MetricContext:
         if self._randomized is None:
             from xaikit.backend import get_backend
 
-            if self.method is None:
-                raise XaikitValueError(
-                    "randomized maps need a method name; custom maps cannot be re-explained"
-                )
-            self._randomized, _ = randomized_maps(
-                get_backend(self.model, self.framework), self.model, self.x, self.targets, layers=None,
-                method=self.method, seed=self.seed, max_batch=self.max_batch, framework=self.framework,
-                output=0, model_kwargs=None, options=dict(self.method_options),
-            )  # fmt: skip
+            run = self.method_run(self.seed)  # first: custom maps are named before the model is touched
+            bk = get_backend(self.model, self.framework)
+            self._randomized, _ = randomized_maps(bk, self.model, self.x, self.targets, run, layers=None)
         return self._randomized
+
+    def method_run(self, seed: int) -> MethodRun:
+        """How a randomization metric re-runs the method: with its options, on the model's first
+        output, and ``seed``; needs a method name."""
+        if self.method is None:
+            raise XaikitValueError("randomized maps need a method name; custom maps cannot be re-explained")
+        return MethodRun(
+            self.method, seed, self.max_batch, self.framework, 0, None, dict(self.method_options)
+        )
 
     def nan(self) -> np.ndarray:
         """(B,) NaN: the score of a metric that does not apply to this method."""

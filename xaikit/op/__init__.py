@@ -5,15 +5,12 @@ Both are imported lazily, and neither loads a framework on import.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from types import ModuleType
+
+from xaikit._lazy import submodule
 
 __all__ = ["numpyop", "tensorop"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        module = importlib.import_module(f"xaikit.op.{name}")
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'xaikit.op' has no attribute {name!r}")
+def __getattr__(name: str) -> ModuleType:
+    return submodule(__name__, name, __all__)

@@ -112,26 +112,18 @@ class EpochScheduler(Scheduler[T]):
 
 
 def _mode_ok(item: Any, modes: set[str] | None) -> bool:
-    if modes is None:
+    declared = getattr(item, "mode", None)
+    if modes is None or declared is None:
         return True
-    item_modes = getattr(item, "mode", None)
-    if item_modes is None:
-        return True
-    if isinstance(item_modes, str):
-        item_modes = parse_modes(item_modes)
-    item_modes = set(item_modes)
+    item_modes = parse_modes(declared) if isinstance(declared, str) else set(declared)
     return not item_modes or bool(item_modes & modes)
 
 
 def _ds_ok(item: Any, ds_id: str | None) -> bool:
-    if ds_id is None:
-        return True
     allowed = getattr(item, "ds_id", None)
-    if allowed is None:
+    if ds_id is None or allowed is None:
         return True
-    if isinstance(allowed, str):
-        allowed = {allowed}
-    return ds_id_matches(set(allowed), ds_id)
+    return ds_id_matches({allowed} if isinstance(allowed, str) else set(allowed), ds_id)
 
 
 def get_current_items(

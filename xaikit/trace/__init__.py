@@ -9,9 +9,9 @@ sub-modules: ``xk.trace.metric`` (Accuracy, Precision, Recall, F1Score, MCC),
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from types import ModuleType
 
+from xaikit._lazy import submodule
 from xaikit.trace.base import Data, DSData, System, Trace
 from xaikit.trace.sort import sort_traces
 
@@ -20,10 +20,6 @@ __all__ = ["DSData", "Data", "System", "Trace", "sort_traces"]
 _SUBMODULES = {"adapt", "essential", "inspect", "io", "metric", "xai"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> ModuleType:
     # ``xk.trace.metric.Accuracy`` works without importing the sub-module first
-    if name in _SUBMODULES:
-        module = importlib.import_module(f"xaikit.trace.{name}")
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'xaikit.trace' has no attribute {name!r}")
+    return submodule(__name__, name, _SUBMODULES)

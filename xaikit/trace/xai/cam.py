@@ -30,7 +30,7 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import channel_axis_of
 from xaikit.trace.base import Data, Trace
 from xaikit.trace.xai._samples import SampleCollector
-from xaikit.trace.xai.saliency import _class_ids, invert_mapping, to_names
+from xaikit.trace.xai.saliency import _class_ids, invert_mapping, maps_grid, to_names
 from xaikit.xai import get_method, method_names
 
 __all__ = ["EigenCAM", "GradCAM"]
@@ -165,7 +165,7 @@ class _CamTrace(Trace):
 
     def paint(self, samples: Mapping[str, Any], title: str | None = None) -> Any:
         """The maps of ``samples`` (a dict holding ``images`` and the other keys) as an ImgData."""
-        from xaikit.viz import ImgData, overlay
+        from xaikit.viz import overlay
         from xaikit.xai.internal import upsample
 
         image = np.asarray(samples[self.image_key])
@@ -181,26 +181,18 @@ class _CamTrace(Trace):
             if key is not None:
                 cols[key] = to_names(samples[key], self._inverse)
         cols[self.image_key] = image
-        shown: list[str] = []
+        cmaps: dict[str, str] = {}
         for name, layer_maps in self.maps(samples).items():
             full = _unit(upsample(np.asarray(layer_maps, dtype=np.float64), (int(size[0]), int(size[1]))))
             cols[f"{self.image_key} {name}"] = overlay(
                 image, full, channel_axis=axis, smooth=self.overlay_smooth
             )
             cols[name] = full
-            shown.append(name)
-        cmaps = dict.fromkeys(shown, "inferno")
+            cmaps[name] = "inferno"
         single = image.ndim == 3 or (axis is not None and image.shape[axis] == 1)
         if single:
             cmaps[self.image_key] = "gray"
-        return ImgData(
-            cols,
-            colormap="inferno",
-            colormaps=cmaps,
-            vranges=dict.fromkeys(shown, (0.0, 1.0)),
-            colorbars=shown,
-            figure_title=title,
-        )
+        return maps_grid(cols, cmaps, title)
 
     def _explain_raw(self, samples: Mapping[str, np.ndarray], method: str) -> np.ndarray:
         """The method's maps at the layer's resolution (``raw=True``, for a method whose record

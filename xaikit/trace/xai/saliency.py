@@ -92,6 +92,28 @@ def _parse_integrating(integrating: Any, smoothing: int) -> tuple[int, int]:
     )
 
 
+def maps_grid(
+    cols: dict[str, Any],
+    colormaps: dict[str, str],
+    title: str | None,
+    text_colors: Mapping[str, Sequence[str | None]] | None = None,
+) -> Any:
+    """The ImgData of a saliency or CAM trace: the columns ``cols``, each painted with its
+    colormap in ``colormaps``; the maps (the ``"inferno"`` columns) on [0, 1], each with a colorbar."""
+    from xaikit.viz import ImgData
+
+    maps = [name for name, cmap in colormaps.items() if cmap == "inferno"]
+    return ImgData(
+        cols,
+        colormap="inferno",
+        colormaps=colormaps,
+        vranges=dict.fromkeys(maps, (0.0, 1.0)),
+        colorbars=maps,
+        text_colors=text_colors,
+        figure_title=title,
+    )
+
+
 def _strips(values: np.ndarray) -> np.ndarray:
     """A (B, F) tabular batch (or its masks) as B images of one row, (B, 1, F), so that the grid
     draws one strip per sample (a 2-D array would read as one image); other ranks unchanged."""
@@ -515,7 +537,7 @@ class Saliency(Trace):
         title: str | None,
     ) -> Any:
         """The ImgData: labels, predictions (wrong ones red and marked), images, overlays, masks."""
-        from xaikit.viz import ImgData, overlay
+        from xaikit.viz import overlay
 
         cols: dict[str, Any] = {}
         cmaps: dict[str, str] = {}
@@ -550,16 +572,7 @@ class Saliency(Trace):
                 name = f"{prefix} {mask_key}" if prefix else mask_key
                 cols[name] = _strips(mask)
                 cmaps[name] = "inferno"
-        mask_cols = [name for name, cmap in cmaps.items() if cmap == "inferno"]
-        return ImgData(
-            cols,
-            colormap="inferno",
-            colormaps=cmaps,
-            vranges=dict.fromkeys(mask_cols, (0.0, 1.0)),
-            colorbars=mask_cols,
-            text_colors=text_colors,
-            figure_title=title,
-        )
+        return maps_grid(cols, cmaps, title, text_colors)
 
     def _smooth(self, image: np.ndarray) -> float:
         if self.overlay_smooth != "auto":

@@ -57,7 +57,31 @@ def _pair(data: Data, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-class LabelTracker(Trace):
+class _MetricByKey(Trace):
+    """A trace that reads a per-sample metric next to a grouping key (``inputs=[key, metric]``)
+    and writes under ``outputs``, by default ``"<metric>_by_<key>"``; ``name`` is the argument
+    that holds ``key``, for the error message."""
+
+    def __init__(
+        self,
+        name: str,
+        key: Any,
+        metric: Any,
+        mode: str | Iterable[str] | None,
+        ds_id: str | Iterable[str] | None,
+        outputs: Any,
+    ) -> None:
+        for arg, value in ((name, key), ("metric", metric)):
+            if not isinstance(value, str) or not value:
+                raise XaikitTypeError(f"{arg} must be a non-empty key (str); got {describe(value)}")
+        if outputs is not None and (not isinstance(outputs, str) or not outputs):
+            raise XaikitTypeError(f"outputs must be a non-empty string or None; got {describe(outputs)}")
+        super().__init__(
+            inputs=[key, metric], outputs=outputs or f"{metric}_by_{key}", mode=mode, ds_id=ds_id
+        )
+
+
+class LabelTracker(_MetricByKey):
     """Track a per-sample metric (e.g. per-sample loss) grouped by label, epoch by epoch.
 
     At each epoch end the metric's values of every label are summarized (mean with a band) at
@@ -97,14 +121,7 @@ class LabelTracker(Trace):
         ds_id: str | Iterable[str] | None = None,
         outputs: str | None = None,
     ) -> None:
-        for name, key in (("label", label), ("metric", metric)):
-            if not isinstance(key, str) or not key:
-                raise XaikitTypeError(f"{name} must be a non-empty key (str); got {describe(key)}")
-        if outputs is not None and (not isinstance(outputs, str) or not outputs):
-            raise XaikitTypeError(f"outputs must be a non-empty string or None; got {describe(outputs)}")
-        super().__init__(
-            inputs=[label, metric], outputs=outputs or f"{metric}_by_{label}", mode=mode, ds_id=ds_id
-        )
+        super().__init__("label", label, metric, mode, ds_id, outputs)
         if bounds is None or isinstance(bounds, str):
             items: list[Any] = [bounds]
         elif isinstance(bounds, Iterable):
@@ -192,7 +209,7 @@ def _check_count(name: str, value: Any, minimum: int) -> int:
     return int(check_int(value, name, minimum, kind=XaikitTypeError))
 
 
-class InstanceTracker(Trace):
+class InstanceTracker(_MetricByKey):
     """Track a per-sample metric of individual samples (by an index key) over training.
 
     Every ``epoch_frequency``-th epoch, the last value of each index in the epoch is recorded at
@@ -238,14 +255,7 @@ class InstanceTracker(Trace):
         ds_id: str | Iterable[str] | None = None,
         outputs: str | None = None,
     ) -> None:
-        for name, key in (("index", index), ("metric", metric)):
-            if not isinstance(key, str) or not key:
-                raise XaikitTypeError(f"{name} must be a non-empty key (str); got {describe(key)}")
-        if outputs is not None and (not isinstance(outputs, str) or not outputs):
-            raise XaikitTypeError(f"outputs must be a non-empty string or None; got {describe(outputs)}")
-        super().__init__(
-            inputs=[index, metric], outputs=outputs or f"{metric}_by_{index}", mode=mode, ds_id=ds_id
-        )
+        super().__init__("index", index, metric, mode, ds_id, outputs)
         self.n_max_to_keep = _check_count("n_max_to_keep", n_max_to_keep, 0)
         self.n_min_to_keep = _check_count("n_min_to_keep", n_min_to_keep, 0)
         self.epoch_frequency = _check_count("epoch_frequency", epoch_frequency, 1)

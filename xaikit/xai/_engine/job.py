@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from xaikit.backend import Backend, T
 from xaikit.xai._engine.kwargs import ModelKwargs
+
+if TYPE_CHECKING:
+    from xaikit.xai._engine.inputs import Inputs
 
 BaselineFn = Callable[[int], list[T]]
 PathFn = Callable[[list[T], np.ndarray], tuple[list[T], list[T]]]
@@ -59,6 +62,26 @@ class Job:
     path_base: Callable[[list[T]], list[T]] | None = None
     #: told the rows done after each chunk of the sweep (a progress bar's ``advance_to``); no sync
     progress: Callable[[int], None] | None = None
+
+    @classmethod
+    def over(
+        cls, inp: Inputs, targets: T, *, seed: int, output: int | str, max_batch: int | str, xla: bool
+    ) -> Job:
+        """A job over prepared inputs (their backend, model, tensors, working dtype and model
+        keyword arguments) explaining ``targets``: plain gradients at the inputs until the
+        method sets its row space (noise, path, baselines) on it."""
+        return cls(
+            bk=inp.bk,
+            model=inp.model,
+            inputs=inp.tensors,
+            targets=targets,
+            seed=seed,
+            output=output,
+            max_batch=max_batch,
+            dtype=inp.dtype,
+            xla=bool(xla),
+            model_kwargs=inp.kwargs,
+        )
 
     @property
     def batch(self) -> int:

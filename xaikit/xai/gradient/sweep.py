@@ -141,18 +141,7 @@ def attribute(
         raise XaikitError(f"internal error: {method!r} is not a sweep method ({', '.join(SWEEP)})")
     memory_budget = check_memory_budget(memory_budget)
     bk = inp.bk
-    job = Job(
-        bk=bk,
-        model=inp.model,
-        inputs=inp.tensors,
-        targets=targets,
-        seed=seed,
-        output=output,
-        max_batch=max_batch,
-        dtype=inp.dtype,
-        xla=bool(xla),
-        model_kwargs=inp.kwargs,
-    )
+    job = Job.over(inp, targets, seed=seed, output=output, max_batch=max_batch, xla=xla)
     smoothed = method in ("smoothgrad", "smint", "vargrad")
     if method in ("input_x_gradient", "blur_ig"):  # smoothed only when asked
         smoothed = (nsamples is not None and nsamples != 1) or bool(stdev_spread)

@@ -266,24 +266,11 @@ def integrated_gradients(
     def baseline(s: int) -> list[T]:
         return makers[s % k](s)  # type: ignore[no-any-return]
 
-    alphas, weights = quadrature("linspace", steps)
-    job = Job(
-        bk=bk,
-        model=inp.model,
-        inputs=inp.tensors,
-        targets=targets,
-        n_noise=k * (nsamples or 1),
-        alphas=alphas,
-        weights=weights,
-        baselines=baseline,
-        seed=seed,
-        output=output,
-        max_batch=max_batch,
-        dtype=inp.dtype,
-        xla=bool(xla),
-        model_kwargs=inp.kwargs,
-        progress=progress,
-    )
+    job = Job.over(inp, targets, seed=seed, output=output, max_batch=max_batch, xla=xla)
+    job.n_noise = k * (nsamples or 1)
+    job.alphas, job.weights = quadrature("linspace", steps)
+    job.baselines = baseline
+    job.progress = progress
     if nsamples is not None:
         job.sigma = [stdev_spread * (bk.sample_max(t) - bk.sample_min(t)) for t in inp.tensors]
     return sweep(job, memory_budget).attributions[0]
