@@ -32,7 +32,7 @@ Cases:
 
 Scorecam, rise and occlusion also get a *bound* line (issue 26): a plain ``torch.inference_mode()``
 forward loop over exactly as many masked rows as xaikit runs (the batch repeated times a random
-mask, built once), at the best of a few batch sizes (16 to 256, capped by the rows) and both
+mask, built once), at the best of a few batch sizes (16 to 256, and 512 on cuda; capped by the rows) and both
 memory formats (contiguous; channels-last rows and a channels-last copy of the model), found by a
 short search before the timed rounds (``benchmarks/_forward_only.py``). ``--profile`` runs
 torch.profiler over one xaikit call of each of the three (CPU and CUDA activities on a GPU) with
@@ -737,6 +737,11 @@ def summarize(lines: list[Line], st: Settings) -> dict[str, Any]:
         out["rise_memory"] = {
             kind: {ln.rows // st.rise_batch: ln.peak for ln in sweep if ln.kind == kind} for kind in ("xaikit", "peer")
         }  # fmt: skip
+        if any(ln.gpu for ln in sweep):
+            out["rise_memory_gpu"] = {
+                kind: {ln.rows // st.rise_batch: ln.gpu_peak or 0 for ln in sweep if ln.kind == kind}
+                for kind in ("xaikit", "peer")
+            }
     x = _find(lines, "occlusion", "xaikit")
     peers = [ln for ln in lines if ln.case == "occlusion" and ln.kind == "peer"]
     if x is not None and peers:
@@ -813,11 +818,8 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
         head = "| method | line | median s | rows/s | peak ΔRSS MiB |" + (" peak GPU MiB |" if gpu else "")
         r += [title, "", head + " xaikit speed-up | × bound |", "|---|---|---:|---:|---:|" + ("---:|" if gpu else "") + "---:|---:|"]  # fmt: skip
         bound = _find(lines, "cam", "bound", "*") if case == "cam" else _find(lines, case, "bound")
-        fastest = (
-            _best([ln for ln in mine if ln.kind == "peer"])
-            if len([ln for ln in mine if ln.kind == "peer"]) > 1
-            else None
-        )
+        peers = [ln for ln in mine if ln.kind == "peer"]  # one method's peers at several settings
+        fastest = _best(peers) if case in FORWARD_ONLY and len(peers) > 1 else None
         for ln in mine:
             x = _find(lines, case, "xaikit", ln.method if case == "cam" else None)
             speed = f"{ln.median / x.median:.2f}" if x is not None and ln.kind != "xaikit" else ""
@@ -875,6 +877,18 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
                 r.append("|---|" + "---:|" * len(ns))
                 r.append("| xaikit rise | " + " | ".join(_mib(mem["xaikit"][n]) for n in ns) + " |")
                 r.append("| reference RISE | " + " | ".join(_mib(mem["peer"].get(n, 0)) for n in ns) + " |")
+                gmem = summary.get("rise_memory_gpu")
+                if gmem:
+                    r.append(
+                        "| xaikit rise, peak GPU | "
+                        + " | ".join(_mib(gmem["xaikit"].get(n, 0)) for n in ns)
+                        + " |"
+                    )
+                    r.append(
+                        "| reference RISE, peak GPU | "
+                        + " | ".join(_mib(gmem["peer"].get(n, 0)) for n in ns)
+                        + " |"
+                    )
                 r.append("")
         if case == "occlusion":
             diffs = meta["facts"].get("occlusion_max_abs_diff", {})
@@ -1129,6 +1143,9 @@ def main(argv: list[str] | None = None) -> int:
         st.reps = args.reps
     Line.dev = Device.pick(args.device)
     st.device = Line.dev.name
+    if Line.dev.cuda and not args.quick:  # a GPU's best batch can be larger; its forward passes are cheap
+        st.bound_sizes = (*st.bound_sizes, 512)
+        st.score_peer_batches = (*st.score_peer_batches, 256)
     load_start = [round(v, 2) for v in os.getloadavg()]
     t0 = time.perf_counter()
     lines, facts = measure(cases, st)
