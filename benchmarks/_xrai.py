@@ -126,7 +126,7 @@ def compare(
     xt = torch.as_tensor(x)
     with torch.no_grad():
         targets = model(xt).argmax(1).numpy()
-    kw = {"steps": steps, "algorithm": algorithm}
+    kw: dict[str, Any] = {"steps": steps, "algorithm": algorithm}
     xk.xai.explain(model, xt[:2], targets[:2], method="xrai", **kw)  # warm-up (plan, imports)
     pair_xrai(model, x[:1], targets[:1], **kw)
     t_pair, theirs = _seconds(lambda: pair_xrai(model, x, targets, **kw))

@@ -3,10 +3,13 @@ Guided IG, XRAI) against captum and PAIR ``saliency`` at equal settings, with th
 
 Usage:
     python benchmarks/gradient_family_bench.py [--models lenet,resnet18] [--methods ...]
-        [--reps 3] [--quick] [--json benchmarks/results/DATE-gradient-family.json]
-        [--out docs/benchmarks.md]
+        [--reps 3] [--device cpu|cuda] [--quick]
+        [--json benchmarks/results/DATE-gradient-family.json] [--out docs/benchmarks.md]
 
-Models (torch, CPU, random weights, nothing downloads):
+Models (torch, random weights, nothing downloads; ``--device cuda``, the default when torch sees a
+GPU, puts the model and inputs on the GPU: captum gets device tensors, PAIR gets numpy images and
+its ``call_model_function`` moves them to the device and the gradients back; every timed call ends
+with ``torch.cuda.synchronize()`` and the table gets each call's peak GPU memory):
 
 * ``lenet``: the LeNet of ``xaikit.architecture`` (32x32x3, 10 classes), a batch of 16.
 * ``resnet18``: ``xaikit.architecture.torch.ResNet18`` at 224x224 (1000 classes), batch-norm
@@ -49,6 +52,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
+import _device  # noqa: E402
+from _device import Device  # noqa: E402
 from _measure import MALLOC_ENV, Case, interleave, machine, tuned_chunk, write_section  # noqa: E402
 
 START = "<!-- gradient-family:start -->"
@@ -83,8 +88,8 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def build(st: Settings) -> tuple[Any, Any, Any, list[int], int]:
-    """(model, x, references, targets, image size)."""
+def build(st: Settings, dev: Device) -> tuple[Any, Any, Any, list[int], int]:
+    """(model, x, references, targets, image size), on ``dev``."""
     import torch
 
     if st.model == "lenet":
@@ -99,6 +104,7 @@ def build(st: Settings) -> tuple[Any, Any, Any, list[int], int]:
         calibrate_batchnorm(model, torch.rand(8, 3, size, size, generator=torch.Generator().manual_seed(1)))
     x = torch.rand(st.batch, 3, size, size, generator=torch.Generator().manual_seed(2))
     refs = torch.rand(st.refs, 3, size, size, generator=torch.Generator().manual_seed(3))
+    model, x, refs = dev.to(model), dev.to(x), dev.to(refs)  # built (and calibrated) on the CPU
     with torch.no_grad():
         targets = [int(t) for t in model(x).argmax(1)]
     return model, x, refs, targets, size
@@ -108,8 +114,9 @@ def bound(model: Any, rows: int, size: int, chunk: int, targets: list[int]) -> A
     """The gradient of ``rows`` pre-built rows, ``chunk`` at a time: the least the method pays."""
     import torch
 
-    data = torch.rand(min(rows, chunk), 3, size, size, generator=torch.Generator().manual_seed(4))
-    t = torch.as_tensor([targets[i % len(targets)] for i in range(len(data))])
+    device = next(model.parameters()).device
+    data = torch.rand(min(rows, chunk), 3, size, size, generator=torch.Generator().manual_seed(4)).to(device)
+    t = torch.as_tensor([targets[i % len(targets)] for i in range(len(data))], device=device)
 
     def run() -> None:
         done = 0
@@ -131,15 +138,21 @@ def xaikit_call(model: Any, x: Any, targets: list[int], method: str, **opts: Any
 
 def _pair_call_model(model: Any) -> Any:
     """PAIR's call_model_function for the channel-first torch model: the gradient of the class in
-    ``call_model_args`` for a (n, H, W, C) batch."""
+    ``call_model_args`` for a (n, H, W, C) numpy batch, moved to the model's device and back."""
     import torch
     from saliency.core import base
 
+    device = next(model.parameters()).device
+
     def call(images: Any, call_model_args: Any = None, expected_keys: Any = None) -> dict[str, Any]:
-        t = torch.as_tensor(images, dtype=torch.float32).permute(0, 3, 1, 2).requires_grad_(True)
+        t = (
+            torch.as_tensor(images, dtype=torch.float32, device=device)
+            .permute(0, 3, 1, 2)
+            .requires_grad_(True)
+        )
         out = model(t)[:, call_model_args["class"]].sum()
         (g,) = torch.autograd.grad(out, t)
-        return {base.INPUT_OUTPUT_GRADIENTS: g.permute(0, 2, 3, 1).numpy()}
+        return {base.INPUT_OUTPUT_GRADIENTS: g.permute(0, 2, 3, 1).cpu().numpy()}
 
     return call
 
@@ -152,13 +165,14 @@ def pair_call(model: Any, x: Any, targets: list[int], method: str, st: Settings)
     from _guided_ig import pair_guided_ig
     from _xrai import pair_xrai
 
-    xc = x.numpy()
-    images = np.ascontiguousarray(x.permute(0, 2, 3, 1).numpy())
+    xc = x.cpu().numpy()  # PAIR works on numpy images; its call_model_function moves them
+    images = np.ascontiguousarray(np.transpose(xc, (0, 2, 3, 1)))
     call = _pair_call_model(model)
+    device = x.device
 
     def run() -> None:
         if method == "guided_ig":
-            pair_guided_ig(model, xc, targets, steps=st.steps, baseline=np.zeros_like(xc))  # its layout
+            pair_guided_ig(model, xc, targets, steps=st.steps, baseline=np.zeros_like(xc), device=device)
         elif method == "xrai":
             pair_xrai(model, xc, np.asarray(targets), steps=st.steps, batch_size=st.steps)
         else:  # blur_ig
@@ -174,7 +188,7 @@ def captum_call(model: Any, x: Any, refs: Any, targets: list[int], method: str, 
     import torch
     from captum import attr
 
-    target = torch.as_tensor(targets)
+    target = torch.as_tensor(targets, device=x.device)
     sigma = 0.15  # the inputs span [0, 1): xaikit's stdev_spread 0.15 is this absolute sigma
     if method == "vargrad":
         nt = attr.NoiseTunnel(attr.Saliency(model))
@@ -213,10 +227,10 @@ def xaikit_options(method: str, st: Settings, refs: Any) -> dict[str, Any]:
     }[method]
 
 
-def cases_for(st: Settings, methods: list[str]) -> tuple[list[Case], Any]:
+def cases_for(st: Settings, methods: list[str], dev: Device) -> tuple[list[Case], Any]:
     import xaikit as xk
 
-    model, x, refs, targets, size = build(st)
+    model, x, refs, targets, size = build(st, dev)
     # fix xaikit's plan once (its chunk is what the bound uses)
     xk.xai.explain(model, x, target=targets, method="vanilla")
     xk.xai.explain(model, x, target=targets, method="vargrad", nsamples=st.noise)
@@ -224,7 +238,15 @@ def cases_for(st: Settings, methods: list[str]) -> tuple[list[Case], Any]:
     out: list[Case] = []
     for method in methods:
         rows = rows_of(method, st)
-        common = {"framework": "torch", "model": st.model, "batch": st.batch, "method": method}
+        common: dict[str, Any] = {
+            "framework": "torch",
+            "model": st.model,
+            "batch": st.batch,
+            "method": method,
+            "sync": dev.sync,
+            "gpu_reset": dev.reset_peak,
+            "gpu_peak": dev.peak,
+        }
         opts = xaikit_options(method, st, refs)
         out.append(
             Case(
@@ -260,7 +282,7 @@ def cases_for(st: Settings, methods: list[str]) -> tuple[list[Case], Any]:
     return out, (model, x, refs, targets)
 
 
-def memory_sweep(st: Settings, handle: Any) -> list[dict[str, Any]]:
+def memory_sweep(st: Settings, handle: Any, dev: Device) -> list[dict[str, Any]]:
     """xaikit's peak RSS increase and seconds as steps / samples grow (one call each)."""
     from _measure import PeakRSS
 
@@ -270,11 +292,14 @@ def memory_sweep(st: Settings, handle: Any) -> list[dict[str, Any]]:
     out = []
     for method, key in (("blur_ig", "steps"), ("guided_ig", "steps"), ("vargrad", "nsamples")):
         for n in st.sweep:
-            opts = {key: n, **({"max_sigma": st.max_sigma} if method == "blur_ig" else {})}
+            opts: dict[str, Any] = {key: n, **({"max_sigma": st.max_sigma} if method == "blur_ig" else {})}
+            dev.reset_peak()
             with PeakRSS() as peak:
                 t0 = time.perf_counter()
                 xk.xai.explain(model, x, target=targets, method=method, **opts)
+                dev.sync()
                 secs = time.perf_counter() - t0
+            gpu = dev.peak()
             out.append(
                 {
                     "method": method,
@@ -282,6 +307,7 @@ def memory_sweep(st: Settings, handle: Any) -> list[dict[str, Any]]:
                     "rows": st.batch * n,
                     "seconds": secs,
                     "peak_rss_increase_bytes": peak.increase,
+                    "peak_gpu_bytes": gpu,
                 }
             )
             log(f"  memory {method} {key}={n}: {secs:.2f}s, {peak.increase / 2**20:.0f} MiB")
@@ -299,6 +325,7 @@ def summarize(cases: list[Case]) -> list[dict[str, Any]]:
         rows.append({
             "model": c.model, "method": c.method, "name": c.name, "group": c.group, "rows": c.rows,
             "median_s": _median(c), "times_s": c.times, "peak_rss_increase_bytes": max(c.rss) if c.rss else 0,
+            "peak_gpu_bytes": max(c.gpu) if c.gpu else None,
             "speedup": _median(c) / _median(ours) if c.group != "xaikit" else 1.0,
         })  # fmt: skip
     return rows
@@ -307,6 +334,7 @@ def summarize(cases: list[Case]) -> list[dict[str, Any]]:
 def render(rows: list[dict[str, Any]], sweep: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     from xaikit.xai.registry import title
 
+    gpu = any(r.get("peak_gpu_bytes") is not None for r in rows)
     out = [
         START,
         "## The gradient family (issue 15): VarGrad, Input×Gradient, Expected Gradients, Blur IG, Guided IG, XRAI",
@@ -316,7 +344,8 @@ def render(rows: list[dict[str, Any]], sweep: list[dict[str, Any]], meta: dict[s
         f"Generated by `{meta['command']}` on {meta['date']} (xaikit commit {meta['commit']}); {meta['reps']} timed "
         f"rounds after a warm-up, medians; whole run {meta['seconds']:.0f} s. CPU: {meta['machine'].get('cpu')}, "
         f"{meta['machine'].get('cores')} cores, {meta['machine'].get('ram_gib')} GiB RAM; load average at start "
-        f"{meta['load_start']}, at end {meta['load_end']}; versions: {meta['versions']}. No GPU was available."
+        f"{meta['load_start']}, at end {meta['load_end']}; versions: {meta['versions']}. Device "
+        f"`{meta.get('device', 'cpu')}`: {meta.get('device_info', 'CPU only (no GPU used)')}."
     )
     out += ["", "Settings: " + "; ".join(meta["settings"]) + ".", ""]
     out += [
@@ -327,15 +356,18 @@ def render(rows: list[dict[str, Any]], sweep: list[dict[str, Any]], meta: dict[s
         "`batch_size` = the steps where they take one. The bound is one forward + backward of the method's gradient "
         "rows, pre-built, in chunks of xaikit's chunk size.",
         "",
-        "| model | method | implementation | rows | median s | rows/s | peak RSS MiB | peer s / xaikit s |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| model | method | implementation | rows | median s | rows/s | peak RSS MiB |"
+        + (" peak GPU MiB |" if gpu else "")
+        + " peer s / xaikit s |",
+        "|---|---|---|---:|---:|---:|---:|" + ("---:|" if gpu else "") + "---:|",
     ]
     for r in rows:
         rate = r["rows"] / r["median_s"] if r["median_s"] > 0 else float("nan")
         ratio = "" if r["group"] == "xaikit" else f"{r['speedup']:.2f}×"
+        g = f" {(r['peak_gpu_bytes'] or 0) / 2**20:,.0f} |" if gpu else ""
         out.append(
             f"| {r['model']} | {title(r['method'])} | {r['name']} | {r['rows']:,} | {r['median_s']:.3f} | {rate:,.0f} | "
-            f"{r['peak_rss_increase_bytes'] / 2**20:,.0f} | {ratio} |"
+            f"{r['peak_rss_increase_bytes'] / 2**20:,.0f} |{g} {ratio} |"
         )
     out += ["", "Targets of issue 15 (peer median / xaikit median; > 1: xaikit is faster):", "",
             "| target | model | measured | verdict |", "|---|---|---:|---|"]  # fmt: skip
@@ -389,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="tiny settings: check that everything runs")
+    _device.add_argument(p)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--out", type=Path, default=None, help="markdown file to write the section into")
     args = p.parse_args(argv)
@@ -403,6 +436,15 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
+    dev = Device.pick(args.device)
+    if (
+        args.quick
+        and args.out is not None
+        and args.out.resolve() == (ROOT / "docs" / "benchmarks.md").resolve()
+    ):
+        p.error(
+            "--quick numbers mean nothing: write them elsewhere (--out /tmp/bench_quick.md), not to docs/benchmarks.md"
+        )
     t_start, load_start = time.perf_counter(), [round(v, 2) for v in os.getloadavg()]
     all_rows: list[dict[str, Any]] = []
     sweep: list[dict[str, Any]] = []
@@ -415,11 +457,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{name}: B={st.batch}, noise samples/draws {st.noise}, steps {st.steps}, max_sigma {st.max_sigma:g}"
         )
         log(f"{name}: {settings[-1]}")
-        cases, handle = cases_for(st, methods)
+        cases, handle = cases_for(st, methods, dev)
         interleave(cases, 1 if args.quick else args.reps, log=log)
         all_rows += summarize(cases)
         if st.sweep:
-            sweep += memory_sweep(st, handle)
+            sweep += memory_sweep(st, handle, dev)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
     ).stdout.strip()
@@ -428,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit, "reps": 1 if args.quick else args.reps, "seconds": time.perf_counter() - t_start,
         "machine": machine(), "load_start": load_start, "load_end": [round(v, 2) for v in os.getloadavg()],
-        "versions": _versions(), "settings": settings,
+        "versions": _versions(), "settings": settings, "device": dev.name, "device_info": dev.describe(),
     }  # fmt: skip
     text = render(all_rows, sweep, meta)
     print(text)

@@ -3,8 +3,9 @@ torch ResNet-18 at 224x224.
 
 Usage:
     python benchmarks/methods_bench.py [--cases cam,scorecam,rise,occlusion] [--reps 2]
-        [--threads N] [--quick] [--json benchmarks/results/DATE-methods.json]
-        [--out docs/benchmarks.md]
+        [--device cpu|cuda] [--threads N] [--quick] [--profile]
+        [--gradient-json benchmarks/results/DATE-gradient-family.json]
+        [--json benchmarks/results/DATE-methods.json] [--out docs/benchmarks.md]
 
 Model: ``xaikit.architecture.torch.ResNet18`` (1000 classes, torchvision's module names), random
 weights, ``calibrate_batchnorm`` on a random batch; inputs uniform in [0, 1); targets: each image's
@@ -20,13 +21,30 @@ Cases:
   any Grad-CAM can cost), down to the input (the least Guided Grad-CAM can cost) and one forward
   (Eigen-CAM).
 * ``scorecam`` (B=2; layer4 has 512 channels, so 1,024 masked forward rows): xaikit
-  ``max_batch="auto"`` against pytorch-grad-cam ``ScoreCAM`` at its default batch size (16).
+  ``max_batch="auto"`` against pytorch-grad-cam ``ScoreCAM`` at its default batch size (16) and
+  at a few larger ones (its ``batch_size`` attribute; the best is marked).
 * ``rise`` (B=2, N=1000 masks, 8x8 grid, p=0.5): xaikit ``max_batch="auto"`` against
   :class:`ReferenceRISE`, written here in the style of the RISE authors' PyTorch code, plus the
   peak memory of both as N grows (N = 250, 500, 1000, 2000; one call each).
 * ``occlusion`` (B=2, window 28, stride 14: xaikit's default at 224): xaikit against captum
-  ``Occlusion`` at ``perturbations_per_eval=1`` (its default) and ``=64``; the largest absolute
-  difference of the attributions is reported.
+  ``Occlusion`` at ``perturbations_per_eval`` = 1 (its default), 16, 64 and 256 (the best is
+  marked); the largest absolute difference of the attributions is reported.
+
+Scorecam, rise and occlusion also get a *bound* line (issue 26): a plain ``torch.inference_mode()``
+forward loop over exactly as many masked rows as xaikit runs (the batch repeated times a random
+mask, built once), at the best of a few batch sizes (16 to 256, and 512 on cuda; capped by the rows) and both
+memory formats (contiguous; channels-last rows and a channels-last copy of the model), found by a
+short search before the timed rounds (``benchmarks/_forward_only.py``). ``--profile`` runs
+torch.profiler over one xaikit call of each of the three (CPU and CUDA activities on a GPU) with
+the model's forward in a ``record_function`` range: the top ops by self time and the share of the
+call spent outside the model's forward. ``--gradient-json`` takes the ``--json`` of
+``gradient_family_bench.py`` for the XRAI / Guided IG rows of the targets table.
+
+Device: ``--device cuda`` (the default when torch sees a GPU) puts the model and the inputs on the
+GPU; the peers get device tensors (pytorch-grad-cam follows the model's device, captum and the
+RISE reference take device tensors), every timed call ends with ``torch.cuda.synchronize()``,
+and the tables get each call's peak GPU memory (``torch.cuda.max_memory_allocated`` above the
+allocation at its start, after ``reset_peak_memory_stats``).
 
 Timing: one untimed warm-up of every line, then ``--reps`` interleaved rounds; medians. Memory:
 each timed call's peak resident-set increase (sampled every ms) over its value just before it,
@@ -56,6 +74,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
+import _device  # noqa: E402
+from _device import Device  # noqa: E402
+from _forward_only import best_bound, forward_loop, profile_call  # noqa: E402
 from _measure import MALLOC_ENV, PeakRSS, machine, write_section  # noqa: E402
 
 from xaikit.backend.memory import trim_heap  # noqa: E402
@@ -66,6 +87,10 @@ CASES = ("cam", "scorecam", "rise", "occlusion")
 #: the CAM methods compared with pytorch-grad-cam (Score-CAM has its own case)
 GRADCAM_PEERS = ("gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "eigencam")
 LAYER = "layer4"
+#: pytorch-grad-cam ScoreCAM's batch size when its ``batch_size`` attribute is unset
+SCORECAM_DEFAULT_BATCH = 16
+#: the forward-only cases: a bound line each, profiled with --profile
+FORWARD_ONLY = ("scorecam", "rise", "occlusion")
 
 
 @dataclass
@@ -84,14 +109,20 @@ class Settings:
     occ_batch: int = 2
     occ_window: int = 28
     occ_stride: int = 14
-    occ_ppe: tuple[int, ...] = (1, 64)
+    occ_ppe: tuple[int, ...] = (1, 16, 64, 256)
+    score_peer_batches: tuple[int, ...] = (16, 64, 128)  # pytorch-grad-cam ScoreCAM batch_size
+    bound_sizes: tuple[int, ...] = (16, 32, 64, 128, 256)
     calib: int = 32
     reps: int = 2
+    device: str = "cpu"
 
     @classmethod
     def quick_run(cls) -> Settings:
         return cls(
-            size=64,
+            occ_ppe=(1, 16),
+            score_peer_batches=(16, 64),
+            bound_sizes=(16, 32),
+            size=48,  # layer4 2x2: Score-CAM maps that are not constant
             cam_batch=2,
             score_batch=1,
             rise_batch=1,
@@ -113,7 +144,11 @@ class Line:
     """One benchmarked call and its timings / peak RSS increases.
 
     ``kind``: "xaikit", "peer" or "bound"; ``method``: the xaikit method it stands beside.
+    :attr:`dev` (set once by :func:`main`) synchronizes before the timer stops and gives each
+    call's peak GPU memory on cuda.
     """
+
+    dev: Device = Device("cpu")
 
     def __init__(
         self, case: str, method: str, name: str, rows: int, fn: Callable[[], Any], kind: str
@@ -121,6 +156,7 @@ class Line:
         self.case, self.method, self.name, self.rows, self.fn, self.kind = case, method, name, rows, fn, kind
         self.times: list[float] = []
         self.rss: list[int] = []
+        self.gpu: list[int] = []
         self.extra: dict[str, Any] = {}
         self.result: Any = None
 
@@ -128,12 +164,17 @@ class Line:
         self.result = None
         gc.collect()
         trim_heap()
+        self.dev.reset_peak()
         with PeakRSS() as peak:
             t0 = time.perf_counter()
             out = self.fn()
+            self.dev.sync()
             elapsed = time.perf_counter() - t0
         self.times.append(elapsed)
         self.rss.append(peak.increase)
+        gpu = self.dev.peak()
+        if gpu is not None:
+            self.gpu.append(gpu)
         if keep:
             self.result = out
         del out
@@ -146,13 +187,28 @@ class Line:
     def peak(self) -> int:
         return max(self.rss) if self.rss else 0
 
+    @property
+    def gpu_peak(self) -> int | None:
+        return max(self.gpu) if self.gpu else None
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Line:
         """A line of an earlier ``--json`` file (its timings; nothing to call)."""
         line = cls(d["case"], d["method"], d["name"], int(d["rows"]), lambda: None, d["kind"])
         line.times = [float(t) for t in d["times_s"]]
         line.rss = [int(r) for r in d["peak_rss_increase_bytes"]]
-        known = {"case", "method", "name", "kind", "rows", "times_s", "median_s", "peak_rss_increase_bytes"}
+        line.gpu = [int(g) for g in d.get("peak_gpu_bytes", [])]
+        known = {
+            "case",
+            "method",
+            "name",
+            "kind",
+            "rows",
+            "times_s",
+            "median_s",
+            "peak_rss_increase_bytes",
+            "peak_gpu_bytes",
+        }
         line.extra = {k: v for k, v in d.items() if k not in known}
         return line
 
@@ -166,6 +222,7 @@ class Line:
             "times_s": self.times,
             "median_s": self.median,
             "peak_rss_increase_bytes": self.rss,
+            "peak_gpu_bytes": self.gpu,
             **self.extra,
         }
 
@@ -182,6 +239,7 @@ def build(st: Settings, batch: int, seed: int) -> tuple[Any, Any, list[int]]:
     calib = torch.rand(st.calib, 3, st.size, st.size, generator=torch.Generator().manual_seed(1))
     calibrate_batchnorm(model, calib)
     x = torch.rand(batch, 3, st.size, st.size, generator=torch.Generator().manual_seed(seed))
+    model, x = model.to(st.device), x.to(st.device)  # calibrated on the CPU, then moved
     with torch.no_grad():
         targets = [int(t) for t in model(x).argmax(1)]
     return model, x, targets
@@ -193,7 +251,7 @@ def _to_numpy(out: Any) -> Any:
     if hasattr(out, "maps"):  # a CamResult
         out = out.maps
     if hasattr(out, "detach"):
-        out = out.detach().numpy()
+        out = out.detach().cpu().numpy()
     return np.asarray(out, dtype=np.float64)
 
 
@@ -207,7 +265,7 @@ def _layer_bound(model: Any, x: Any, targets: list[int], to_input: bool) -> Any:
     handle = model.layer4.register_forward_hook(lambda _m, _i, out: acts.append(out))
     try:
         xs = x.detach().requires_grad_(to_input)
-        score = model(xs).gather(1, torch.tensor(targets)[:, None]).sum()
+        score = model(xs).gather(1, torch.tensor(targets, device=x.device)[:, None]).sum()
         wrt = xs if to_input else acts[0]
         (g,) = torch.autograd.grad(score, wrt)
     finally:
@@ -223,7 +281,7 @@ def cam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
 
     B = st.cam_batch
     model, x, targets = build(st, B, seed=10)
-    tt = torch.tensor(targets)
+    tt = torch.tensor(targets, device=x.device)
 
     def ours(method: str) -> Callable[[], Any]:
         return lambda: xk.xai.explain(model, x, target=targets, method=method, layer=LAYER)
@@ -282,6 +340,22 @@ def cam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
     return bounds + lines
 
 
+def bound_line(case: str, model: Any, x: Any, targets: list[int], rows: int, st: Settings) -> Line:
+    """The case's bound (issue 26): a plain ``inference_mode`` forward loop over ``rows`` masked
+    rows at the best batch size and memory format of a short search (``_forward_only``)."""
+    bs, fmt, rates, cl = best_bound(model, x, targets, rows, st.bound_sizes, Line.dev, log)
+    line = Line(
+        case,
+        case,
+        f"bound: inference_mode forward loop, {rows:,} rows, batch {bs}, {fmt}",
+        rows,
+        forward_loop(model, x, targets, rows, bs, fmt, cl),
+        "bound",
+    )
+    line.extra.update({"bound_batch": bs, "bound_format": fmt, "bound_search_rows_per_s": rates})
+    return line
+
+
 def scorecam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
     import xaikit as xk
 
@@ -289,6 +363,7 @@ def scorecam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
     model, x, targets = build(st, B, seed=20)
     rows = B * 512
     lines = [
+        bound_line("scorecam", model, x, targets, rows, st),
         Line(
             "scorecam",
             "scorecam",
@@ -296,20 +371,28 @@ def scorecam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
             rows,
             lambda: xk.xai.explain(model, x, target=targets, method="scorecam", layer=LAYER),
             "xaikit",
-        )
+        ),
     ]
     if gradcam is not None and "scorecam" in gradcam:
         from _gradcam import class_target
 
         cls = gradcam["scorecam"]
 
-        def theirs() -> Any:
-            with cls(model=model, target_layers=[model.layer4]) as cam:  # batch_size: its default, 16
-                return cam(input_tensor=x, targets=[class_target(t) for t in targets])
+        def theirs(batch: int) -> Callable[[], Any]:
+            def fn() -> Any:
+                with cls(model=model, target_layers=[model.layer4]) as cam:
+                    if batch != SCORECAM_DEFAULT_BATCH:
+                        cam.batch_size = batch  # read by its get_cam_weights (default 16)
+                    return cam(input_tensor=x, targets=[class_target(t) for t in targets])
 
-        lines.append(
-            Line("scorecam", "scorecam", "pytorch-grad-cam ScoreCAM batch_size=16", rows, theirs, "peer")
-        )
+            return fn
+
+        for bs in sorted({SCORECAM_DEFAULT_BATCH, *st.score_peer_batches}):
+            name = f"pytorch-grad-cam ScoreCAM batch_size={bs}"
+            if bs == SCORECAM_DEFAULT_BATCH:
+                name += " (its default)"
+            lines.append(Line("scorecam", "scorecam", name, rows, theirs(bs), "peer"))
+            lines[-1].extra["peer_batch"] = bs
     return lines
 
 
@@ -326,8 +409,10 @@ class ReferenceRISE:
     one matrix product with the masks, divided by N p1. Here the target class's map is kept.
     """
 
-    def __init__(self, model: Any, input_size: tuple[int, int], gpu_batch: int = 100) -> None:
-        self.model, self.input_size, self.gpu_batch = model, input_size, gpu_batch
+    def __init__(
+        self, model: Any, input_size: tuple[int, int], gpu_batch: int = 100, device: Any = "cpu"
+    ) -> None:
+        self.model, self.input_size, self.gpu_batch, self.device = model, input_size, gpu_batch, device
 
     def generate_masks(self, N: int, s: int, p1: float, seed: int = 0) -> None:
         import numpy as np
@@ -345,7 +430,7 @@ class ReferenceRISE:
             masks[i, :, :] = resize(grid[i], up_size, order=1, mode="reflect", anti_aliasing=False)[
                 x : x + self.input_size[0], y : y + self.input_size[1]
             ]
-        self.masks = torch.from_numpy(masks.reshape(-1, 1, *self.input_size)).float()
+        self.masks = torch.from_numpy(masks.reshape(-1, 1, *self.input_size)).float().to(self.device)
         self.N, self.p1 = N, p1
 
     def __call__(self, x: Any) -> Any:
@@ -366,7 +451,7 @@ def reference_rise(model: Any, x: Any, targets: list[int], n: int, st: Settings)
     """One reference call: generate the N masks, then explain each image (its target's map)."""
     import torch
 
-    ref = ReferenceRISE(model, (st.size, st.size), st.rise_ref_batch)
+    ref = ReferenceRISE(model, (st.size, st.size), st.rise_ref_batch, x.device)
     ref.generate_masks(n, st.rise_cell, st.rise_p, seed=0)
     return torch.stack([ref(x[i : i + 1])[t] for i, t in enumerate(targets)])
 
@@ -386,6 +471,7 @@ def rise_lines(st: Settings) -> tuple[list[Line], Callable[[int], list[Line]]]:
         return lambda: reference_rise(model, x, targets, n, st)
 
     lines = [
+        bound_line("rise", model, x, targets, B * N, st),
         Line("rise", "rise", f'xaikit rise N={N} max_batch="auto"', B * N, ours(N), "xaikit"),
         Line("rise", "rise", f"reference RISE N={N} (authors' style, batch {st.rise_ref_batch})", B * N, theirs(N), "peer"),
     ]  # fmt: skip
@@ -415,10 +501,11 @@ def rise_agreement(st: Settings, n: int = 100) -> dict[str, float]:
     ours = np.asarray(
         xk.xai.explain(model, x, target=targets, method="rise", n_masks=n, cell=st.rise_cell, p=st.rise_p)
     )
-    ref = ReferenceRISE(model, (H, W), st.rise_ref_batch)
-    ref.masks = torch.from_numpy(rise_masks(0, 0, n, (H, W), st.rise_cell, st.rise_p)).reshape(n, 1, H, W)
+    ref = ReferenceRISE(model, (H, W), st.rise_ref_batch, x.device)
+    masks = torch.from_numpy(rise_masks(0, 0, n, (H, W), st.rise_cell, st.rise_p)).reshape(n, 1, H, W)
+    ref.masks = masks.to(x.device)
     ref.N, ref.p1 = n, st.rise_p
-    theirs = np.stack([ref(x[i : i + 1])[t].numpy() for i, t in enumerate(targets)])
+    theirs = np.stack([ref(x[i : i + 1])[t].cpu().numpy() for i, t in enumerate(targets)])
     return {
         "n_masks": n,
         "max_abs_diff": float(np.abs(ours - theirs).max()),
@@ -439,6 +526,7 @@ def occlusion_lines(st: Settings) -> list[Line]:
     windows = (math.ceil((st.size - w) / s) + 1) ** 2
     rows = B * (1 + windows)
     lines = [
+        bound_line("occlusion", model, x, targets, rows, st),
         Line(
             "occlusion",
             "occlusion",
@@ -446,7 +534,7 @@ def occlusion_lines(st: Settings) -> list[Line]:
             rows,
             lambda: xk.xai.explain(model, x, target=targets, method="occlusion", window=w, stride=s),
             "xaikit",
-        )
+        ),
     ]
     for ppe in st.occ_ppe:
 
@@ -473,7 +561,8 @@ def occlusion_lines(st: Settings) -> list[Line]:
                 "peer",
             )
         )
-    lines[0].extra["windows"] = windows
+        lines[-1].extra["peer_batch"] = ppe
+    lines[1].extra["windows"] = windows
     return lines
 
 
@@ -484,6 +573,7 @@ def run_case(lines: list[Line], reps: int, keep: bool = False) -> None:
     for line in lines:
         t0 = time.perf_counter()
         line.fn()
+        line.dev.sync()
         log(f"  warm-up {line.case} {line.name}: {time.perf_counter() - t0:.1f}s")
     for r in range(reps):
         t0 = time.perf_counter()
@@ -526,21 +616,58 @@ def measure(cases: list[str], st: Settings) -> tuple[list[Line], dict[str, Any]]
             pair = sweep(n)
             for ln in pair:
                 ln.once()
-                log(f"  memory N={n} {ln.name}: {ln.median:.1f}s, {_mib(ln.peak)} MiB")
+                gpu = "" if ln.gpu_peak is None else f", GPU {_mib(ln.gpu_peak)} MiB"
+                log(f"  memory N={n} {ln.name}: {ln.median:.1f}s, {_mib(ln.peak)} MiB{gpu}")
             lines += pair
     if "occlusion" in cases:
         log(f"occlusion: B={st.occ_batch}, window {st.occ_window}, stride {st.occ_stride}")
         case = occlusion_lines(st)
         run_case(case, st.reps, keep=True)
-        ours = _to_numpy(case[0].result)
+        ours = _to_numpy(next(ln for ln in case if ln.kind == "xaikit").result)
         facts["occlusion_max_abs_diff"] = {
-            ln.name: float(np.abs(ours - _to_numpy(ln.result)).max()) for ln in case[1:]
+            ln.name: float(np.abs(ours - _to_numpy(ln.result)).max()) for ln in case if ln.kind == "peer"
         }
         facts["occlusion_max_abs_attr"] = float(np.abs(ours).max())
         for ln in case:
             ln.result = None
         lines += case
     return lines, facts
+
+
+def profile(cases: list[str], st: Settings) -> dict[str, Any]:
+    """torch.profiler over one xaikit call of each forward-only case (after a warm-up call that
+    fixes the chunk plan), on the case's own model and batch (see ``_forward_only.profile_call``)."""
+    import xaikit as xk
+
+    out: dict[str, Any] = {}
+    for case in (c for c in FORWARD_ONLY if c in cases):
+        if case == "scorecam":
+            model, x, targets = build(st, st.score_batch, seed=20)
+            opts: dict[str, Any] = {"method": "scorecam", "layer": LAYER}
+        elif case == "rise":
+            model, x, targets = build(st, st.rise_batch, seed=30)
+            opts = {"method": "rise", "n_masks": st.rise_masks, "cell": st.rise_cell, "p": st.rise_p}
+        else:
+            model, x, targets = build(st, st.occ_batch, seed=40)
+            opts = {"method": "occlusion", "window": st.occ_window, "stride": st.occ_stride}
+
+        def call(
+            model: Any = model, x: Any = x, targets: list[int] = targets, opts: dict[str, Any] = opts
+        ) -> Any:
+            return xk.xai.explain(model, x, target=targets, **opts)
+
+        out[case] = profile_call(model, call, Line.dev)
+        p = out[case]
+        log(
+            f"  profile {case}: {p['wall_s']:.3f}s, {p['forward_calls']} forward calls, outside the forward "
+            f"{p['outside_forward_share_wall']:.0%} of the wall time"
+            + (
+                f", {p['outside_forward_share_kernels']:.0%} of the kernel time"
+                if "gpu_kernel_s" in p
+                else ""
+            )
+        )
+    return out
 
 
 def _mib(b: float) -> str:
@@ -577,29 +704,64 @@ def summarize(lines: list[Line], st: Settings) -> dict[str, Any]:
                 s[key] = ln.median / x.median  # the fraction of the bound's speed xaikit reaches
         out[f"cam/{m}"] = s
     for case in ("scorecam", "rise"):
-        x, p = _find(lines, case, "xaikit"), _find(lines, case, "peer")
-        if x is not None and p is not None:
+        x = _find(lines, case, "xaikit")
+        peers = [ln for ln in lines if ln.case == case and ln.kind == "peer"]
+        if x is not None and peers:
+            p = next((ln for ln in peers if ln.extra.get("peer_batch") == SCORECAM_DEFAULT_BATCH), peers[0])
+            best = _best(peers)
             out[case] = {
                 "xaikit_s": x.median,
                 "peer_s": p.median,
                 "speedup": p.median / x.median,
                 "xaikit_rss": x.peak,
                 "peer_rss": p.peak,
+                "best_peer": best.name,
+                "best_peer_s": best.median,
+                "speedup_vs_best": best.median / x.median,
+            }
+    for case in FORWARD_ONLY:
+        x, b = _find(lines, case, "xaikit"), _find(lines, case, "bound")
+        if x is not None and b is not None:
+            out[f"bound/{case}"] = {
+                "rows": x.rows,
+                "xaikit_s": x.median,
+                "bound_s": b.median,
+                "x_bound": b.median / x.median,  # xaikit's rows/s as a fraction of the bound's
+                "xaikit_rows_per_s": x.rows / x.median,
+                "bound_rows_per_s": b.rows / b.median,
+                "bound_batch": b.extra.get("bound_batch"),
+                "bound_format": b.extra.get("bound_format"),
             }
     sweep = [ln for ln in lines if ln.case == "rise-memory"]
     if sweep:
         out["rise_memory"] = {
             kind: {ln.rows // st.rise_batch: ln.peak for ln in sweep if ln.kind == kind} for kind in ("xaikit", "peer")
         }  # fmt: skip
+        if any(ln.gpu for ln in sweep):
+            out["rise_memory_gpu"] = {
+                kind: {ln.rows // st.rise_batch: ln.gpu_peak or 0 for ln in sweep if ln.kind == kind}
+                for kind in ("xaikit", "peer")
+            }
     x = _find(lines, "occlusion", "xaikit")
-    if x is not None:
+    peers = [ln for ln in lines if ln.case == "occlusion" and ln.kind == "peer"]
+    if x is not None and peers:
         out["occlusion"] = {
             ln.name: {"speedup": ln.median / x.median, "peer_s": ln.median, "peer_rss": ln.peak}
-            for ln in lines
-            if ln.case == "occlusion" and ln.kind == "peer"
+            for ln in peers
         }
+        best = _best(peers)
         out["occlusion"]["xaikit_s"] = x.median
+        out["occlusion"]["best"] = {
+            "name": best.name,
+            "ppe": best.extra.get("peer_batch"),
+            "speedup": best.median / x.median,
+        }
     return out
+
+
+def _best(lines: list[Line]) -> Line:
+    """The fastest of ``lines`` (smallest median)."""
+    return min(lines, key=lambda ln: ln.median)
 
 
 def _verdict(ok: bool) -> str:
@@ -607,7 +769,8 @@ def _verdict(ok: bool) -> str:
 
 
 def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st: Settings) -> str:
-    r: list[str] = [START, "## Explanation methods: CAM, occlusion, RISE (issue 14)", ""]
+    gpu = any(ln.gpu for ln in lines)
+    r: list[str] = [START, "## Explanation methods: CAM, occlusion, RISE (issues 14 and 26)", ""]
     if meta["quick"]:
         r += ["**Quick run (`--quick`): tiny settings that only check the script runs; the numbers mean nothing.**", ""]  # fmt: skip
     mc = meta["machine"]
@@ -616,6 +779,7 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
         f"{st.reps} timed rounds after a warm-up; whole run {meta['wall_s']:.0f} s. "
         f"CPU: {mc.get('cpu')}, {mc.get('cores')} cores, {mc.get('ram_gib')} GiB RAM; load average at start "
         f"{meta['load_start']}, at end {meta['load_end']}; torch threads {meta['torch_threads']}; "
+        f"device `{meta.get('device', 'cpu')}`: {meta.get('device_info', 'CPU only (no GPU used)')}; "
         f"versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}."
     )
     if meta.get("kept_from"):
@@ -631,6 +795,13 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
         "resident-set increase during a call over its value just before it (after `gc.collect()` and "
         "`malloc_trim`), the maximum over rounds. *xaikit speed-up* is the line's median time over xaikit's "
         "(> 1: xaikit is faster); *× bound* is the bound's time over the line's (1 = as fast as the bound)."
+        + (
+            " *Peak GPU MiB*: `torch.cuda.max_memory_allocated` during the call above the allocation at its start "
+            "(after `reset_peak_memory_stats`), the maximum over rounds; every timed call ends with "
+            "`torch.cuda.synchronize()`."
+            if gpu
+            else ""
+        )
     )
     r.append("")
     if "gradcam_missing" in meta["facts"]:
@@ -644,8 +815,11 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
         mine = [ln for ln in lines if ln.case == case]
         if not mine:
             continue
-        r += [title, "", "| method | line | median s | peak ΔRSS MiB | xaikit speed-up | × bound |", "|---|---|---:|---:|---:|---:|"]  # fmt: skip
-        bound = _find(lines, "cam", "bound", "*")
+        head = "| method | line | median s | rows/s | peak ΔRSS MiB |" + (" peak GPU MiB |" if gpu else "")
+        r += [title, "", head + " xaikit speed-up | × bound |", "|---|---|---:|---:|---:|" + ("---:|" if gpu else "") + "---:|---:|"]  # fmt: skip
+        bound = _find(lines, "cam", "bound", "*") if case == "cam" else _find(lines, case, "bound")
+        peers = [ln for ln in mine if ln.kind == "peer"]  # one method's peers at several settings
+        fastest = _best(peers) if case in FORWARD_ONLY and len(peers) > 1 else None
         for ln in mine:
             x = _find(lines, case, "xaikit", ln.method if case == "cam" else None)
             speed = f"{ln.median / x.median:.2f}" if x is not None and ln.kind != "xaikit" else ""
@@ -655,13 +829,24 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
                 else None
             )
             b = own or bound
-            xb = (
-                f"{b.median / ln.median:.2f}"
-                if case == "cam" and b is not None and ln.kind != "bound"
-                else ""
+            xb = f"{b.median / ln.median:.2f}" if b is not None and ln.kind != "bound" else ""
+            name = ln.name + (" **(best)**" if ln is fastest else "")
+            g = f" {_mib(ln.gpu_peak or 0)} |" if gpu else ""
+            rate = f"{ln.rows / ln.median:,.0f}" if case != "cam" else ""
+            r.append(
+                f"| {ln.method} | {name} | {ln.median:.3f} | {rate} | {_mib(ln.peak)} |{g} {speed} | {xb} |"
             )
-            r.append(f"| {ln.method} | {ln.name} | {ln.median:.3f} | {_mib(ln.peak)} | {speed} | {xb} |")
         r.append("")
+        if case in FORWARD_ONLY and bound is not None and "bound_search_rows_per_s" in bound.extra:
+            found = bound.extra["bound_search_rows_per_s"]
+            r.append(
+                "The bound: a plain `torch.inference_mode()` forward loop over the same number of masked rows (the "
+                "batch repeated times a random mask, built once; the target scores copied to the host at the end), "
+                "at the best of a search over batch sizes and memory formats (rows/s: "
+                + ", ".join(f"{k} {v:,.0f}" for k, v in found.items())
+                + "; channels-last means channels-last rows and a channels-last copy of the model)."
+            )
+            r.append("")
         if case == "cam":
             r.append(
                 f"The bounds: one forward + backward of the batch to `{LAYER}`'s output (hooked; what every "
@@ -692,6 +877,18 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
                 r.append("|---|" + "---:|" * len(ns))
                 r.append("| xaikit rise | " + " | ".join(_mib(mem["xaikit"][n]) for n in ns) + " |")
                 r.append("| reference RISE | " + " | ".join(_mib(mem["peer"].get(n, 0)) for n in ns) + " |")
+                gmem = summary.get("rise_memory_gpu")
+                if gmem:
+                    r.append(
+                        "| xaikit rise, peak GPU | "
+                        + " | ".join(_mib(gmem["xaikit"].get(n, 0)) for n in ns)
+                        + " |"
+                    )
+                    r.append(
+                        "| reference RISE, peak GPU | "
+                        + " | ".join(_mib(gmem["peer"].get(n, 0)) for n in ns)
+                        + " |"
+                    )
                 r.append("")
         if case == "occlusion":
             diffs = meta["facts"].get("occlusion_max_abs_diff", {})
@@ -737,10 +934,137 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
     occ = summary.get("occlusion")
     if occ:
         for name, s in occ.items():
-            if isinstance(s, dict):
+            if isinstance(s, dict) and name != "best":
                 r.append(f"| occlusion vs {name} (no target) | {s['speedup']:.2f}× | |")
-    r += ["", END]
+    r += [""]
+    r += render_targets(summary, meta)
+    r += render_profile(meta.get("profile") or {}, gpu)
+    r += [END]
     return "\n".join(r) + "\n"
+
+
+def gradient_targets(path: Path | None) -> dict[str, Any]:
+    """XRAI's and Guided IG's speed-up over PAIR from a ``gradient_family_bench.py --json`` file
+    (the 224×224 ResNet-18 rows where present, else the first model's), or a note why absent."""
+    if path is None:
+        return {
+            "missing": "not measured in this run: run benchmarks/gradient_family_bench.py --json F and pass --gradient-json F"
+        }
+    data = json.loads(path.read_text())
+    out: dict[str, Any] = {
+        "source": f"{path.name} ({data['meta'].get('date')}, commit {data['meta'].get('commit')})"
+    }
+    for method in ("xrai", "guided_ig"):
+        found = [
+            r
+            for r in data["rows"]
+            if r["method"] == method and r["group"] == "peer" and r["name"].startswith("PAIR")
+        ]
+        found.sort(key=lambda r: r["model"] != "resnet18")
+        if found:
+            r = found[0]
+            out[method] = {"model": r["model"], "speedup": r["speedup"], "peer_s": r["median_s"]}
+    return out
+
+
+def render_targets(summary: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """The issue-26 targets with the measured ratios and held / missed."""
+    r = ["### Targets (issue 26): forward-only methods at the bound", ""]
+    r += ["| target | measured | |", "|---|---|---|"]
+    titles = {"scorecam": "Score-CAM", "rise": "RISE", "occlusion": "Occlusion"}
+    for case in FORWARD_ONLY:
+        b = summary.get(f"bound/{case}")
+        if b:
+            r.append(
+                f"| {titles[case]}: xaikit ≥ 0.9× a plain `inference_mode` forward loop over the same {b['rows']:,} rows "
+                f"| {b['x_bound']:.2f}× ({b['xaikit_rows_per_s']:,.0f} vs {b['bound_rows_per_s']:,.0f} rows/s; loop at "
+                f"batch {b['bound_batch']}, {b['bound_format']}) | {_verdict(b['x_bound'] >= 0.9)} |"
+            )
+    s = summary.get("scorecam")
+    if s:
+        r.append(
+            f"| Score-CAM: xaikit ≥ 2× pytorch-grad-cam ScoreCAM at its default batch_size {SCORECAM_DEFAULT_BATCH} "
+            f"| {s['speedup']:.2f}× ({s['xaikit_s']:.3f} s vs {s['peer_s']:.3f} s) | {_verdict(s['speedup'] >= 2.0)} |"
+        )
+        r.append(
+            f"| Score-CAM: xaikit ≥ 2× pytorch-grad-cam at its best batch_size ({s['best_peer']}) "
+            f"| {s['speedup_vs_best']:.2f}× ({s['xaikit_s']:.3f} s vs {s['best_peer_s']:.3f} s) "
+            f"| {_verdict(s['speedup_vs_best'] >= 2.0)} |"
+        )
+    s = summary.get("rise")
+    if s:
+        r.append(
+            f"| RISE: xaikit ≥ 2× the reference ({s['best_peer']}) | {s['speedup']:.2f}× "
+            f"({s['xaikit_s']:.3f} s vs {s['peer_s']:.3f} s) | {_verdict(s['speedup'] >= 2.0)} |"
+        )
+    occ = summary.get("occlusion")
+    if occ and "best" in occ:
+        best = occ["best"]
+        r.append(
+            f"| Occlusion: xaikit ≥ 1.5× captum at its best perturbations_per_eval ({best['ppe']}) | "
+            f"{best['speedup']:.2f}× ({occ['xaikit_s']:.3f} s vs {occ[best['name']]['peer_s']:.3f} s) "
+            f"| {_verdict(best['speedup'] >= 1.5)} |"
+        )
+    grad = meta.get("gradient") or {}
+    for method, title in (("xrai", "XRAI"), ("guided_ig", "Guided IG")):
+        g = grad.get(method)
+        if g:
+            note = (
+                "" if g["model"] == "resnet18" else " (not the 224×224 ResNet-18: the target is not judged)"
+            )
+            verdict = _verdict(g["speedup"] >= 3.0) if not note else ""
+            r.append(
+                f"| {title}: xaikit ≥ 3× PAIR on a 224×224 ResNet-18 | {g['speedup']:.2f}× on {g['model']}{note} | {verdict} |"
+            )
+        else:
+            r.append(
+                f"| {title}: xaikit ≥ 3× PAIR on a 224×224 ResNet-18 | {grad.get('missing', 'absent from the file')} | |"
+            )
+    r.append("")
+    if grad.get("source"):
+        r += [f"XRAI and Guided IG come from `gradient_family_bench.py`'s run {grad['source']}.", ""]
+    return r
+
+
+def render_profile(prof: dict[str, Any], gpu: bool) -> list[str]:
+    """The "where the time goes" tables of ``--profile``."""
+    if not prof:
+        return []
+    r = ["### Where the time goes (`--profile`)", ""]
+    r.append(
+        "torch.profiler over one xaikit call of each forward-only method (after an unprofiled warm-up call that "
+        "fixes the chunk plan), with the model's forward wrapped in a `record_function` range. *Outside the "
+        "forward (wall)* is (the call's wall time − the CPU time inside the forward ranges) / the wall time: mask "
+        "building, upsampling, normalisation, host copies, Python"
+        + (
+            "; on the GPU the forward's CPU range is mostly kernel launches, so also: *kernels busy* (the sum of "
+            "GPU kernel time / the wall time) and *outside the forward (kernels)* (the kernel time not launched "
+            "inside a forward range / all kernel time). Ops are ranked by self CUDA time."
+            if gpu
+            else ". Ops are ranked by self CPU time (the profiler's overhead inflates small ops)."
+        )
+    )
+    r.append("")
+    for case, p in prof.items():
+        line = (
+            f"**{case}**: {p['wall_s']:.3f} s wall under the profiler, {p['forward_calls']} forward calls; outside "
+            f"the forward (wall) {p['outside_forward_share_wall']:.0%}"
+        )
+        if "gpu_kernel_s" in p:
+            line += (
+                f"; kernels busy {p['gpu_busy_share']:.0%} ({p['gpu_kernel_s']:.3f} s); outside the forward (kernels) "
+                f"{p['outside_forward_share_kernels']:.0%}"
+            )
+        r += [line + ".", ""]
+        r += ["| op | calls | self CPU ms | " + ("self CUDA ms | " if gpu else "") + "share of self time |"]
+        r += ["|---|---:|---:|" + ("---:|" if gpu else "") + "---:|"]
+        for op in p["top_ops"]:
+            cuda = f" {op['self_cuda_ms']:.2f} |" if gpu else ""
+            r.append(
+                f"| `{op['op'].replace('|', '/')}` | {op['calls']} | {op['self_cpu_ms']:.2f} |{cuda} {op['share']:.1%} |"
+            )
+        r.append("")
+    return r
 
 
 def _versions() -> dict[str, str]:
@@ -763,6 +1087,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--quick", action="store_true", help="tiny settings: checks that it runs; numbers mean nothing"
     )
+    _device.add_argument(p)
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="torch.profiler over one xaikit call of each forward-only method: where the time goes",
+    )
+    p.add_argument(
+        "--gradient-json",
+        type=Path,
+        default=None,
+        help="the --json of gradient_family_bench.py: XRAI and Guided IG rows of the targets table",
+    )
     p.add_argument("--json", type=Path, default=None, help="write every raw timing here")
     p.add_argument(
         "--keep",
@@ -771,8 +1107,21 @@ def main(argv: list[str] | None = None) -> int:
         help="an earlier --json file: the cases not measured now are taken from it (the report "
         "then says which cases come from which run)",
     )
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="markdown file whose methods section is replaced (default docs/benchmarks.md; "
+        "a --quick run writes only an --out given, never docs/benchmarks.md)",
+    )
     args = p.parse_args(argv)
+    docs = ROOT / "docs" / "benchmarks.md"
+    if args.quick and args.out is not None and args.out.resolve() == docs.resolve():
+        p.error(
+            "--quick numbers mean nothing: write them elsewhere (--out /tmp/bench_quick.md), not to docs/benchmarks.md"
+        )
+    if args.out is None and not args.quick:
+        args.out = docs
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
@@ -792,9 +1141,15 @@ def main(argv: list[str] | None = None) -> int:
     st = Settings.quick_run() if args.quick else Settings()
     if args.reps:
         st.reps = args.reps
+    Line.dev = Device.pick(args.device)
+    st.device = Line.dev.name
+    if Line.dev.cuda and not args.quick:  # a GPU's best batch can be larger; its forward passes are cheap
+        st.bound_sizes = (*st.bound_sizes, 512)
+        st.score_peer_batches = (*st.score_peer_batches, 256)
     load_start = [round(v, 2) for v in os.getloadavg()]
     t0 = time.perf_counter()
     lines, facts = measure(cases, st)
+    prof = profile(cases, st) if args.profile else {}
     kept_from = None
     if args.keep:  # an earlier run's other cases, re-rendered beside this run's
         earlier = json.loads(args.keep.read_text())
@@ -820,14 +1175,19 @@ def main(argv: list[str] | None = None) -> int:
         "load_end": [round(v, 2) for v in os.getloadavg()],
         "torch_threads": torch.get_num_threads(),
         "versions": _versions(),
+        "device": Line.dev.name,
+        "device_info": Line.dev.describe(),
+        "profile": prof,
+        "gradient": gradient_targets(args.gradient_json),
         "facts": facts,
         "kept_from": kept_from,
         "cases_measured": sorted(cases),
     }
     for key, s in summary.items():
         log(f"{key}: {s}")
-    write_section(args.out, render(lines, summary, meta, st), START, END)
-    log(f"wrote {args.out}")
+    if args.out is not None:
+        write_section(args.out, render(lines, summary, meta, st), START, END)
+        log(f"wrote {args.out}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {
