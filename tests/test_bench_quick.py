@@ -65,7 +65,7 @@ def test_methods_bench_quick_writes_section(tmp_path: Path) -> None:
         text = out.read_text()
         assert text.startswith("# Saliency benchmarks\n\nkept text\n")
         assert text.count("<!-- methods:start -->") == 1 and text.count("<!-- methods:end -->") == 1
-        assert "## Explanation methods: CAM, occlusion, RISE (issue 14)" in text
+        assert "## Explanation methods: CAM, occlusion, RISE (issues 14 and 26)" in text
         return text
 
     text = run("--json", str(raw))
