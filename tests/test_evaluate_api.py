@@ -2,7 +2,10 @@
 
 The signature walk reads every function of ``xk.evaluate.__all__`` with ``inspect.signature``:
 the data by position, ``(model, x, saliency | method)`` or ``(saliency[, mask])``, then every
-option keyword-only, spelled one way, with the same default everywhere. The call tests check
+option keyword-only, spelled one way, with the same default everywhere. The run options every
+metric shares come through ``**run: Unpack[RunOptions]`` (typed and defaulted once, in
+``xaikit.evaluate._options``); the signature users see (``help()``) writes them out as
+keyword-only parameters with their defaults. The call tests check
 that an old spelling or an old positional order fails with a message that names the fix, before
 anything runs, never with the arguments in the wrong places.
 """
@@ -10,6 +13,7 @@ anything runs, never with the arguments in the wrong places.
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +22,8 @@ import pytest
 
 import xaikit as xk
 from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.evaluate._conventions import run_keys
+from xaikit.evaluate._options import RUN_DEFAULTS, BaseRunOptions, RunOptions, RunSettings, Unpack
 from xaikit.evaluate.registry import METRICS
 
 P = inspect.Parameter
@@ -80,6 +86,23 @@ SHARED_DEFAULTS: dict[str, Any] = {
 SHARED_ORDER = ("target", "seed", "max_batch", "framework", "output", "model_kwargs", "method_options")
 #: what every function that runs a model takes
 RUNS_A_MODEL = {"target", "seed", "max_batch", "framework", "method_options"}
+#: the functions that spell the run options out instead of taking ``**run``: ``compare`` (its
+#: ``method_options`` holds one dict per method, and it has no ``output`` / ``model_kwargs``),
+#: ``randomization_test`` (its ``**options`` are the method's options, SPEC §7)
+EXPLICIT_RUN = {"compare", "randomization_test"}
+#: the metrics that call the model with ``x`` alone: ``**run: Unpack[BaseRunOptions]``
+NO_MODEL_KWARGS = {"max_sensitivity", "avg_sensitivity", "local_lipschitz"}
+#: the data of a call that fails after the convention's check (no model)
+DATA = {
+    **dict.fromkeys(METHOD_METRICS, (None, None, "vanilla")),
+    **{name: (None, None, np.ones((2, 4, 4))) for name in SALIENCY_METRICS},
+    "sparseness": (np.ones((2, 4, 4)),),
+    "complexity": (np.ones((2, 4, 4)),),
+    "localization": (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)),
+    "relevance_rank_accuracy": (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)),
+}
+#: every function that takes the run options through ``**run``
+RUN_FUNCTIONS = sorted(set(FUNCTIONS) - set(HELPERS) - EXPLICIT_RUN)
 
 
 def _params(fn: Callable[..., Any]) -> list[inspect.Parameter]:
@@ -145,6 +168,98 @@ def test_shared_options_are_spelled_once_with_one_default(name: str) -> None:
         assert list(params)[3] == "target", f"{name}: target= comes first after the data"
     if name in MAPS_FIRST:  # a method name is computed on model= and x=, with every shared option
         assert {"model", "x", "output", "model_kwargs"} <= set(params), name
+
+
+def test_the_run_options_are_typed_and_defaulted_once() -> None:
+    """RunOptions holds the shared run options in the signatures' order, RunSettings' field
+    defaults are the defaults the convention names, BaseRunOptions is RunOptions less
+    ``model_kwargs``."""
+    assert tuple(RUN_DEFAULTS) == SHARED_ORDER[1:]
+    assert RUN_DEFAULTS == {k: SHARED_DEFAULTS[k] for k in SHARED_ORDER[1:]}
+    assert RunOptions.__optional_keys__ == frozenset(RUN_DEFAULTS) and not RunOptions.__required_keys__
+    assert BaseRunOptions.__optional_keys__ == frozenset(RUN_DEFAULTS) - {"model_kwargs"}
+    assert RunSettings.of({}) == RunSettings(**RUN_DEFAULTS)
+    assert RunSettings.of({"seed": 3}).seed == 3
+    assert xk.evaluate.RunOptions is RunOptions and xk.evaluate.BaseRunOptions is BaseRunOptions
+
+
+@pytest.mark.parametrize("name", sorted(set(FUNCTIONS) - set(HELPERS)))
+def test_the_run_options_come_through_run(name: str) -> None:
+    """The written signature: the function's own options keyword-only, the run options only in
+    ``**run: Unpack[RunOptions]`` (``BaseRunOptions`` where the model takes no keyword
+    arguments); the shown signature writes them out, last, with RunSettings' defaults."""
+    fn = FUNCTIONS[name]
+    raw = list(inspect.signature(inspect.unwrap(fn)).parameters.values())
+    shown = _params(fn)
+    if name in EXPLICIT_RUN:
+        assert run_keys(fn) == () and "run" not in typing.get_type_hints(fn)
+        assert [p.name for p in raw] == [p.name for p in shown], name
+        return
+    own = [p for p in raw if p.kind is P.KEYWORD_ONLY]
+    assert own and all(p.name not in RUN_DEFAULTS for p in own), f"{name} spells a run option itself"
+    assert raw[-1].kind is P.VAR_KEYWORD and raw[-1].name == "run", name
+    typed = "BaseRunOptions" if name in NO_MODEL_KWARGS else "RunOptions"
+    assert raw[-1].annotation == f"Unpack[{typed}]", f"{name}: **run: {raw[-1].annotation}"
+    keys = tuple(k for k in RUN_DEFAULTS if name not in NO_MODEL_KWARGS or k != "model_kwargs")
+    assert run_keys(fn) == keys
+    hints = typing.get_type_hints(fn)  # the annotations resolve at run time (IDEs, docs tools)
+    assert hints["run"] == Unpack[BaseRunOptions if name in NO_MODEL_KWARGS else RunOptions], name
+    tail = shown[len(raw) - 1 :]
+    assert [p.name for p in tail] == list(keys), name
+    assert all(p.kind is P.KEYWORD_ONLY and p.default == RUN_DEFAULTS[p.name] for p in tail), name
+    assert [p.name for p in shown[: len(raw) - 1]] == [p.name for p in raw[:-1]], name
+
+
+@pytest.mark.parametrize("name", RUN_FUNCTIONS)
+def test_run_takes_every_key_it_claims_and_refuses_others(name: str) -> None:
+    """Every key of the function's TypedDict passes the convention's check (the call then fails
+    on the missing model, not on the keyword); an unknown keyword and a run option the function
+    does not use fail before anything runs, naming the options."""
+    fn, args = FUNCTIONS[name], DATA[name]
+    for key in run_keys(fn):
+        try:
+            fn(*args, **{key: RUN_DEFAULTS[key]})
+        except Exception as exc:  # the missing model, the missing mask, ...: not the keyword
+            assert type(exc) is not TypeError and not str(exc).startswith(f"{name}("), (
+                f"{name}({key}=...): {exc}"
+            )
+    options = ", ".join(p.name for p in _params(fn) if p.kind is P.KEYWORD_ONLY)
+    assert options.endswith(", ".join(run_keys(fn)))
+    with pytest.raises(
+        XaikitTypeError, match=rf"^{name}\(\) has no option 'seeds'; its options are {options}"
+    ):
+        fn(*args, seeds=1)
+    if name in NO_MODEL_KWARGS:
+        with pytest.raises(
+            XaikitTypeError,
+            match=rf"^{name}\(\) does not take the run option 'model_kwargs': it does not use it; its options "
+            rf"are {options}$",
+        ):
+            fn(*args, model_kwargs={"mask": None})
+
+
+def test_the_run_options_keep_their_meaning() -> None:
+    """The same call with the run options as keywords, as a RunOptions dict, or left at their
+    defaults gives the same numbers; another seed gives other ones."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)
+    )  # nonlinear: SmoothGrad's noise (drawn from seed) changes the maps
+    x = torch.rand(2, 1, 4, 4)
+    ev = xk.evaluate
+    plain = ev.deletion(model, x, "smoothgrad", steps=4, method_options={"nsamples": 3})
+    run: RunOptions = dict(RUN_DEFAULTS)  # type: ignore[assignment]
+    run["method_options"] = {"nsamples": 3}
+    spelled = ev.deletion(model, x, "smoothgrad", steps=4, **run)
+    np.testing.assert_array_equal(plain.scores, spelled.scores)
+    other = ev.deletion(model, x, "smoothgrad", steps=4, **{**run, "seed": 5})
+    assert not np.array_equal(plain.scores, other.scores)
+    a = ev.max_sensitivity(model, x, "smoothgrad", nsamples=3, seed=2, method_options={"nsamples": 2})
+    b = ev.max_sensitivity(
+        model, x, "smoothgrad", nsamples=3, **{"seed": 2, "method_options": {"nsamples": 2}}
+    )
+    np.testing.assert_array_equal(a.ratios, b.ratios)
 
 
 def test_the_traces_spell_the_shared_options_the_same_way() -> None:

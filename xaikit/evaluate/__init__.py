@@ -22,13 +22,15 @@ Every function leaves the model exactly as it found it, and follows one calling 
 ``(model, x, saliency)`` or ``(model, x, method)`` by position for a metric that runs the model
 (``saliency``: maps or a method name; ``method``: a method the metric re-runs itself),
 ``(saliency, ...)`` for a metric of maps alone, and every option by keyword, spelled the same
-everywhere (``target=``, ``nsamples=``, ``normalize=``, ``seed=``, ``max_batch=``,
-``framework=``, ``output=``, ``model_kwargs=``, ``method_options=``). An old spelling or an option
-given by position fails with a message that names the keyword to use.
+everywhere (``target=``, ``nsamples=``, ``normalize=``, ...). The run options every metric
+shares (``seed=``, ``max_batch=``, ``framework=``, ``output=``, ``model_kwargs=``,
+``method_options=``) are typed and described once, in :class:`RunOptions` (``**run``). An old
+spelling or an option given by position fails with a message that names the keyword to use.
 """
 
 from __future__ import annotations
 
+from xaikit.evaluate._options import BaseRunOptions, RunOptions
 from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
 from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
@@ -59,6 +61,7 @@ from xaikit.evaluate.traces import Compare, DeletionAUC, SaliencyStability
 
 __all__ = [
     "METRICS",
+    "BaseRunOptions",
     "Compare",
     "CompareResult",
     "CompletenessResult",
@@ -75,6 +78,7 @@ __all__ = [
     "ROADResult",
     "RandomLogitResult",
     "RandomizationResult",
+    "RunOptions",
     "SaliencyStability",
     "SensitivityResult",
     "SmoothMPRTResult",

@@ -8,6 +8,7 @@ import numpy as np
 
 from xaikit.backend import Backend, prefers_channel_first, to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.evaluate._options import RunSettings
 from xaikit.layout import channel_axis_of
 
 
@@ -153,18 +154,12 @@ def maps_or_explain(
     x: Any,
     saliency: Any,
     target: Any,
-    *,
-    seed: int,
-    max_batch: int | str,
-    output: int | str,
-    model_kwargs: dict[str, Any] | None,
-    framework: str | None,
-    method_options: dict[str, Any] | None,
+    run: RunSettings,
 ) -> Any:
     """The maps a metric of ``(model, x, saliency)`` scores: ``saliency`` itself, or, when it is a
-    method name, that method's maps from :func:`xaikit.xai.explain` (with ``seed``,
-    ``max_batch``, ``output``, ``model_kwargs`` and the ``method_options``, which must not set a
-    key of :data:`RESERVED`)."""
+    method name, that method's maps from :func:`xaikit.xai.explain` with the settings ``run``
+    (whose ``method_options`` must not set a key of :data:`RESERVED`)."""
+    method_options = run.method_options
     if not isinstance(saliency, str):
         if method_options:
             raise XaikitValueError(
@@ -175,8 +170,8 @@ def maps_or_explain(
 
     method = _saliency_method(saliency)
     return explain(
-        model, x, target=target, method=method, framework=framework, output=output, model_kwargs=model_kwargs,
-        seed=seed, max_batch=max_batch, **check_method_options(method_options),
+        model, x, target=target, method=method, framework=run.framework, output=run.output,
+        model_kwargs=run.model_kwargs, seed=run.seed, max_batch=run.max_batch, **check_method_options(method_options),
     )  # fmt: skip
 
 
@@ -198,17 +193,18 @@ def maps_alone_or_explain(
     model: Any,
     x: Any,
     target: Any,
-    seed: int,
-    max_batch: int | str,
-    framework: str | None,
-    output: int | str,
-    model_kwargs: dict[str, Any] | None,
-    method_options: dict[str, Any] | None,
+    run: RunSettings,
 ) -> tuple[Any, np.ndarray | None]:
     """``(maps, targets)`` for a metric of maps alone (``saliency`` first, ``model=``, ``x=``
     optional): the maps as given, with no model settings beside them (targets None), or, for a
-    method name, the method's maps computed on ``model`` and ``x`` for the classes ``target``
-    (None: the model's predictions, pinned), and those classes (B,)."""
+    method name, the method's maps computed on ``model`` and ``x`` with the settings ``run`` for
+    the classes ``target`` (None: the model's predictions, pinned), and those classes (B,)."""
+    model_kwargs, method_options, framework, output = (
+        run.model_kwargs,
+        run.method_options,
+        run.framework,
+        run.output,
+    )
     if not isinstance(saliency, str):
         given = [
             name
@@ -242,6 +238,6 @@ def maps_alone_or_explain(
     targets = bk.to_numpy(pinned).astype(np.int64)
     maps = explain(
         model, x, target=targets, method=method, framework=framework, output=output, model_kwargs=model_kwargs,
-        seed=seed, max_batch=max_batch, **options,
+        seed=run.seed, max_batch=run.max_batch, **options,
     )  # fmt: skip
     return maps, np.broadcast_to(targets.reshape(-1), (int(np.shape(maps)[0]),)).copy()

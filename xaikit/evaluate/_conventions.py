@@ -8,23 +8,28 @@ walks every public signature):
   method itself (robustness, the randomization checks, completeness);
 * a metric of maps alone takes ``saliency`` first (and ``mask`` for the localization scores);
 * everything else is keyword-only, spelled one way everywhere: ``target``, ``nsamples``,
-  ``normalize``, ``seed``, ``max_batch``, ``framework``, ``output``, ``model_kwargs``,
-  ``method_options``, ...
+  ``normalize``, ...; the run options shared by every metric (``seed``, ``max_batch``,
+  ``framework``, ``output``, ``model_kwargs``, ``method_options``) come through
+  ``**run: Unpack[RunOptions]`` (:mod:`xaikit.evaluate._options`).
 
 :func:`public` wraps each public function so that a call in an old form fails with a message
 that says what to write instead, never runs with its arguments in the wrong places: an old
 keyword (``n_samples=``) names its new spelling, an option passed by position names the
-keywords to use, an unknown keyword lists the function's options.
+keywords to use, an unknown keyword lists the function's options (its own and the run options
+its ``**run`` takes). The wrapper's signature shows the run options as keyword-only parameters
+with their defaults, so that ``help()`` and notebooks list them.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from xaikit.errors import XaikitTypeError, describe
+from xaikit.evaluate._options import RUN_DEFAULTS, RUN_OPTIONS
 
 __all__ = ["RENAMED", "check_method", "public"]
 
@@ -43,6 +48,55 @@ RENAMED: dict[str, str] = {
 }
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def run_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The run options a function takes through ``**run: Unpack[<TypedDict>]`` (a TypedDict of
+    :data:`~xaikit.evaluate._options.RUN_OPTIONS`), in the order of :data:`RUN_DEFAULTS`; ``()``
+    for a function without one.
+
+    Example:
+        >>> from xaikit.evaluate import deletion, max_sensitivity
+        >>> run_keys(deletion)
+        ('seed', 'max_batch', 'framework', 'output', 'model_kwargs', 'method_options')
+        >>> "model_kwargs" in run_keys(max_sensitivity)
+        False
+    """
+    fn = inspect.unwrap(fn)
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is not inspect.Parameter.VAR_KEYWORD:
+            continue
+        if isinstance(p.annotation, str):  # ``from __future__ import annotations``
+            found = re.fullmatch(r"(?:typing\.|typing_extensions\.)?Unpack\[(\w+)\]", p.annotation)
+            typed = RUN_OPTIONS.get(found.group(1)) if found else None
+            if typed is None and "Unpack" in p.annotation:
+                raise TypeError(
+                    f"{fn.__name__}: **{p.name}: {p.annotation} names no TypedDict of RUN_OPTIONS"
+                )
+        else:
+            args = getattr(p.annotation, "__args__", ())
+            typed = args[0] if args and args[0] in RUN_OPTIONS.values() else None
+        keys: frozenset[str] = getattr(typed, "__optional_keys__", frozenset())
+        return tuple(k for k in RUN_DEFAULTS if k in keys)
+    return ()
+
+
+def _shown_signature(sig: inspect.Signature, run: tuple[str, ...]) -> inspect.Signature:
+    """``sig`` with its ``**run`` written out as the keyword-only run options and their defaults."""
+    if not run:
+        return sig
+    typed = RUN_OPTIONS["RunOptions"].__annotations__
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params += [
+        inspect.Parameter(
+            k,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=RUN_DEFAULTS[k],
+            annotation=getattr(typed[k], "__forward_arg__", typed[k]),
+        )
+        for k in run
+    ]
+    return sig.replace(parameters=params)
 
 
 def public(
@@ -73,7 +127,10 @@ def public(
     extra = dict(renamed or {})
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:
-        params = inspect.signature(fn).parameters
+        sig = inspect.signature(fn)
+        run = run_keys(fn)
+        shown = _shown_signature(sig, run)
+        params = shown.parameters  # the run options as keywords: a key of **run is known
         positional = [n for n, p in params.items() if p.kind in _POSITIONAL]
         options = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -100,6 +157,11 @@ def public(
                     continue
                 if key in old:
                     raise XaikitTypeError(f"{name}(): {key} was renamed {old[key]}: write {old[key]}=...")
+                if not takes_any and key in RUN_DEFAULTS:
+                    raise XaikitTypeError(
+                        f"{name}() does not take the run option {key!r}: it does not use it; its options "
+                        f"are {', '.join(options)}"
+                    )
                 if not takes_any:
                     hint = (
                         f"; an option of the explanation method goes in method_options={{{key!r}: ...}}"
@@ -115,6 +177,7 @@ def public(
             check(args, kwargs)
             return fn(*args, **kwargs)
 
+        call.__signature__ = shown  # type: ignore[attr-defined]
         return call
 
     return wrap

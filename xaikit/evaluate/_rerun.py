@@ -5,7 +5,7 @@ stacked with stacked rows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -15,52 +15,46 @@ from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
 from xaikit.evaluate._common import check_method_options, host, input_layout
 from xaikit.evaluate._conventions import check_method
+from xaikit.evaluate._options import RunSettings
 from xaikit.evaluate.randomization import layer_rng, select_layers
 from xaikit.xai.internal import check_max_batch, explain, health, pin, prepare
 
 __all__ = ["MethodRun", "explain_rows", "randomized_maps", "start", "tile_kwargs"]
 
 
-@dataclass(frozen=True)
-class MethodRun:
-    """How a metric re-runs the method: its canonical name and the settings of each call of
-    :func:`xaikit.xai.explain` (``options``: the method's own options, checked)."""
+@dataclass(frozen=True, kw_only=True)
+class MethodRun(RunSettings):
+    """How a metric re-runs the method: its canonical name and the run settings of each call of
+    :func:`xaikit.xai.explain` (``options``: the method's own options, checked from
+    ``method_options``)."""
 
     method: str
-    seed: int
-    max_batch: Any
-    framework: str | None
-    output: Any
-    model_kwargs: dict[str, Any] | None
     options: dict[str, Any]
+
+    @classmethod
+    def of_settings(cls, run: RunSettings, method: str, options: dict[str, Any]) -> MethodRun:
+        """The re-run of ``method`` (a canonical name) with the settings ``run``."""
+        return cls(
+            method=method, options=options, **{f.name: getattr(run, f.name) for f in fields(RunSettings)}
+        )
 
 
 def start(
-    model: Any,
-    x: Any,
-    method: Any,
-    *,
-    target: Any,
-    seed: Any,
-    max_batch: Any,
-    framework: str | None,
-    output: Any,
-    model_kwargs: dict[str, Any] | None,
-    method_options: Any,
+    model: Any, x: Any, method: Any, *, target: Any, run: RunSettings
 ) -> tuple[Backend, MethodRun, np.ndarray, int]:
     """Checked arguments: ``(backend, the method's run, targets (B,), class count)``."""
     method = check_method(method)
-    check_int(seed, "seed", 0)
-    check_max_batch(max_batch)
-    checked_output = check_output(output)
-    options = check_method_options(method_options)
-    bk = get_backend(model, framework)
+    check_int(run.seed, "seed", 0)
+    check_max_batch(run.max_batch)
+    checked_output = check_output(run.output)
+    options = check_method_options(run.method_options)
+    bk = get_backend(model, run.framework)
     input_layout(x, bk)
-    inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=run.model_kwargs)
     with bk.inference(model):  # given classes: one row tells the class count
         pinned = pin(inp, target, checked_output, predict=False)
-    run = MethodRun(method, seed, max_batch, framework, output, model_kwargs, options)
-    return bk, run, pinned.host_targets(bk), int(pinned.n_classes or 1)  # type: ignore[return-value]
+    rerun = MethodRun.of_settings(run, method, options)
+    return bk, rerun, pinned.host_targets(bk), int(pinned.n_classes or 1)  # type: ignore[return-value]
 
 
 def explain_rows(model: Any, x: Any, targets: np.ndarray, run: MethodRun) -> np.ndarray:

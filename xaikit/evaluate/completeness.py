@@ -10,6 +10,7 @@ import numpy as np
 from xaikit.errors import XaikitValueError
 from xaikit.evaluate._common import RESERVED, check_method_options
 from xaikit.evaluate._conventions import check_method, public
+from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 
 __all__ = ["CompletenessResult", "completeness"]
 
@@ -60,12 +61,7 @@ def completeness(
     method: str = "integrated",
     *,
     target: Any = None,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> CompletenessResult:
     """How far IG-based attributions are from adding up to f(x) - f(baseline).
 
@@ -77,12 +73,10 @@ def completeness(
             fully blurred image), ``"guided_ig"`` or ``"expected_gradients"`` (complete in
             expectation over the reference draws: the delta shrinks like 1 / sqrt(nsamples)).
         target: classes (None = the prediction, pinned).
-        seed: the seed of the method (Expected Gradients' reference draws, SmInt's noise).
-        max_batch: rows per pass of the method, or ``"auto"``.
-        framework: ``"torch"`` or ``"tf"`` for a plain-function model.
-        output: which model output to explain when the model returns several.
-        model_kwargs: extra keyword arguments of the model's forward call.
-        method_options: options of the method (``nsamples``, ``baseline``, ``quadrature``, ...).
+        **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
+            method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` seeds the method
+            (Expected Gradients' reference draws, SmInt's noise); ``method_options`` holds
+            ``nsamples``, ``baseline``, ``quadrature``, ...
 
     Returns:
         A :class:`CompletenessResult`; ``.summary`` has the mean / max absolute and relative delta.
@@ -95,8 +89,10 @@ def completeness(
         True
     """
     name = check_method(method)
+    settings = RunSettings.of(run)
     options = check_method_options(
-        method_options, {**RESERVED, "return_delta": "nothing: completeness asks for the delta itself"}
+        settings.method_options,
+        {**RESERVED, "return_delta": "nothing: completeness asks for the delta itself"},
     )
     if name not in PATH_METHODS:
         raise XaikitValueError(
@@ -112,8 +108,9 @@ def completeness(
     from xaikit.xai import explain
 
     attr, delta = explain(
-        model, x, target=target, method=name, framework=framework, seed=seed, max_batch=max_batch, output=output,
-        model_kwargs=model_kwargs, return_delta=True, **options,
+        model, x, target=target, method=name, framework=settings.framework, seed=settings.seed,
+        max_batch=settings.max_batch, output=settings.output, model_kwargs=settings.model_kwargs, return_delta=True,
+        **options,
     )  # fmt: skip
     arrays = attr if isinstance(attr, list) else [attr]
     total = sum(np.asarray(a, dtype=np.float64).reshape(a.shape[0], -1).sum(axis=1) for a in arrays)

@@ -25,6 +25,7 @@ import numpy as np
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, maps_alone_or_explain
 from xaikit.evaluate._conventions import public
+from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 
 __all__ = ["CHANNELS", "ComplexityResult", "SparsenessResult", "complexity", "sparseness"]
 
@@ -126,12 +127,7 @@ def sparseness(
     model: Any = None,
     x: Any = None,
     target: Any = None,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> SparsenessResult:
     r"""Sparseness of each map: the Gini index of its magnitudes (higher = sparser).
 
@@ -154,12 +150,8 @@ def sparseness(
         model: with a method name: the model to explain.
         x: with a method name: the input batch.
         target: with a method name: the classes explained (None: the prediction, pinned).
-        seed: with a method name: the seed of the method.
-        max_batch: with a method name: rows per pass of the method, or ``"auto"``.
-        framework: with a method name: ``"torch"`` or ``"tf"`` for a plain-function model.
-        output: with a method name: which model output to explain when the model returns several.
-        model_kwargs: with a method name: extra keyword arguments of the model's forward call.
-        method_options: with a method name: the options of the method.
+        **run: with a method name: the shared run options (seed, max_batch, framework, output,
+            model_kwargs, method_options), see :class:`~xaikit.evaluate.RunOptions`.
 
     Returns:
         A :class:`SparsenessResult` with ``.scores`` (B,) and ``.mean``.
@@ -170,10 +162,7 @@ def sparseness(
         [0.0, 0.9375]
     """
     _check_channels(channels)
-    maps, targets = maps_alone_or_explain(
-        saliency, model=model, x=x, target=target, seed=seed, max_batch=max_batch, framework=framework,
-        output=output, model_kwargs=model_kwargs, method_options=method_options,
-    )  # fmt: skip
+    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
     flat = _flat_magnitudes(maps, channels)
     return SparsenessResult(gini(flat), targets)
 
@@ -186,12 +175,7 @@ def complexity(
     model: Any = None,
     x: Any = None,
     target: Any = None,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> ComplexityResult:
     r"""Complexity of each map: the entropy of its normalized magnitudes (lower = simpler).
 
@@ -210,12 +194,8 @@ def complexity(
         model: with a method name: the model to explain.
         x: with a method name: the input batch.
         target: with a method name: the classes explained (None: the prediction, pinned).
-        seed: with a method name: the seed of the method.
-        max_batch: with a method name: rows per pass of the method, or ``"auto"``.
-        framework: with a method name: ``"torch"`` or ``"tf"`` for a plain-function model.
-        output: with a method name: which model output to explain when the model returns several.
-        model_kwargs: with a method name: extra keyword arguments of the model's forward call.
-        method_options: with a method name: the options of the method.
+        **run: with a method name: the shared run options (seed, max_batch, framework, output,
+            model_kwargs, method_options), see :class:`~xaikit.evaluate.RunOptions`.
 
     Returns:
         A :class:`ComplexityResult` with ``.scores`` (B,) and ``.mean``.
@@ -226,10 +206,7 @@ def complexity(
         [2.7726, 0.0]
     """
     _check_channels(channels)
-    maps, targets = maps_alone_or_explain(
-        saliency, model=model, x=x, target=target, seed=seed, max_batch=max_batch, framework=framework,
-        output=output, model_kwargs=model_kwargs, method_options=method_options,
-    )  # fmt: skip
+    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
     flat = _flat_magnitudes(maps, channels)
     total = flat.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T, get_backend
-from xaikit.backend.outputs import check_output
 from xaikit.checks import check_floats, check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
 from xaikit.evaluate._conventions import public
+from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
 from xaikit.layout import Move, move, move_back
 from xaikit.xai.internal import (
@@ -37,7 +37,6 @@ from xaikit.xai.internal import (
     Inputs,
     baseline_values,
     check_baseline,
-    check_max_batch,
     default_rows,
     forward_scores,
     pin_targets,
@@ -105,22 +104,15 @@ def _start(
     x: Any,
     saliency: Any,
     target: Any,
-    seed: int,
-    max_batch: int | str,
-    output: int | str,
-    model_kwargs: dict[str, Any] | None,
-    framework: str | None,
-    method_options: dict[str, Any] | None,
+    settings: RunSettings,
 ) -> _Run:
-    seed = check_int(seed, "seed", 0)
-    bk = get_backend(model, framework)
+    """The prepared run of a metric of ``(model, x, saliency)`` with the checked ``settings``."""
+    max_batch = settings.max_batch
+    bk = get_backend(model, settings.framework)
     shape, channel_axis = input_layout(x, bk)
-    saliency = maps_or_explain(
-        model, x, saliency, target, seed=seed, max_batch=max_batch, output=output, model_kwargs=model_kwargs,
-        framework=framework, method_options=method_options,
-    )  # fmt: skip
+    saliency = maps_or_explain(model, x, saliency, target, settings)
     maps = host(saliency, "saliency")
-    inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
+    inp = prepare(bk, model, [x], ["x"], model_kwargs=settings.model_kwargs)
     xt = inp.tensors[0]
     device = getattr(xt, "device", None)
     row_elems = int(np.prod(shape[1:]))
@@ -345,12 +337,7 @@ def road(
     order: str = "morf",
     stdev: float = 0.01,
     rank: str = "auto",
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> ROADResult:
     """ROAD: remove the most (or least) relevant pixels, impute them, and watch the prediction.
 
@@ -380,12 +367,9 @@ def road(
             input's units (0: none; Rong et al.'s and Quantus's ``noise``).
         rank: how pixels are ordered, as in :func:`~xaikit.evaluate.deletion` (``"auto"``:
             by the signed map when it holds a negative value, else by magnitude).
-        seed: the noise stream and the order of tied pixels.
-        max_batch: rows per forward pass, or ``"auto"``.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
-        output: which model output to score when the model returns several.
-        model_kwargs: extra keyword arguments of the model's call (per-sample values follow the rows).
-        method_options: options of the method when ``saliency`` is a method name.
+        **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
+            method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` also draws
+            the noise stream and the order of tied pixels.
 
     Returns:
         A :class:`ROADResult`: a faithful map makes the MoRF curve fall fast (low) and the LeRF
@@ -403,26 +387,26 @@ def road(
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {describe(order)}")
     stdev = check_number(stdev, "stdev", 0.0)
     check_rank(rank)
-    output = check_output(output)
-    max_batch = check_max_batch(max_batch)
-    run = _start(model, x, saliency, target, seed, max_batch, output, model_kwargs, framework, method_options)
-    if len(run.spatial) != 2:
+    settings = RunSettings.of(run).checked()
+    seed, output = settings.seed, settings.output
+    job = _start(model, x, saliency, target, settings)
+    if len(job.spatial) != 2:
         raise XaikitValueError(
             f"road needs image inputs (batch, H, W[, C]) or (batch, C, H, W); got {describe(x)}"
         )
-    rank = resolve_rank(rank, run.saliency)
-    smap = _spatial_map(run, absolute=rank == "magnitude")
-    height, width = run.spatial
+    rank = resolve_rank(rank, job.saliency)
+    smap = _spatial_map(job, absolute=rank == "magnitude")
+    height, width = job.spatial
     n_pixels = height * width
     counts = np.floor(np.round(fraction_values * n_pixels, 6)).astype(np.int64)
-    batch = run.batch
+    batch = job.batch
     orders = ["morf", "lerf"] if order == "both" else [order]
     flat = smap.reshape(batch, -1)
     lists = {
         o: np.argsort(rank_positions(flat if o == "morf" else -flat, seed), axis=1) for o in orders
     }  # per sample, the pixels in removal order
-    x_values = run.x_host()
-    channel_axis = run.channel_axis
+    x_values = job.x_host()
+    channel_axis = job.channel_axis
     planes = (x_values[:, None] if channel_axis is None else np.moveaxis(x_values, channel_axis, 1)).reshape(
         batch, -1, n_pixels
     )
@@ -435,7 +419,7 @@ def road(
     def images(r0: int, r1: int) -> np.ndarray:
         """The imputed images of rows r0..r1-1 (x's layout); the images of one order and
         fraction are solved together, noise drawn row after row (Quantus's order)."""
-        out = np.empty((r1 - r0,) + run.shape[1:])
+        out = np.empty((r1 - r0,) + job.shape[1:])
         r = r0
         while r < r1:
             o, (f, b) = orders[r // per_order], divmod(r % per_order, batch)
@@ -454,17 +438,17 @@ def road(
             r += m
         return out
 
-    with run.bk.inference(model):
-        targets, _ = pin_targets(run.inp, target, output)
+    with job.bk.inference(model):
+        targets, _ = pin_targets(job.inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             for k, o in enumerate(orders):
                 streams[o].at(min(max(r0 - k * per_order, 0), per_order))
-            idx = run.bk.index(np.arange(r0, r1) % batch, run.device)
-            return [run.upload(images(r0, r1))], run.bk.gather(targets, idx)
+            idx = job.bk.index(np.arange(r0, r1) % batch, job.device)
+            return [job.upload(images(r0, r1))], job.bk.gather(targets, idx)
 
-        flat_scores = _stash_scores(run, model, rows_fn, total, output, sizes, predicted)
-    classes = run.bk.to_numpy(targets).astype(np.int64)
+        flat_scores = _stash_scores(job, model, rows_fn, total, output, sizes, predicted)
+    classes = job.bk.to_numpy(targets).astype(np.int64)
     predictions = np.concatenate(predicted)
     curves: dict[str, ROADCurve] = {}
     for k, o in enumerate(orders):
@@ -541,12 +525,7 @@ def infidelity(
     nsamples: int | None = None,
     stdev: float = 0.1,
     normalize: bool = True,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> InfidelityResult:
     """Infidelity (Yeh et al., 2019) as ``captum.metrics.infidelity`` computes it.
 
@@ -577,12 +556,9 @@ def infidelity(
             array, its first axis).
         stdev: the std of the Gaussian perturbations.
         normalize: rescale the attribution by the optimal ``beta`` (see above).
-        seed: the Gaussian perturbations.
-        max_batch: rows per forward pass, or ``"auto"``.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
-        output: which model output to score when the model returns several.
-        model_kwargs: extra keyword arguments of the model's call.
-        method_options: options of the method when ``saliency`` is a method name.
+        **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
+            method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` also draws
+            the Gaussian perturbations.
 
     Returns:
         An :class:`InfidelityResult`; lower is better.
@@ -613,22 +589,22 @@ def infidelity(
             raise XaikitValueError(
                 f"perturbation must be 'gaussian' or an array (nsamples={n}, *x.shape); got {describe(perturbation)}"
             )
-    output = check_output(output)
-    max_batch = check_max_batch(max_batch)
-    run = _start(model, x, saliency, target, seed, max_batch, output, model_kwargs, framework, method_options)
-    batch, bk = run.batch, run.bk
-    attr = _full_map(run)
+    settings = RunSettings.of(run).checked()
+    seed, output = settings.seed, settings.output
+    job = _start(model, x, saliency, target, settings)
+    batch, bk = job.batch, job.bk
+    attr = _full_map(job)
     if explicit is not None:
-        if explicit.shape[1:] != run.shape:
+        if explicit.shape[1:] != job.shape:
             raise XaikitValueError(
-                f"perturbation must be an array (nsamples, *x.shape) = ({n}, {', '.join(map(str, run.shape))}); "
+                f"perturbation must be an array (nsamples, *x.shape) = ({n}, {', '.join(map(str, job.shape))}); "
                 f"got {describe(perturbation)}"
             )
         if not np.all(np.isfinite(explicit)):
             raise XaikitValueError("perturbation holds NaN or infinite values")
-        pert_t = run.upload(explicit.reshape((-1,) + run.shape[1:]))  # row j * B + b
-    attr_t = run.upload(attr)
-    model_shape = tuple(int(d) for d in run.xt.shape)
+        pert_t = job.upload(explicit.reshape((-1,) + job.shape[1:]))  # row j * B + b
+    attr_t = job.upload(attr)
+    model_shape = tuple(int(d) for d in job.xt.shape)
     total = (n + 1) * batch
     sizes: list[int] = []
     dots: dict[int, tuple[int, T]] = {}
@@ -636,29 +612,29 @@ def infidelity(
     def perturbations(j0: int, j1: int) -> T:
         """Perturbations j0..j1-1 for every sample, (rows, ...) in the model's layout."""
         if explicit is not None:
-            return bk.gather(pert_t, bk.index(np.arange(j0 * batch, j1 * batch), run.device))
-        blocks = [bk.normal(_seed_of(seed, j), model_shape, run.device, run.inp.dtype) for j in range(j0, j1)]
+            return bk.gather(pert_t, bk.index(np.arange(j0 * batch, j1 * batch), job.device))
+        blocks = [bk.normal(_seed_of(seed, j), model_shape, job.device, job.inp.dtype) for j in range(j0, j1)]
         return (bk.cat(blocks) if len(blocks) > 1 else blocks[0]) * stdev
 
     with bk.inference(model):
-        targets, _ = pin_targets(run.inp, target, output)
+        targets, _ = pin_targets(job.inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
-            idx = bk.index(r % batch, run.device)
-            xs = bk.gather(run.xt, idx)
+            idx = bk.index(r % batch, job.device)
+            xs = bk.gather(job.xt, idx)
             p0, p1 = max(r0, batch), r1  # perturbed rows (the clean ones come first)
             if p0 < p1:
                 j0, j1 = p0 // batch - 1, (p1 - 1) // batch  # perturbation index j = r // B - 1
                 pert = perturbations(j0, j1)
-                pert = bk.gather(pert, bk.index(np.arange(p0, p1) - (j0 + 1) * batch, run.device))
+                pert = bk.gather(pert, bk.index(np.arange(p0, p1) - (j0 + 1) * batch, job.device))
                 if p0 > r0:
-                    pert = bk.cat([bk.zeros((p0 - r0,) + model_shape[1:], run.device, run.inp.dtype), pert])
+                    pert = bk.cat([bk.zeros((p0 - r0,) + model_shape[1:], job.device, job.inp.dtype), pert])
                 xs = xs - pert
                 dots[r0] = (r1, bk.sample_sum(bk.gather(attr_t, idx) * pert))
             return [xs], bk.gather(targets, idx)
 
-        flat = _stash_scores(run, model, rows_fn, total, output, sizes)
+        flat = _stash_scores(job, model, rows_fn, total, output, sizes)
     dot_rows = np.zeros(total)
     for r0, (r1, d) in dots.items():
         dot_rows[r0:r1] = bk.to_numpy(d).astype(np.float64)[: r1 - r0]
@@ -723,12 +699,7 @@ def faithfulness_correlation(
     nsamples: int = 100,
     baseline: Any = "black",
     subsets: Any = None,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> FaithfulnessCorrelationResult:
     """Faithfulness correlation (Bhatt et al., 2020): do the pixels the map credits matter?
 
@@ -756,12 +727,9 @@ def faithfulness_correlation(
         subsets: explicit subsets instead of random ones: ints (nsamples, B, subset_size), flat
             row-major pixel indices, distinct within a subset (``nsamples`` and ``subset_size``
             are then read from it).
-        seed: the random subsets.
-        max_batch: rows per forward pass, or ``"auto"``.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
-        output: which model output to score when the model returns several.
-        model_kwargs: extra keyword arguments of the model's call.
-        method_options: options of the method when ``saliency`` is a method name.
+        **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
+            method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` also draws
+            the random subsets.
 
     Returns:
         A :class:`FaithfulnessCorrelationResult`; higher is better.
@@ -776,14 +744,14 @@ def faithfulness_correlation(
         [1.0, 1.0]
     """
     check_baseline(baseline, FIXED_BASELINES)
-    output = check_output(output)
-    max_batch = check_max_batch(max_batch)
     if subsets is None:
         subset_size = check_int(subset_size, "subset_size", 1)
         nsamples = check_int(nsamples, "nsamples", 2)
-    run = _start(model, x, saliency, target, seed, max_batch, output, model_kwargs, framework, method_options)
-    batch, bk = run.batch, run.bk
-    smap = _spatial_map(run, absolute=False).reshape(batch, -1)
+    settings = RunSettings.of(run).checked()
+    seed, output = settings.seed, settings.output
+    job = _start(model, x, saliency, target, settings)
+    batch, bk = job.batch, job.bk
+    smap = _spatial_map(job, absolute=False).reshape(batch, -1)
     n_pixels = smap.shape[1]
     if subsets is None:
         if subset_size > n_pixels:
@@ -803,13 +771,13 @@ def faithfulness_correlation(
     sums = np.take_along_axis(smap[None], pixel_sets, axis=2).sum(axis=2).T  # (B, nsamples)
     if not isinstance(baseline, str):
         baseline = host(baseline, "baseline")
-    base_t = run.upload(baseline_values(run.x_host(), baseline, run.channel_axis))
-    channel_axis = run.channel_axis
+    base_t = job.upload(baseline_values(job.x_host(), baseline, job.channel_axis))
+    channel_axis = job.channel_axis
     total = (nsamples + 1) * batch
     sizes: list[int] = []
 
     with bk.inference(model):
-        targets, _ = pin_targets(run.inp, target, output)
+        targets, _ = pin_targets(job.inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
@@ -817,22 +785,22 @@ def faithfulness_correlation(
             pert = r >= batch
             j = r[pert] // batch - 1
             keep[np.nonzero(pert)[0][:, None], pixel_sets[j, r[pert] % batch]] = 0.0
-            keep = keep.reshape((r1 - r0,) + run.spatial)
+            keep = keep.reshape((r1 - r0,) + job.spatial)
             if channel_axis is not None:
                 keep = np.expand_dims(keep, channel_axis)
-            idx = bk.index(r % batch, run.device)
+            idx = bk.index(r % batch, job.device)
             rows = bk.eval.blend(
-                bk.gather(run.xt, idx),
+                bk.gather(job.xt, idx),
                 bk.gather(base_t, idx),
-                bk.as_tensor(move(keep, run.layout_move), run.device, "float32"),
+                bk.as_tensor(move(keep, job.layout_move), job.device, "float32"),
                 bk.as_tensor(
-                    np.full((r1 - r0,) + (1,) * (len(run.shape) - 1), 0.5, np.float32), run.device, "float32"
+                    np.full((r1 - r0,) + (1,) * (len(job.shape) - 1), 0.5, np.float32), job.device, "float32"
                 ),
                 False,
             )
             return [rows], bk.gather(targets, idx)
 
-        flat = _stash_scores(run, model, rows_fn, total, output, sizes)
+        flat = _stash_scores(job, model, rows_fn, total, output, sizes)
     deltas = (flat[None, :batch] - flat[batch:].reshape(nsamples, batch)).T
     return FaithfulnessCorrelationResult(
         _pearson(sums, deltas), sums, deltas, pixel_sets, bk.to_numpy(targets).astype(np.int64), sizes

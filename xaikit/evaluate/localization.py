@@ -19,6 +19,7 @@ from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import host, maps_alone_or_explain, to_spatial
 from xaikit.evaluate._conventions import public
+from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 
 __all__ = ["localization", "relevance_rank_accuracy"]
 
@@ -65,12 +66,7 @@ def localization(
     model: Any = None,
     x: Any = None,
     target: Any = None,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> dict[str, np.ndarray]:
     """Energy inside the mask and the pointing game, per sample.
 
@@ -88,12 +84,8 @@ def localization(
         model: with a method name: the model to explain.
         x: with a method name: the input batch the masks belong to.
         target: with a method name: the class explained (None: the prediction, pinned).
-        seed: with a method name: the seed of the method.
-        max_batch: with a method name: rows per pass of the method, or ``"auto"``.
-        framework: with a method name: ``"torch"`` or ``"tf"`` for a plain-function model.
-        output: with a method name: which model output to explain when the model returns several.
-        model_kwargs: with a method name: extra keyword arguments of the model's forward call.
-        method_options: with a method name: the options of the method (``layer``, ``nsamples``, ...).
+        **run: with a method name: the shared run options (seed, max_batch, framework, output,
+            model_kwargs, method_options), see :class:`~xaikit.evaluate.RunOptions`.
 
     Returns:
         ``{"energy": (B,) float, "pointing": (B,) bool, "rank_accuracy": (B,) float}``.
@@ -112,9 +104,8 @@ def localization(
     """
     tolerance = check_number(tolerance, "tolerance (in pixels)", low=0, kind=XaikitTypeError)
     smap, masks = _maps_and_masks(
-        saliency, mask, absolute, model=model, x=x, target=target, seed=seed, max_batch=max_batch,
-        framework=framework, output=output, model_kwargs=model_kwargs, method_options=method_options,
-    )  # fmt: skip
+        saliency, mask, absolute, model=model, x=x, target=target, run=RunSettings.of(run)
+    )
     batch, spatial = masks.shape[0], tuple(masks.shape[1:])
     positive = np.maximum(smap, 0.0).reshape(batch, -1)
     inside = masks.reshape(batch, -1)
@@ -143,12 +134,12 @@ def localization(
 
 
 def _maps_and_masks(
-    saliency: Any, mask: Any, absolute: bool, **settings: Any
+    saliency: Any, mask: Any, absolute: bool, *, model: Any, x: Any, target: Any, run: RunSettings
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The (B, *spatial) maps (computed first for a method name, with the ``settings`` of
-    :func:`~xaikit.evaluate._common.maps_alone_or_explain`) and the boolean masks."""
+    """The (B, *spatial) maps (computed first for a method name, as
+    :func:`~xaikit.evaluate._common.maps_alone_or_explain` does) and the boolean masks."""
     masks = _masks(mask, None)
-    saliency, _ = maps_alone_or_explain(saliency, **settings)
+    saliency, _ = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=run)
     batch, spatial = masks.shape[0], tuple(masks.shape[1:])
     sal_shape = tuple(getattr(saliency, "shape", np.shape(saliency)))
     if not sal_shape or sal_shape[0] != batch:
@@ -189,12 +180,7 @@ def relevance_rank_accuracy(
     model: Any = None,
     x: Any = None,
     target: Any = None,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> np.ndarray:
     """Relevance rank accuracy: the share of the K top-ranked pixels inside the mask.
 
@@ -219,12 +205,8 @@ def relevance_rank_accuracy(
         model: with a method name: the model to explain.
         x: with a method name: the input batch the masks belong to.
         target: with a method name: the class explained (None: the prediction, pinned).
-        seed: with a method name: the seed of the method.
-        max_batch: with a method name: rows per pass of the method, or ``"auto"``.
-        framework: with a method name: ``"torch"`` or ``"tf"`` for a plain-function model.
-        output: with a method name: which model output to explain when the model returns several.
-        model_kwargs: with a method name: extra keyword arguments of the model's forward call.
-        method_options: with a method name: the options of the method.
+        **run: with a method name: the shared run options (seed, max_batch, framework, output,
+            model_kwargs, method_options), see :class:`~xaikit.evaluate.RunOptions`.
 
     Returns:
         (B,) float64 scores in [0, 1]; NaN for an empty mask.
@@ -236,7 +218,6 @@ def relevance_rank_accuracy(
         [0.5]
     """
     smap, masks = _maps_and_masks(
-        saliency, mask, absolute, model=model, x=x, target=target, seed=seed, max_batch=max_batch,
-        framework=framework, output=output, model_kwargs=model_kwargs, method_options=method_options,
-    )  # fmt: skip
+        saliency, mask, absolute, model=model, x=x, target=target, run=RunSettings.of(run)
+    )
     return _rank_accuracy(smap, masks)

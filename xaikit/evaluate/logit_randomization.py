@@ -19,6 +19,7 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape, spearman, ssim, to_spatial
 from xaikit.evaluate._conventions import public
+from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate._rerun import explain_rows, start, tile_kwargs
 from xaikit.evaluate.randomization import display_maps
 
@@ -82,12 +83,7 @@ def random_logit(
     target: Any = None,
     num_classes: int | None = None,
     similarity: str | Callable[[np.ndarray, np.ndarray], Any] = "ssim",
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> RandomLogitResult:
     """The random-logit test: how similar is the map of the target class to the map of a random
     other class? Lower is better.
@@ -111,13 +107,9 @@ def random_logit(
             divided by its largest magnitude (so a sample's score depends on the batch; see
             ``docs/evaluate.md`` for the numbers each gives). Or a callable
             ``f(maps, maps_other) -> (B,)`` on the raw maps.
-        seed: seed of the other classes (see :func:`other_classes`) and of the method's noise.
-        max_batch: rows per fused chunk of the method.
-        framework: ``"torch"`` or ``"tf"`` for a plain-function model.
-        output: which model output to explain when the model returns several.
-        model_kwargs: extra keyword arguments of the model's forward call (per-sample arrays are
-            stacked twice with the batch).
-        method_options: options of the method (``nsamples``, ``baseline``, ``layer``, ...).
+        **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
+            method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` also draws the
+            other classes (see :func:`other_classes`).
 
     Returns:
         A :class:`RandomLogitResult` (``.scores`` per sample, ``.mean``, ``.others``).
@@ -142,10 +134,7 @@ def random_logit(
             else f"similarity must be one of {', '.join(map(repr, SIMILARITIES))} or a callable; "
             f"got {describe(similarity)}"
         )
-    bk, run, targets, n_classes = start(
-        model, x, method, target=target, seed=seed, max_batch=max_batch, framework=framework, output=output,
-        model_kwargs=model_kwargs, method_options=method_options,
-    )  # fmt: skip
+    bk, rerun, targets, n_classes = start(model, x, method, target=target, run=RunSettings.of(run))
     if n_classes < 2:
         raise XaikitValueError(
             f"random_logit needs a model with at least 2 classes; the model returns {n_classes} score per row"
@@ -162,17 +151,17 @@ def random_logit(
             f"num_classes must be above every target class (the other class is drawn from the rest); "
             f"got num_classes={num_classes} and target {int(targets.max())}"
         )
-    others = other_classes(targets, num_classes, seed)
+    others = other_classes(targets, num_classes, rerun.seed)
     shape, channel_axis = input_layout(x, bk)
     batch = shape[0]
     x_host = host(x, "x")
     both = explain_rows(
         model, np.concatenate([x_host, x_host]), np.concatenate([targets, others]),
-        replace(run, model_kwargs=tile_kwargs(model_kwargs, 2, batch)),
+        replace(rerun, model_kwargs=tile_kwargs(rerun.model_kwargs, 2, batch)),
     )  # fmt: skip
     maps, maps_other = both[:batch], both[batch:]
     name, scores = _similarity(similarity, maps, maps_other, shape, channel_axis)
-    return RandomLogitResult(scores, targets, others, maps, maps_other, name, run.method)
+    return RandomLogitResult(scores, targets, others, maps, maps_other, name, rerun.method)
 
 
 def _similarity(

@@ -25,6 +25,7 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, spatial_shape
 from xaikit.evaluate._conventions import public
+from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate._rerun import explain_rows, randomized_maps, start, tile_kwargs
 from xaikit.evaluate.randomization import layer_rng, select_layers, similarity_tables
 
@@ -171,12 +172,7 @@ def efficient_mprt(
     target: Any = None,
     n_bins: int = 100,
     layers: Sequence[str] | None = None,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> EfficientMPRTResult:
     """The efficient model-parameter randomization test (eMPRT): how much more complex does each
     map get when every layer's weights are re-drawn? Higher is better.
@@ -197,13 +193,10 @@ def efficient_mprt(
         n_bins: bins of each map's histogram.
         layers: the layers to re-draw (default every layer with weights; see
             :func:`~xaikit.evaluate.model_layers`).
-        seed: seed of the new weights (:func:`~xaikit.evaluate.randomization_test`'s recipe: the
-            same layer gets the same weights as there) and of the method's noise.
-        max_batch: rows per fused chunk of the method.
-        framework: ``"torch"`` or ``"tf"`` for a plain-function model.
-        output: which model output to explain when the model returns several.
-        model_kwargs: extra keyword arguments of the model's forward call.
-        method_options: options of the method (``nsamples``, ``baseline``, ``layer``, ...).
+        **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
+            method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` also draws the
+            new weights (:func:`~xaikit.evaluate.randomization_test`'s recipe: the same layer
+            gets the same weights as there).
 
     Returns:
         An :class:`EfficientMPRTResult` (``.scores``, ``.ratio``, the two complexities).
@@ -218,16 +211,13 @@ def efficient_mprt(
         ((2,), ['1', '3'])
     """
     n_bins = check_int(n_bins, "n_bins", 1)
-    bk, run, targets, _ = start(
-        model, x, method, target=target, seed=seed, max_batch=max_batch, framework=framework, output=output,
-        model_kwargs=model_kwargs, method_options=method_options,
-    )  # fmt: skip
-    original = explain_rows(model, x, targets, run)
-    randomized, chosen = randomized_maps(bk, model, x, targets, run, layers=layers)
+    bk, rerun, targets, _ = start(model, x, method, target=target, run=RunSettings.of(run))
+    original = explain_rows(model, x, targets, rerun)
+    randomized, chosen = randomized_maps(bk, model, x, targets, rerun, layers=layers)
     scores, entropy_original, entropy_randomized = complexity_rise(original, randomized, n_bins)
     return EfficientMPRTResult(
         scores, entropy_original, entropy_randomized, targets, chosen, n_bins,
-        {"original": original, "randomized": randomized}, run.method,
+        {"original": original, "randomized": randomized}, rerun.method,
     )  # fmt: skip
 
 
@@ -257,12 +247,7 @@ def smooth_mprt(
     stdev_spread: float = 0.1,
     order: str = "bottom_up",
     layers: Sequence[str] | None = None,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> SmoothMPRTResult:
     """The smooth model-parameter randomization test (sMPRT): the layer-by-layer randomization
     test on *denoised* maps, each the mean of the maps of ``nsamples`` noisy copies of the input.
@@ -290,14 +275,10 @@ def smooth_mprt(
             order of :func:`~xaikit.evaluate.randomization_test`) or ``"independent"`` (one layer
             at a time, the others trained).
         layers: the layers to re-draw (default every layer with weights).
-        seed: seed of the new weights (same recipe as
-            :func:`~xaikit.evaluate.randomization_test`), of the input noise and of the method's
-            own noise.
-        max_batch: rows per fused chunk of the method.
-        framework: ``"torch"`` or ``"tf"`` for a plain-function model.
-        output: which model output to explain when the model returns several.
-        model_kwargs: extra keyword arguments of the model's forward call.
-        method_options: options of the method.
+        **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
+            method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` also draws the
+            new weights (same recipe as :func:`~xaikit.evaluate.randomization_test`) and the
+            input noise.
 
     Returns:
         A :class:`SmoothMPRTResult`: ``.table`` per step, ``.scores`` the Spearman (absolute
@@ -322,19 +303,16 @@ def smooth_mprt(
         raise XaikitValueError(f"stdev_spread must be a finite number >= 0; got {describe(stdev_spread)}")
     if order not in LAYER_ORDERS:
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, LAYER_ORDERS))}; got {order!r}")
-    bk, run, targets, _ = start(
-        model, x, method, target=target, seed=seed, max_batch=max_batch, framework=framework, output=output,
-        model_kwargs=model_kwargs, method_options=method_options,
-    )  # fmt: skip
+    bk, rerun, targets, _ = start(model, x, method, target=target, run=RunSettings.of(run))
     shape, channel_axis = input_layout(x, bk)
     batch = shape[0]
     ops = bk.eval
     available = ops.weighted_layers(model)
     chosen = select_layers(available, layers)
     index = {name: i for i, (name, _) in enumerate(available)}
-    rows = _noisy_copies(host(x, "x"), nsamples, float(stdev_spread), seed)
+    rows = _noisy_copies(host(x, "x"), nsamples, float(stdev_spread), rerun.seed)
     tiled = np.tile(targets, nsamples)
-    tiled_run = replace(run, model_kwargs=tile_kwargs(model_kwargs, nsamples, batch))
+    tiled_run = replace(rerun, model_kwargs=tile_kwargs(rerun.model_kwargs, nsamples, batch))
 
     def mean_maps() -> np.ndarray:
         out = explain_rows(model, rows, tiled, tiled_run)
@@ -348,7 +326,7 @@ def smooth_mprt(
         for name, layer in steps:
             if order == "independent":
                 ops.restore(saved)
-            ops.randomize(layer, layer_rng(seed, index[name]))
+            ops.randomize(layer, layer_rng(rerun.seed, index[name]))
             maps[name] = mean_maps()
     finally:
         ops.restore(saved)
@@ -358,5 +336,5 @@ def smooth_mprt(
     )
     last = per_sample[per_sample["step"] == len(steps)]["spearman_abs"].to_numpy(dtype=np.float64)
     return SmoothMPRTResult(
-        last, table, per_sample, maps, targets, order, nsamples, float(stdev_spread), run.method
+        last, table, per_sample, maps, targets, order, nsamples, float(stdev_spread), rerun.method
     )

@@ -14,7 +14,7 @@ count), and scored in forward passes of ``max_batch`` rows: never one pass per s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
 from xaikit.evaluate._conventions import public
+from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.layout import move, move_back
 from xaikit.xai.internal import (
     FIXED_BASELINES,
@@ -100,12 +101,7 @@ def deletion(
     steps: int = 20,
     baseline: Any = "black",
     rank: str = "auto",
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> CurveResult:
     """The deletion curve: remove the most salient pixels first and watch the score fall.
 
@@ -132,17 +128,9 @@ def deletion(
             the map holds a negative value, else ``"magnitude"`` (on a non-negative map both
             orders agree). Quantus's ``PixelFlipping`` sorts the attribution as given after its
             own ``abs`` option: ``abs=False`` matches ``"signed"``, ``abs=True`` ``"magnitude"``.
-        seed: the tie-breaking order (and the method's noise when ``saliency`` is a method name).
-        max_batch: rows per forward pass, or ``"auto"``.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
-        output: which model output to score when the model returns several (an index, a dict
-            key or an attribute name such as ``"logits"``; see :class:`xaikit.xai.SaliencyNet`).
-        model_kwargs: extra keyword arguments of the model's forward call; a tensor or array
-            whose first axis is the batch size is per-sample (each perturbed row gets its
-            sample's value), anything else is passed unchanged.
-        method_options: options of the method when ``saliency`` is a method name (``nsamples``,
-            ``layer``, ``window``, ...), passed to :func:`xaikit.xai.explain` with ``seed``,
-            ``max_batch``, ``output`` and ``model_kwargs``.
+        **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
+            method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` also draws the
+            tie-breaking order.
 
     Returns:
         A :class:`CurveResult`; lower AUC means a more faithful map. ``.rank`` says which order
@@ -156,10 +144,7 @@ def deletion(
         >>> d.fractions.tolist(), d.scores.shape, d.auc.shape
         ([0.0, 0.25, 0.5, 0.75, 1.0], (3, 5), (3,))
     """
-    return _curve(
-        "deletion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework,
-        model_kwargs, method_options,
-    )  # fmt: skip
+    return _curve("deletion", model, x, saliency, target, steps, baseline, rank, RunSettings.of(run))
 
 
 @public(old_order=_OLD_ORDER)
@@ -172,12 +157,7 @@ def insertion(
     steps: int = 20,
     baseline: Any = "blur",
     rank: str = "auto",
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[RunOptions],
 ) -> CurveResult:
     """The insertion curve: start from the baseline, put the most salient pixels back first.
 
@@ -192,10 +172,7 @@ def insertion(
         >>> ins.scores.shape
         (2, 3)
     """
-    return _curve(
-        "insertion", model, x, saliency, target, steps, baseline, max_batch, rank, seed, output, framework,
-        model_kwargs, method_options,
-    )  # fmt: skip
+    return _curve("insertion", model, x, saliency, target, steps, baseline, rank, RunSettings.of(run))
 
 
 def pixel_counts(n_pixels: int, steps: int) -> np.ndarray:
@@ -252,27 +229,20 @@ def _curve(
     target: Any,
     steps: int,
     baseline: Any,
-    max_batch: int | str,
     rank_by: str,
-    seed: int,
-    output: int | str,
-    framework: str | None,
-    model_kwargs: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
+    run: RunSettings,
 ) -> CurveResult:
     steps = check_int(steps, "steps", 1)
-    output = check_output(output)
+    output = check_output(run.output)
     check_rank(rank_by)
     _check_baseline(baseline)
-    max_batch = check_max_batch(max_batch)
-    bk = get_backend(model, framework)
+    max_batch = check_max_batch(run.max_batch)
+    seed, model_kwargs = run.seed, run.model_kwargs
+    bk = get_backend(model, run.framework)
     shape, channel_axis = input_layout(x, bk)
     batch = shape[0]
     spatial = spatial_shape(shape, channel_axis)
-    saliency = maps_or_explain(
-        model, x, saliency, target, seed=seed, max_batch=max_batch, output=output, model_kwargs=model_kwargs,
-        framework=framework, method_options=method_options,
-    )  # fmt: skip
+    saliency = maps_or_explain(model, x, saliency, target, replace(run, output=output, max_batch=max_batch))
     channels = shape[channel_axis] if channel_axis is not None else None
     saliency = host(saliency, "saliency")
     rank_by = resolve_rank(rank_by, saliency)

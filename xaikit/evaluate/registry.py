@@ -126,8 +126,9 @@ class MetricContext:
         if self.method is None:
             raise XaikitValueError("randomized maps need a method name; custom maps cannot be re-explained")
         return MethodRun(
-            self.method, seed, self.max_batch, self.framework, 0, None, dict(self.method_options)
-        )
+            method=self.method, seed=seed, max_batch=self.max_batch, framework=self.framework,
+            method_options=dict(self.method_options), options=dict(self.method_options),
+        )  # fmt: skip
 
     def nan(self) -> np.ndarray:
         """(B,) NaN: the score of a metric that does not apply to this method."""

@@ -33,6 +33,7 @@ from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import check_method_options, host, input_layout
 from xaikit.evaluate._conventions import check_method, public
+from xaikit.evaluate._options import BaseRunOptions, RunSettings, Unpack
 from xaikit.xai.internal import check_max_batch, pin_targets, prepare
 
 __all__ = [
@@ -150,11 +151,7 @@ def max_sensitivity(
     nsamples: int = 200,
     radius: float = 0.2,
     normalize: bool = False,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[BaseRunOptions],
 ) -> SensitivityResult:
     """Max-sensitivity: the largest relative change of the map under small input noise.
 
@@ -181,12 +178,9 @@ def max_sensitivity(
         normalize: divide every map by its own largest magnitude first (Quantus's
             ``normalise=True``, but per sample: Quantus divides by the largest magnitude of
             the whole batch).
-        seed: the noise's seed (and the method's, for methods that draw noise).
-        max_batch: rows per forward/backward pass of the method, or ``"auto"``.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
-        output: which model output to explain when the model returns several.
-        method_options: options of the method (``nsamples``, ``layer``, ...), passed to
-            :func:`xaikit.xai.explain`.
+        **run: the shared run options (seed, max_batch, framework, output, method_options),
+            see :class:`~xaikit.evaluate.RunOptions`; no ``model_kwargs`` (see
+            :class:`~xaikit.evaluate.BaseRunOptions`). ``seed`` draws the noise too.
 
     Returns:
         A :class:`SensitivityResult` (``kind="max"``).
@@ -198,10 +192,7 @@ def max_sensitivity(
         >>> r.scores.tolist()  # the gradient of a linear model does not depend on x
         [0.0, 0.0, 0.0]
     """
-    return _sensitivity(
-        "max", model, x, method, target, nsamples, radius, normalize, seed, max_batch, output, framework,
-        method_options,
-    )  # fmt: skip
+    return _sensitivity("max", model, x, method, target, nsamples, radius, normalize, RunSettings.of(run))
 
 
 @public(old_order=_OLD_ORDER)
@@ -214,11 +205,7 @@ def avg_sensitivity(
     nsamples: int = 200,
     radius: float = 0.2,
     normalize: bool = False,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[BaseRunOptions],
 ) -> SensitivityResult:
     """Average-sensitivity: the mean relative change of the map under small input noise.
 
@@ -232,10 +219,7 @@ def avg_sensitivity(
         >>> r.ratios.shape, bool(np.all(r.scores > 0))
         ((2, 8), True)
     """
-    return _sensitivity(
-        "avg", model, x, method, target, nsamples, radius, normalize, seed, max_batch, output, framework,
-        method_options,
-    )  # fmt: skip
+    return _sensitivity("avg", model, x, method, target, nsamples, radius, normalize, RunSettings.of(run))
 
 
 @public(old_order=_OLD_ORDER)
@@ -248,11 +232,7 @@ def local_lipschitz(
     nsamples: int = 200,
     stdev: float = 0.1,
     normalize: bool = False,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[BaseRunOptions],
 ) -> LipschitzResult:
     """The local Lipschitz estimate: how fast the map moves per unit of input change.
 
@@ -274,11 +254,9 @@ def local_lipschitz(
             samples, if it draws any, go in ``method_options={"nsamples": ...}``).
         stdev: the standard deviation of the Gaussian noise, in the input's units (> 0).
         normalize: divide every map by its own largest magnitude first.
-        seed: the noise's seed (and the method's, for methods that draw noise).
-        max_batch: rows per forward/backward pass of the method, or ``"auto"``.
-        framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
-        output: which model output to explain when the model returns several.
-        method_options: options of the method, passed to :func:`xaikit.xai.explain`.
+        **run: the shared run options (seed, max_batch, framework, output, method_options),
+            see :class:`~xaikit.evaluate.RunOptions`; no ``model_kwargs`` (see
+            :class:`~xaikit.evaluate.BaseRunOptions`). ``seed`` draws the noise too.
 
     Returns:
         A :class:`LipschitzResult`.
@@ -292,17 +270,17 @@ def local_lipschitz(
     check_method(method)  # before the model is touched: a misplaced argument is named first
     nsamples = check_int(nsamples, "nsamples", 1)
     stdev = check_number(stdev, "stdev (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
-    shape = _checked_shape(model, x, framework)
-    rng = np.random.default_rng(seed)
+    settings = RunSettings.of(run)
+    shape = _checked_shape(model, x, settings.framework)
+    rng = np.random.default_rng(settings.seed)
 
     def perturb(k0: int, k1: int) -> np.ndarray:
         noise = rng.standard_normal(size=(k1 - k0, *shape), dtype=np.float32) * np.float32(stdev)
         return np.asarray(host(x, "x"), dtype=np.float32)[None] + noise
 
     ratios, targets, groups, name = _robustness(
-        "lipschitz", model, x, method, target, perturb, nsamples, normalize, seed, max_batch, output,
-        framework, method_options,
-    )  # fmt: skip
+        "lipschitz", model, x, method, target, perturb, nsamples, normalize, settings
+    )
     return LipschitzResult(_reduce("max", ratios), ratios, targets, name, float(stdev), groups)
 
 
@@ -321,17 +299,13 @@ def _sensitivity(
     nsamples: int,
     radius: float,
     normalize: bool,
-    seed: int,
-    max_batch: int | str,
-    output: int | str,
-    framework: str | None,
-    method_options: dict[str, Any] | None,
+    settings: RunSettings,
 ) -> SensitivityResult:
     check_method(method)  # before the model is touched: a misplaced argument is named first
     nsamples = check_int(nsamples, "nsamples", 1)
     radius = check_number(radius, "radius (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
-    shape = _checked_shape(model, x, framework)
-    rng = np.random.default_rng(seed)
+    shape = _checked_shape(model, x, settings.framework)
+    rng = np.random.default_rng(settings.seed)
 
     def perturb(k0: int, k1: int) -> np.ndarray:
         u = rng.random(size=(k1 - k0, *shape), dtype=np.float32)
@@ -340,9 +314,8 @@ def _sensitivity(
         )
 
     ratios, targets, groups, name = _robustness(
-        "sensitivity", model, x, method, target, perturb, nsamples, normalize, seed, max_batch, output,
-        framework, method_options,
-    )  # fmt: skip
+        "sensitivity", model, x, method, target, perturb, nsamples, normalize, settings
+    )
     return SensitivityResult(kind, _reduce(kind, ratios), ratios, targets, name, float(radius), groups)
 
 
@@ -362,17 +335,14 @@ def _from_perturbed(
     *,
     target: Any = None,
     normalize: bool = False,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    framework: str | None = None,
-    output: int | str = 0,
-    method_options: dict[str, Any] | None = None,
+    **run: Unpack[BaseRunOptions],
 ) -> np.ndarray:
     """The scores of ``kind`` (``"max"``, ``"avg"`` or ``"lipschitz"``) on given perturbed
     copies ``perturbed`` of shape (nsamples, *x.shape): the same computation as the public
     functions without drawing the noise (to compare with another tool on its own draws)."""
+    settings = RunSettings.of(run)
     arr = host(perturbed, "perturbed")
-    shape = _checked_shape(model, x, framework)
+    shape = _checked_shape(model, x, settings.framework)
     if arr.ndim != len(shape) + 1 or tuple(arr.shape[1:]) != shape:
         raise XaikitValueError(f"perturbed must have shape (nsamples, *{shape}); got {describe(perturbed)}")
 
@@ -380,10 +350,7 @@ def _from_perturbed(
         return np.asarray(arr[k0:k1])
 
     what = "lipschitz" if kind == "lipschitz" else "sensitivity"
-    ratios, *_ = _robustness(
-        what, model, x, method, target, perturb, arr.shape[0], normalize, seed, max_batch, output, framework,
-        method_options,
-    )  # fmt: skip
+    ratios, *_ = _robustness(what, model, x, method, target, perturb, arr.shape[0], normalize, settings)
     return _reduce("max" if kind == "lipschitz" else kind, ratios)
 
 
@@ -408,11 +375,7 @@ def _robustness(
     perturb: Perturb,
     nsamples: int,
     normalize: bool,
-    seed: int,
-    max_batch: int | str,
-    output: int | str,
-    framework: str | None,
-    method_options: dict[str, Any] | None,
+    settings: RunSettings,
 ) -> tuple[np.ndarray, np.ndarray, list[int], str]:
     """Per-sample ratios (B, nsamples) of ``what`` (``"sensitivity"``: ||ΔΦ|| / ||Φ(x)||,
     ``"lipschitz"``: ||ΔΦ|| / ||Δx||), the targets, the rows per explain call and the method."""
@@ -421,10 +384,11 @@ def _robustness(
     name = check_method(method)
     if not isinstance(normalize, (bool, np.bool_)):
         raise XaikitTypeError(f"normalize must be True or False; got {describe(normalize)}")
-    seed = check_int(seed, "seed", 0)
-    output = check_output(output)
-    max_batch = check_max_batch(max_batch)
-    options = check_method_options(method_options, _RESERVED)
+    seed = check_int(settings.seed, "seed", 0)
+    output = check_output(settings.output)
+    max_batch = check_max_batch(settings.max_batch)
+    options = check_method_options(settings.method_options, _RESERVED)
+    framework = settings.framework
     bk = get_backend(model, framework)
     shape, _ = input_layout(x, bk)
     batch = shape[0]
