@@ -119,7 +119,7 @@ def test_device_rise_masks_match_the_host_reference(framework: str, hw: tuple[in
     model, _ = model_for(framework, seed=1)
     bk = xk.backend.get_backend(model)
     x = bk.as_tensor(np.zeros((1, 3, *hw) if framework == "torch" else (1, *hw, 3)), None)
-    made = rise._DeviceMasks(bk, 7, hw, 4, 0.5, x)
+    made = rise._DeviceMasks(bk, 7, 70, hw, 4, 0.5, x)
     for start, stop in ((0, 5), (3, 40), (31, 70)):
         host = rise.rise_masks(7, start, stop, hw, 4, 0.5)
         device = bk.to_numpy(made(start, stop))

@@ -89,34 +89,30 @@ def _draws(
 
 
 class _DeviceMasks:
-    """RISE masks made on the device: the seeded grids and shifts are drawn on the host as
-    :func:`rise_masks` draws them (small: k x cell x cell) and uploaded; the bilinear resize
-    and the shifted crop run on the device in the rows' dtype (the same masks as
-    :func:`rise_masks` to that dtype's rounding)."""
+    """RISE masks ``0 ... n - 1`` made on the device: their seeded grids and shifts are drawn on
+    the host as :func:`rise_masks` draws them (small: n x cell x cell) and uploaded once; the
+    bilinear resize and the shifted crop of each chunk's masks run on the device in the rows'
+    dtype (the same masks as :func:`rise_masks` to that dtype's rounding), with no host copy."""
 
-    def __init__(self, bk: Any, seed: int, hw: tuple[int, int], cell: int, p: float, like: T) -> None:
-        self.bk, self.seed, self.hw, self.cell, self.p = bk, seed, hw, cell, p
-        self.device, self.dtype = getattr(like, "device", None), bk.dtype_name(like)
+    def __init__(self, bk: Any, seed: int, n: int, hw: tuple[int, int], cell: int, p: float, like: T) -> None:
+        self.bk, self.hw, self.cell = bk, hw, cell
+        device, dtype = getattr(like, "device", None), bk.dtype_name(like)
         H, W = hw
-        self.shifts = (math.ceil(H / cell), math.ceil(W / cell))
-        self.ry = bk.as_tensor(_interp((cell + 1) * self.shifts[0], cell), self.device, self.dtype)
-        self.rx = bk.as_tensor(_interp((cell + 1) * self.shifts[1], cell), self.device, self.dtype)
+        shifts = (math.ceil(H / cell), math.ceil(W / cell))
+        self.ry = bk.as_tensor(_interp((cell + 1) * shifts[0], cell), device, dtype)
+        self.rx = bk.as_tensor(_interp((cell + 1) * shifts[1], cell), device, dtype)
+        grid, shift = _draws(seed, 0, n, shifts, cell, p)
+        self.grid = bk.as_tensor(grid, device, dtype)  # (n, cell, cell)
+        # each mask's rows and columns of the resized grid: shift + 0 ... H - 1 (W - 1)
+        self.ys = bk.as_tensor(shift[:, :1], device, "int64") + bk.reshape(bk.arange(0, H, device), (1, H))
+        self.xs = bk.as_tensor(shift[:, 1:], device, "int64") + bk.reshape(bk.arange(0, W, device), (1, W))
 
     def __call__(self, start: int, stop: int) -> T:
         """Masks ``start`` ... ``stop - 1``, (k, H, W) on the device."""
         bk, (H, W), k, s = self.bk, self.hw, stop - start, self.cell
-        grid, shift = _draws(self.seed, start, stop, self.shifts, s, self.p)
-        g = bk.as_tensor(grid, self.device, self.dtype)
-        sh = bk.as_tensor(shift, self.device, "int64")
-        rows_y = bk.reshape(
-            bk.reshape(sh[:, 0], (k, 1)) + bk.reshape(bk.arange(0, H, self.device), (1, H)), (k * H,)
-        )
-        rows_x = bk.reshape(
-            bk.reshape(sh[:, 1], (k, 1)) + bk.reshape(bk.arange(0, W, self.device), (1, W)), (k * W,)
-        )
-        a = bk.reshape(bk.gather(self.ry, rows_y), (k, H, s))
-        b = bk.moveaxis(bk.reshape(bk.gather(self.rx, rows_x), (k, W, s)), 1, 2)  # (k, cell, W)
-        return bk.matmul(bk.matmul(a, g), b)
+        a = bk.reshape(bk.gather(self.ry, bk.reshape(self.ys[start:stop], (k * H,))), (k, H, s))
+        b = bk.reshape(bk.gather(self.rx, bk.reshape(self.xs[start:stop], (k * W,))), (k, W, s))
+        return bk.matmul(bk.matmul(a, self.grid[start:stop]), bk.moveaxis(b, 1, 2))
 
 
 def rise(
@@ -155,7 +151,7 @@ def rise(
     x = inp.tensors[0]
     device = getattr(x, "device", None)
 
-    masks_of = _DeviceMasks(bk, seed, (H, W), s, keep, x)
+    masks_of = _DeviceMasks(bk, seed, n, (H, W), s, keep, x)
     shape = (1, H, W) if axis == 1 else (H, W, 1)
 
     def rows_fn(r0: int, r1: int) -> list[T]:
