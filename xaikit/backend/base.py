@@ -154,8 +154,14 @@ class Backend(abc.ABC):
         """The dtype of a tensor as a short name, e.g. ``"float32"``."""
 
     def index(self, idx: np.ndarray, device: Any) -> T:
-        """An int64 index tensor on ``device``."""
+        """An int64 index tensor on ``device`` (copied from the host: for indices that follow a
+        pattern, :meth:`arange` builds them on the device)."""
         return self.as_tensor(np.asarray(idx, dtype=np.int64), device, dtype="int64")
+
+    def arange(self, start: int, stop: int, device: Any) -> T:
+        """The int64 tensor ``start, ..., stop - 1``, made on ``device`` (no host copy); the
+        engine derives row indices from it (``% B``, ``// B``)."""
+        return self.index(np.arange(start, stop), device)
 
     # ---- tensor operations used by the engine -------------------------------------------------
     @abc.abstractmethod
@@ -168,7 +174,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def matmul(self, a: T, b: T) -> T:
-        """Matrix product of two 2-D tensors."""
+        """Matrix product of two 2-D tensors, or a batched product over the leading axes of
+        3-D tensors (a 2-D operand broadcasts over the batch), as :func:`numpy.matmul`."""
 
     @abc.abstractmethod
     def cat(self, ts: Sequence[T], axis: int = 0) -> T:
@@ -222,6 +229,14 @@ class Backend(abc.ABC):
     @contextlib.contextmanager
     def inference(self, model: Any) -> Iterator[None]:
         """Run the model in inference mode inside the block and restore its exact state after."""
+        yield
+
+    @contextlib.contextmanager
+    def forward_only(self) -> Iterator[None]:
+        """Inside the block the framework records nothing for gradients and may skip its
+        bookkeeping (torch: ``torch.inference_mode``): for the forward-only methods' masked
+        passes, whose tensors never reach a gradient (tensors made inside are for forward use
+        only)."""
         yield
 
     @abc.abstractmethod

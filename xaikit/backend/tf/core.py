@@ -139,6 +139,13 @@ class TFBackend(Backend):
     def to_numpy(self, t: T) -> np.ndarray:
         return np.asarray(t.numpy() if hasattr(t, "numpy") else t)
 
+    def arange(self, start: int, stop: int, device: Any) -> T:
+        tf = self.tf
+        if device:
+            with tf.device(device):
+                return tf.range(int(start), int(stop), dtype=tf.int64)
+        return tf.range(int(start), int(stop), dtype=tf.int64)
+
     # ---- tensor operations --------------------------------------------------------------------
     def gather(self, t: T, idx: T) -> T:
         return self.tf.gather(t, idx)

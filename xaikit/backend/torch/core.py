@@ -92,6 +92,9 @@ class TorchBackend(Backend):
             t = t.float()
         return t.detach().cpu().numpy()
 
+    def arange(self, start: int, stop: int, device: Any) -> T:
+        return self.torch.arange(int(start), int(stop), device=device, dtype=self.torch.int64)
+
     # ---- tensor operations --------------------------------------------------------------------
     def gather(self, t: T, idx: T) -> T:
         return t.index_select(0, idx)
@@ -192,6 +195,11 @@ class TorchBackend(Backend):
             raise error from exc
         out = select_output(raw, output, len(inputs[0]))
         return out.float() if half is not None and out.is_floating_point() else out
+
+    @contextlib.contextmanager
+    def forward_only(self) -> Iterator[None]:
+        with self.torch.inference_mode():
+            yield
 
     def forward(
         self,

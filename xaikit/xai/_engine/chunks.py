@@ -172,8 +172,7 @@ def pad_rows(bk: Backend, rows: list[T], targets: T, extra: int) -> tuple[list[T
     padded = [
         bk.cat([x, bk.zeros((extra,) + tuple(x.shape[1:]), device_of(x), bk.dtype_name(x))]) for x in rows
     ]
-    zeros_t = bk.index(np.zeros(extra, dtype=np.int64), device_of(targets))
-    return padded, bk.cat([targets, zeros_t])
+    return padded, bk.cat([targets, bk.zeros((extra,), device_of(targets), "int64")])
 
 
 def forward_scores(
@@ -239,7 +238,10 @@ def forward_rows(
     out-of-memory error halving the chunk; returns them on the host as float64 (per_sample, B).
     The occlusion, RISE and Score-CAM row spaces run through it. ``progress`` is told the rows
     handed to the model so far (as each chunk is built: no synchronization), and all of them at
-    the end (the chunk-size probe's rows are not counted)."""
+    the end (the chunk-size probe's rows are not counted). It all runs in the backend's
+    :meth:`~xaikit.backend.base.Backend.forward_only` mode (torch: ``inference_mode``), ``rows_fn``
+    too: a chunk's row indices are made on the device (:meth:`~xaikit.backend.base.Backend.arange`)
+    and the callers build their masks there, so a chunk copies nothing from the host."""
     bk, model, B = inp.bk, inp.model, inp.batch
     device = getattr(inp.tensors[0], "device", None)
     total = B * per_sample
@@ -265,7 +267,7 @@ def forward_rows(
         def fn(r0: int, r1: int) -> tuple[list[T], T]:
             if tell is not None:
                 tell(r0)
-            b = bk.index(np.arange(r0, r1) % B, device)
+            b = bk.arange(r0, r1, device) % B  # made on the device: no host copy per chunk
             return [bk.to_layout(t, layout) for t in rows_fn(r0, r1)], bk.gather(targets, b)
 
         return fn
@@ -285,9 +287,10 @@ def forward_rows(
         scores(min(total, size), size, layout)
         bk.synchronize(device)
 
-    plan.probe(*probes(bk, device, throwaway))
-    sizes: list[int] = []
-    out = bk.to_numpy(scores(total, plan.size, plan.layout, sizes, progress)).astype(np.float64)
+    with bk.forward_only():  # torch: inference mode, no autograd bookkeeping
+        plan.probe(*probes(bk, device, throwaway))
+        sizes: list[int] = []
+        out = bk.to_numpy(scores(total, plan.size, plan.layout, sizes, progress)).astype(np.float64)
     if progress is not None:
         progress(total)
     if sizes and max(sizes) < min(plan.size, total):  # an out-of-memory error halved the chunk

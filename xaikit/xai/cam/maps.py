@@ -222,29 +222,30 @@ def _score_cam(
 ) -> np.ndarray:
     """Score-CAM: the B x C masked copies of the image input, scored in chunks of rows
     ``r = c * B + b`` (forward only); each chunk's masks are built from the (small) layer
-    activations ``acts`` (B, C, h, w), so memory stays one chunk whatever C is. The chunk is
+    activations ``acts`` (B, C, h, w) on the device (upsampled and min-max normalised there, in
+    the working dtype), so memory stays one chunk whatever C is. The chunk is
     the engine's forward-only plan (:func:`~xaikit.xai._engine.chunks.forward_rows`: ``max_batch``,
     ``memory_budget``, halving on out-of-memory)."""
     bk = inp.bk
     B, C = acts.shape[:2]
     which, (H, W) = image_size(inp)
-    ry = bilinear_matrix(acts.shape[2], H, align_corners=True)
-    rx = bilinear_matrix(acts.shape[3], W, align_corners=True)
-    first = inp.channel_axes[which] == 1
     image = inp.tensors[which]
+    device = getattr(image, "device", None)
+    first = inp.channel_axes[which] == 1
     four = len(image.shape) == 4
+    # on the device once, in the working dtype: the (align-corners bilinear) upsampling matrices
+    # and the activations in row order (row r = c * B + b is acts[b, c])
+    ry = bk.as_tensor(bilinear_matrix(acts.shape[2], H, align_corners=True), device, inp.dtype)
+    rxt = bk.as_tensor(bilinear_matrix(acts.shape[3], W, align_corners=True).T, device, inp.dtype)
+    rows_acts = bk.as_tensor(np.ascontiguousarray(acts.transpose(1, 0, 2, 3)), device, inp.dtype)
+    rows_acts = bk.reshape(rows_acts, (B * C, *acts.shape[2:]))
+    shape = (H, W, 1) if four and not first else (1, H, W) if four else (H, W)
 
     def rows_fn(r0: int, r1: int) -> list[T]:
-        r = np.arange(r0, r1)
-        c, b = r // B, r % B
-        up = ry @ acts[b, c] @ rx.T  # (rows, H, W)
-        lo = up.min(axis=(1, 2), keepdims=True)
-        hi = up.max(axis=(1, 2), keepdims=True)
-        masks = (up - lo) / (hi - lo + 1e-8)
-        if four:
-            masks = masks[:, None] if first else masks[..., None]
-        idx = bk.index(b, getattr(image, "device", None))
-        m = bk.as_tensor(masks, getattr(image, "device", None), inp.dtype)
+        up = bk.matmul(bk.matmul(ry, rows_acts[r0:r1]), rxt)  # (rows, H, W)
+        lo, hi = bk.sample_min(up), bk.sample_max(up)
+        m = bk.reshape((up - lo) / (hi - lo + 1e-8), (r1 - r0, *shape))
+        idx = bk.arange(r0, r1, device) % B
         return [bk.gather(t, idx) * m if i == which else bk.gather(t, idx) for i, t in enumerate(inp.tensors)]
 
     with for_method(progress, B * C, "scorecam") as bar:

@@ -18,7 +18,7 @@ from xaikit.xai._engine.chunks import forward_rows
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
-from xaikit.xai.perturbation._image import mask_rows, one_image
+from xaikit.xai.perturbation._image import one_image
 from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["default_window", "occlusion", "occlusion_windows"]
@@ -123,13 +123,22 @@ def occlusion(
     x = inp.tensors[0]
     device = getattr(x, "device", None)
 
+    # the windows on the device once, in the rows' dtype; a leading row of zeros for the clean
+    # input: row r reads window row (r // B - 1) // nx + 1 (0 for the clean rows) and column
+    # (r // B - 1) % nx, and its mask is their outer product
+    dtype = bk.dtype_name(x)
+    wy = bk.as_tensor(np.concatenate([np.zeros((1, H), bool), rows_y]), device, dtype)
+    wx = bk.as_tensor(rows_x, device, dtype)
+    shape_y, shape_x = ((1, H, 1), (1, 1, W)) if axis == 1 else ((H, 1, 1), (1, W, 1))
+
     def rows_fn(r0: int, r1: int) -> list[T]:
-        r = np.arange(r0, r1)
+        r = bk.arange(r0, r1, device)
         k = r // B - 1  # -1: the clean input, then windows iy * nx + ix
-        masks = rows_y[k // nx][:, :, None] & rows_x[k % nx][:, None, :]
-        masks[k < 0] = False
-        m = mask_rows(bk, masks.astype(np.float32), axis, x)
-        xr = bk.gather(x, bk.index(r % B, device))
+        n = r1 - r0
+        my = bk.reshape(bk.gather(wy, k // nx + 1), (n, *shape_y))
+        mx = bk.reshape(bk.gather(wx, k % nx), (n, *shape_x))
+        m = my * mx  # (n, 1, H, W) or (n, H, W, 1): 1 inside the window
+        xr = bk.gather(x, r % B)
         return [xr * (1.0 - m) + fill * m]
 
     with for_method(progress, B * (1 + ny * nx), "occlusion") as bar:
@@ -139,7 +148,7 @@ def occlusion(
         )  # fmt: skip
     drop = (s[0][None, :] - s[1:]).reshape(ny, nx, B)  # score(x) - score(occluded), per window
     ry, rx = rows_y.astype(np.float64), rows_x.astype(np.float64)
-    total = np.einsum("ijb,ih,jw->bhw", drop, ry, rx)
+    total = np.einsum("ijb,ih,jw->bhw", drop, ry, rx, optimize=True)  # two products, not one 5-D loop
     counts = ry.sum(0)[:, None] * rx.sum(0)[None, :]  # windows covering each pixel (>= 1)
     return _to_user(inp, total / counts, axis)
 

@@ -19,7 +19,7 @@ from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.seeds import stream_seed
-from xaikit.xai.perturbation._image import mask_rows, one_image
+from xaikit.xai.perturbation._image import one_image
 from xaikit.xai.registry import Call, Explained, Method, count, register_method
 
 __all__ = ["rise", "rise_masks"]
@@ -66,17 +66,53 @@ def rise_masks(seed: int, start: int, stop: int, hw: tuple[int, int], cell: int,
     H, W = hw
     cy, cx = math.ceil(H / cell), math.ceil(W / cell)
     ry, rx = _interp((cell + 1) * cy, cell), _interp((cell + 1) * cx, cell)
-    grids, shifts = [], []
+    grid, shift = _draws(seed, start, stop, (cy, cx), cell, p)
+    a = ry[shift[:, :1] + np.arange(H)[None, :]]  # (k, H, cell)
+    b = rx[shift[:, 1:] + np.arange(W)[None, :]]  # (k, W, cell)
+    return (a @ grid.astype(np.float64) @ b.transpose(0, 2, 1)).astype(np.float32)
+
+
+def _draws(
+    seed: int, start: int, stop: int, shifts: tuple[int, int], cell: int, p: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded draws of masks ``start`` ... ``stop - 1``: their bool (k, cell, cell) grids
+    and int (k, 2) shifts (each below ``shifts``), from one stream per block of 32 masks."""
+    grids, moves = [], []
     for block in range(start // _MASK_BLOCK, (stop - 1) // _MASK_BLOCK + 1):
         gen = np.random.default_rng(stream_seed(seed, 2, block))
         grids.append(gen.random((_MASK_BLOCK, cell, cell)) < p)
-        shifts.append(gen.integers(0, [cy, cx], size=(_MASK_BLOCK, 2)))
+        moves.append(gen.integers(0, list(shifts), size=(_MASK_BLOCK, 2)))
     first = (start // _MASK_BLOCK) * _MASK_BLOCK
-    grid = np.concatenate(grids)[start - first : stop - first].astype(np.float64)
-    shift = np.concatenate(shifts)[start - first : stop - first]
-    a = ry[shift[:, :1] + np.arange(H)[None, :]]  # (k, H, cell)
-    b = rx[shift[:, 1:] + np.arange(W)[None, :]]  # (k, W, cell)
-    return (a @ grid @ b.transpose(0, 2, 1)).astype(np.float32)
+    return np.concatenate(grids)[start - first : stop - first], np.concatenate(moves)[
+        start - first : stop - first
+    ]
+
+
+class _DeviceMasks:
+    """RISE masks ``0 ... n - 1`` made on the device: their seeded grids and shifts are drawn on
+    the host as :func:`rise_masks` draws them (small: n x cell x cell) and uploaded once; the
+    bilinear resize and the shifted crop of each chunk's masks run on the device in the rows'
+    dtype (the same masks as :func:`rise_masks` to that dtype's rounding), with no host copy."""
+
+    def __init__(self, bk: Any, seed: int, n: int, hw: tuple[int, int], cell: int, p: float, like: T) -> None:
+        self.bk, self.hw, self.cell = bk, hw, cell
+        device, dtype = getattr(like, "device", None), bk.dtype_name(like)
+        H, W = hw
+        shifts = (math.ceil(H / cell), math.ceil(W / cell))
+        self.ry = bk.as_tensor(_interp((cell + 1) * shifts[0], cell), device, dtype)
+        self.rx = bk.as_tensor(_interp((cell + 1) * shifts[1], cell), device, dtype)
+        grid, shift = _draws(seed, 0, n, shifts, cell, p)
+        self.grid = bk.as_tensor(grid, device, dtype)  # (n, cell, cell)
+        # each mask's rows and columns of the resized grid: shift + 0 ... H - 1 (W - 1)
+        self.ys = bk.as_tensor(shift[:, :1], device, "int64") + bk.reshape(bk.arange(0, H, device), (1, H))
+        self.xs = bk.as_tensor(shift[:, 1:], device, "int64") + bk.reshape(bk.arange(0, W, device), (1, W))
+
+    def __call__(self, start: int, stop: int) -> T:
+        """Masks ``start`` ... ``stop - 1``, (k, H, W) on the device."""
+        bk, (H, W), k, s = self.bk, self.hw, stop - start, self.cell
+        a = bk.reshape(bk.gather(self.ry, bk.reshape(self.ys[start:stop], (k * H,))), (k, H, s))
+        b = bk.reshape(bk.gather(self.rx, bk.reshape(self.xs[start:stop], (k * W,))), (k, W, s))
+        return bk.matmul(bk.matmul(a, self.grid[start:stop]), bk.moveaxis(b, 1, 2))
 
 
 def rise(
@@ -115,24 +151,29 @@ def rise(
     x = inp.tensors[0]
     device = getattr(x, "device", None)
 
+    masks_of = _DeviceMasks(bk, seed, n, (H, W), s, keep, x)
+    shape = (1, H, W) if axis == 1 else (H, W, 1)
+
     def rows_fn(r0: int, r1: int) -> list[T]:
-        r = np.arange(r0, r1)
+        r = bk.arange(r0, r1, device)
         i0, i1 = r0 // B, (r1 - 1) // B + 1
-        masks = rise_masks(seed, i0, i1, (H, W), s, keep)  # only this chunk's masks
-        m = bk.gather(mask_rows(bk, masks, axis, x), bk.index(r // B - i0, device))
-        return [bk.gather(x, bk.index(r % B, device)) * m]
+        masks = bk.reshape(masks_of(i0, i1), (i1 - i0, *shape))  # only this chunk's masks
+        return [bk.gather(x, r % B) * bk.gather(masks, r // B - i0)]
 
     with for_method(progress, B * n, "rise") as bar:
         scores = forward_rows(
             inp, targets, n, rows_fn, seed=seed, output=output, max_batch=max_batch,
             memory_budget=memory_budget, xla=xla, progress=bar.advance_to,
         )  # fmt: skip
-    total = np.zeros((B, H * W))
-    for i0 in range(0, n, _MASK_BLOCK):  # fold in blocks: the masks again, one block at a time
+    # fold on the device, a block of masks at a time (the masks again, as the rows had them)
+    weights = bk.as_tensor(np.ascontiguousarray(scores.T), device, bk.dtype_name(x))  # (B, n)
+    total = None
+    for i0 in range(0, n, _MASK_BLOCK):
         i1 = min(n, i0 + _MASK_BLOCK)
-        block = rise_masks(seed, i0, i1, (H, W), s, keep).reshape(i1 - i0, -1).astype(np.float64)
-        total += scores[i0:i1].T @ block
-    return (total / (n * keep)).reshape(B, H, W).astype(inp.dtype)
+        part = bk.matmul(weights[:, i0:i1], bk.reshape(masks_of(i0, i1), (i1 - i0, H * W)))
+        total = part if total is None else total + part
+    host = bk.to_numpy(total).astype(np.float64)
+    return (host / (n * keep)).reshape(B, H, W).astype(inp.dtype)
 
 
 def _rise(call: Call, **options: Any) -> Explained:
