@@ -183,6 +183,12 @@ def explain(
             record, inp, pinned, own, seed=fresh_seed() if seed is None else seed, max_batch=max_batch,
             memory_budget=memory_budget, output=output, xla=xla, with_delta=return_delta, progress=progress,
         )  # fmt: skip
+    if return_delta and result.delta is None:  # never a silent None where a delta was asked for
+        raise XaikitValueError(
+            f"return_delta: {record.title} ({record.name}) has no completeness delta with these options: "
+            "with magnitude=True (SmoothGrad's and SmInt's default) each path's attributions are squared, "
+            "so they do not add up to f(x) - f(baseline). Pass magnitude=False to get the delta"
+        )
     if result.detail is not None:
         return result.detail
     values: Any = result.values if multi and record.result == "input" else result.values[0]
