@@ -194,10 +194,12 @@ def test_multi_input_model_gets_one_mask_per_input(framework: str, rng: np.rando
 def test_smint_delta_needs_unsquared_attributions(framework: str, rng: np.random.Generator) -> None:
     """SmInt squares each path's attributions by default (magnitude=True): no sum to compare with
     f(x) - f(baseline). Asking for the delta then is an error that says why, never a None."""
-    w, x, model = _setup(framework, "sin", rng)
+    _w, x, model = _setup(framework, "sin", rng)
     target = np.array([0, 1, 2, 0, 1])
-    opts = dict(target=target, method="smint", framework=framework, nsamples=4, nintegration=48)
-    with pytest.raises(xk.XaikitValueError, match=r"return_delta: SmInt \(smint\) has no completeness delta.*magnitude=False"):
+    opts = {"target": target, "method": "smint", "framework": framework, "nsamples": 4, "nintegration": 48}
+    with pytest.raises(
+        xk.XaikitValueError, match=r"return_delta: SmInt \(smint\) has no completeness delta.*magnitude=False"
+    ):
         xk.xai.explain(model, x, return_delta=True, **opts)
     attr, delta = xk.xai.explain(model, x, return_delta=True, magnitude=False, **opts)
     assert delta is not None and delta.shape == (5,)
