@@ -213,10 +213,13 @@ def test_completeness_on_a_smooth_cnn_with_noise(rng: np.random.Generator) -> No
         )
         errors.append(np.abs(delta) / np.abs(gap.numpy()))
     assert np.all(errors[1] < 0.025) and np.all(errors[1] < errors[0])
-    squared, none = xk.xai.explain(
-        model, x, [0, 1], method="guided_ig", steps=5, nsamples=2, return_delta=True
-    )
-    assert none is None and np.all(squared >= 0)  # magnitude (the default with noise) squares: no delta
+    # magnitude (the default with noise) squares: no delta, and asking for one says so
+    with pytest.raises(
+        xk.XaikitValueError, match=r"Guided IG \(guided_ig\) has no completeness delta.*magnitude=False"
+    ):
+        xk.xai.explain(model, x, [0, 1], method="guided_ig", steps=5, nsamples=2, return_delta=True)
+    squared = xk.xai.explain(model, x, [0, 1], method="guided_ig", steps=5, nsamples=2)
+    assert np.all(squared >= 0)
 
 
 def test_input_equal_to_baseline_gives_zeros(framework: str) -> None:

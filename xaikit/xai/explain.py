@@ -186,7 +186,8 @@ def explain(
     if return_delta and result.delta is None:  # never a silent None where a delta was asked for
         raise XaikitValueError(
             f"return_delta: {record.title} ({record.name}) has no completeness delta with these options: "
-            "with magnitude=True (SmoothGrad's and SmInt's default) each path's attributions are squared, "
+            "with magnitude=True (the default of SmInt, and of Guided IG with nsamples > 1) each path's "
+            "attributions are squared, "
             "so they do not add up to f(x) - f(baseline). Pass magnitude=False to get the delta"
         )
     if result.detail is not None:
