@@ -17,6 +17,7 @@ on a factory over a folder of PNGs.
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -492,7 +493,17 @@ def test_cli_on_a_torchscript_file_and_a_factory_gives_the_module_maps(
 
 
 # ---- torch.compile with its default backend (inductor: a C++ build) -----------------------------
+#: ATen held to its scalar kernels (make test-numerics): inductor's generated C++ still calls the
+#: vector helpers (at::vec::transpose_mxn), which that setting leaves undeclared, so the build fails
+#: before any map is computed; make test runs these tests
+SCALAR_ATEN = os.environ.get("ATEN_CPU_CAPABILITY", "").lower() == "default"
+
+
 @pytest.mark.slow
+@pytest.mark.skipif(
+    SCALAR_ATEN,
+    reason="inductor's C++ does not compile under ATEN_CPU_CAPABILITY=default (torch 2.13); make test runs it",
+)
 @pytest.mark.parametrize("method", ["vanilla", "integrated", "gradcam", "guided_gradcam", "occlusion"])
 def test_inductor_compiled_model_gives_the_module_maps(
     net: Net, reference: dict[str, np.ndarray], method: str
