@@ -341,11 +341,6 @@ class Backend(abc.ABC):
         """Memory layouts worth trying for these inputs (``"contiguous"`` always first)."""
         return ("contiguous",)
 
-    @contextlib.contextmanager
-    def layout(self, model: Any, name: str) -> Iterator[None]:
-        """Run the model in a memory layout inside the block; restore the original after."""
-        yield
-
     def to_layout(self, t: T, name: str) -> T:
         """A tensor in the given memory layout (values unchanged)."""
         return t

@@ -292,22 +292,3 @@ class TorchBackend(Backend):
         if name == "channels_last":
             return t.contiguous(memory_format=self.torch.channels_last)
         return t.contiguous()
-
-    @contextlib.contextmanager
-    def layout(self, model: Any, name: str) -> Iterator[None]:
-        """Convert 4-D weights to channels-last inside the block, then give every converted
-        parameter and buffer back its original strides (values are never touched)."""
-        if name != "channels_last" or not isinstance(model, self.torch.nn.Module):
-            yield
-            return
-        torch = self.torch
-        saved = []
-        for t in list(model.parameters()) + list(model.buffers()):
-            if t.ndim == 4 and not t.is_contiguous(memory_format=torch.channels_last):
-                saved.append((t, t.data))
-                t.data = t.data.contiguous(memory_format=torch.channels_last)
-        try:
-            yield
-        finally:
-            for t, data in saved:
-                t.data = data
