@@ -40,7 +40,7 @@ import numpy as np
 from xaikit.layout import ModelLayout
 
 if TYPE_CHECKING:
-    from xaikit.backend.facets import CamFacet, EvalFacet, TrainFacet
+    from xaikit.backend.facets import CamFacet, EvalFacet, RelevanceFacet, TrainFacet
     from xaikit.backend.inspector import Inspector
 
 T = Any  # a framework tensor; kept loose so that no framework is imported for typing
@@ -89,6 +89,11 @@ class Backend(abc.ABC):
     def cam(self) -> CamFacet:
         """A layer's activations and their gradients (:class:`~xaikit.backend.facets.CamFacet`)."""
         return self._facet_module("cam").Cam(self)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def relevance(self) -> RelevanceFacet:
+        """LRP, DeepLIFT and modified-ReLU backward passes (:class:`~xaikit.backend.facets.RelevanceFacet`)."""
+        return self._facet_module("relevance").Relevance(self)  # type: ignore[no-any-return]
 
     def inspector(self, model: Any, root_name: str = "model") -> Inspector:
         """A hookable view of ``model`` for :mod:`xaikit.inspect` (see :class:`~xaikit.backend.inspector.Inspector`)."""

@@ -29,6 +29,7 @@ __all__ = [
     "CamFacet",
     "CamLayer",
     "EvalFacet",
+    "RelevanceFacet",
     "Step",
     "Stepper",
     "TrainFacet",
@@ -239,3 +240,62 @@ class CamFacet(abc.ABC):
         """Guided backpropagation (Springenberg et al., 2015) of a chunk of rows: the gradient of
         the target scores with respect to each input, where every ReLU the backend can reach
         passes back only positive gradients (and only where its input was positive)."""
+
+
+class RelevanceFacet(abc.ABC):
+    """What the rule-based methods of :mod:`xaikit.xai.rules` need from a framework: one
+    modified backward pass per chunk of rows (LRP with a composite of rules, DeepLIFT's
+    multipliers, guided backprop and deconvnet).
+
+    Rules, composites and the relevance convention are framework-free
+    (:mod:`xaikit.xai.rules.spec`): relevance flows as ``R = a * g`` at every tensor ``a``, so
+    sums, concatenations, reshapes and max pooling pass it on as LRP-0 does. The model is left
+    as it was: every hook, swapped ``call`` and stopped gradient is removed, weights and
+    BatchNorm statistics are never written (a merged BatchNorm is computed on the fly), also when
+    a call raises.
+    """
+
+    @abc.abstractmethod
+    def lrp_step(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        composite: Any,
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> tuple[list[T], T]:
+        """LRP of a chunk of rows: ``(relevance per input, target scores (rows,))``. The output
+        relevance is the target score (one-hot times the output); each layer gets
+        ``composite.rule_for(name, kind, first)`` (a
+        :class:`~xaikit.xai.rules.spec.Composite`), with BatchNorm merged when
+        ``composite.canonize``. Relevance comes back with each input's shape, in the model's
+        layout, float32."""
+
+    @abc.abstractmethod
+    def deeplift_step(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        baselines: Sequence[T],
+        targets: T,
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> tuple[list[T], T, T]:
+        """DeepLIFT (Rescale rule) of a chunk of rows against one baseline row each:
+        ``(attributions per input, f(x) target scores, f(baseline) target scores)``; the
+        attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``."""
+
+    @abc.abstractmethod
+    def modified_step(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        mode: str,
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> list[T]:
+        """The gradient of the target scores w.r.t. each input with every ReLU's backward
+        modified: ``mode="guided"`` (guided backprop: positive gradients, where the input was
+        positive) or ``"deconvnet"`` (positive gradients, whatever the input)."""

@@ -1,0 +1,48 @@
+"""Rule-based methods (the ``rules`` family): modified backward passes.
+
+* LRP (:mod:`xaikit.xai.rules.lrp`): ``"lrp"`` with a composite of rules
+  (:mod:`xaikit.xai.rules.spec`: rules, composites and the relevance convention), and
+  ``"lrp_epsilon"``.
+* Guided backprop and deconvnet (:mod:`xaikit.xai.rules.modified`).
+
+Each runs one modified backward pass per chunk of rows through the backend's relevance facet
+(``bk.relevance``, :class:`~xaikit.backend.facets.RelevanceFacet`).
+"""
+
+# the records register when imported, in this order (the order of tables and docs)
+from xaikit.xai.rules import lrp, modified  # noqa: F401
+from xaikit.xai.rules.spec import (
+    COMPOSITES,
+    AlphaBeta,
+    Composite,
+    Epsilon,
+    Flat,
+    Gamma,
+    Gradient,
+    Norm,
+    Pass,
+    Rule,
+    WSquare,
+    ZBox,
+    Zero,
+    ZPlus,
+    composite,
+)
+
+__all__ = [
+    "COMPOSITES",
+    "AlphaBeta",
+    "Composite",
+    "Epsilon",
+    "Flat",
+    "Gamma",
+    "Gradient",
+    "Norm",
+    "Pass",
+    "Rule",
+    "WSquare",
+    "ZBox",
+    "ZPlus",
+    "Zero",
+    "composite",
+]
