@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e ".[torch,tf-cpu,dev]"
-	$(PY) -m pip install -q --no-deps -c constraints.txt grad-cam  # peer of tests/xai/test_cam_peers.py
+	$(PY) -m pip install -q --no-deps -c constraints.txt grad-cam zennit  # peers of tests/xai/test_cam_peers.py and tests/rules (LGPL zennit: a test-time peer only; its torchvision import is stubbed in tests/rules/zennit_peer.py)
 	touch $(STAMP)
 
 demo: $(STAMP)
