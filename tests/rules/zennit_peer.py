@@ -20,7 +20,7 @@ def zennit() -> Any:
     """The ``zennit`` package (the test skips, with the reason, where it is not installed)."""
     try:
         import torchvision.models.resnet  # noqa: F401
-    except Exception:  # noqa: BLE001 - a missing or broken torchvision: the stub below
+    except Exception:  # a missing or broken torchvision: the stub below
         import torch
 
         from xaikit.architecture.torch import _BasicBlock
