@@ -46,7 +46,9 @@ def test_every_method_has_one_canonical_name_family_and_title() -> None:
         "cam",
         "perturbation",
     ]
-    with pytest.raises(XaikitValueError, match=r"method must be one of 'vanilla'.*'rise', 'lrp'.*; got 'lime'"):
+    with pytest.raises(
+        XaikitValueError, match=r"method must be one of 'vanilla'.*'rise', 'lrp'.*; got 'lime'"
+    ):
         names.canonical("lime")
     with pytest.raises(XaikitTypeError, match=r"method must be a method name \(str\); got int 3"):
         names.canonical(3)

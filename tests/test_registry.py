@@ -92,7 +92,9 @@ def test_a_registered_method_is_in_explain_with_its_options_checked(toy: Method,
     unregister_method(TOY)
     try:
         assert TOY not in xk.xai.METHODS
-        with pytest.raises(XaikitValueError, match=r"method must be one of 'vanilla', .*'rise', 'lrp'.*; got 'toy'"):
+        with pytest.raises(
+            XaikitValueError, match=r"method must be one of 'vanilla', .*'rise', 'lrp'.*; got 'toy'"
+        ):
             xk.xai.explain(model, x, method="toy")
     finally:
         register_method(TOY_METHOD)
