@@ -161,7 +161,7 @@ class _Site:
         dt = _compute_dtype(g)
         g, x, out = g.to(dt), x.to(dt), out.to(dt)
         if self.how == "pass":
-            res = torch.where(x.abs() > _TINY, g * out / x, torch.zeros_like(g))
+            res = (g * out).div_(x).masked_fill_(x.abs() <= _TINY, 0.0)
         elif self.how == "scale":
             res = stabilized_ratio(out * g, out, self.rule.epsilon)
         else:

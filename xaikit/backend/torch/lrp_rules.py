@@ -39,8 +39,9 @@ __all__ = ["Affine", "rule_backward", "stabilized_ratio"]
 def stabilized_ratio(r: Tensor, d: Tensor, eps: float) -> Tensor:
     """``r / stab(d)`` with ``stab(d) = d + eps * sign(d)`` (sign(0) = +1); with ``eps == 0``
     a zero denominator gives 0 (its relevance is 0 in the convention ``R = a * g``)."""
-    if eps > 0:
-        return r / torch.where(d >= 0, d + eps, d - eps)
+    if eps > 0:  # one temporary for the denominator (a where() of d + eps and d - eps takes three)
+        den = (d >= 0).to(d.dtype).mul_(2.0 * eps).sub_(eps).add_(d)
+        return r / den
     return torch.where(d == 0, torch.zeros_like(r), r / d)
 
 
