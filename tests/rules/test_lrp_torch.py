@@ -718,3 +718,27 @@ def test_no_merge_across_an_inplace_change(rng: np.random.Generator) -> None:
     x = signed(rng, (2, 3, 4, 4), False)
     c = composite("epsilon_plus")
     assert_close(lrp(inplace, x, c, [0, 1]), lrp(out_of_place, x, c, [0, 1]), 1e-7)
+
+
+def test_fx_graph_module_and_bfloat16(rng: np.random.Generator) -> None:
+    """A torch.fx.symbolic_trace module calls its leaf modules: the same relevance. A bfloat16
+    model: rules in float32 on its bfloat16 activations, float32 relevance close to the float32
+    model's (bfloat16 keeps 8 bits of each activation)."""
+    torch.manual_seed(18)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(128, 5),
+    ).eval()
+    x = rng.random((3, 3, 8, 8)).astype(np.float32)
+    opts = {"composite": "epsilon_gamma_box", "low": 0.0, "high": 1.0, "target": [0, 1, 2]}
+    want = xk.xai.explain(model, x, method="lrp", **opts)
+    np.testing.assert_array_equal(
+        xk.xai.explain(torch.fx.symbolic_trace(model), x, method="lrp", **opts), want
+    )
+    half = xk.xai.explain(copy.deepcopy(model).to(torch.bfloat16), x, method="lrp", **opts)
+    assert half.dtype == np.float32
+    assert np.linalg.norm(half - want) <= 0.2 * np.linalg.norm(want)
