@@ -116,3 +116,28 @@ def test_gates_and_products_of_weights() -> None:
     (g,) = torch.autograd.grad(y.sum(), x)
     np.testing.assert_allclose((x * g).detach().numpy(), y.detach().numpy(), rtol=1e-12)  # R_x = R_y
     assert rules.calls == {"activation": 1, "gate": 1}
+
+
+def test_vit_from_transformers_gets_attnlrp_relevance() -> None:
+    """A ViT of ``transformers`` (random weights, from a config): relevance through
+    ``explain(method="lrp")``, the same with eager attention and with
+    ``F.scaled_dot_product_attention`` (decomposed into the rules' products), not the gradient x
+    input, and the model unchanged."""
+    pytest.importorskip("transformers")
+    import xaikit as xk
+    from tests.real_models import tiny_vit
+
+    x = np.random.default_rng(0).normal(size=(2, 3, 32, 32)).astype(np.float32)
+    maps = {}
+    for impl in ("eager", "sdpa"):
+        model = tiny_vit(image_size=32)
+        model.config._attn_implementation = impl
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        maps[impl] = xk.xai.explain(model, x, method="lrp", composite="epsilon", target=1, output="logits")
+        assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+        assert not any(m._forward_hooks for m in model.modules())
+    rel = maps["eager"]
+    assert rel.shape == x.shape and np.isfinite(rel).all() and np.abs(rel).max() > 0
+    np.testing.assert_allclose(maps["sdpa"], rel, atol=1e-6 * np.abs(rel).max())
+    ixg = xk.xai.explain(model, x, method="input_x_gradient", target=1, output="logits")
+    assert np.abs(ixg - rel).max() > 0.1 * np.abs(rel).max()

@@ -598,7 +598,7 @@ def quiet(fn: Any, *args: Any) -> Any:
 def test_refusals() -> None:
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(16, 2))
     x = np.zeros((2, 3, 4, 4), np.float32)
-    with pytest.raises(XaikitTypeError, match="TorchScript"):
+    with pytest.raises(XaikitValueError, match="TorchScript"):
         xk.xai.explain(quiet(torch.jit.script, model), x, method="lrp")
     with pytest.raises(XaikitTypeError, match=r"torch\.export"):
         exported = torch.export.export(model, (torch.zeros(2, 3, 4, 4),)).module()

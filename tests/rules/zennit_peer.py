@@ -35,10 +35,14 @@ def zennit() -> Any:
         models.resnet = resnet  # type: ignore[attr-defined]
         root = types.ModuleType("torchvision")
         root.models = models  # type: ignore[attr-defined]
-        for name, module in (
-            ("torchvision", root),
-            ("torchvision.models", models),
-            ("torchvision.models.resnet", resnet),
-        ):
-            sys.modules.setdefault(name, module)
+        stubs = {"torchvision": root, "torchvision.models": models, "torchvision.models.resnet": resnet}
+        sys.modules.update(stubs)
+        try:
+            return pytest.importorskip(
+                "zennit", reason="zennit (test-time peer) is not installed: make installs it"
+            )
+        finally:  # zennit holds the classes now; other packages (transformers) must not see the stub
+            for name, module in stubs.items():
+                if sys.modules.get(name) is module:
+                    del sys.modules[name]
     return pytest.importorskip("zennit", reason="zennit (test-time peer) is not installed: make installs it")

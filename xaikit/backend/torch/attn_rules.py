@@ -13,12 +13,13 @@ xaikit's relevance convention (relevance ``R = a * g`` at every tensor ``a``,
 * **gates**: an element-wise product whose operands differ in shape (squeeze-excitation's
   ``x * scale``, scale ``(B, C, 1, 1)``): the smaller operand is treated as a constant, so the
   relevance goes to the gated signal (as the Keras backend does for a ``Multiply`` gate).
-* **layer normalization** (``F.layer_norm``, ``F.rms_norm``, ``F.group_norm``): the
+* **layer normalization** (``F.layer_norm``, ``F.rms_norm``): the
   normalizing scale is treated as a constant (detached), so the layer is linear in its input and
   relevance passes through it as through a linear map (AttnLRP's LN rule).
 * **element-wise activations** called as functions (``F.gelu``, ``F.silu``, ``torch.tanh``, ...):
   the identity rule (``R_in = R_out``): the gradient becomes ``y / x`` (``nn`` activation modules
-  get the same by the composite's ``pass``).
+  get the same by the composite's ``pass``); one that runs in place keeps its plain gradient
+  (its input is overwritten).
 * ``F.scaled_dot_product_attention`` is computed as its matrix products and softmax, so that the
   rules above apply to it.
 
@@ -153,6 +154,9 @@ class TransformerRules(TorchFunctionMode):
                 return half_grad(out)
             return out
         if func in _ACTIVATIONS and args and _from_input(args[0]) and isinstance(out, torch.Tensor):
+            if out is args[0] or out.data_ptr() == args[0].data_ptr():  # in place: x is gone
+                self._count("inplace_activation")  # its plain gradient
+                return out
             self._count("activation")
             return identity_rule(args[0], out)
         return out

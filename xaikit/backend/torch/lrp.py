@@ -47,6 +47,7 @@ from torch.autograd.function import once_differentiable
 
 from xaikit.backend.base import T
 from xaikit.backend.outputs import as_matrix
+from xaikit.backend.torch.attn_rules import TransformerRules
 from xaikit.backend.torch.forms import compiled_module, form_of, hook_refusal, is_exported, is_script
 from xaikit.backend.torch.grads import input_grads
 from xaikit.backend.torch.lrp_rules import Affine, rule_backward, stabilized_ratio
@@ -194,8 +195,8 @@ def _refuse(model: Any) -> None:
     if not isinstance(model, nn.Module):
         raise XaikitTypeError(f"{_LRP} needs a torch.nn.Module (to hook its layers); got {describe(model)}")
     refusal = hook_refusal(model, _LRP)
-    if refusal is not None:
-        raise XaikitTypeError(str(refusal))
+    if refusal is not None:  # the refusal of every layer-hooking method (CAMs, guided backprop)
+        raise refusal
     if is_exported(model):
         raise XaikitTypeError(
             f"{_LRP} cannot be computed for {form_of(model)}: its graph calls aten operators, not the "
@@ -431,7 +432,8 @@ def lrp_step(
         run = _Pass(plan, composite, xs)
         handles = run.attach()
         try:
-            out = as_matrix(bk._call(eager, xs, output, model_kwargs))
+            with TransformerRules():  # AttnLRP's rules for attention, LayerNorm, functional activations
+                out = as_matrix(bk._call(eager, xs, output, model_kwargs))
             scores = out.gather(1, targets[:, None]).squeeze(1)
             if not run.ran:
                 raise XaikitValueError(
