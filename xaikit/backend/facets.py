@@ -25,7 +25,13 @@ T = Any  # a framework tensor
 #: one optimizer step: the model whose trainable weights minimize the (mean of the) loss key
 Update = tuple[Any, str]
 
+#: DeepLIFT: ``|x - x0|`` below which a nonlinearity uses its plain derivative instead of the
+#: Rescale multiplier ``(f(x) - f(x0)) / (x - x0)`` (captum: 1e-10); such an element's
+#: contribution ``(x - x0) * multiplier`` is then below 1e-7 times the slope
+DEEPLIFT_EPS = 1e-7
+
 __all__ = [
+    "DEEPLIFT_EPS",
     "CamFacet",
     "CamLayer",
     "EvalFacet",
@@ -282,9 +288,11 @@ class RelevanceFacet(abc.ABC):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[list[T], T, T]:
-        """DeepLIFT (Rescale rule) of a chunk of rows against one baseline row each:
+        """DeepLIFT (Rescale rule) of a chunk of n rows against one baseline row each:
         ``(attributions per input, f(x) target scores, f(baseline) target scores)``; the
-        attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``."""
+        attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``
+        where every nonlinearity has a rule. The 2n rows [inputs; baselines] run as one batch,
+        so ``model_kwargs`` are those of the 2n rows (a per-sample value given twice)."""
 
     @abc.abstractmethod
     def modified_step(
