@@ -29,9 +29,19 @@ Update = tuple[Any, str]
 #: Rescale multiplier ``(f(x) - f(x0)) / (x - x0)`` (captum: 1e-10); such an element's
 #: contribution ``(x - x0) * multiplier`` is then below 1e-7 times the slope
 DEEPLIFT_EPS = 1e-7
+#: DeepLIFT's max rule: values within this fraction of their row's largest ``|value|`` below a
+#: window's maximum are tied with it (their difference is float rounding: a constant
+#: baseline's activations come out of the kernels a few ulp apart, differently for another
+#: chunk size or framework), so that the routing does not depend on the rounding
+DEEPLIFT_TIES = 1e-5
+#: the most peeling rounds that look for a window's tied values (a window of more tied values,
+#: a flat global max, keeps the rest apart by their rounding)
+MAX_TIE_ROUNDS = 256
 
 __all__ = [
     "DEEPLIFT_EPS",
+    "DEEPLIFT_TIES",
+    "MAX_TIE_ROUNDS",
     "CamFacet",
     "CamLayer",
     "EvalFacet",

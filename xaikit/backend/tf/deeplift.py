@@ -32,10 +32,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from xaikit.backend.base import T
-from xaikit.backend.facets import DEEPLIFT_EPS
+from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.tf.cam import _call_attr, _restore
 from xaikit.backend.tf.errors import unreachable_inputs
@@ -43,7 +44,7 @@ from xaikit.backend.tf.layers import all_layers
 from xaikit.backend.tf.steps import Traced
 from xaikit.errors import XaikitValueError
 
-__all__ = ["EPS", "deeplift_layers", "deeplift_step"]
+__all__ = ["EPS", "deeplift_layers", "deeplift_step", "max_rule", "rescale", "snap_ties"]
 
 #: ``|x - x0|`` below which the plain derivative replaces the Rescale multiplier
 EPS = DEEPLIFT_EPS
@@ -52,11 +53,9 @@ EPS = DEEPLIFT_EPS
 _NOT_ELEMENTWISE = ("linear", "softmax", "log_softmax", "glu", "sparsemax")
 #: layers that are an elementwise nonlinearity
 _ACTIVATION_LAYERS = (keras.layers.ReLU, keras.layers.LeakyReLU, keras.layers.ELU, keras.layers.PReLU)
-#: layers that are a max over windows or axes (the batch axis kept)
-_MAX_LAYERS = (
-    keras.layers.MaxPooling1D,
-    keras.layers.MaxPooling2D,
-    keras.layers.MaxPooling3D,
+#: layers that are a max over windows, or over the spatial axes (the batch axis kept)
+_MAX_LAYERS = (keras.layers.MaxPooling1D, keras.layers.MaxPooling2D, keras.layers.MaxPooling3D)
+_GLOBAL_MAX_LAYERS = (
     keras.layers.GlobalMaxPooling1D,
     keras.layers.GlobalMaxPooling2D,
     keras.layers.GlobalMaxPooling3D,
@@ -108,47 +107,109 @@ def rescale(fn: Callable[[T], T]) -> Callable[[T], T]:
     return rule  # type: ignore[no-any-return]
 
 
-def max_rule(fn: Callable[[T], T]) -> Callable[[T], T]:
-    """``fn`` (a max that keeps the batch axis) on the 2n rows [inputs; baselines], whose
-    gradient routes ``max(y, y0) - y0`` through the input's argmax and ``y - max(y, y0)``
-    through the baseline's, divided by ``a - a0`` (the plain gradient where tiny); zero for
-    the baselines' rows."""
+def snap_ties(fn: Callable[[T], T], a: T, y: T, rounds: int | None = None, axes: Any = None) -> T:
+    """``a`` with every value within ``DEEPLIFT_TIES`` (of its row's largest ``|a|``) of the
+    maximum ``y`` of a window it belongs to raised to that maximum, so that near-ties float
+    rounding alone tells apart become exact ties, broken by the max's own gradient (the first
+    position of a max-pooling window; a global max shares them), as in torch
+    (:func:`xaikit.backend.torch.deeplift.snap_ties`). A global max over ``axes`` compares with
+    its maximum directly; a pooling window of ``rounds`` values is peeled ``rounds`` times."""
+    rank = len(a.shape)
+    scale = tf.reduce_max(tf.abs(tf.reshape(a, (tf.shape(a)[0], -1))), axis=1)
+    if axes is not None:
+        top = tf.reduce_max(a, axis=axes, keepdims=True)
+        tol = DEEPLIFT_TIES * tf.reshape(scale, [-1] + [1] * (rank - 1))
+        return tf.where(a >= top - tol, top, a)
+    tol = DEEPLIFT_TIES * tf.reshape(scale, [-1] + [1] * (len(y.shape) - 1))
+    low = tf.reduce_min(a) - 1  # below every value: a masked position is never a maximum again
+    masked, snapped = a, a
+    for _ in range(min(int(rounds or 1), MAX_TIE_ROUNDS)):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(masked)
+            found = fn(masked)
+        weight = tf.cast((found >= y - tol) & (found > low), a.dtype)
+        count = tape.gradient(found, masked, output_gradients=weight)
+        value = tape.gradient(found, masked, output_gradients=weight * y)
+        del tape
+        hit = count > 0
+        snapped = tf.where(hit, value / tf.where(hit, count, tf.ones_like(count)), snapped)
+        masked = tf.where(hit, tf.fill(tf.shape(a), low), masked)
+    return snapped
 
-    @tf.custom_gradient  # type: ignore[misc]
-    def rule(a: T) -> Any:
-        y = fn(a)
 
-        def grad(dy: T, variables: Any = None) -> Any:
-            (ax, a0), (yx, y0), (gx, _g0) = _halves(a), _halves(y), _halves(dy)
-            top = tf.maximum(yx, y0)
-            with tf.GradientTape(persistent=True) as tape:
-                tape.watch(ax)
-                tape.watch(a0)
-                px, p0 = fn(ax), fn(a0)
-            routed = tape.gradient(px, ax, output_gradients=gx * (top - y0))
-            routed += tape.gradient(p0, a0, output_gradients=gx * (yx - top))
-            plain = tape.gradient(px, ax, output_gradients=gx)
-            del tape
-            small, safe = _where_small(ax - a0)
-            gx = tf.where(small, plain, routed / safe)
-            return _grads(tf.concat([gx, tf.zeros_like(a0)], 0), variables)
+def max_rule(rounds: int | None = None, axes: Any = None) -> Callable[[Callable[[T], T]], Callable[[T], T]]:
+    """The rule of a max that keeps the batch axis (a pooling window of ``rounds`` values, or a
+    global max over ``axes``): ``fn`` on the 2n rows [inputs; baselines], whose gradient routes
+    ``max(y, y0) - y0`` through the input's argmax and ``y - max(y, y0)`` through the
+    baseline's (near-ties made exact first: :func:`snap_ties`), divided by ``a - a0`` (the plain
+    gradient where tiny); zero for the baselines' rows."""
 
-        return y, grad
+    def make(fn: Callable[[T], T]) -> Callable[[T], T]:
+        @tf.custom_gradient  # type: ignore[misc]
+        def rule(a: T) -> Any:
+            y = fn(a)
 
-    return rule  # type: ignore[no-any-return]
+            def grad(dy: T, variables: Any = None) -> Any:
+                snapped = snap_ties(fn, a, y, rounds, axes)
+                (sx, s0), (ax, a0), (yx, y0), (gx, _g0) = (
+                    _halves(snapped),
+                    _halves(a),
+                    _halves(y),
+                    _halves(dy),
+                )
+                top = tf.maximum(yx, y0)
+                with tf.GradientTape(persistent=True) as tape:
+                    tape.watch(sx)
+                    tape.watch(s0)
+                    px, p0 = fn(sx), fn(s0)
+                routed = tape.gradient(px, sx, output_gradients=gx * (top - y0))
+                routed += tape.gradient(p0, s0, output_gradients=gx * (yx - top))
+                plain = tape.gradient(px, sx, output_gradients=gx)
+                del tape
+                small, safe = _where_small(ax - a0)
+                gx = tf.where(small, plain, routed / safe)
+                return _grads(tf.concat([gx, tf.zeros_like(a0)], 0), variables)
+
+            return y, grad
+
+        return rule  # type: ignore[no-any-return]
+
+    return make
 
 
 def _elementwise(fn: Any) -> bool:
     return callable(fn) and getattr(fn, "__name__", "") not in _NOT_ELEMENTWISE
 
 
-def _wrapped(own_call: Any, rule: Callable[[Callable[[T], T]], Callable[[T], T]]) -> Any:
-    """A layer ``call`` that runs the layer's own call on its first argument through ``rule``."""
+Rule = Callable[[Callable[[T], T]], Callable[[T], T]]
+
+
+def _wrapped(own_call: Any, rule: Callable[[T], Rule]) -> Any:
+    """A layer ``call`` that runs the layer's own call on its first argument through the rule
+    ``rule(inputs)`` gives."""
 
     def call(inputs: T, *args: Any, **kwargs: Any) -> Any:
-        return rule(lambda t: own_call(t, *args, **kwargs))(inputs)
+        return rule(inputs)(lambda t: own_call(t, *args, **kwargs))(inputs)
 
     return call
+
+
+def _rule_of(layer: Any) -> Callable[[T], Rule] | None:
+    """The rule for a layer's ``call`` (given its input), or None: its activation, if any."""
+    if isinstance(layer, _ACTIVATION_LAYERS):
+        return lambda _: rescale
+    if isinstance(layer, _GLOBAL_MAX_LAYERS):
+        first = getattr(layer, "data_format", "channels_last") == "channels_first"
+
+        def global_axes(t: T) -> Rule:
+            rank = len(t.shape)
+            return max_rule(axes=list(range(2, rank)) if first else list(range(1, rank - 1)))
+
+        return global_axes
+    if isinstance(layer, _MAX_LAYERS):
+        window = int(np.prod(layer.pool_size))
+        return lambda _: max_rule(rounds=window)
+    return None
 
 
 @contextlib.contextmanager
@@ -159,13 +220,7 @@ def deeplift_layers(model: Any) -> Iterator[int]:
     swapped: list[tuple[Any, str, Any, bool]] = []  # (layer, attribute, own value, had its own)
     try:
         for la in all_layers(model):
-            rule = (
-                rescale
-                if isinstance(la, _ACTIVATION_LAYERS)
-                else max_rule
-                if isinstance(la, _MAX_LAYERS)
-                else None
-            )
+            rule = _rule_of(la)
             if rule is not None:
                 attr = _call_attr(la)
                 swapped.append((la, attr, la.__dict__.get(attr), attr in la.__dict__))

@@ -49,13 +49,13 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from xaikit.backend.base import T
-from xaikit.backend.facets import DEEPLIFT_EPS
+from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.torch.grads import input_grads
 from xaikit.backend.torch.nonlinear import RELUS
 from xaikit.errors import XaikitValueError
 
-__all__ = ["EPS", "DeepLiftMode", "deeplift_step"]
+__all__ = ["EPS", "DeepLiftMode", "deeplift_step", "snap_ties"]
 
 #: ``|x - x0|`` below which an elementwise nonlinearity (and a max) uses its plain derivative
 #: instead of the Rescale multiplier (:data:`~xaikit.backend.facets.DEEPLIFT_EPS`)
@@ -165,20 +165,58 @@ class _Rescale(torch.autograd.Function):
         return torch.cat([gx * mult, torch.zeros_like(g0)]), None
 
 
+def _values(out: Any) -> torch.Tensor:
+    """A max's values (without the indices some return)."""
+    return out if isinstance(out, torch.Tensor) else out[0]
+
+
+def _graph(fn: Callable[[T], Any], a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(leaf, values)``: the max of a fresh leaf holding ``a``, with its autograd graph."""
+    with torch.enable_grad():
+        leaf = a.detach().requires_grad_(True)
+        return leaf, _values(fn(leaf))
+
+
+def snap_ties(fn: Callable[[T], Any], a: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``a`` with every value within ``DEEPLIFT_TIES`` (of its row's largest ``|a|``) of the
+    maximum ``y`` of a window it belongs to raised to that maximum: near-ties that float
+    rounding alone tells apart (a constant baseline's activations, computed by other kernels
+    for another chunk size) become exact ties, which the max's own gradient breaks by a fixed
+    rule (the first position of a max-pooling window; ``amax`` shares them). Found by peeling:
+    each round masks the positions the last round's maxima came from, at most
+    :data:`MAX_TIE_ROUNDS` rounds."""
+    rows = int(a.shape[0])
+    tol = DEEPLIFT_TIES * a.abs().reshape(rows, -1).amax(1).reshape(rows, *([1] * (y.dim() - 1)))
+    low = a.min() - 1  # below every value: a masked position is never a maximum again
+    masked, snapped = a, a.clone()
+    for r in range(MAX_TIE_ROUNDS):
+        leaf, found = _graph(fn, masked)
+        active = (found >= y - tol) & (found > low)  # the window's next maximum is (near-)tied
+        if r and not bool(active.any()):
+            break
+        weight = active.to(a.dtype)
+        (count,) = torch.autograd.grad(found, leaf, weight, retain_graph=True)
+        (value,) = torch.autograd.grad(found, leaf, weight * y)
+        hit = count > 0
+        snapped = torch.where(hit, value / torch.where(hit, count, 1.0), snapped)
+        masked = torch.where(hit, low, masked)
+    return snapped
+
+
 class _MaxRule(torch.autograd.Function):
     """``out = fn(a)`` (a max that keeps the batch axis; a tuple with indices too) on the 2n rows
     [inputs; baselines]; backward: ``g * (max(y, y0) - y0)`` routed through the input's argmax
-    plus ``g * (y - max(y, y0))`` through the baseline's, divided by ``a - a0`` (the plain
-    gradient where ``|a - a0| < EPS``); the baselines' rows get none."""
+    plus ``g * (y - max(y, y0))`` through the baseline's (near-ties made exact first:
+    :func:`snap_ties`), divided by ``a - a0`` (the plain gradient where ``|a - a0| < EPS``);
+    the baselines' rows get none."""
 
     @staticmethod
     def forward(ctx: Any, a: torch.Tensor, fn: Callable[[T], Any]) -> Any:
-        with torch.enable_grad():
-            leaf = a.detach().requires_grad_(True)
-            out = fn(leaf)
-        values = out if isinstance(out, torch.Tensor) else out[0]
-        ctx.leaf, ctx.values = leaf, values  # the max's own graph, for the routing in backward
+        out = fn(a)
+        values = _values(out)
+        ctx.fn, ctx.values = fn, values
         ctx.paired = values.dim() >= 1 and values.shape[0] == a.shape[0]
+        ctx.save_for_backward(a)  # an input written in place afterwards is an error, as in autograd
         y = values.detach().clone()  # a copy: the caller may write it in place (a ReLU after it)
         if isinstance(out, torch.Tensor):
             return y
@@ -188,20 +226,23 @@ class _MaxRule(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple[torch.Tensor, None]:
-        leaf, values = ctx.leaf, ctx.values
+        (a,) = ctx.saved_tensors
+        values = ctx.values
         if not ctx.paired:  # a max over the batch axis: no pairs to compare, the plain gradient
-            (plain,) = torch.autograd.grad(values, leaf, grad)
+            leaf, found = _graph(ctx.fn, a)
+            (plain,) = torch.autograd.grad(found, leaf, grad)
             return plain, None
+        leaf, found = _graph(ctx.fn, snap_ties(ctx.fn, a, values))
         gx, _g0 = _split(grad)
-        yx, y0 = _split(values.detach())
+        yx, y0 = _split(values)
         top = torch.maximum(yx, y0)
         zeros = torch.zeros_like(gx)
         (routed,) = torch.autograd.grad(
-            values, leaf, torch.cat([gx * (top - y0), gx * (yx - top)]), retain_graph=True
+            found, leaf, torch.cat([gx * (top - y0), gx * (yx - top)]), retain_graph=True
         )
-        (plain,) = torch.autograd.grad(values, leaf, torch.cat([gx, zeros]))
+        (plain,) = torch.autograd.grad(found, leaf, torch.cat([gx, zeros]))
         rx, r0 = _split(routed)
-        ax, a0 = _split(leaf.detach())
+        ax, a0 = _split(a)
         d = ax - a0
         small = d.abs() < EPS
         mult = torch.where(small, _split(plain)[0], (rx + r0) / torch.where(small, 1.0, d))
