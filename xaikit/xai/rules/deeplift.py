@@ -139,7 +139,7 @@ def _check_deepliftshap(options: dict[str, Any]) -> None:
 
 
 def _result(call: Call, values: list[np.ndarray], delta: np.ndarray, chunks: list[int]) -> Explained:
-    arrays = call.inp.to_user([v.astype(np.float32) for v in values])
+    arrays = call.inp.to_user([v.astype(call.inp.dtype) for v in values])
     return Explained(arrays, delta if call.with_delta else None, chunks)
 
 
