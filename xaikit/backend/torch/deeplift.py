@@ -45,14 +45,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.torch.grads import input_grads
-from xaikit.backend.torch.nonlinear import RELUS
+from xaikit.backend.torch.nonlinear import ELEMENTWISE, IN_PLACE, MAXES
 from xaikit.errors import XaikitValueError
 
 __all__ = ["EPS", "DeepLiftMode", "deeplift_step", "snap_ties"]
@@ -62,47 +61,10 @@ __all__ = ["EPS", "DeepLiftMode", "deeplift_step", "snap_ties"]
 EPS = DEEPLIFT_EPS
 
 
-def _fns(*names: str, where: Any = F) -> list[Any]:
-    """The functions of ``where`` with these names that this torch has."""
-    return [getattr(where, n) for n in names if hasattr(where, n)]
-
-
-#: elementwise nonlinearities that compute out of place
-_ELEMENTWISE = [
-    *RELUS,
-    *_fns("sigmoid", "tanh", "exp", "prelu", "selu", "celu", "rrelu", where=torch),
-    *_fns("sigmoid", "tanh", "exp", "relu", where=torch.Tensor),
-    *_fns(
-        "sigmoid", "tanh", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "gelu", "silu",
-        "mish", "hardswish", "hardsigmoid", "softplus", "softsign", "logsigmoid", "prelu",
-    ),
-    *_fns("expit", where=torch.special),
-]  # fmt: skip
-#: in-place elementwise nonlinearities and the out-of-place function each computes
-_IN_PLACE: dict[Any, Any] = {
-    f: twin
-    for f, twin in [
-        *[(getattr(torch, f"{n}_", None), getattr(torch, n)) for n in ("relu", "sigmoid", "tanh", "exp", "selu", "celu")],
-        *[(getattr(torch.Tensor, f"{n}_", None), getattr(torch, n)) for n in ("relu", "sigmoid", "tanh", "exp")],
-        *[(getattr(F, f"{n}_", None), getattr(F, n)) for n in ("relu", "elu", "selu", "celu", "leaky_relu", "hardtanh")],
-    ]
-    if f is not None
-}  # fmt: skip
-#: maxima over windows or dimensions that keep the batch axis
-_MAXES = [
-    *_fns(
-        "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
-        "max_pool3d_with_indices", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
-        "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
-        "adaptive_max_pool3d_with_indices",
-    ),
-    *_fns("max_pool1d", "max_pool2d", "max_pool3d", "amax", "max", where=torch),
-    *_fns("amax", "max", where=torch.Tensor),
-]  # fmt: skip
 _KIND: dict[Any, str] = {
-    **dict.fromkeys(_ELEMENTWISE, "elementwise"),
-    **dict.fromkeys(_IN_PLACE, "elementwise"),
-    **dict.fromkeys(_MAXES, "max"),
+    **dict.fromkeys(ELEMENTWISE, "elementwise"),
+    **dict.fromkeys(IN_PLACE, "elementwise"),
+    **dict.fromkeys(MAXES, "max"),
 }
 #: the signatures of the Python functions with an ``inplace`` argument (read once)
 _SIGNATURES: dict[Any, inspect.Signature | None] = {}
@@ -121,8 +83,8 @@ def _signature(func: Any) -> inspect.Signature | None:
 def _out_of_place(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Callable[[T], T], bool]:
     """``(fn, in_place)``: ``fn(t)`` computes the call ``func(*args, **kwargs)`` on ``t`` in
     place of its first argument, out of place; ``in_place``: the call was to write its input."""
-    if func in _IN_PLACE:
-        twin, rest = _IN_PLACE[func], tuple(args[1:])
+    if func in IN_PLACE:
+        twin, rest = IN_PLACE[func], tuple(args[1:])
         return (lambda t: twin(t, *rest, **kwargs)), True
     sig = _signature(func)
     if sig is None:
