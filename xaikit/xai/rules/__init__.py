@@ -12,7 +12,8 @@ Each runs one modified backward pass per chunk of rows through the backend's rel
 """
 
 # the records register when imported, in this order (the order of tables and docs)
-from xaikit.xai.rules import deeplift, lrp, modified  # noqa: F401
+from xaikit.xai.rules import lrp, modified  # noqa: F401, I001
+from xaikit.xai.rules import deeplift  # noqa: F401  (registered after LRP and guided backprop)
 from xaikit.xai.rules.spec import (
     COMPOSITES,
     AlphaBeta,

@@ -183,7 +183,7 @@ register_method(
     Method(
         "deepliftshap", "rules", "DeepLiftShap", run_deepliftshap, {"baselines": None, "nsamples": None},
         aliases=("deep_lift_shap", "deepshap", "deep_shap"), noise=True, delta=True, check=_check_deepliftshap,
-        reference=f"{_SHRIKUMAR}; Lundberg & Lee, 2017, https://arxiv.org/abs/1705.07874",
+        reference="Lundberg & Lee, 2017, https://arxiv.org/abs/1705.07874",
         summary="DeepLIFT averaged over reference samples: SHAP values of a network, approximately",
     )
 )  # fmt: skip
