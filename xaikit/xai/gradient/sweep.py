@@ -197,8 +197,9 @@ def reference_set(
     inp: Inputs, references: Any, option: str = "baseline", method: str = "expected_gradients"
 ) -> list[T]:
     """The reference samples of each model input, (N, ...) in the model's layout on its device:
-    ``references`` checked (an array of N samples in the caller's layout, a list of them for
-    several inputs), or the batch itself (None). ``option`` and ``method`` name them in the
+    ``references`` checked (an array of N samples in the caller's layout, or already in the
+    model's when the inputs were moved to it; a list of them for several inputs), or the batch
+    itself (None). ``option`` and ``method`` name them in the
     messages (Expected Gradients' ``baseline``, DeepLiftShap's ``baselines``)."""
     bk = inp.bk
     if references is None:
@@ -217,15 +218,18 @@ def reference_set(
                 f"for model input {key!r}; got {describe(ref)}"
             )
         arr = np.asarray(bk.to_numpy(ref) if bk.is_tensor(ref) else ref, dtype=np.float64)
-        want = move_back(np.empty((1, *(int(d) for d in x.shape[1:]))), how).shape[1:]
-        if arr.ndim != len(want) + 1 or arr.shape[1:] != want or arr.shape[0] < 1:
+        own = tuple(int(d) for d in x.shape[1:])  # the model's layout
+        want = move_back(np.empty((1, *own)), how).shape[1:]  # the caller's
+        if arr.ndim != len(want) + 1 or arr.shape[0] < 1 or arr.shape[1:] not in (want, own):
             raise XaikitValueError(
                 f"{option} of {method} must be reference samples shaped (N, "
                 f"{', '.join(map(str, want))}) like model input {key!r}'s samples; got {describe(ref)}"
             )
         if not np.all(np.isfinite(arr)):
             raise XaikitValueError(f"{option} of {method} holds NaN or infinite values ({key!r})")
-        refs.append(bk.as_tensor(move(arr, how), getattr(x, "device", None), inp.dtype))
+        if arr.shape[1:] == want:  # the caller's layout (which the model's may equal)
+            arr = move(arr, how)
+        refs.append(bk.as_tensor(arr, getattr(x, "device", None), inp.dtype))
     sizes = [int(r.shape[0]) for r in refs]
     if len(set(sizes)) > 1:
         raise XaikitValueError(
