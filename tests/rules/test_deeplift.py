@@ -412,6 +412,19 @@ def test_captum_misses_functional_and_per_call_relus_issue_1082(rng: np.random.G
         assert _relative(their_delta, f) > 1e-2
 
 
+def test_a_torch_export_program_equals_its_eager_model(rng: np.random.Generator) -> None:
+    """The module of a torch.export program calls the aten ops (aten.relu, aten.max_pool2d...),
+    which the mode rescales as it does the functions of the eager model."""
+    torch.manual_seed(0)
+    model = TorchCNN().eval()
+    x = images("torch", rng)
+    program = torch.export.export(model, (torch.tensor(x),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    eager, delta = xk.xai.explain(model, x, target=1, method="deeplift", baseline="blur", return_delta=True)
+    exported = xk.xai.explain(program.module(), x, target=1, method="deeplift", baseline="blur")
+    np.testing.assert_allclose(exported, eager, rtol=0, atol=1e-6 * np.abs(eager).max())
+    assert np.abs(delta).max() < 1e-5
+
+
 # ---- torch == Keras --------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("overlap", [False, True])
@@ -559,6 +572,22 @@ def test_deepliftshap_draws_are_seeded_and_without_repeats(rng: np.random.Genera
     # nsamples = N: every reference, whatever the seed
     every = xk.xai.explain(model, x, target=0, method="deepliftshap", baselines=refs, nsamples=6, seed=9)
     np.testing.assert_allclose(every, each.mean(axis=0), atol=1e-6 * np.abs(every).max())
+
+
+def test_a_reference_set_in_either_layout(rng: np.random.Generator) -> None:
+    """Images passed channel-last to a channel-first torch model are moved to it; the reference
+    set may come in the caller's layout or already in the model's."""
+    model = cnn("torch")
+    x = images("tf", rng, 2)  # channel-last: moved to the model's layout
+    refs = images("tf", np.random.default_rng(6), 3)
+    last = xk.xai.explain(model, x, target=0, method="deepliftshap", baselines=refs)
+    first = xk.xai.explain(model, x, target=0, method="deepliftshap", baselines=refs.transpose(0, 3, 1, 2))
+    assert last.shape == x.shape
+    np.testing.assert_array_equal(last, first)
+    direct = xk.xai.explain(
+        model, x.transpose(0, 3, 1, 2), target=0, method="deepliftshap", baselines=refs.transpose(0, 3, 1, 2)
+    )
+    np.testing.assert_allclose(last, direct.transpose(0, 2, 3, 1), atol=1e-7)
 
 
 def test_per_sample_model_kwargs_follow_the_baseline_rows(rng: np.random.Generator) -> None:
