@@ -18,7 +18,7 @@ from xaikit.xai._engine.display import to_display
 # ---- the registry ------------------------------------------------------------------------------
 def test_every_method_has_one_canonical_name_family_and_title() -> None:
     every = names.method_names()
-    assert len(set(every)) == len(every) == 24
+    assert len(set(every)) == len(every) == 26
     for m in every:
         assert names.canonical(m) == m
         assert names.canonical(names.title(m).upper()) == m  # a title names its method too
@@ -38,6 +38,8 @@ def test_every_method_has_one_canonical_name_family_and_title() -> None:
         "VarGrad": "vargrad",
         "blur-ig": "blur_ig",
         "Guided IG": "guided_ig",
+        "DeepLIFT": "deeplift",
+        "Deep-SHAP": "deepliftshap",
     }
     for alias, name in aliases.items():
         assert names.canonical(alias) == name

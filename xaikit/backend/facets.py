@@ -25,7 +25,23 @@ T = Any  # a framework tensor
 #: one optimizer step: the model whose trainable weights minimize the (mean of the) loss key
 Update = tuple[Any, str]
 
+#: DeepLIFT: ``|x - x0|`` below which a nonlinearity uses its plain derivative instead of the
+#: Rescale multiplier ``(f(x) - f(x0)) / (x - x0)`` (captum: 1e-10); such an element's
+#: contribution ``(x - x0) * multiplier`` is then below 1e-7 times the slope
+DEEPLIFT_EPS = 1e-7
+#: DeepLIFT's max rule: values within this fraction of their row's largest ``|value|`` below a
+#: window's maximum are tied with it (their difference is float rounding: a constant
+#: baseline's activations come out of the kernels a few ulp apart, differently for another
+#: chunk size or framework), so that the routing does not depend on the rounding
+DEEPLIFT_TIES = 1e-5
+#: the most peeling rounds that look for a window's tied values (a window of more tied values,
+#: a flat global max, keeps the rest apart by their rounding)
+MAX_TIE_ROUNDS = 256
+
 __all__ = [
+    "DEEPLIFT_EPS",
+    "DEEPLIFT_TIES",
+    "MAX_TIE_ROUNDS",
     "CamFacet",
     "CamLayer",
     "EvalFacet",
@@ -282,9 +298,11 @@ class RelevanceFacet(abc.ABC):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> tuple[list[T], T, T]:
-        """DeepLIFT (Rescale rule) of a chunk of rows against one baseline row each:
+        """DeepLIFT (Rescale rule) of a chunk of n rows against one baseline row each:
         ``(attributions per input, f(x) target scores, f(baseline) target scores)``; the
-        attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``."""
+        attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``
+        where every nonlinearity has a rule. The 2n rows [inputs; baselines] run as one batch,
+        so ``model_kwargs`` are those of the 2n rows (a per-sample value given twice)."""
 
     @abc.abstractmethod
     def modified_step(

@@ -31,6 +31,7 @@ KINDS = {
     "cam_grad": "a layer's activations and the scores' gradient with respect to them (Grad-CAM family)",
     "cam_acts": "a layer's activations (Eigen-CAM, Score-CAM)",
     "guided": "guided-backpropagation input gradients (Guided Grad-CAM)",
+    "deeplift": "DeepLIFT attributions of a chunk of rows and their baseline rows",
 }
 
 

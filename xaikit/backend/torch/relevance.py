@@ -20,16 +20,10 @@ from torch.overrides import TorchFunctionMode
 from xaikit.backend.base import T
 from xaikit.backend.facets import RelevanceFacet
 from xaikit.backend.torch.forms import compiled_module, hook_refusal
+from xaikit.backend.torch.nonlinear import RELUS as _RELUS
 from xaikit.errors import XaikitValueError
 
 __all__ = ["Relevance", "ReluMode", "guided_grads"]
-
-#: the functions that compute a ReLU (out of place and in place; the aten ops: what the module of
-#: a torch.export program calls)
-_RELUS = (
-    torch.relu, torch.relu_, torch.nn.functional.relu, torch.Tensor.relu, torch.Tensor.relu_,
-    torch.ops.aten.relu.default, torch.ops.aten.relu_.default,
-)  # fmt: skip
 
 
 class _GuidedRelu(torch.autograd.Function):

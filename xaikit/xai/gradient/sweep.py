@@ -193,43 +193,60 @@ def attribute(
     return Attribution(arrays, delta, result.chunks, result.layout)
 
 
+def reference_set(
+    inp: Inputs, references: Any, option: str = "baseline", method: str = "expected_gradients"
+) -> list[T]:
+    """The reference samples of each model input, (N, ...) in the model's layout on its device:
+    ``references`` checked (an array of N samples in the caller's layout, or already in the
+    model's when the inputs were moved to it; a list of them for several inputs), or the batch
+    itself (None). ``option`` and ``method`` name them in the
+    messages (Expected Gradients' ``baseline``, DeepLiftShap's ``baselines``)."""
+    bk = inp.bk
+    if references is None:
+        return list(inp.tensors)
+    given = list(references) if isinstance(references, (list, tuple)) and len(inp.keys) > 1 else [references]
+    if len(given) != len(inp.keys):
+        raise XaikitValueError(
+            f"{option} (the reference set of {method}) must have one array per model "
+            f"input ({len(inp.keys)}); got {len(given)}"
+        )
+    refs = []
+    for key, ref, x, how in zip(inp.keys, given, inp.tensors, inp.moves):
+        if isinstance(ref, str) or ref is None:
+            raise XaikitTypeError(
+                f"{option} of {method} must be an array of reference samples (N, ...) "
+                f"for model input {key!r}; got {describe(ref)}"
+            )
+        arr = np.asarray(bk.to_numpy(ref) if bk.is_tensor(ref) else ref, dtype=np.float64)
+        own = tuple(int(d) for d in x.shape[1:])  # the model's layout
+        want = move_back(np.empty((1, *own)), how).shape[1:]  # the caller's
+        if arr.ndim != len(want) + 1 or arr.shape[0] < 1 or arr.shape[1:] not in (want, own):
+            raise XaikitValueError(
+                f"{option} of {method} must be reference samples shaped (N, "
+                f"{', '.join(map(str, want))}) like model input {key!r}'s samples; got {describe(ref)}"
+            )
+        if not np.all(np.isfinite(arr)):
+            raise XaikitValueError(f"{option} of {method} holds NaN or infinite values ({key!r})")
+        if arr.shape[1:] == want:  # the caller's layout (which the model's may equal)
+            arr = move(arr, how)
+        refs.append(bk.as_tensor(arr, getattr(x, "device", None), inp.dtype))
+    sizes = [int(r.shape[0]) for r in refs]
+    if len(set(sizes)) > 1:
+        raise XaikitValueError(
+            f"{option} of {method} must hold the same number of reference samples N for every model "
+            f"input (reference n of each input is one sample); got N = {sizes}"
+        )
+    return refs
+
+
 def _reference_draws(inp: Inputs, references: Any, seed: int) -> tuple[Any, Any]:
     """Expected Gradients' draws: ``(baselines(s), factors(s))``, for noise sample s one
     reference row per sample (uniform over the N references) and one position on the straight
     path from it to the input (uniform in [0, 1)), both from the call's seed alone (so results do
     not depend on the chunking). ``references`` is an array of N samples (caller's layout), a
-    list of them for several inputs, or None (the batch itself)."""
+    list of them for several inputs, or None (the batch itself): :func:`reference_set`."""
     bk = inp.bk
-    if references is None:
-        refs = list(inp.tensors)
-    else:
-        given = (
-            list(references) if isinstance(references, (list, tuple)) and len(inp.keys) > 1 else [references]
-        )
-        if len(given) != len(inp.keys):
-            raise XaikitValueError(
-                f"baseline (the reference set of expected_gradients) must have one array per model "
-                f"input ({len(inp.keys)}); got {len(given)}"
-            )
-        refs = []
-        for key, ref, x, how in zip(inp.keys, given, inp.tensors, inp.moves):
-            if isinstance(ref, str) or ref is None:
-                raise XaikitTypeError(
-                    f"baseline of expected_gradients must be an array of reference samples (N, ...) "
-                    f"for model input {key!r}; got {describe(ref)}"
-                )
-            arr = np.asarray(bk.to_numpy(ref) if bk.is_tensor(ref) else ref, dtype=np.float64)
-            want = move_back(np.empty((1, *(int(d) for d in x.shape[1:]))), how).shape[1:]
-            if arr.ndim != len(want) + 1 or arr.shape[1:] != want or arr.shape[0] < 1:
-                raise XaikitValueError(
-                    f"baseline of expected_gradients must be reference samples shaped (N, "
-                    f"{', '.join(map(str, want))}) like model input {key!r}'s samples; got {describe(ref)}"
-                )
-            if not np.all(np.isfinite(arr)):
-                raise XaikitValueError(
-                    f"baseline of expected_gradients holds NaN or infinite values ({key!r})"
-                )
-            refs.append(bk.as_tensor(move(arr, how), getattr(x, "device", None), inp.dtype))
+    refs = reference_set(inp, references)
     n_refs, batch = int(refs[0].shape[0]), inp.batch
     device = getattr(inp.tensors[0], "device", None)
 

@@ -1,0 +1,312 @@
+"""DeepLIFT with the Rescale rule (Shrikumar et al., 2017, https://arxiv.org/abs/1704.02685) for
+Keras models: :func:`deeplift_step`, the backend step of ``bk.relevance.deeplift_step``.
+
+A chunk of n rows and their n baseline rows run as one batch of 2n rows (the inputs first, then
+the baselines) in one forward pass of a compiled step, and one backward pass from the inputs'
+target scores gives the multipliers; the attributions are ``(x - baseline) * multipliers``.
+
+While the step runs (and is traced), the nonlinear layers of the model, nested models included,
+compute through a ``tf.custom_gradient`` rule, swapped in a ``try``/``finally`` as the
+class-activation maps swap layer calls (:mod:`xaikit.backend.tf.cam`) and restored after:
+
+* an elementwise activation ``y = f(a)``: the fused ``activation=`` of a Dense or convolution
+  layer and of an ``Activation`` layer (every Keras activation but ``linear``, ``softmax``,
+  ``log_softmax``, ``glu`` and ``sparsemax``, which are not elementwise), and the ``ReLU``,
+  ``LeakyReLU``, ``ELU`` and ``PReLU`` layers: the gradient times the Rescale multiplier
+  ``(f(a) - f(a0)) / (a - a0)``, the plain derivative where ``|a - a0| <``
+  :data:`~xaikit.backend.facets.DEEPLIFT_EPS`;
+* ``MaxPooling1D/2D/3D`` and ``GlobalMaxPooling1D/2D/3D``: ``max(y, y0) - y0`` routed through the
+  input's argmax and ``y - max(y, y0)`` through the baseline's (the rule the torch step uses);
+* every other layer keeps its gradient (recurrent layers too: their gates multiply).
+
+An activation applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) or
+a plain TensorFlow function model cannot be reached and keeps its plain gradient; the
+completeness delta (``return_delta=True``) then shows what the sum misses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from xaikit.backend.base import T
+from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
+from xaikit.backend.outputs import as_matrix
+from xaikit.backend.tf.cam import _call_attr, _restore
+from xaikit.backend.tf.errors import unreachable_inputs
+from xaikit.backend.tf.layers import all_layers
+from xaikit.backend.tf.steps import Traced
+from xaikit.errors import XaikitValueError
+
+__all__ = ["EPS", "deeplift_layers", "deeplift_step", "max_rule", "rescale", "snap_ties"]
+
+#: ``|x - x0|`` below which the plain derivative replaces the Rescale multiplier
+EPS = DEEPLIFT_EPS
+
+#: Keras activations that are not elementwise, or are the identity: no rule
+_NOT_ELEMENTWISE = ("linear", "softmax", "log_softmax", "glu", "sparsemax")
+#: layers that are an elementwise nonlinearity
+_ACTIVATION_LAYERS = (keras.layers.ReLU, keras.layers.LeakyReLU, keras.layers.ELU, keras.layers.PReLU)
+#: layers that are a max over windows, or over the spatial axes (the batch axis kept)
+_MAX_LAYERS = (keras.layers.MaxPooling1D, keras.layers.MaxPooling2D, keras.layers.MaxPooling3D)
+_GLOBAL_MAX_LAYERS = (
+    keras.layers.GlobalMaxPooling1D,
+    keras.layers.GlobalMaxPooling2D,
+    keras.layers.GlobalMaxPooling3D,
+)
+
+#: the compiled steps per model: {(inputs, output, constant model arguments): step}
+_STEPS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = weakref.WeakKeyDictionary()
+
+
+def _halves(t: T) -> tuple[T, T]:
+    n = tf.shape(t)[0] // 2
+    return t[:n], t[n:]
+
+
+def _where_small(d: T) -> tuple[T, T]:
+    """``(small, safe)``: where ``|d| < EPS``, and ``d`` with 1 there (a safe divisor)."""
+    small = tf.abs(d) < tf.cast(EPS, d.dtype)
+    return small, tf.where(small, tf.ones_like(d), d)
+
+
+def _grads(out: T, variables: Any) -> Any:
+    """A custom gradient's return: the input's gradient, and none for the variables the rule's
+    function read (a PReLU's slopes)."""
+    if variables:
+        return out, [tf.zeros_like(v) for v in variables]
+    return out
+
+
+def rescale(fn: Callable[[T], T]) -> Callable[[T], T]:
+    """``fn`` (elementwise) on the 2n rows [inputs; baselines], whose gradient is the Rescale
+    rule's for the inputs' rows and zero for the baselines'."""
+
+    @tf.custom_gradient  # type: ignore[misc]
+    def rule(a: T) -> Any:
+        y = fn(a)
+
+        def grad(dy: T, variables: Any = None) -> Any:
+            (ax, a0), (yx, y0), (gx, g0) = _halves(a), _halves(y), _halves(dy)
+            with tf.GradientTape() as tape:
+                tape.watch(ax)
+                own = fn(ax)
+            plain = tape.gradient(own, ax, output_gradients=gx)
+            small, safe = _where_small(ax - a0)
+            gx = tf.where(small, plain, gx * (yx - y0) / safe)
+            return _grads(tf.concat([gx, tf.zeros_like(g0)], 0), variables)
+
+        return y, grad
+
+    return rule  # type: ignore[no-any-return]
+
+
+def snap_ties(fn: Callable[[T], T], a: T, y: T, rounds: int | None = None, axes: Any = None) -> T:
+    """``a`` with every value within ``DEEPLIFT_TIES`` (of its row's largest ``|a|``) of the
+    maximum ``y`` of a window it belongs to raised to that maximum, so that near-ties float
+    rounding alone tells apart become exact ties, broken by the max's own gradient (the first
+    position of a max-pooling window; a global max shares them), as in torch
+    (:func:`xaikit.backend.torch.deeplift.snap_ties`). A global max over ``axes`` compares with
+    its maximum directly; a pooling window of ``rounds`` values is peeled ``rounds`` times."""
+    rank = len(a.shape)
+    scale = tf.reduce_max(tf.abs(tf.reshape(a, (tf.shape(a)[0], -1))), axis=1)
+    if axes is not None:
+        top = tf.reduce_max(a, axis=axes, keepdims=True)
+        tol = DEEPLIFT_TIES * tf.reshape(scale, [-1] + [1] * (rank - 1))
+        return tf.where(a >= top - tol, top, a)
+    tol = DEEPLIFT_TIES * tf.reshape(scale, [-1] + [1] * (len(y.shape) - 1))
+    low = tf.reduce_min(a) - 1  # below every value: a masked position is never a maximum again
+    masked, snapped = a, a
+    for _ in range(min(int(rounds or 1), MAX_TIE_ROUNDS)):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(masked)
+            found = fn(masked)
+        weight = tf.cast((found >= y - tol) & (found > low), a.dtype)
+        count = tape.gradient(found, masked, output_gradients=weight)
+        value = tape.gradient(found, masked, output_gradients=weight * y)
+        del tape
+        hit = count > 0
+        snapped = tf.where(hit, value / tf.where(hit, count, tf.ones_like(count)), snapped)
+        masked = tf.where(hit, tf.fill(tf.shape(a), low), masked)
+    return snapped
+
+
+def max_rule(rounds: int | None = None, axes: Any = None) -> Callable[[Callable[[T], T]], Callable[[T], T]]:
+    """The rule of a max that keeps the batch axis (a pooling window of ``rounds`` values, or a
+    global max over ``axes``): ``fn`` on the 2n rows [inputs; baselines], whose gradient routes
+    ``max(y, y0) - y0`` through the input's argmax and ``y - max(y, y0)`` through the
+    baseline's (near-ties made exact first: :func:`snap_ties`), divided by ``a - a0`` (the plain
+    gradient where tiny); zero for the baselines' rows."""
+
+    def make(fn: Callable[[T], T]) -> Callable[[T], T]:
+        @tf.custom_gradient  # type: ignore[misc]
+        def rule(a: T) -> Any:
+            y = fn(a)
+
+            def grad(dy: T, variables: Any = None) -> Any:
+                snapped = snap_ties(fn, a, y, rounds, axes)
+                (sx, s0), (ax, a0), (yx, y0), (gx, _g0) = (
+                    _halves(snapped),
+                    _halves(a),
+                    _halves(y),
+                    _halves(dy),
+                )
+                top = tf.maximum(yx, y0)
+                with tf.GradientTape(persistent=True) as tape:
+                    tape.watch(sx)
+                    tape.watch(s0)
+                    px, p0 = fn(sx), fn(s0)
+                routed = tape.gradient(px, sx, output_gradients=gx * (top - y0))
+                routed += tape.gradient(p0, s0, output_gradients=gx * (yx - top))
+                plain = tape.gradient(px, sx, output_gradients=gx)
+                del tape
+                small, safe = _where_small(ax - a0)
+                gx = tf.where(small, plain, routed / safe)
+                return _grads(tf.concat([gx, tf.zeros_like(a0)], 0), variables)
+
+            return y, grad
+
+        return rule  # type: ignore[no-any-return]
+
+    return make
+
+
+def _elementwise(fn: Any) -> bool:
+    return callable(fn) and getattr(fn, "__name__", "") not in _NOT_ELEMENTWISE
+
+
+Rule = Callable[[Callable[[T], T]], Callable[[T], T]]
+
+
+def _wrapped(own_call: Any, rule: Callable[[T], Rule]) -> Any:
+    """A layer ``call`` that runs the layer's own call on its first argument through the rule
+    ``rule(inputs)`` gives."""
+
+    def call(inputs: T, *args: Any, **kwargs: Any) -> Any:
+        return rule(inputs)(lambda t: own_call(t, *args, **kwargs))(inputs)
+
+    return call
+
+
+def _rule_of(layer: Any) -> Callable[[T], Rule] | None:
+    """The rule for a layer's ``call`` (given its input), or None: its activation, if any."""
+    if isinstance(layer, _ACTIVATION_LAYERS):
+        return lambda _: rescale
+    if isinstance(layer, _GLOBAL_MAX_LAYERS):
+        first = getattr(layer, "data_format", "channels_last") == "channels_first"
+
+        def global_axes(t: T) -> Rule:
+            rank = len(t.shape)
+            return max_rule(axes=list(range(2, rank)) if first else list(range(1, rank - 1)))
+
+        return global_axes
+    if isinstance(layer, _MAX_LAYERS):
+        window = int(np.prod(layer.pool_size))
+        return lambda _: max_rule(rounds=window)
+    return None
+
+
+@contextlib.contextmanager
+def deeplift_layers(model: Any) -> Iterator[int]:
+    """Swap, for the duration of the block, the nonlinear layers' calls and activations for the
+    DeepLIFT rules (see the module), and yield how many were swapped; restore the model's own
+    attributes in a ``finally`` block."""
+    swapped: list[tuple[Any, str, Any, bool]] = []  # (layer, attribute, own value, had its own)
+    try:
+        for la in all_layers(model):
+            rule = _rule_of(la)
+            if rule is not None:
+                attr = _call_attr(la)
+                swapped.append((la, attr, la.__dict__.get(attr), attr in la.__dict__))
+                object.__setattr__(la, attr, _wrapped(getattr(la, attr), rule))
+                continue
+            act = getattr(la, "activation", None)
+            if act is not None and _elementwise(act) and not isinstance(la, keras.layers.RNN):
+                swapped.append((la, "activation", la.__dict__.get("activation"), "activation" in la.__dict__))
+                object.__setattr__(la, "activation", rescale(act))
+        yield len(swapped)
+    finally:
+        _restore(swapped)
+
+
+def _step(bk: Any, model: Any, n_inputs: int, output: int | str, static: dict[str, Any]) -> Traced:
+    """The compiled DeepLIFT step of ``model``, made once per model, number of inputs, output
+    and constant model arguments, traced (while the rules are swapped in) once per shape."""
+    from xaikit.backend.tf.core import _static_key, _weakrefable
+
+    key = (n_inputs, output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
+    try:
+        table = _STEPS.setdefault(model, {})
+    except TypeError:  # not weak-referenceable: a step for this call only
+        table = {}
+    if key in table:
+        return table[key]
+    holder = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
+
+    def body(inputs: list[T], baselines: list[T], targets: T, kw: dict[str, Any]) -> tuple[list[T], T, T]:
+        n = int(inputs[0].shape[0])
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            for x in inputs:
+                tape.watch(x)
+            rows = [tf.concat([x, tf.cast(b, x.dtype)], 0) for x, b in zip(inputs, baselines)]
+            out = as_matrix(bk.selected(bk._call(holder(), rows, {**kw, **static}), output, 2 * n))
+            picked = tf.gather(out, tf.concat([targets, targets], 0), axis=1, batch_dims=1)
+            scores = picked[:n]
+        grads = tape.gradient(scores, inputs)
+        missing = [i for i, g in enumerate(grads) if g is None]
+        if missing:  # an error for the caller (never a gradient of zeros)
+            step.fail(unreachable_inputs(holder(), missing, len(inputs)))
+            grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+        attributions = [(x - tf.cast(b, x.dtype)) * g for x, b, g in zip(inputs, baselines, grads)]
+        return attributions, scores, picked[n:]
+
+    step = Traced(body, bk.trace_counts, (id(model), "deeplift"))
+    table[key] = step
+    return step
+
+
+def deeplift_step(
+    bk: Any,
+    model: Any,
+    inputs: Sequence[T],
+    baselines: Sequence[T],
+    targets: T,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+) -> tuple[list[T], T, T]:
+    """DeepLIFT (Rescale rule) of n rows against one baseline row each.
+
+    Args:
+        bk: the TensorFlow backend.
+        model: the Keras model.
+        inputs: each model input's n rows.
+        baselines: each input's n baseline rows (the same shapes).
+        targets: int64 (n,) classes.
+        output: the model output explained.
+        model_kwargs: keyword arguments of the 2n rows [inputs; baselines] (a per-sample value
+            given twice, once for each half).
+
+    Returns:
+        ``(attributions per input, f(x) target scores (n,), f(baseline) target scores (n,))``;
+        the attributions are ``(x - baseline) * multipliers``.
+    """
+    if len(baselines) != len(inputs) or any(
+        tuple(b.shape) != tuple(x.shape) for x, b in zip(inputs, baselines)
+    ):
+        raise XaikitValueError(
+            "deeplift_step needs one baseline tensor per input with that input's shape; got "
+            f"inputs {[tuple(x.shape) for x in inputs]} and baselines {[tuple(b.shape) for b in baselines]}"
+        )
+    tensors, static = bk._split(model_kwargs)
+    step = _step(bk, model, len(inputs), output, static)
+    # The step is traced (and retraced) only while the rules are swapped in, so its graph is
+    # always DeepLIFT's; the model's own attributes are restored right after.
+    with deeplift_layers(model):
+        attributions, scores, base = step.run(list(inputs), list(baselines), targets, tensors)
+    return list(attributions), scores, base
