@@ -50,6 +50,7 @@ from torch.overrides import TorchFunctionMode
 from xaikit.backend.base import T
 from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
 from xaikit.backend.outputs import as_matrix
+from xaikit.backend.torch.forms import compiled_module, hook_refusal
 from xaikit.backend.torch.grads import input_grads
 from xaikit.backend.torch.nonlinear import ELEMENTWISE, IN_PLACE, MAXES
 from xaikit.errors import XaikitValueError
@@ -284,6 +285,11 @@ def deeplift_step(
             "deeplift_step needs one baseline tensor per input with that input's shape; got "
             f"inputs {[tuple(x.shape) for x in inputs]} and baselines {[tuple(b.shape) for b in baselines]}"
         )
+    refusal = hook_refusal(model, "DeepLIFT maps (deeplift, deepliftshap)")
+    if refusal is not None:  # TorchScript runs its graph without the Python calls the rules replace
+        raise refusal
+    inner = compiled_module(model)  # a torch.compile module: its eager module (same weights)
+    model = model if inner is None else inner
     n = int(inputs[0].shape[0])
     with torch.enable_grad():
         xs = [x.detach().requires_grad_(True) for x in inputs]
