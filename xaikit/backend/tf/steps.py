@@ -31,6 +31,8 @@ KINDS = {
     "cam_grad": "a layer's activations and the scores' gradient with respect to them (Grad-CAM family)",
     "cam_acts": "a layer's activations (Eigen-CAM, Score-CAM)",
     "guided": "guided-backpropagation input gradients (Guided Grad-CAM)",
+    "deconvnet": "deconvnet input gradients (each ReLU's backward: the ReLU of the gradient)",
+    "lrp": "LRP relevance of a chunk of rows (the layers' calls swapped for their rules' backward)",
 }
 
 
