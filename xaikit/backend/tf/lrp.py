@@ -1,0 +1,631 @@
+"""LRP, guided backprop and deconvnet on Keras models (TensorFlow): the steps of the relevance
+facet (:class:`~xaikit.backend.tf.relevance.Relevance`).
+
+LRP runs one backward pass whose "gradient" at each tensor ``a`` is its relevance over its
+value (``R = a * g``, see :mod:`xaikit.xai.rules.spec`). Inside the traced step, the ``call``
+of each layer that has a rule is swapped (``try``/``finally``, as the class-activation maps
+capture a layer: :mod:`xaikit.backend.tf.cam`) for a wrapper that runs the layer's own call and
+gives its output a ``tf.custom_gradient`` backward, the rule's:
+
+* convolutions (Conv1D/2D/3D, their transposes, DepthwiseConv1D/2D, SeparableConv1D/2D as a
+  depthwise then a pointwise map) and Dense: the rule on ``z = W x + b`` computed with the
+  layer's own operation and configuration (:mod:`xaikit.backend.tf.lrp_linear`); a fused
+  ``activation=`` is taken out of the layer's call while it runs, the rule reads the
+  pre-activation ``z``, and the activation then passes relevance like an activation layer;
+* activation layers (Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax) and fused activations:
+  ``pass`` (a plain ReLU: its plain gradient, which is the same);
+* BatchNormalization: merged into the convolution or dense layer whose output it normalizes
+  when the composite canonizes (the pair must be visible in a Sequential's layer order or a
+  Functional graph, the layer's output must feed only the BatchNorm, and the tensors must be
+  the same at run time), computed on the fly, the model's weights untouched; else ``pass``;
+* average pooling (global too): ``norm``; max pooling: its gradient;
+* Multiply (a gate, e.g. squeeze-excitation): every input but the largest gets a stopped
+  gradient, so the relevance goes to the gated signal.
+
+Everything else (sums, concatenation, reshapes, padding) keeps its plain gradient, which is
+LRP-0 in this convention. A rule that gives the input's relevance directly (flat, w-square,
+z^B) applies only to a layer that reads a model input: its relevance is kept aside and added to
+that input's ``x * g``; on another layer the step is refused, naming the layer. The model is the
+same object with the same attributes, weights and statistics after every call, also after an
+error. The steps are cached per model, composite, output and constant model arguments; the
+swapped calls exist only while a step is traced, so no other step sees them.
+
+Guided backprop delegates to :meth:`xaikit.backend.tf.cam.Cam.guided_step`; deconvnet is the
+same swap of ReLUs with the ReLU of the gradient as backward (:meth:`~xaikit.backend.tf.cam.Cam.relu_step`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from xaikit.backend.base import T
+from xaikit.backend.outputs import as_matrix
+from xaikit.backend.tf.cam import _call_attr, _is_relu, _relu_attr, _relu_layers, _restore
+from xaikit.backend.tf.errors import unreachable_inputs
+from xaikit.backend.tf.forms import model_form
+from xaikit.backend.tf.layers import all_layers, sublayers
+from xaikit.backend.tf.lrp_linear import Linear, backward, pass_grad, stab
+from xaikit.backend.tf.steps import Traced
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+
+__all__ = ["lrp_step", "modified_step"]
+
+_L = keras.layers
+#: the layer classes of each kind of :data:`xaikit.xai.rules.spec.KINDS`
+_CONV = (
+    _L.Conv1D, _L.Conv2D, _L.Conv3D, _L.Conv1DTranspose, _L.Conv2DTranspose, _L.Conv3DTranspose,
+    _L.DepthwiseConv1D, _L.DepthwiseConv2D, _L.SeparableConv1D, _L.SeparableConv2D,
+)  # fmt: skip
+_CLASSES: dict[str, tuple[type, ...]] = {
+    "conv": _CONV,
+    "dense": (_L.Dense,),
+    "avgpool": (
+        _L.AveragePooling1D, _L.AveragePooling2D, _L.AveragePooling3D,
+        _L.GlobalAveragePooling1D, _L.GlobalAveragePooling2D, _L.GlobalAveragePooling3D,
+    ),
+    "maxpool": (
+        _L.MaxPooling1D, _L.MaxPooling2D, _L.MaxPooling3D,
+        _L.GlobalMaxPooling1D, _L.GlobalMaxPooling2D, _L.GlobalMaxPooling3D,
+    ),
+    "batchnorm": (_L.BatchNormalization,),
+    "activation": (_L.Activation, _L.ReLU, _L.LeakyReLU, _L.PReLU, _L.ELU, _L.Softmax),
+}  # fmt: skip
+#: the rules each kind of layer takes
+_ALLOWED = {
+    "conv": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "gradient"),
+    "dense": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "gradient"),
+    "avgpool": ("norm", "epsilon", "gradient"),
+    "maxpool": ("norm", "gradient"),
+    "batchnorm": ("pass", "gradient"),
+    "activation": ("pass", "gradient"),
+    None: ("gradient",),
+}
+
+_STEPS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = weakref.WeakKeyDictionary()
+
+
+def kind_of(layer: Any) -> str | None:
+    """The layer's kind (``"conv"``, ``"dense"``, ``"avgpool"``, ``"maxpool"``,
+    ``"batchnorm"``, ``"activation"``), or None."""
+    for kind, classes in _CLASSES.items():
+        if isinstance(layer, classes):
+            return kind
+    return None
+
+
+# ---- which rule each layer gets ----------------------------------------------------------------
+class Assignment:
+    """The rules of a model's layers under a composite: ``rules[id(layer)]`` (the rule of a
+    separable convolution's pointwise part in ``pointwise``), checked before anything runs."""
+
+    def __init__(self, model: Any, comp: Any) -> None:
+        self.layers = all_layers(model)
+        leaves = [la for la in self.layers if not sublayers(la)]
+        if not leaves:
+            raise XaikitTypeError(
+                f"LRP needs a Keras model with layers (each layer gets a rule); got a {model_form(model)}. "
+                "Pass the Keras model itself (keras.models.load_model('model.keras')), or use a method "
+                "that needs no layer"
+            )
+        names = {str(la.name) for la in leaves}
+        unknown = sorted(set(comp.names) - names)
+        if unknown:
+            raise XaikitValueError(
+                f"composite names {unknown} match no layer of the model; names are Keras layer names, "
+                f"e.g. {sorted(names)[:6]}"
+            )
+        weighted = [la for la in leaves if kind_of(la) in ("conv", "dense")]
+        first = weighted[0] if weighted else None
+        self.rules: dict[int, Any] = {}
+        self.pointwise: dict[int, Any] = {}
+        self.slots: dict[int, str | None] = {}
+        self.kinds: dict[int, str | None] = {}
+        for la in leaves:
+            kind, name = kind_of(la), str(la.name)
+            rule = comp.rule_for(name, kind, la is first)
+            if rule.kind not in _ALLOWED[kind]:
+                what = f"a {type(la).__name__} layer" + ("" if kind else " (no LRP rule of its own)")
+                raise XaikitValueError(
+                    f"layer {name!r} ({what}) cannot take the {rule.kind!r} rule; it takes "
+                    f"{list(_ALLOWED[kind])}: change the composite's rule for it"
+                )
+            if kind in ("conv", "dense") and rule.kind != "gradient" and _call_attr(la) != "call":
+                raise XaikitValueError(
+                    f"layer {name!r} is quantized ({la.quantization_mode}): LRP rules need float weights; "
+                    "explain the float model"
+                )
+            self.rules[id(la)], self.kinds[id(la)] = rule, kind
+            self.slots[id(la)] = _slot(comp, name, kind, la is first)
+            if isinstance(la, (_L.SeparableConv1D, _L.SeparableConv2D)):
+                self.pointwise[id(la)] = comp.rule_for(name, kind, False)
+        self.fused = _kind_rule(comp, "activation")
+        self.gradient = _kind_rule(comp, None)
+        self.pairs = merge_pairs(model) if comp.canonize else set()
+
+
+def _kind_rule(comp: Any, kind: str | None) -> Any:
+    """The rule of a kind, whatever a layer's name (for a fused activation)."""
+    return comp.rule_for("", kind, False)
+
+
+def _slot(comp: Any, name: str, kind: str | None, first: bool) -> str | None:
+    """Where ``comp.rule_for`` found a layer's rule (the key of a z^B rule's bounds)."""
+    if name in comp.names:
+        return f"names/{name}"
+    if first and kind in comp.first:
+        return f"first/{kind}"
+    if kind in comp.layers:
+        return f"layers/{kind}"
+    return None
+
+
+def _zbox_slots(comp: Any) -> dict[str, Any]:
+    """Every z^B rule of a composite, by slot."""
+    out = {}
+    for where, table in (("names", comp.names), ("first", comp.first), ("layers", comp.layers)):
+        for key, rule in table.items():
+            if rule.kind == "zbox":
+                out[f"{where}/{key}"] = rule
+    return out
+
+
+def _key(comp: Any) -> tuple[Any, ...]:
+    """A hashable key of a composite, its z^B bounds left out (they are arguments of the step)."""
+
+    def table(rules: Any) -> tuple[Any, ...]:
+        return tuple(
+            sorted(
+                (k, r.kind, r.epsilon, r.gamma, r.alpha, r.beta, _shape(r.low), _shape(r.high))
+                for k, r in rules.items()
+            )
+        )
+
+    return (table(comp.layers), table(comp.first), table(comp.names), comp.canonize)
+
+
+def _shape(bound: Any) -> Any:
+    return None if bound is None else (len(bound) if isinstance(bound, tuple) else ())
+
+
+# ---- BatchNorm pairs -----------------------------------------------------------------------------
+def _mergeable(layer: Any) -> bool:
+    act = getattr(layer, "activation", None)
+    return kind_of(layer) in ("conv", "dense") and (act is None or _is_linear(act))
+
+
+def _is_linear(fn: Any) -> bool:
+    return fn is None or getattr(fn, "__name__", "") == "linear"
+
+
+def merge_pairs(model: Any) -> set[tuple[int, int]]:
+    """``(id(layer), id(batchnorm))`` for every BatchNorm that normalizes the output of a
+    convolution or dense layer (without an activation) that feeds nothing else: neighbours in a
+    Sequential model, or a single-consumer edge of a Functional graph (nested models walked)."""
+    pairs: set[tuple[int, int]] = set()
+    for m in [model, *all_layers(model)]:
+        if isinstance(m, keras.Sequential):
+            subs = sublayers(m)
+            for a, b in itertools.pairwise(subs):
+                if isinstance(b, _L.BatchNormalization) and _mergeable(a):
+                    pairs.add((id(a), id(b)))
+        elif hasattr(m, "_nodes_by_depth"):
+            nodes = [n for level in m._nodes_by_depth.values() for n in level]
+            uses: Counter[int] = Counter(id(t) for n in nodes for t in n.input_tensors)
+            uses.update(id(t) for t in m.outputs)
+            made = {id(t): n.operation for n in nodes for t in n.outputs}
+            for n in nodes:
+                ins = n.input_tensors
+                if isinstance(n.operation, _L.BatchNormalization) and len(ins) == 1 and uses[id(ins[0])] == 1:
+                    src = made.get(id(ins[0]))
+                    if src is not None and _mergeable(src):
+                        pairs.add((id(src), id(n.operation)))
+    return pairs
+
+
+# ---- one traced pass ------------------------------------------------------------------------------
+def _override(x: T, y: T, grad: Callable[[T], T]) -> T:
+    """``y`` (computed from ``x``) whose backward gives ``x`` the gradient ``grad(g)``."""
+
+    @tf.custom_gradient
+    def op(x_: T, y_: T) -> Any:
+        def back(g: T) -> Any:
+            return grad(g), None
+
+        return tf.identity(y_), back
+
+    return op(x, tf.stop_gradient(y))
+
+
+class _Site:
+    """One call of a convolution or dense map: what its backward needs (a BatchNorm merged in
+    later, when the BatchNorm's call sees this site's output)."""
+
+    def __init__(self, run: _Run, layer: Any, rule: Any, lin: Linear, x: T, z: T, bounds: Any) -> None:
+        self.run, self.layer, self.rule, self.lin, self.x, self.z = run, layer, rule, lin, x, z
+        name = str(layer.name)
+        self.bounds = bounds
+        self.merge: tuple[T, T] | None = None
+        self.index: int | None = None
+        if rule.reads_input:
+            self.index = run.input_index(x)
+            if self.index is None:
+                run.step.fail(
+                    f"layer {name!r} has the {rule.kind!r} rule, which gives the relevance of the layer's "
+                    "input itself and so applies only to a layer that reads a model input; this layer reads "
+                    "another layer's output. Give it another rule (e.g. composite='epsilon_plus'), or give "
+                    "the input rule to the layer that reads the model's input"
+                )
+                self.rule = run.plan.gradient
+        self.out = _override(x, z, self.backward)
+
+    def backward(self, g: T) -> T:
+        lin, z = self.lin, self.z
+        if self.merge is not None:
+            lin = lin.merged(*self.merge, rank=z.shape.rank)
+            z = lin.forward(self.x, lin.kernel, lin.bias)
+        g_x, direct = backward(self.rule, lin, self.x, z, g, self.bounds)
+        if direct is None:
+            return g_x
+        self.run.direct[self.index].append(direct)  # type: ignore[index]
+        return tf.zeros_like(self.x)
+
+
+class _Run:
+    """The state of one traced LRP pass: the inputs, the z^B bounds, the sites by output, the
+    relevance given directly to each input."""
+
+    def __init__(self, step: Traced, plan: Assignment, inputs: list[T], bounds: dict[str, Any]) -> None:
+        self.step, self.plan, self.inputs, self.bounds = step, plan, inputs, bounds
+        self.sites: dict[int, _Site] = {}
+        self.direct: list[list[T]] = [[] for _ in inputs]
+
+    def input_index(self, x: T) -> int | None:
+        """Which model input ``x`` is (through identities and casts), or None."""
+        while True:
+            for i, inp in enumerate(self.inputs):
+                if x is inp:
+                    return i
+            op = getattr(x, "op", None)
+            if op is None or op.type not in ("Identity", "Cast") or len(op.inputs) != 1:
+                return None
+            x = op.inputs[0]
+
+
+def _first_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return args[0] if args else kwargs["inputs"]
+
+
+def _activation(run: _Run, act: Any, z: T) -> T:
+    """A fused activation on ``z`` with the composite's activation rule."""
+    y = act(z)
+    rule = run.plan.fused
+    if rule.kind == "gradient" or _is_relu(act):
+        return y
+    return _override(z, y, lambda g: pass_grad(z, y, g, rule.epsilon))
+
+
+def _weighted(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
+    """The wrapper of a convolution or dense layer's call."""
+    rule = run.plan.rules[id(layer)]
+    slot = run.plan.slots[id(layer)]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        x = _first_arg(args, kwargs)
+        act = layer.__dict__.get("activation")
+        fused = not _is_linear(act)
+        if fused:
+            object.__setattr__(layer, "activation", None)
+        try:
+            z = own(*args, **kwargs)
+        finally:
+            if fused:
+                object.__setattr__(layer, "activation", act)
+        bounds = run.bounds.get(slot) if rule.kind == "zbox" and slot is not None else None
+        maps = _linears(layer, x.dtype)
+        if len(maps) == 2:  # separable: depthwise, then pointwise
+            t = maps[0].forward(x)
+            first = _Site(run, layer, rule, maps[0], x, t, bounds)
+            site = _Site(run, layer, run.plan.pointwise[id(layer)], maps[1], first.out, z, None)
+        else:
+            site = _Site(run, layer, rule, maps[0], x, z, bounds)
+        run.sites[id(site.out)] = site
+        return _activation(run, act, site.out) if fused else site.out
+
+    return call
+
+
+def _batchnorm(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any] | None:
+    rule = run.plan.rules[id(layer)]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        x = _first_arg(args, kwargs)
+        y = own(*args, **kwargs)
+        site = run.sites.get(id(x))
+        if site is not None and site.out is x and site.merge is None and _merges(run, site, layer, x):
+            site.merge = _affine(layer, x.dtype)
+            return _override(x, y, lambda g: g)
+        if rule.kind == "gradient":
+            return y
+        return _override(x, y, lambda g: pass_grad(x, y, g, rule.epsilon))
+
+    return call
+
+
+def _merges(run: _Run, site: _Site, bn: Any, x: T) -> bool:
+    rank = x.shape.rank
+    axis = bn.axis[0] if isinstance(bn.axis, (list, tuple)) and len(bn.axis) == 1 else bn.axis
+    if not isinstance(axis, int) or rank is None:
+        return False
+    channel = 1 if site.lin.channels_first else rank - 1
+    return (id(site.layer), id(bn)) in run.plan.pairs and axis % rank == channel
+
+
+def _affine(bn: Any, dtype: Any) -> tuple[T, T]:
+    """A BatchNorm (inference) as ``y = a * x + c`` per channel."""
+    mean = tf.cast(tf.convert_to_tensor(bn.moving_mean), dtype)
+    var = tf.cast(tf.convert_to_tensor(bn.moving_variance), dtype)
+    a = tf.math.rsqrt(var + tf.cast(bn.epsilon, dtype))
+    if bn.scale:
+        a = a * tf.cast(tf.convert_to_tensor(bn.gamma), dtype)
+    c = -mean * a
+    if bn.center:
+        c = c + tf.cast(tf.convert_to_tensor(bn.beta), dtype)
+    return a, c
+
+
+def _elementwise(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
+    """An activation layer with the pass rule."""
+    rule = run.plan.rules[id(layer)]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        x = _first_arg(args, kwargs)
+        y = own(*args, **kwargs)
+        return _override(x, y, lambda g: pass_grad(x, y, g, rule.epsilon))
+
+    return call
+
+
+def _pooling(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
+    """A pooling layer with the norm rule: ``x * P^T (R / stab(y))``."""
+    rule = run.plan.rules[id(layer)]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        x = _first_arg(args, kwargs)
+        y = own(*args, **kwargs)
+
+        def grad(g: T) -> T:
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                again = own(x)
+            return tape.gradient(
+                again, x, output_gradients=tf.math.divide_no_nan(g * y, stab(y, rule.epsilon))
+            )
+
+        return _override(x, y, grad)
+
+    return call
+
+
+def _gate(own: Callable[..., Any]) -> Callable[..., Any]:
+    """A Multiply layer: every input but the largest (the gated signal) with a stopped gradient."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        ins = list(_first_arg(args, kwargs))
+        sizes = [t.shape[1:].num_elements() or 0 for t in ins]
+        keep = sizes.index(max(sizes))
+        ins = [t if i == keep else tf.stop_gradient(t) for i, t in enumerate(ins)]
+        rest = args[1:] if args else ()
+        kw = {k: v for k, v in kwargs.items() if k != "inputs"}
+        return own(ins, *rest, **kw)
+
+    return call
+
+
+def _wrapper(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The wrapper of a layer's call, or None where the plain gradient is the rule."""
+    if isinstance(layer, _L.Multiply):
+        return _gate(own)
+    if id(layer) not in run.plan.rules:
+        return None
+    kind, rule = run.plan.kinds[id(layer)], run.plan.rules[id(layer)]
+    if kind in ("conv", "dense"):
+        merges = any(pair[0] == id(layer) for pair in run.plan.pairs)
+        return _weighted(run, layer, own) if rule.kind != "gradient" or merges else None
+    if kind == "batchnorm":
+        return _batchnorm(run, layer, own)
+    if kind == "activation" and rule.kind == "pass" and not _plain_relu(layer):
+        return _elementwise(run, layer, own)
+    if kind in ("avgpool", "maxpool") and rule.kind != "gradient":
+        return _pooling(run, layer, own)
+    return None
+
+
+def _plain_relu(layer: Any) -> bool:
+    """A layer whose pass rule is its plain gradient (a ReLU, a linear activation)."""
+    if isinstance(layer, _L.Activation):
+        return _is_relu(layer.activation) or _is_linear(layer.activation)
+    return _relu_attr(layer) == "call"
+
+
+@contextlib.contextmanager
+def _rules_in(run: _Run) -> Iterator[None]:
+    """Swap the call of every layer that has a rule for its wrapper; restore the layers' own
+    attributes in a ``finally`` block."""
+    swapped: list[tuple[Any, str, Any, bool]] = []
+    try:
+        for la in run.plan.layers:
+            if sublayers(la):
+                continue
+            attr = _call_attr(la)
+            wrapper = _wrapper(run, la, getattr(la, attr))
+            if wrapper is not None:
+                swapped.append((la, attr, la.__dict__.get(attr), attr in la.__dict__))
+                object.__setattr__(la, attr, wrapper)
+        yield
+    finally:
+        _restore(swapped)
+
+
+# ---- the linear maps of a layer -----------------------------------------------------------------
+def _tensor(v: Any, dtype: Any) -> T:
+    return tf.cast(tf.convert_to_tensor(v), dtype)
+
+
+def _linears(layer: Any, dtype: Any) -> list[Linear]:
+    """The layer's linear map(s) (a separable convolution: depthwise, then pointwise), with
+    its own operation and configuration, in ``dtype``."""
+    ops = keras.ops
+    first = getattr(layer, "data_format", "channels_last") == "channels_first"
+    bias = _tensor(layer.bias, dtype) if getattr(layer, "use_bias", False) else None
+    if first and bias is not None:  # (C, 1, ..., 1) onto a (B, C, ...) output
+        bias = tf.reshape(bias, (-1,) + (1,) * layer.rank)
+    if isinstance(layer, _L.Dense):
+        k = _tensor(layer.kernel, dtype)
+        return [Linear(lambda x, w: ops.matmul(x, w), k, bias, (1, -1), False)]
+    rank, strides, dil = layer.rank, layer.strides, layer.dilation_rate
+    fmt, pad = layer.data_format, layer.padding
+    if isinstance(layer, (_L.SeparableConv1D, _L.SeparableConv2D)):
+        dk, pk = _tensor(layer.depthwise_kernel, dtype), _tensor(layer.pointwise_kernel, dtype)
+
+        def depthwise(x: T, w: T) -> T:
+            return ops.depthwise_conv(x, w, strides=strides, padding=pad, dilation_rate=dil, data_format=fmt)
+
+        def pointwise(x: T, w: T) -> T:
+            return ops.conv(x, w, strides=1, padding="valid", data_format=fmt)
+
+        return [
+            Linear(depthwise, dk, None, (1,) * rank + tuple(dk.shape[-2:]), first),
+            Linear(pointwise, pk, bias, (1,) * (rank + 1) + (-1,), first),
+        ]
+    k = _tensor(layer.kernel, dtype)
+    if isinstance(layer, (_L.DepthwiseConv1D, _L.DepthwiseConv2D)):
+
+        def dw(x: T, w: T) -> T:
+            return ops.depthwise_conv(x, w, strides=strides, padding=pad, dilation_rate=dil, data_format=fmt)
+
+        return [Linear(dw, k, bias, (1,) * rank + tuple(k.shape[-2:]), first)]
+    if isinstance(layer, (_L.Conv1DTranspose, _L.Conv2DTranspose, _L.Conv3DTranspose)):
+        out_pad = layer.output_padding
+
+        def tconv(x: T, w: T) -> T:
+            return ops.conv_transpose(
+                x, w, strides=strides, padding=pad, output_padding=out_pad, data_format=fmt, dilation_rate=dil
+            )
+
+        return [Linear(tconv, k, bias, (1,) * rank + (-1, 1), first)]
+    if pad == "causal":  # Conv1D: left padding, then a valid convolution
+        causal = layer._compute_causal_padding()
+
+        def conv(x: T, w: T) -> T:
+            return ops.conv(
+                ops.pad(x, causal), w, strides=strides, padding="valid", dilation_rate=dil, data_format=fmt
+            )
+
+        return [Linear(conv, k, bias, (1,) * (rank + 1) + (-1,), first)]
+    return [Linear(layer.convolution_op, k, bias, (1,) * (rank + 1) + (-1,), first)]
+
+
+# ---- the steps ----------------------------------------------------------------------------------
+def lrp_step(
+    bk: Any,
+    model: Any,
+    inputs: Sequence[T],
+    targets: T,
+    composite: Any,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+) -> tuple[list[T], T]:
+    """LRP of a chunk of rows: ``(relevance per input (float32, the model's layout), target
+    scores (rows,))`` (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`)."""
+    if not all(hasattr(composite, a) for a in ("rule_for", "layers", "first", "names", "canonize")):
+        raise XaikitTypeError(f"composite must be a Composite (xk.xai.rules.spec); got {describe(composite)}")
+    Assignment(model, composite)  # the composite's errors, before anything is traced
+    tensors, static = bk._split(model_kwargs)
+    zbox = _zbox_slots(composite)
+    bounds = {
+        slot: (tf.constant(r.low, tf.float32), tf.constant(r.high, tf.float32)) for slot, r in zbox.items()
+    }
+    step = _step(bk, model, composite, output, static)
+    rel, scores = step.run(list(inputs), targets, tensors, bounds)
+    return list(rel), scores
+
+
+def _step(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, Any]) -> Traced:
+    from xaikit.backend.tf.core import _static_key
+
+    key = ("lrp", _key(comp), output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
+    try:
+        table = _STEPS.setdefault(model, {})
+    except TypeError:  # not weak-referenceable: a step per call
+        table = {}
+    if key in table:
+        return table[key]
+    ref = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
+
+    def body(inputs: list[T], targets: T, kw: dict[str, Any], bounds: dict[str, Any]) -> tuple[list[T], T]:
+        m = ref()
+        run = _Run(step, Assignment(m, comp), inputs, bounds)
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            for x in inputs:
+                tape.watch(x)
+            with _rules_in(run):
+                out = bk._call(m, inputs, {**kw, **static})
+            out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
+            scores = tf.gather(out, targets, axis=1, batch_dims=1)
+        grads = tape.gradient(scores, inputs)
+        missing = [i for i, g in enumerate(grads) if g is None and not run.direct[i]]
+        if missing:  # an error for the caller (never relevance of zeros)
+            step.fail(unreachable_inputs(m, missing, len(inputs)))
+        rel = []
+        for x, g, direct in zip(inputs, grads, run.direct):
+            r = tf.zeros_like(x) if g is None else x * tf.cast(g, x.dtype)
+            for d in direct:
+                r = r + tf.cast(d, x.dtype)
+            rel.append(tf.cast(r, tf.float32))
+        return rel, scores
+
+    step = Traced(body, bk.trace_counts, (id(model), "lrp"))
+    table[key] = step
+    return step
+
+
+def _weakrefable(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def modified_step(
+    bk: Any,
+    model: Any,
+    inputs: Sequence[T],
+    targets: T,
+    mode: str,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+) -> list[T]:
+    """Guided backprop (``mode="guided"``) or deconvnet (``"deconvnet"``) input gradients of a
+    chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.modified_step`)."""
+    if mode not in ("guided", "deconvnet"):
+        raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {describe(mode)}")
+    if not _relu_layers(model):
+        name = "guided backprop" if mode == "guided" else "deconvnet"
+        raise XaikitValueError(
+            f"{name} modifies the backward pass of the model's ReLUs, and this {model_form(model)} has no "
+            "ReLU it can reach (activation='relu', Activation('relu'), ReLU() layers; a ReLU called inside "
+            "a custom layer's call cannot be reached): its map would be the plain gradient. Use "
+            "method='vanilla' for that"
+        )
+    if mode == "guided":
+        return list(bk.cam.guided_step(model, inputs, targets, output, model_kwargs))
+    return list(bk.cam.relu_step(model, inputs, targets, mode, output, model_kwargs))
