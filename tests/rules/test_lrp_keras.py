@@ -160,7 +160,7 @@ def test_batchnorm_merged_and_not(name: str, canonize: bool) -> None:
     bn = L.BatchNormalization(name="bn", epsilon=1e-3)
     inp = keras.Input(SHAPE)
     model, v = _head(inp, bn(layer(inp)), rng)
-    gamma, beta = rng.uniform(0.5, 2.0, 4), rng.normal(size=4)
+    gamma, beta = rng.uniform(0.5, 2.0, 4) * [1, -1, 1, 1], rng.normal(size=4)  # a < 0 flips W+ and W-
     mean, var = rng.normal(size=4), rng.uniform(0.5, 2.0, 4)
     bn.set_weights([w.astype(np.float32) for w in (gamma, beta, mean, var)])
     before = [w.numpy().copy() for w in model.weights]
