@@ -40,9 +40,15 @@ def out_path(args: argparse.Namespace, default_out: str) -> str:
 
 
 def train_lenet(
-    framework: str, epochs: int = 6, n_train: int = 6000, seed: int = 0, batch_size: int = 64
+    framework: str,
+    epochs: int = 6,
+    n_train: int = 6000,
+    seed: int = 0,
+    batch_size: int = 64,
+    logits: bool = False,
 ) -> tuple[Any, Any]:
-    """A LeNet trained on ``shapes`` with the Estimator; returns (model, eval dataset in [0, 1])."""
+    """A LeNet trained on ``shapes`` with the Estimator; returns (model, eval dataset in [0, 1]).
+    ``logits``: the model returns logits (the loss applies the softmax), as relevance methods want."""
     if framework == "torch":
         import torch
 
@@ -59,9 +65,14 @@ def train_lenet(
     pipeline = xk.Pipeline(
         train_data=train, eval_data=evaluation, batch_size=batch_size, ops=[Minmax("x", "x")], seed=seed
     )
-    model = xk.build(lambda: LeNet(input_shape=(32, 32, 3), classes=len(shapes.label_mapping)), "adam")
+    classes = len(shapes.label_mapping)
+    model = xk.build(lambda: LeNet(input_shape=(32, 32, 3), classes=classes, softmax=not logits), "adam")
     network = xk.Network(
-        [ModelOp(model, "x", "y_pred"), CrossEntropy(("y_pred", "y"), "ce"), UpdateOp(model, "ce")]
+        [
+            ModelOp(model, "x", "y_pred"),
+            CrossEntropy(("y_pred", "y"), "ce", from_logits=logits),
+            UpdateOp(model, "ce"),
+        ]
     )
     xk.Estimator(
         pipeline, network, epochs=epochs, traces=[xk.trace.metric.Accuracy("y", "y_pred")], log_steps=None

@@ -161,6 +161,13 @@ JOBS: tuple[Job, ...] = (
         frameworks=("torch", "tf"),
     ),
     Job(
+        "rules_methods",
+        ".",  # writes its pictures straight into the pictures' folder
+        quick=("--epochs", "1", "--n-train", "256", "--size", "32"),
+        frameworks=("torch",),
+        pictures=("rules_shapes.png", "rules_resnet18.png"),
+    ),
+    Job(
         "explain_dataset",
         "dataset_grids.png",
         quick=("--epochs", "1", "--n-train", "256", "--n", "16", "--show", "3", "--nsamples", "2"),

@@ -267,7 +267,7 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
     with pytest.raises(XaikitValueError, match=r"saliency holds NaN"):
         xk.evaluate.deletion(model, xs, np.full((2, SIZE, SIZE), np.nan))
     with pytest.raises(
-        XaikitValueError, match=r"saliency must be maps or a method name .*'rise'\); got 'gradkam'"
+        XaikitValueError, match=r"saliency must be maps or a method name .*'rise', 'lrp'.*\); got 'gradkam'"
     ):
         xk.evaluate.deletion(model, xs, "gradkam")
     with pytest.raises(

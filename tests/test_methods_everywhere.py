@@ -18,7 +18,7 @@ from xaikit.xai._engine.display import to_display
 # ---- the registry ------------------------------------------------------------------------------
 def test_every_method_has_one_canonical_name_family_and_title() -> None:
     every = names.method_names()
-    assert len(set(every)) == len(every) == 20
+    assert len(set(every)) == len(every) == 24
     for m in every:
         assert names.canonical(m) == m
         assert names.canonical(names.title(m).upper()) == m  # a title names its method too
@@ -46,7 +46,9 @@ def test_every_method_has_one_canonical_name_family_and_title() -> None:
         "cam",
         "perturbation",
     ]
-    with pytest.raises(XaikitValueError, match=r"method must be one of 'vanilla'.*'rise'; got 'lime'"):
+    with pytest.raises(
+        XaikitValueError, match=r"method must be one of 'vanilla'.*'rise', 'lrp'.*; got 'lime'"
+    ):
         names.canonical("lime")
     with pytest.raises(XaikitTypeError, match=r"method must be a method name \(str\); got int 3"):
         names.canonical(3)

@@ -57,7 +57,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "rise": {"n_masks": 16, "cell": 4},
 }
 #: the methods that hook layers (CAMs) or ReLU modules (guided backprop)
-HOOKED = tuple(m for m in ALL_METHODS if family(m) == "cam")
+HOOKED = tuple(m for m in ALL_METHODS if family(m) in ("cam", "rules"))
 #: the forms whose submodule hooks never fire and that cannot be rewritten: TorchScript
 HOOKLESS = ("script", "trace", "script_file")
 FORMS = ("module", "script", "trace", "script_file", "compile", "export", "fx", "dict_io")

@@ -92,7 +92,9 @@ def test_a_registered_method_is_in_explain_with_its_options_checked(toy: Method,
     unregister_method(TOY)
     try:
         assert TOY not in xk.xai.METHODS
-        with pytest.raises(XaikitValueError, match=r"method must be one of 'vanilla', .*'rise'; got 'toy'"):
+        with pytest.raises(
+            XaikitValueError, match=r"method must be one of 'vanilla', .*'rise', 'lrp'.*; got 'toy'"
+        ):
             xk.xai.explain(model, x, method="toy")
     finally:
         register_method(TOY_METHOD)
@@ -188,7 +190,7 @@ def test_a_registered_method_is_in_the_cli(
     )
     assert main(["methods"]) == 0
     listed = capsys.readouterr().out
-    assert listed.startswith("xaikit methods: 21 explanation methods;")
+    assert listed.startswith(f"xaikit methods: {len(xk.xai.METHODS)} explanation methods;")
     assert (
         listed.index("  xrai  XRAI") < listed.index("  toy_gradient  Toy Gradient") < listed.index("\ncam\n")
     )
@@ -331,7 +333,7 @@ def test_records_pickle(toy: Method) -> None:
     ("change", "error", "message"),
     [
         ({"name": "Toy"}, XaikitValueError, r"^Method name must be a non-empty lower-case str; got 'Toy'$"),
-        ({"family": "gradients"}, XaikitValueError, r"^Method 'toy_gradient': family must be one of \('gradient', 'cam', 'perturbation'\); got str 'gradients'$"),
+        ({"family": "gradients"}, XaikitValueError, r"^Method 'toy_gradient': family must be one of \('gradient', 'cam', 'perturbation', 'rules'\); got str 'gradients'$"),
         ({"title": " "}, XaikitTypeError, r"^Method 'toy_gradient': title must be a non-empty str; got str ' '$"),
         ({"summary": None}, XaikitTypeError, r"^Method 'toy_gradient': summary must be a str; got NoneType None$"),
         ({"aliases": "toy"}, XaikitTypeError, r"^Method 'toy_gradient': aliases must be a tuple of non-empty str, e.g. \('ig',\); got str 'toy'$"),

@@ -235,11 +235,15 @@ def run_demo(
         train_data=train, eval_data=evals, batch_size=batch_size, ops=[Minmax("x", "x")], seed=seed
     )
     classes = len(shapes.label_mapping)
-    model = xk.build(lambda: arch.LeNet(input_shape=(size, size, 3), classes=classes), optimizer_fn="adam")
+    # the model returns logits (the loss applies the softmax): an explanation of a saturated
+    # probability is round-off (docs/degenerate.md), so every map of the demo explains a logit
+    model = xk.build(
+        lambda: arch.LeNet(input_shape=(size, size, 3), classes=classes, softmax=False), optimizer_fn="adam"
+    )
     network = xk.Network(
         [
             ModelOp(model=model, inputs="x", outputs="y_pred"),
-            CrossEntropy(inputs=("y_pred", "y"), outputs="sample_ce", average_loss=False),
+            CrossEntropy(inputs=("y_pred", "y"), outputs="sample_ce", average_loss=False, from_logits=True),
             LambdaOp(fn=reduce_mean, inputs="sample_ce", outputs="ce"),
             UpdateOp(model=model, loss_name="ce"),
         ]

@@ -154,7 +154,7 @@ def test_explain_rejects_unknown_methods_and_options(net_and_batch) -> None:
     model, _, batch = net_and_batch
     with pytest.raises(
         XaikitValueError,
-        match=r"method must be one of 'vanilla', 'smoothgrad', 'integrated', 'smint', 'vargrad'.*'xrai', 'gradcam'.*'rise'; got 'lime'",
+        match=r"method must be one of 'vanilla', 'smoothgrad', 'integrated', 'smint', 'vargrad'.*'xrai', 'gradcam'.*'rise', 'lrp'.*; got 'lime'",
     ):
         xk.xai.explain(model, batch["x"], method="lime")
     with pytest.raises(

@@ -121,8 +121,11 @@ def explain(
             ``"vargrad"``, ``"input_x_gradient"``, ``"expected_gradients"``, ``"blur_ig"``,
             ``"guided_ig"``, ``"xrai"``), class-activation maps (``"gradcam"``,
             ``"gradcam++"``, ``"xgradcam"``, ``"layercam"``, ``"hirescam"``, ``"scorecam"``,
-            ``"eigencam"``, ``"guided_gradcam"``; see ``docs/cam.md``) and perturbation methods
-            (``"occlusion"``, ``"rise"``; forward passes only). ``xk.xai.METHODS`` names them.
+            ``"eigencam"``, ``"guided_gradcam"``; see ``docs/cam.md``), perturbation methods
+            (``"occlusion"``, ``"rise"``; forward passes only) and rule-based methods (``"lrp"``
+            with ``composite=``, ``"lrp_epsilon"``, ``"deeplift"``, ``"deepliftshap"``,
+            ``"guided_backprop"``, ``"deconvnet"``; see ``docs/rules.md``). ``xk.xai.METHODS``
+            names them.
         framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
         seed: seed of noise and random baselines (default 0: reproducible; None: fresh).
         max_batch: rows per fused chunk, or ``"auto"``.

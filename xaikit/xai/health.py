@@ -103,7 +103,7 @@ _GRADIENT = ("vanilla", "smoothgrad")
 #: maps whose values are not a change of the score: no underflow test against the score.
 #: VarGrad is the spread of the gradients (or IG attributions) over the noise, which may be
 #: resolved exactly while tiny next to the score (a model that is almost linear near x)
-_NO_SCALE = ("eigencam", "scorecam", "rise", "guided_gradcam", "vargrad")
+_NO_SCALE = ("eigencam", "scorecam", "rise", "guided_gradcam", "vargrad", "guided_backprop", "deconvnet")
 
 
 def map_kind(method: str, magnitude: bool | None = None, nintegration: int | None = None) -> tuple[str, bool]:

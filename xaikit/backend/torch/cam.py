@@ -5,11 +5,12 @@ copy of a detached leaf (``leaf.clone()``), so that one ``torch.autograd.grad`` 
 leaf gives the gradient of the target scores with respect to the layer's activations, without
 a backward pass through the layers below it and without touching any parameter's ``.grad``.
 
-Guided backpropagation puts a forward hook on every ``torch.nn.ReLU`` module whose output goes
-through an identity function that passes back only positive gradients (the ReLU's own backward
-then keeps them where its input was positive): only ``nn.ReLU`` modules are guided, as in
-captum; a ``torch.nn.functional.relu`` / ``torch.relu`` call inside a ``forward`` cannot be
-hooked and keeps its plain gradient.
+Guided backpropagation replaces every ReLU the forward pass calls, for the duration of the
+pass, with one whose backward passes only positive gradients where its input was positive
+(:func:`xaikit.backend.torch.relevance.guided_grads`, a ``TorchFunctionMode``): ``nn.ReLU``
+modules and ``torch.relu`` / ``F.relu`` calls inside a ``forward`` alike (captum and
+pytorch-grad-cam guide ``nn.ReLU`` modules only and leave the others with their plain
+gradient). A forward pass that calls no ReLU is an error, not a plain gradient.
 
 Model forms (:mod:`xaikit.backend.torch.forms`): a ``torch.compile`` module is hooked through
 its ``_orig_mod`` (the eager module with the same weights, so that adding a hook does not
@@ -49,24 +50,6 @@ _CAMS = "class-activation maps (gradcam, gradcam++, xgradcam, layercam, hirescam
 
 def _spatial(out: Any) -> bool:
     return isinstance(out, torch.Tensor) and out.ndim == 4 and int(out.shape[2]) * int(out.shape[3]) > 1
-
-
-class _PositiveGrad(torch.autograd.Function):
-    """Identity forward; backward passes only the positive part of the gradient."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        return grad.clamp(min=0)
-
-
-def positive_grad(t: torch.Tensor) -> Any:
-    """``t``, with only the positive part of its gradient passed back (a module-level function:
-    the generated code of a rewritten graph calls it by name)."""
-    return _PositiveGrad.apply(t)
 
 
 class Cam(CamFacet):
@@ -261,11 +244,7 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> list[T]:
-        relus: list[Any] = []
-        if is_exported(model):  # a copy of its graph with the nn.ReLU modules' ReLUs guided
-            guided = graph_hooks.guided(model, positive_grad)
-            return list(self.bk.grad_step(guided, inputs, targets, output, False, model_kwargs)[1])
-        if isinstance(model, torch.nn.Module):
+        if isinstance(model, torch.nn.Module) and not is_exported(model):
             if any(_unhookable(m) for m in model.modules()):
                 refusal = hook_refusal(model, "guided backprop (guided_gradcam)")
                 raise refusal or XaikitValueError(
@@ -274,18 +253,11 @@ class Cam(CamFacet):
                     "cannot be hooked: its map would be guided only in part. Explain a model of "
                     "Python nn.Modules, or use a method that needs no hooks"
                 )
-            relus = [m for m in model.modules() if isinstance(m, torch.nn.ReLU)]
+        # every ReLU the forward calls (nn.ReLU modules and torch.relu / F.relu calls alike) is
+        # guided for the duration of the pass (xaikit/backend/torch/relevance.py)
+        from xaikit.backend.torch.relevance import guided_grads
 
-        def hook(_module: Any, _args: Any, out: Any) -> Any:
-            return _PositiveGrad.apply(out)
-
-        handles = [m.register_forward_hook(hook) for m in relus]
-        try:
-            _, grads, _ = self.bk.grad_step(_eager(model), inputs, targets, output, False, model_kwargs)
-        finally:
-            for h in handles:
-                h.remove()
-        return list(grads)
+        return guided_grads(self.bk, _eager(model), inputs, targets, "guided", output, model_kwargs)
 
 
 def _same(t: Any) -> Any:

@@ -8,9 +8,8 @@ module paths of the original ``nn.Module``, outermost first), so:
   output is the last op that ran inside it (the module returns what it computed last);
 * hooking a layer is a copy of the graph (``torch.fx.GraphModule`` over the same root: the same
   parameter tensors) with one call inserted after that op, which hands the rest of the graph
-  what the hook returns;
-* guided backprop wraps the output of every ``relu`` op that ran as an ``nn.ReLU`` module, as
-  the module hook does for an ``nn.Module``.
+  what the hook returns (guided backprop and deconvnet need no copy: the program's ``aten.relu``
+  calls are modified as they run, :mod:`xaikit.backend.torch.relevance`).
 
 The copies are cached per model (the exported module is never changed).
 """
@@ -24,9 +23,6 @@ from typing import Any
 import torch
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-
-_RELU_TYPES = ("torch.nn.modules.activation.ReLU",)
-_RELU_OPS = ("aten.relu.default", "aten.relu_.default")
 
 _copies: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
@@ -114,22 +110,6 @@ def hooked(model: Any, path: str) -> tuple[Any, Tap]:
         return cache[("layer", path)], tap
     node = layers(model)[path]
     return _copy(model, ("layer", path), lambda n: n is node, tap), tap
-
-
-def guided(model: Any, positive: Callable[[Any], Any]) -> Any:
-    """A copy of ``model`` whose every ReLU that ran as an ``nn.ReLU`` module passes its output
-    through ``positive`` (guided backprop)."""
-
-    def is_relu_module(node: Any) -> bool:
-        stack = _stack(node)
-        return (
-            _tensor_node(node)
-            and str(node.target) in _RELU_OPS
-            and bool(stack)
-            and stack[-1][1] in _RELU_TYPES
-        )
-
-    return _copy(model, ("guided",), is_relu_module, positive)
 
 
 def find(model: Any, layer: Any) -> str:

@@ -19,12 +19,17 @@ from torch.overrides import TorchFunctionMode
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import RelevanceFacet
+from xaikit.backend.torch.forms import compiled_module, hook_refusal
 from xaikit.errors import XaikitValueError
 
-__all__ = ["Relevance", "ReluMode"]
+__all__ = ["Relevance", "ReluMode", "guided_grads"]
 
-#: the functions that compute a ReLU (out of place and in place)
-_RELUS = (torch.relu, torch.relu_, torch.nn.functional.relu, torch.Tensor.relu, torch.Tensor.relu_)
+#: the functions that compute a ReLU (out of place and in place; the aten ops: what the module of
+#: a torch.export program calls)
+_RELUS = (
+    torch.relu, torch.relu_, torch.nn.functional.relu, torch.Tensor.relu, torch.Tensor.relu_,
+    torch.ops.aten.relu.default, torch.ops.aten.relu_.default,
+)  # fmt: skip
 
 
 class _GuidedRelu(torch.autograd.Function):
@@ -112,17 +117,39 @@ class Relevance(RelevanceFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> list[T]:
-        if mode not in ("guided", "deconvnet"):
-            raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {mode!r}")
-        relus = ReluMode(_GuidedRelu if mode == "guided" else _DeconvRelu)
-        with relus:
-            _, grads, _ = self.bk.grad_step(model, inputs, targets, output, False, model_kwargs)
-        if not relus.calls:
-            name = "guided backprop" if mode == "guided" else "deconvnet"
-            raise XaikitValueError(
-                f"{name} modifies the backward pass of the model's ReLUs, and its forward pass called "
-                "no torch.relu / F.relu / nn.ReLU (a model without ReLUs, or one whose ReLUs run inside "
-                "TorchScript or a compiled graph): its map would be the plain gradient. Use "
-                "method='vanilla' for that, or explain the eager model"
-            )
-        return list(grads)
+        if mode == "guided":  # Guided Grad-CAM's guided part: the same pass, with its refusals
+            return self.bk.cam.guided_step(model, inputs, targets, output, model_kwargs)
+        return guided_grads(self.bk, model, inputs, targets, mode, output, model_kwargs)
+
+
+def guided_grads(
+    bk: Any,
+    model: Any,
+    inputs: Sequence[T],
+    targets: T,
+    mode: str,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+) -> list[T]:
+    """Input gradients of the target scores with every ReLU's backward modified: ``mode``
+    ``"guided"`` or ``"deconvnet"``. A forward pass that calls no ReLU is an error (its map would
+    be the plain gradient, silently)."""
+    if mode not in ("guided", "deconvnet"):
+        raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {mode!r}")
+    refusal = hook_refusal(model, f"{'guided backprop' if mode == 'guided' else 'deconvnet'} maps")
+    if refusal is not None:
+        raise refusal
+    inner = compiled_module(model)  # a torch.compile module: its eager module (same weights)
+    model = model if inner is None else inner
+    relus = ReluMode(_GuidedRelu if mode == "guided" else _DeconvRelu)
+    with relus:
+        _, grads, _ = bk.grad_step(model, inputs, targets, output, False, model_kwargs)
+    if not relus.calls:
+        name = "guided backprop" if mode == "guided" else "deconvnet"
+        raise XaikitValueError(
+            f"{name} modifies the backward pass of the model's ReLUs, and its forward pass called "
+            "no torch.relu / F.relu / nn.ReLU (a model without ReLUs, or one whose ReLUs run inside "
+            "TorchScript or a compiled graph): its map would be the plain gradient. Use "
+            "method='vanilla' for that, or explain the eager model"
+        )
+    return list(grads)

@@ -94,7 +94,7 @@ def run_lrp_epsilon(call: Call, *, epsilon: float = 1e-6, canonize: bool = True)
     return run_lrp(call, composite="epsilon", epsilon=epsilon, canonize=canonize)
 
 
-_LRP = "Bach et al., 2015, https://doi.org/10.1371/journal.pone.0130140; Montavon et al., 2019"
+_LRP = "Bach et al., 2015, https://doi.org/10.1371/journal.pone.0130140"
 register_method(
     Method(
         "lrp", "rules", "LRP", run_lrp,

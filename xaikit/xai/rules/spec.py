@@ -268,9 +268,9 @@ class Composite:
         gradient)."""
         if name in self.names:
             return self.names[name]
-        if first and kind in self.first:
+        if first and kind is not None and kind in self.first:
             return self.first[kind]
-        if kind in self.layers:
+        if kind is not None and kind in self.layers:
             return self.layers[kind]
         return Rule(DEFAULT_RULES.get(kind or "", "gradient"))
 
