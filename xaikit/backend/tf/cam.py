@@ -16,6 +16,8 @@ Guided backpropagation swaps, inside a ``try``/``finally``, the ReLU activation 
 that has one (``activation="relu"``, ``Activation("relu")``, plain ``ReLU()`` layers, nested
 sub-models included) for a ``tf.custom_gradient`` guided ReLU, runs its step, and puts the
 model's own activations back: the model is the same object with the same attributes after.
+Deconvnet (:meth:`Cam.relu_step`, for the rules family) swaps the same ReLUs for one whose
+backward is the ReLU of the gradient, in a step of its own.
 A ReLU applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) cannot be
 reached and keeps its plain gradient. Loaded the first time a CAM method runs.
 
