@@ -139,3 +139,21 @@ def test_mobilenet_v2() -> None:
     assert np.isfinite(plain).all() and np.all((share_plain > 0.3) & (share_plain < 1.0)), share_plain
     for w, was in zip(model.weights, before):
         np.testing.assert_array_equal(w.numpy(), was)
+
+
+def test_mixed_float16_agrees_with_float32() -> None:
+    keras.utils.set_random_seed(2)
+    rng = np.random.default_rng(2)
+    m32 = _calibrated(keras.Sequential([L.Input((8, 8, 3)), *_block()]), rng)
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        m16 = keras.Sequential([L.Input((8, 8, 3)), *_block()])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    m16.set_weights(m32.get_weights())
+    x = rng.normal(size=(2, 8, 8, 3)).astype(np.float32)
+    for composite in ("epsilon_plus_flat", "epsilon_gamma_box"):
+        a = xk.xai.explain(m32, x, target=0, method="lrp", composite=composite)
+        b = xk.xai.explain(m16, x, target=0, method="lrp", composite=composite)
+        assert b.dtype == np.float32
+        np.testing.assert_allclose(b, a, atol=1e-2 * np.abs(a).max())
