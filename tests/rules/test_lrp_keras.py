@@ -12,6 +12,7 @@ redistributes exactly that.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -119,14 +120,18 @@ def _matrix_layer(kind: str, rng: np.random.Generator) -> tuple[Any, Any]:
     return layer, mats
 
 
-def _inputs(rng: np.random.Generator, kind: str) -> np.ndarray:
-    return rng.normal(size=(2, 8) if kind == "dense" else (2, *SHAPE)).astype(np.float32)
+def _inputs(rng: np.random.Generator, kind: str, r: Any = None) -> np.ndarray:
+    """Two inputs: normal, or inside z^B's box (outside it the rule's denominator can cross 0)."""
+    shape = (2, 8) if kind == "dense" else (2, *SHAPE)
+    if r is not None and r.kind == "zbox":
+        return rng.uniform(np.asarray(r.low), np.asarray(r.high), size=shape).astype(np.float32)
+    return rng.normal(size=shape).astype(np.float32)
 
 
 @pytest.mark.parametrize("kind", ["dense", "conv", "depthwise", "transpose"])
 @pytest.mark.parametrize("name", list(RULES))
 def test_rule_equals_numpy(kind: str, name: str) -> None:
-    rng = np.random.default_rng(abs(hash((kind, name))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{kind}/{name}".encode()))
     keras.utils.set_random_seed(1)
     r = RULES[name]
     if kind == "dense" and r.kind == "zbox" and isinstance(r.low, tuple):
@@ -134,7 +139,7 @@ def test_rule_equals_numpy(kind: str, name: str) -> None:
     layer, mats = _matrix_layer(kind, rng)
     inp = keras.Input((8,) if kind == "dense" else SHAPE)
     model, v = _head(inp, layer(inp), rng)
-    x = _inputs(rng, kind)
+    x = _inputs(rng, kind, r)
     if kind == "dense" and r.kind == "flat":  # a flat dense layer spreads evenly: a constant map
         with pytest.warns(DegenerateMapWarning, match="constant"):
             got = _lrp(model, x, r)
@@ -164,7 +169,7 @@ def test_batchnorm_merged_and_not(name: str, canonize: bool) -> None:
     mean, var = rng.normal(size=4), rng.uniform(0.5, 2.0, 4)
     bn.set_weights([w.astype(np.float32) for w in (gamma, beta, mean, var)])
     before = [w.numpy().copy() for w in model.weights]
-    x = _inputs(rng, "conv")
+    x = _inputs(rng, "conv", r)
     got = _lrp(model, x, r, canonize=canonize)
     m, ones, b = mats(layer)
     a = gamma.astype(np.float32).astype(np.float64) / np.sqrt(
@@ -440,11 +445,21 @@ def test_bad_composites_refused() -> None:
         xk.xai.explain(
             model, x, target=0, method="lrp", composite=spec.Composite(names={"nope": spec.ZPlus()})
         )
+    bn_zplus = spec.Composite(names={"bn1": spec.ZPlus()})
     with pytest.raises(
         XaikitValueError, match=r"layer 'bn1' \(a BatchNormalization layer\) cannot take the 'zplus'"
     ):
+        xk.xai.explain(model, x, target=0, method="lrp", composite=bn_zplus, canonize=False)
+    merged = xk.xai.explain(model, x, target=0, method="lrp", composite=bn_zplus)  # merged: its rule unused
+    plain = xk.xai.explain(model, x, target=0, method="lrp", composite=spec.Composite())
+    np.testing.assert_array_equal(merged, plain)
+    inp = keras.Input((8, 8, 3))
+    lone = keras.Model(inp, L.Dense(2)(L.Flatten()(L.BatchNormalization(name="lone")(inp))))
+    with pytest.raises(
+        XaikitValueError, match=r"layer 'lone' \(a BatchNormalization layer that is not merged\)"
+    ):
         xk.xai.explain(
-            model, x, target=0, method="lrp", composite=spec.Composite(names={"bn1": spec.ZPlus()})
+            lone, x, target=0, method="lrp", composite=spec.Composite(names={"lone": spec.ZPlus()})
         )
     with pytest.raises(XaikitValueError, match=r"layer 'fc' \(a Dense layer\) cannot take the 'pass'"):
         xk.xai.explain(model, x, target=0, method="lrp", composite=spec.Composite(names={"fc": spec.Pass()}))

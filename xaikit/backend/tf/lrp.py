@@ -13,12 +13,16 @@ gives its output a ``tf.custom_gradient`` backward, the rule's:
   ``activation=`` is taken out of the layer's call while it runs, the rule reads the
   pre-activation ``z``, and the activation then passes relevance like an activation layer;
 * activation layers (Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax) and fused activations:
-  ``pass`` (a plain ReLU: its plain gradient, which is the same);
+  ``pass``, ``g_x = g_y * y / x`` (nothing where ``|x| <= 1e-12``); a ReLU, leaky ReLU, PReLU
+  or linear activation keeps its plain gradient, which is that exactly;
 * BatchNormalization: merged into the convolution or dense layer whose output it normalizes
   when the composite canonizes (the pair must be visible in a Sequential's layer order or a
   Functional graph, the layer's output must feed only the BatchNorm, and the tensors must be
-  the same at run time), computed on the fly, the model's weights untouched; else ``pass``;
-* average pooling (global too): ``norm``; max pooling: its gradient;
+  the same at run time), computed on the fly, the model's weights untouched; else its own rule
+  (``pass`` by default);
+* ``norm`` / ``epsilon`` on a layer without weights (average pooling by default, max pooling)
+  or an unmerged BatchNorm: the gradient at the output scaled by ``y / stab(y)``, then the
+  layer's own backward; ``norm`` on a convolution or dense layer is the epsilon rule;
 * Multiply (a gate, e.g. squeeze-excitation): every input but the largest gets a stopped
   gradient, so the relevance goes to the gated signal.
 
@@ -48,7 +52,7 @@ import tensorflow as tf
 
 from xaikit.backend.base import T
 from xaikit.backend.outputs import as_matrix
-from xaikit.backend.tf.cam import _call_attr, _is_relu, _relu_attr, _relu_layers, _restore
+from xaikit.backend.tf.cam import _call_attr, _relu_layers, _restore
 from xaikit.backend.tf.errors import unreachable_inputs
 from xaikit.backend.tf.forms import model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
@@ -80,11 +84,11 @@ _CLASSES: dict[str, tuple[type, ...]] = {
 }  # fmt: skip
 #: the rules each kind of layer takes
 _ALLOWED = {
-    "conv": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "gradient"),
-    "dense": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "gradient"),
+    "conv": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
+    "dense": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
     "avgpool": ("norm", "epsilon", "gradient"),
-    "maxpool": ("norm", "gradient"),
-    "batchnorm": ("pass", "gradient"),
+    "maxpool": ("norm", "epsilon", "gradient"),
+    "batchnorm": ("pass", "epsilon", "norm", "gradient"),
     "activation": ("pass", "gradient"),
     None: ("gradient",),
 }
@@ -131,7 +135,8 @@ class Assignment:
         for la in leaves:
             kind, name = kind_of(la), str(la.name)
             rule = comp.rule_for(name, kind, la is first)
-            if rule.kind not in _ALLOWED[kind]:
+            if rule.kind not in _ALLOWED[kind] and not (kind == "batchnorm" and comp.canonize):
+                # (a BatchNorm's own rule counts only where it is not merged: checked as it runs)
                 what = f"a {type(la).__name__} layer" + ("" if kind else " (no LRP rule of its own)")
                 raise XaikitValueError(
                     f"layer {name!r} ({what}) cannot take the {rule.kind!r} rule; it takes "
@@ -306,10 +311,14 @@ def _first_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def _activation(run: _Run, act: Any, z: T) -> T:
     """A fused activation on ``z`` with the composite's activation rule."""
     y = act(z)
-    rule = run.plan.fused
-    if rule.kind == "gradient" or _is_relu(act):
+    if run.plan.fused.kind == "gradient" or _piecewise_linear(act):
         return y
-    return _override(z, y, lambda g: pass_grad(z, y, g, rule.epsilon))
+    return _override(z, y, lambda g: pass_grad(z, y, g))
+
+
+def _piecewise_linear(fn: Any) -> bool:
+    """An activation whose plain gradient is its pass rule: ``y / x`` is its slope."""
+    return _is_linear(fn) or getattr(fn, "__name__", "") in ("relu", "leaky_relu")
 
 
 def _weighted(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
@@ -352,9 +361,16 @@ def _batchnorm(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., 
         if site is not None and site.out is x and site.merge is None and _merges(run, site, layer, x):
             site.merge = _affine(layer, x.dtype)
             return _override(x, y, lambda g: g)
-        if rule.kind == "gradient":
-            return y
-        return _override(x, y, lambda g: pass_grad(x, y, g, rule.epsilon))
+        if rule.kind == "pass":
+            return _override(x, y, lambda g: pass_grad(x, y, g))
+        if rule.kind in ("norm", "epsilon"):
+            return _scaled(own, x, y, rule.epsilon)
+        if rule.kind != "gradient":
+            run.step.fail(
+                f"layer {layer.name!r} (a BatchNormalization layer that is not merged) cannot take the "
+                f"{rule.kind!r} rule; it takes {list(_ALLOWED['batchnorm'])}: change the composite's rule for it"
+            )
+        return y
 
     return call
 
@@ -383,35 +399,37 @@ def _affine(bn: Any, dtype: Any) -> tuple[T, T]:
 
 def _elementwise(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
     """An activation layer with the pass rule."""
-    rule = run.plan.rules[id(layer)]
 
     def call(*args: Any, **kwargs: Any) -> Any:
         x = _first_arg(args, kwargs)
         y = own(*args, **kwargs)
-        return _override(x, y, lambda g: pass_grad(x, y, g, rule.epsilon))
+        return _override(x, y, lambda g: pass_grad(x, y, g))
 
     return call
 
 
 def _pooling(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
-    """A pooling layer with the norm rule: ``x * P^T (R / stab(y))``."""
+    """A pooling layer with the norm (or epsilon) rule."""
     rule = run.plan.rules[id(layer)]
 
     def call(*args: Any, **kwargs: Any) -> Any:
         x = _first_arg(args, kwargs)
-        y = own(*args, **kwargs)
-
-        def grad(g: T) -> T:
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                again = own(x)
-            return tape.gradient(
-                again, x, output_gradients=tf.math.divide_no_nan(g * y, stab(y, rule.epsilon))
-            )
-
-        return _override(x, y, grad)
+        return _scaled(own, x, own(*args, **kwargs), rule.epsilon)
 
     return call
+
+
+def _scaled(own: Callable[..., Any], x: T, y: T, eps: float) -> T:
+    """``y = own(x)`` whose backward is its own, of the gradient scaled by ``y / stab(y)``:
+    ``R_x = x * J^T (R / stab(y))``, the norm rule (a layer without weights, a BatchNorm)."""
+
+    def grad(g: T) -> T:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            again = own(x)
+        return tape.gradient(again, x, output_gradients=tf.math.divide_no_nan(g * y, stab(y, eps)))
+
+    return _override(x, y, grad)
 
 
 def _gate(own: Callable[..., Any]) -> Callable[..., Any]:
@@ -449,10 +467,12 @@ def _wrapper(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., An
 
 
 def _plain_relu(layer: Any) -> bool:
-    """A layer whose pass rule is its plain gradient (a ReLU, a linear activation)."""
+    """A layer whose pass rule is its plain gradient (ReLU, leaky ReLU, PReLU, linear)."""
     if isinstance(layer, _L.Activation):
-        return _is_relu(layer.activation) or _is_linear(layer.activation)
-    return _relu_attr(layer) == "call"
+        return _piecewise_linear(layer.activation)
+    if isinstance(layer, _L.ReLU):
+        return getattr(layer, "max_value", None) is None and not getattr(layer, "threshold", 0)
+    return isinstance(layer, (_L.LeakyReLU, _L.PReLU))
 
 
 @contextlib.contextmanager

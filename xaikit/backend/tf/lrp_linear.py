@@ -46,11 +46,15 @@ def _div(a: T, b: T) -> T:
     return tf.math.divide_no_nan(a, b)
 
 
-def pass_grad(x: T, y: T, g: T, eps: float) -> T:
+#: ``|x|`` at or below which the pass rule passes nothing (``y / x`` would overflow)
+TINY = 1e-12
+
+
+def pass_grad(x: T, y: T, g: T) -> T:
     """The gradient of ``x`` for an element-wise layer ``y = f(x)`` that passes relevance on
-    unchanged (``R_x = R_y``): ``g * y / x``, the denominator stabilized where ``|x| < eps``."""
-    d = tf.where(tf.abs(x) < eps, stab(x, eps), x) if eps > 0 else x
-    return g * _div(y, d)
+    unchanged (``R_x = R_y``): ``g * y / x``, and nothing where ``|x| <= 1e-12``."""
+    big = tf.abs(x) > TINY
+    return tf.where(big, g * y / tf.where(big, x, tf.ones_like(x)), tf.zeros_like(g))
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ def backward(
     if kind == "gradient":
         return lin.transpose(x, w, g), None
     r = z * g
-    if kind == "epsilon":
+    if kind in ("epsilon", "norm"):  # norm on a layer with weights: the epsilon rule
         return lin.transpose(x, w, _div(r, stab(z, eps))), None
     if kind == "flat":
         ones = tf.ones_like(w)
