@@ -54,7 +54,7 @@ from xaikit.backend.base import T
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.tf.cam import _call_attr, _relu_layers, _restore
 from xaikit.backend.tf.errors import unreachable_inputs
-from xaikit.backend.tf.forms import model_form
+from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
 from xaikit.backend.tf.lrp_linear import Linear, backward, pass_grad, stab
 from xaikit.backend.tf.steps import Traced
@@ -565,6 +565,7 @@ def lrp_step(
 ) -> tuple[list[T], T]:
     """LRP of a chunk of rows: ``(relevance per input (float32, the model's layout), target
     scores (rows,))`` (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`)."""
+    _refuse_exported(model, "LRP")
     if not all(hasattr(composite, a) for a in ("rule_for", "layers", "first", "names", "canonize")):
         raise XaikitTypeError(f"composite must be a Composite (xk.xai.rules.spec); got {describe(composite)}")
     Assignment(model, composite)  # the composite's errors, before anything is traced
@@ -617,6 +618,19 @@ def _step(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, A
     return step
 
 
+def _refuse_exported(model: Any, what: str) -> None:
+    """An exported SavedModel has no layers to give rules to (or ReLUs to swap): refused, with
+    what works on it."""
+    if exported_artifact(model):
+        raise XaikitTypeError(
+            f"{what} needs the model's Keras layers, and a {model_form(model)} has no inner layers to read: "
+            "model.export() keeps the model's computation as a TensorFlow graph, not its Keras layers. "
+            f"For {what} explain the Keras model itself (keras.models.load_model('model.keras'), or the "
+            f"model in memory); the methods that need no layer work on the exported model: "
+            f"{', '.join(NO_LAYER_METHODS)}"
+        )
+
+
 def _weakrefable(obj: Any) -> bool:
     try:
         weakref.ref(obj)
@@ -638,8 +652,9 @@ def modified_step(
     chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.modified_step`)."""
     if mode not in ("guided", "deconvnet"):
         raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {describe(mode)}")
+    name = "guided backprop" if mode == "guided" else "deconvnet"
+    _refuse_exported(model, name)
     if not _relu_layers(model):
-        name = "guided backprop" if mode == "guided" else "deconvnet"
         raise XaikitValueError(
             f"{name} modifies the backward pass of the model's ReLUs, and this {model_form(model)} has no "
             "ReLU it can reach (activation='relu', Activation('relu'), ReLU() layers; a ReLU called inside "
