@@ -113,7 +113,7 @@ def test_mobilenet_v2() -> None:
     (z+ on convolutions whose merged biases absorb relevance: about 5% reaches the input with
     canonize=True, about 60% without the merge, where the BatchNorm shifts absorb less)."""
     from xaikit.architecture.tensorflow import calibrate_batchnorm
-    from xaikit.backend.tf.lrp import merge_pairs
+    from xaikit.backend.tf.lrp_plan import merge_pairs
 
     keras.utils.set_random_seed(0)
     model = keras.applications.MobileNetV2(

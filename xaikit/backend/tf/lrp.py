@@ -41,9 +41,7 @@ same swap of ReLUs with the ReLU of the gradient as backward (:meth:`~xaikit.bac
 from __future__ import annotations
 
 import contextlib
-import itertools
 import weakref
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -55,184 +53,16 @@ from xaikit.backend.outputs import as_matrix
 from xaikit.backend.tf.cam import _call_attr, _relu_layers, _restore
 from xaikit.backend.tf.errors import unreachable_inputs
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
-from xaikit.backend.tf.layers import all_layers, sublayers
-from xaikit.backend.tf.lrp_linear import Linear, backward, pass_grad, stab
+from xaikit.backend.tf.layers import sublayers
+from xaikit.backend.tf.lrp_linear import Linear, backward, linears, pass_grad, stab
+from xaikit.backend.tf.lrp_plan import ALLOWED, Assignment, composite_key, is_linear, zbox_slots
 from xaikit.backend.tf.steps import Traced
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 __all__ = ["lrp_step", "modified_step"]
 
 _L = keras.layers
-#: the layer classes of each kind of :data:`xaikit.xai.rules.spec.KINDS`
-_CONV = (
-    _L.Conv1D, _L.Conv2D, _L.Conv3D, _L.Conv1DTranspose, _L.Conv2DTranspose, _L.Conv3DTranspose,
-    _L.DepthwiseConv1D, _L.DepthwiseConv2D, _L.SeparableConv1D, _L.SeparableConv2D,
-)  # fmt: skip
-_CLASSES: dict[str, tuple[type, ...]] = {
-    "conv": _CONV,
-    "dense": (_L.Dense,),
-    "avgpool": (
-        _L.AveragePooling1D, _L.AveragePooling2D, _L.AveragePooling3D,
-        _L.GlobalAveragePooling1D, _L.GlobalAveragePooling2D, _L.GlobalAveragePooling3D,
-    ),
-    "maxpool": (
-        _L.MaxPooling1D, _L.MaxPooling2D, _L.MaxPooling3D,
-        _L.GlobalMaxPooling1D, _L.GlobalMaxPooling2D, _L.GlobalMaxPooling3D,
-    ),
-    "batchnorm": (_L.BatchNormalization,),
-    "activation": (_L.Activation, _L.ReLU, _L.LeakyReLU, _L.PReLU, _L.ELU, _L.Softmax),
-}  # fmt: skip
-#: the rules each kind of layer takes
-_ALLOWED = {
-    "conv": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
-    "dense": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
-    "avgpool": ("norm", "epsilon", "gradient"),
-    "maxpool": ("norm", "epsilon", "gradient"),
-    "batchnorm": ("pass", "epsilon", "norm", "gradient"),
-    "activation": ("pass", "gradient"),
-    None: ("gradient",),
-}
-
 _STEPS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = weakref.WeakKeyDictionary()
-
-
-def kind_of(layer: Any) -> str | None:
-    """The layer's kind (``"conv"``, ``"dense"``, ``"avgpool"``, ``"maxpool"``,
-    ``"batchnorm"``, ``"activation"``), or None."""
-    for kind, classes in _CLASSES.items():
-        if isinstance(layer, classes):
-            return kind
-    return None
-
-
-# ---- which rule each layer gets ----------------------------------------------------------------
-class Assignment:
-    """The rules of a model's layers under a composite: ``rules[id(layer)]`` (the rule of a
-    separable convolution's pointwise part in ``pointwise``), checked before anything runs."""
-
-    def __init__(self, model: Any, comp: Any) -> None:
-        self.layers = all_layers(model)
-        leaves = [la for la in self.layers if not sublayers(la)]
-        if not leaves:
-            raise XaikitTypeError(
-                f"LRP needs a Keras model with layers (each layer gets a rule); got a {model_form(model)}. "
-                "Pass the Keras model itself (keras.models.load_model('model.keras')), or use a method "
-                "that needs no layer"
-            )
-        names = {str(la.name) for la in leaves}
-        unknown = sorted(set(comp.names) - names)
-        if unknown:
-            raise XaikitValueError(
-                f"composite names {unknown} match no layer of the model; names are Keras layer names, "
-                f"e.g. {sorted(names)[:6]}"
-            )
-        weighted = [la for la in leaves if kind_of(la) in ("conv", "dense")]
-        first = weighted[0] if weighted else None
-        self.rules: dict[int, Any] = {}
-        self.pointwise: dict[int, Any] = {}
-        self.slots: dict[int, str | None] = {}
-        self.kinds: dict[int, str | None] = {}
-        for la in leaves:
-            kind, name = kind_of(la), str(la.name)
-            rule = comp.rule_for(name, kind, la is first)
-            if rule.kind not in _ALLOWED[kind] and not (kind == "batchnorm" and comp.canonize):
-                # (a BatchNorm's own rule counts only where it is not merged: checked as it runs)
-                what = f"a {type(la).__name__} layer" + ("" if kind else " (no LRP rule of its own)")
-                raise XaikitValueError(
-                    f"layer {name!r} ({what}) cannot take the {rule.kind!r} rule; it takes "
-                    f"{list(_ALLOWED[kind])}: change the composite's rule for it"
-                )
-            if kind in ("conv", "dense") and rule.kind != "gradient" and _call_attr(la) != "call":
-                raise XaikitValueError(
-                    f"layer {name!r} is quantized ({la.quantization_mode}): LRP rules need float weights; "
-                    "explain the float model"
-                )
-            self.rules[id(la)], self.kinds[id(la)] = rule, kind
-            self.slots[id(la)] = _slot(comp, name, kind, la is first)
-            if isinstance(la, (_L.SeparableConv1D, _L.SeparableConv2D)):
-                self.pointwise[id(la)] = comp.rule_for(name, kind, False)
-        self.fused = _kind_rule(comp, "activation")
-        self.gradient = _kind_rule(comp, None)
-        self.pairs = merge_pairs(model) if comp.canonize else set()
-
-
-def _kind_rule(comp: Any, kind: str | None) -> Any:
-    """The rule of a kind, whatever a layer's name (for a fused activation)."""
-    return comp.rule_for("", kind, False)
-
-
-def _slot(comp: Any, name: str, kind: str | None, first: bool) -> str | None:
-    """Where ``comp.rule_for`` found a layer's rule (the key of a z^B rule's bounds)."""
-    if name in comp.names:
-        return f"names/{name}"
-    if first and kind in comp.first:
-        return f"first/{kind}"
-    if kind in comp.layers:
-        return f"layers/{kind}"
-    return None
-
-
-def _zbox_slots(comp: Any) -> dict[str, Any]:
-    """Every z^B rule of a composite, by slot."""
-    out = {}
-    for where, table in (("names", comp.names), ("first", comp.first), ("layers", comp.layers)):
-        for key, rule in table.items():
-            if rule.kind == "zbox":
-                out[f"{where}/{key}"] = rule
-    return out
-
-
-def _key(comp: Any) -> tuple[Any, ...]:
-    """A hashable key of a composite, its z^B bounds left out (they are arguments of the step)."""
-
-    def table(rules: Any) -> tuple[Any, ...]:
-        return tuple(
-            sorted(
-                (k, r.kind, r.epsilon, r.gamma, r.alpha, r.beta, _shape(r.low), _shape(r.high))
-                for k, r in rules.items()
-            )
-        )
-
-    return (table(comp.layers), table(comp.first), table(comp.names), comp.canonize)
-
-
-def _shape(bound: Any) -> Any:
-    return None if bound is None else (len(bound) if isinstance(bound, tuple) else ())
-
-
-# ---- BatchNorm pairs -----------------------------------------------------------------------------
-def _mergeable(layer: Any) -> bool:
-    act = getattr(layer, "activation", None)
-    return kind_of(layer) in ("conv", "dense") and (act is None or _is_linear(act))
-
-
-def _is_linear(fn: Any) -> bool:
-    return fn is None or getattr(fn, "__name__", "") == "linear"
-
-
-def merge_pairs(model: Any) -> set[tuple[int, int]]:
-    """``(id(layer), id(batchnorm))`` for every BatchNorm that normalizes the output of a
-    convolution or dense layer (without an activation) that feeds nothing else: neighbours in a
-    Sequential model, or a single-consumer edge of a Functional graph (nested models walked)."""
-    pairs: set[tuple[int, int]] = set()
-    for m in [model, *all_layers(model)]:
-        if isinstance(m, keras.Sequential):
-            subs = sublayers(m)
-            for a, b in itertools.pairwise(subs):
-                if isinstance(b, _L.BatchNormalization) and _mergeable(a):
-                    pairs.add((id(a), id(b)))
-        elif hasattr(m, "_nodes_by_depth"):
-            nodes = [n for level in m._nodes_by_depth.values() for n in level]
-            uses: Counter[int] = Counter(id(t) for n in nodes for t in n.input_tensors)
-            uses.update(id(t) for t in m.outputs)
-            made = {id(t): n.operation for n in nodes for t in n.outputs}
-            for n in nodes:
-                ins = n.input_tensors
-                if isinstance(n.operation, _L.BatchNormalization) and len(ins) == 1 and uses[id(ins[0])] == 1:
-                    src = made.get(id(ins[0]))
-                    if src is not None and _mergeable(src):
-                        pairs.add((id(src), id(n.operation)))
-    return pairs
 
 
 # ---- one traced pass ------------------------------------------------------------------------------
@@ -318,7 +148,7 @@ def _activation(run: _Run, act: Any, z: T) -> T:
 
 def _piecewise_linear(fn: Any) -> bool:
     """An activation whose plain gradient is its pass rule: ``y / x`` is its slope."""
-    return _is_linear(fn) or getattr(fn, "__name__", "") in ("relu", "leaky_relu")
+    return is_linear(fn) or getattr(fn, "__name__", "") in ("relu", "leaky_relu")
 
 
 def _weighted(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
@@ -329,7 +159,7 @@ def _weighted(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., A
     def call(*args: Any, **kwargs: Any) -> Any:
         x = _first_arg(args, kwargs)
         act = layer.__dict__.get("activation")
-        fused = not _is_linear(act)
+        fused = not is_linear(act)
         if fused:
             object.__setattr__(layer, "activation", None)
         try:
@@ -338,7 +168,7 @@ def _weighted(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., A
             if fused:
                 object.__setattr__(layer, "activation", act)
         bounds = run.bounds.get(slot) if rule.kind == "zbox" and slot is not None else None
-        maps = _linears(layer, x.dtype)
+        maps = linears(layer, x.dtype)
         if len(maps) == 2:  # separable: depthwise, then pointwise
             t = maps[0].forward(x)
             first = _Site(run, layer, rule, maps[0], x, t, bounds)
@@ -368,7 +198,7 @@ def _batchnorm(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., 
         if rule.kind != "gradient":
             run.step.fail(
                 f"layer {layer.name!r} (a BatchNormalization layer that is not merged) cannot take the "
-                f"{rule.kind!r} rule; it takes {list(_ALLOWED['batchnorm'])}: change the composite's rule for it"
+                f"{rule.kind!r} rule; it takes {list(ALLOWED['batchnorm'])}: change the composite's rule for it"
             )
         return y
 
@@ -494,65 +324,6 @@ def _rules_in(run: _Run) -> Iterator[None]:
         _restore(swapped)
 
 
-# ---- the linear maps of a layer -----------------------------------------------------------------
-def _tensor(v: Any, dtype: Any) -> T:
-    return tf.cast(tf.convert_to_tensor(v), dtype)
-
-
-def _linears(layer: Any, dtype: Any) -> list[Linear]:
-    """The layer's linear map(s) (a separable convolution: depthwise, then pointwise), with
-    its own operation and configuration, in ``dtype``."""
-    ops = keras.ops
-    first = getattr(layer, "data_format", "channels_last") == "channels_first"
-    bias = _tensor(layer.bias, dtype) if getattr(layer, "use_bias", False) else None
-    if first and bias is not None:  # (C, 1, ..., 1) onto a (B, C, ...) output
-        bias = tf.reshape(bias, (-1,) + (1,) * layer.rank)
-    if isinstance(layer, _L.Dense):
-        k = _tensor(layer.kernel, dtype)
-        return [Linear(lambda x, w: ops.matmul(x, w), k, bias, (1, -1), False)]
-    rank, strides, dil = layer.rank, layer.strides, layer.dilation_rate
-    fmt, pad = layer.data_format, layer.padding
-    if isinstance(layer, (_L.SeparableConv1D, _L.SeparableConv2D)):
-        dk, pk = _tensor(layer.depthwise_kernel, dtype), _tensor(layer.pointwise_kernel, dtype)
-
-        def depthwise(x: T, w: T) -> T:
-            return ops.depthwise_conv(x, w, strides=strides, padding=pad, dilation_rate=dil, data_format=fmt)
-
-        def pointwise(x: T, w: T) -> T:
-            return ops.conv(x, w, strides=1, padding="valid", data_format=fmt)
-
-        return [
-            Linear(depthwise, dk, None, (1,) * rank + tuple(dk.shape[-2:]), first),
-            Linear(pointwise, pk, bias, (1,) * (rank + 1) + (-1,), first),
-        ]
-    k = _tensor(layer.kernel, dtype)
-    if isinstance(layer, (_L.DepthwiseConv1D, _L.DepthwiseConv2D)):
-
-        def dw(x: T, w: T) -> T:
-            return ops.depthwise_conv(x, w, strides=strides, padding=pad, dilation_rate=dil, data_format=fmt)
-
-        return [Linear(dw, k, bias, (1,) * rank + tuple(k.shape[-2:]), first)]
-    if isinstance(layer, (_L.Conv1DTranspose, _L.Conv2DTranspose, _L.Conv3DTranspose)):
-        out_pad = layer.output_padding
-
-        def tconv(x: T, w: T) -> T:
-            return ops.conv_transpose(
-                x, w, strides=strides, padding=pad, output_padding=out_pad, data_format=fmt, dilation_rate=dil
-            )
-
-        return [Linear(tconv, k, bias, (1,) * rank + (-1, 1), first)]
-    if pad == "causal":  # Conv1D: left padding, then a valid convolution
-        causal = layer._compute_causal_padding()
-
-        def conv(x: T, w: T) -> T:
-            return ops.conv(
-                ops.pad(x, causal), w, strides=strides, padding="valid", dilation_rate=dil, data_format=fmt
-            )
-
-        return [Linear(conv, k, bias, (1,) * (rank + 1) + (-1,), first)]
-    return [Linear(layer.convolution_op, k, bias, (1,) * (rank + 1) + (-1,), first)]
-
-
 # ---- the steps ----------------------------------------------------------------------------------
 def lrp_step(
     bk: Any,
@@ -570,7 +341,7 @@ def lrp_step(
         raise XaikitTypeError(f"composite must be a Composite (xk.xai.rules.spec); got {describe(composite)}")
     Assignment(model, composite)  # the composite's errors, before anything is traced
     tensors, static = bk._split(model_kwargs)
-    zbox = _zbox_slots(composite)
+    zbox = zbox_slots(composite)
     bounds = {
         slot: (tf.constant(r.low, tf.float32), tf.constant(r.high, tf.float32)) for slot, r in zbox.items()
     }
@@ -580,9 +351,9 @@ def lrp_step(
 
 
 def _step(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, Any]) -> Traced:
-    from xaikit.backend.tf.core import _static_key
+    from xaikit.backend.tf.core import _static_key, _weakrefable
 
-    key = ("lrp", _key(comp), output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
+    key = ("lrp", composite_key(comp), output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
     try:
         table = _STEPS.setdefault(model, {})
     except TypeError:  # not weak-referenceable: a step per call
@@ -629,14 +400,6 @@ def _refuse_exported(model: Any, what: str) -> None:
             f"model in memory); the methods that need no layer work on the exported model: "
             f"{', '.join(NO_LAYER_METHODS)}"
         )
-
-
-def _weakrefable(obj: Any) -> bool:
-    try:
-        weakref.ref(obj)
-    except TypeError:
-        return False
-    return True
 
 
 def modified_step(

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import keras
 import tensorflow as tf
 
 from xaikit.backend.base import T
 from xaikit.errors import XaikitValueError
 
-__all__ = ["Linear", "backward", "bounds_like", "pass_grad", "stab"]
+__all__ = ["Linear", "backward", "bounds_like", "linears", "pass_grad", "stab"]
 
 
 def stab(z: T, eps: float) -> T:
@@ -173,3 +174,65 @@ def backward(
             lin.transpose(x, w_down, p) + lin.transpose(x, w_up, n),
         ), None
     raise XaikitValueError(f"rule {kind!r} is not a rule of a linear layer")
+
+
+# ---- the linear maps of a Keras layer ------------------------------------------------------------
+_L = keras.layers
+
+
+def _tensor(v: Any, dtype: Any) -> T:
+    return tf.cast(tf.convert_to_tensor(v), dtype)
+
+
+def linears(layer: Any, dtype: Any) -> list[Linear]:
+    """The layer's linear map(s) (a separable convolution: depthwise, then pointwise), with
+    its own operation and configuration, in ``dtype``."""
+    ops = keras.ops
+    first = getattr(layer, "data_format", "channels_last") == "channels_first"
+    bias = _tensor(layer.bias, dtype) if getattr(layer, "use_bias", False) else None
+    if first and bias is not None:  # (C, 1, ..., 1) onto a (B, C, ...) output
+        bias = tf.reshape(bias, (-1,) + (1,) * layer.rank)
+    if isinstance(layer, _L.Dense):
+        k = _tensor(layer.kernel, dtype)
+        return [Linear(lambda x, w: ops.matmul(x, w), k, bias, (1, -1), False)]
+    rank, strides, dil = layer.rank, layer.strides, layer.dilation_rate
+    fmt, pad = layer.data_format, layer.padding
+    if isinstance(layer, (_L.SeparableConv1D, _L.SeparableConv2D)):
+        dk, pk = _tensor(layer.depthwise_kernel, dtype), _tensor(layer.pointwise_kernel, dtype)
+
+        def depthwise(x: T, w: T) -> T:
+            return ops.depthwise_conv(x, w, strides=strides, padding=pad, dilation_rate=dil, data_format=fmt)
+
+        def pointwise(x: T, w: T) -> T:
+            return ops.conv(x, w, strides=1, padding="valid", data_format=fmt)
+
+        return [
+            Linear(depthwise, dk, None, (1,) * rank + tuple(dk.shape[-2:]), first),
+            Linear(pointwise, pk, bias, (1,) * (rank + 1) + (-1,), first),
+        ]
+    k = _tensor(layer.kernel, dtype)
+    if isinstance(layer, (_L.DepthwiseConv1D, _L.DepthwiseConv2D)):
+
+        def dw(x: T, w: T) -> T:
+            return ops.depthwise_conv(x, w, strides=strides, padding=pad, dilation_rate=dil, data_format=fmt)
+
+        return [Linear(dw, k, bias, (1,) * rank + tuple(k.shape[-2:]), first)]
+    if isinstance(layer, (_L.Conv1DTranspose, _L.Conv2DTranspose, _L.Conv3DTranspose)):
+        out_pad = layer.output_padding
+
+        def tconv(x: T, w: T) -> T:
+            return ops.conv_transpose(
+                x, w, strides=strides, padding=pad, output_padding=out_pad, data_format=fmt, dilation_rate=dil
+            )
+
+        return [Linear(tconv, k, bias, (1,) * rank + (-1, 1), first)]
+    if pad == "causal":  # Conv1D: left padding, then a valid convolution
+        causal = layer._compute_causal_padding()
+
+        def conv(x: T, w: T) -> T:
+            return ops.conv(
+                ops.pad(x, causal), w, strides=strides, padding="valid", dilation_rate=dil, data_format=fmt
+            )
+
+        return [Linear(conv, k, bias, (1,) * (rank + 1) + (-1,), first)]
+    return [Linear(layer.convolution_op, k, bias, (1,) * (rank + 1) + (-1,), first)]
