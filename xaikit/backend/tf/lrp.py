@@ -5,7 +5,8 @@ LRP runs one backward pass whose "gradient" at each tensor ``a`` is its relevanc
 value (``R = a * g``, see :mod:`xaikit.xai.rules.spec`). Inside the traced step, the ``call``
 of each layer that has a rule is swapped (``try``/``finally``, as the class-activation maps
 capture a layer: :mod:`xaikit.backend.tf.cam`) for a wrapper that runs the layer's own call and
-gives its output a ``tf.custom_gradient`` backward, the rule's:
+gives its output a ``tf.custom_gradient`` backward, the rule's (which rule each layer gets, and
+which BatchNorms merge: :mod:`xaikit.backend.tf.lrp_plan`):
 
 * convolutions (Conv1D/2D/3D, their transposes, DepthwiseConv1D/2D, SeparableConv1D/2D as a
   depthwise then a pointwise map) and Dense: the rule on ``z = W x + b`` computed with the
