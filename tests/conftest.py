@@ -49,6 +49,8 @@ NUMERICS_FILES = frozenset(
         "tests/test_model_forms_keras.py",
         "tests/test_model_forms_torch.py",
         "tests/test_real_models.py",
+        "tests/rules/test_lrp_torch.py",
+        "tests/rules/test_lrp_torch_peers.py",
         "tests/xai/test_cam.py",
         "tests/xai/test_cam_peers.py",
         "tests/xai/test_cam_tfkerasvis.py",

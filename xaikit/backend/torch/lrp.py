@@ -1,0 +1,456 @@
+"""LRP for torch models: one forward pass with hooks, one modified backward pass
+(``bk.relevance.lrp_step``; rules, composites and the relevance convention ``R = a * g`` in
+:mod:`xaikit.xai.rules.spec`).
+
+Each module of a kind that a composite assigns rules to (``nn.Conv1d/2d/3d`` (grouped and
+depthwise too), ``nn.ConvTranspose1d/2d/3d``, ``nn.Linear``, average and max pooling (adaptive
+too), BatchNorm, element-wise activations) gets a forward hook. The hook hands the rest of the
+network the module's output through an autograd function whose forward is the identity on
+that output and whose backward applies the layer's rule:
+
+* convolution / dense layer: the function takes the layer's input and computes the gradient
+  at the input by the rule from the saved input, the output and the module's weights
+  (:mod:`xaikit.backend.torch.lrp_rules`); the module's own backward never runs;
+* ``pass`` (activations, an unmerged BatchNorm): ``g_x = g_y * y / x`` (nothing where
+  ``|x| <= 1e-12``); ``nn.ReLU``, ``nn.LeakyReLU``, ``nn.PReLU`` and ``nn.RReLU`` are not hooked
+  for it: their plain gradient is that exactly;
+* ``norm`` / ``epsilon`` on a layer without weights (pooling) or a BatchNorm: the gradient at
+  the output scaled by ``y / stab(y)``, then the module's own backward.
+
+With ``composite.canonize`` a BatchNorm whose input is the output of a convolution or dense
+layer that no other hooked module read before it (and nothing changed in place) is merged
+into that layer: the pair gets the
+layer's rule with the merged weights (:class:`~xaikit.backend.torch.lrp_rules.Affine`), computed
+from the layer's input and the BatchNorm's output; nothing of the model is written.
+
+A tensor changed in place after a hooked layer wrote it (``out += identity``, ``F.relu(...,
+inplace=True)``) is seen by its version counter: the layer's output is recomputed from its
+input in the backward pass (an ``nn.ReLU(inplace=True)`` module after the layer is allowed for:
+the relevance ``y * g`` is the same with ``relu(y)``). Other in-place activation modules run on
+a copy of their input. Hooks are removed and the train/eval flags restored in ``finally``
+blocks: the model is left as it was, also when the call raises.
+
+Functional calls (``F.conv2d``, ``torch.matmul``, ``F.relu``) are not hooked: they pass
+relevance on by their plain gradient, LRP-0 for a linear operation.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+from xaikit.backend.base import T
+from xaikit.backend.outputs import as_matrix
+from xaikit.backend.torch.forms import compiled_module, form_of, hook_refusal, is_exported, is_script
+from xaikit.backend.torch.grads import input_grads
+from xaikit.backend.torch.lrp_rules import Affine, rule_backward, stabilized_ratio
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+
+__all__ = ["kind_of", "lrp_step"]
+
+#: element-wise activation modules (kind "activation")
+ACTIVATIONS = (
+    nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.SiLU, nn.GELU, nn.Tanh,
+    nn.Sigmoid, nn.ELU, nn.CELU, nn.SELU, nn.Hardswish, nn.Hardsigmoid, nn.Mish, nn.Softplus,
+    nn.Softsign, nn.LogSigmoid, nn.Tanhshrink, nn.Hardshrink, nn.Softshrink, nn.Threshold,
+)  # fmt: skip
+#: activations whose plain gradient is the pass rule exactly (linear on each side of 0)
+_PIECEWISE_LINEAR = (nn.ReLU, nn.LeakyReLU, nn.PReLU, nn.RReLU)
+#: the rules each kind of module takes
+_ALLOWED = {
+    "conv": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
+    "dense": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
+    "avgpool": ("norm", "epsilon", "gradient"),
+    "maxpool": ("norm", "epsilon", "gradient"),
+    "batchnorm": ("pass", "epsilon", "norm", "gradient"),
+    "activation": ("pass", "gradient"),
+}
+#: |x| at or below which the pass rule passes nothing (y / x would overflow)
+_TINY = 1e-12
+#: what the method is called in refusals
+_LRP = "LRP (methods 'lrp' and 'lrp_epsilon')"
+
+
+def kind_of(module: Any) -> str | None:
+    """The composite's kind of a module (:data:`xaikit.xai.rules.spec.KINDS`), or None.
+
+    Example:
+        >>> kind_of(nn.Conv2d(3, 4, 3)), kind_of(nn.BatchNorm2d(4)), kind_of(nn.Flatten())
+        ('conv', 'batchnorm', None)
+    """
+    if isinstance(module, nn.Linear):
+        return "dense"
+    if isinstance(module, nn.modules.conv._ConvNd):
+        return "conv"
+    if isinstance(module, (nn.modules.pooling._AvgPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd)):
+        return "avgpool"
+    if isinstance(module, (nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AdaptiveMaxPoolNd)):
+        return "maxpool"
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        return "batchnorm"
+    if isinstance(module, ACTIVATIONS):
+        return "activation"
+    return None
+
+
+@dataclass
+class _Layer:
+    """A hooked module: its name (as the model's ``named_modules()`` gives it), kind and rule."""
+
+    name: str
+    kind: str
+    rule: Any
+
+
+def _compute_dtype(t: torch.Tensor) -> torch.dtype:
+    """float32 for a half-precision tensor, else its dtype."""
+    return torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else t.dtype
+
+
+class _Site:
+    """One call of a hooked module: what its backward reads.
+
+    ``how``: ``"affine"`` (a convolution / dense layer, or one merged with its BatchNorm: the
+    rule from the input), ``"pass"`` (``g * y / x``) or ``"scale"`` (``g * y / stab(y)``, then
+    the module's own backward). Values are kept as detached aliases with their version
+    counters: a value changed in place is recomputed (the output) or refused (the input).
+    """
+
+    def __init__(
+        self, name: str, rule: Any, how: str, module: Any, x: torch.Tensor, out: torch.Tensor
+    ) -> None:
+        self.name, self.rule, self.how, self.module = name, rule, how, module
+        self.x_in = x  # with its autograd history: what a merged BatchNorm's node reads
+        self.x, self.x_version = x.detach(), x._version
+        self.value = out.detach()
+        self.version = self.value._version
+        self.bumps = 0  # in-place nn.ReLU modules applied to the output (allowed for)
+        self.readers = 0  # hooked modules that read the output
+        self.affine: Affine | None = None
+        self.index: int | None = None  # the model input it reads (input rules)
+        self.direct: dict[int, torch.Tensor] | None = None
+        self.grad_dtype = x.dtype  # the dtype of the tensor the node's gradient is for
+
+    def values(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The input and the output as the forward pass computed them."""
+        if self.x._version != self.x_version:
+            raise XaikitValueError(
+                f"the input of layer {self.name!r} was changed in place after the layer read it (an "
+                "in-place operation such as x += ..., x.relu_() or an inplace=True module on it): LRP "
+                "needs the values the layer saw. Make that operation out of place"
+            )
+        if self.value._version == self.version + self.bumps:
+            return self.x, self.value
+        with torch.no_grad():
+            if self.affine is not None:
+                w, b = self.affine.params()
+                dt = self.affine.dtype
+                out = self.affine.fwd(self.affine.pad(self.x.to(dt)), w, b)
+            else:
+                out = self.module.forward(self.x.clone())
+        return self.x, out
+
+    def backward(self, g: torch.Tensor) -> torch.Tensor:
+        x, out = self.values()
+        dt = _compute_dtype(g)
+        g, x, out = g.to(dt), x.to(dt), out.to(dt)
+        if self.how == "pass":
+            res = (g * out).div_(x).masked_fill_(x.abs() <= _TINY, 0.0)
+        elif self.how == "scale":
+            res = stabilized_ratio(out * g, out, self.rule.epsilon)
+        else:
+            if self.affine is None:  # set with how="affine"
+                raise XaikitValueError(f"layer {self.name!r}: no layer to apply the rule to")
+            res = rule_backward(self.affine, self.rule, x, out, g, self.name)
+            if self.rule.reads_input and self.direct is not None and self.index is not None:
+                i = self.index
+                self.direct[i] = res if i not in self.direct else self.direct[i] + res
+                return torch.zeros_like(self.x, dtype=self.grad_dtype)  # an affine node's input is x
+        return res.to(self.grad_dtype)
+
+
+class _Node(torch.autograd.Function):
+    """Identity forward on a module's output (a fresh alias of it); backward: the site's rule."""
+
+    @staticmethod
+    def forward(ctx: Any, site: _Site, x: torch.Tensor) -> torch.Tensor:
+        ctx.site = site
+        return site.value.detach()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[None, torch.Tensor]:
+        return None, ctx.site.backward(g)
+
+
+def _refuse(model: Any) -> None:
+    """The forms whose modules LRP cannot hook: refused with what to do instead."""
+    if not isinstance(model, nn.Module):
+        raise XaikitTypeError(f"{_LRP} needs a torch.nn.Module (to hook its layers); got {describe(model)}")
+    refusal = hook_refusal(model, _LRP)
+    if refusal is not None:
+        raise XaikitTypeError(str(refusal))
+    if is_exported(model):
+        raise XaikitTypeError(
+            f"{_LRP} cannot be computed for {form_of(model)}: its graph calls aten operators, not the "
+            "model's modules, so no rule can be attached to a layer. Explain the nn.Module that was "
+            "exported (same weights), or use a method that needs no hooks (the gradient methods)"
+        )
+    for name, m in model.named_modules():
+        if name and (is_script(m) or is_exported(m)):
+            raise XaikitTypeError(
+                f"{_LRP}: submodule {name!r} of the model is {form_of(m)}, whose layers cannot be "
+                "hooked, so they would get no rule. Explain a model of Python nn.Modules (load the "
+                "submodule's weights into its Python class)"
+            )
+
+
+def _plan(model: Any, eager: Any, comp: Any) -> dict[int, tuple[Any, _Layer]]:
+    """Each module the composite gives a rule to: ``{id(module): (module, layer)}``; names,
+    kinds and rules checked before the model runs."""
+    prefix = "_orig_mod." if eager is not model else ""
+    named = list(eager.named_modules())
+    known = {n for n, _ in named} | {prefix + n for n, _ in named}
+    unknown = sorted(k for k in comp.names if k not in known)
+    if unknown:
+        raise XaikitValueError(
+            f"composite names {unknown} are not modules of the model; names are module paths as "
+            f"model.named_modules() gives them, e.g. {[prefix + n for n, _ in named if n][:6]}"
+        )
+    first = next((m for _, m in named if kind_of(m) in ("conv", "dense")), None)
+    plan: dict[int, tuple[Any, _Layer]] = {}
+    for n, m in named:
+        full = (prefix + n) if n else (prefix[:-1] or "(the model)")
+        key = full if full in comp.names else n
+        kind = kind_of(m)
+        if kind is None:
+            if key in comp.names:
+                raise XaikitValueError(
+                    f"composite names[{key!r}]: layer {full!r} is a {type(m).__name__}, which LRP does "
+                    "not assign rules to; rules apply to convolutions, nn.Linear, pooling, BatchNorm "
+                    "and element-wise activation modules"
+                )
+            continue
+        rule = comp.rule_for(key, kind, m is first)
+        if rule.kind not in _ALLOWED[kind] and not (kind == "batchnorm" and comp.canonize):
+            raise XaikitValueError(
+                f"layer {full!r} ({type(m).__name__}, kind {kind!r}) cannot take the {rule.kind!r} rule; "
+                f"its kind takes {_ALLOWED[kind]}"
+            )
+        plan[id(m)] = (m, _Layer(full, kind, rule))
+    return plan
+
+
+def _bn_merge(bn: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """A BatchNorm (eval mode) as ``y = a * z + c``: ``(a, c)`` per channel."""
+    var = bn.running_var.detach().to(dtype)
+    a = torch.rsqrt(var + bn.eps)
+    if bn.weight is not None:
+        a = a * bn.weight.detach().to(dtype)
+    c = -bn.running_mean.detach().to(dtype) * a
+    if bn.bias is not None:
+        c = c + bn.bias.detach().to(dtype)
+    return a, c
+
+
+class _Pass:
+    """The hooks of one relevance pass and what they record."""
+
+    def __init__(self, plan: dict[int, tuple[Any, _Layer]], comp: Any, xs: Sequence[torch.Tensor]) -> None:
+        self.plan, self.comp, self.xs = plan, comp, list(xs)
+        self.outs: dict[int, tuple[Any, _Site]] = {}
+        self.direct: dict[int, torch.Tensor] = {}
+        self.pending: dict[int, list[torch.Tensor]] = {}
+        self.ran = 0
+
+    # ---- bookkeeping ---------------------------------------------------------------------------
+    def _register(self, t: torch.Tensor, site: _Site) -> None:
+        key = id(t)
+        outs = self.outs
+        self.outs[key] = (weakref.ref(t, lambda _r: outs.pop(key, None)), site)
+
+    def _site_of(self, t: Any) -> _Site | None:
+        entry = self.outs.get(id(t))
+        if entry is None or entry[0]() is not t:
+            return None
+        return entry[1]
+
+    def _read(self, t: Any) -> _Site | None:
+        site = self._site_of(t)
+        if site is not None:
+            site.readers += 1
+        return site
+
+    def _wrap(self, site: _Site, x: torch.Tensor) -> torch.Tensor:
+        site.grad_dtype = x.dtype
+        t = _Node.apply(site, x)
+        site.version = t._version
+        self._register(t, site)
+        return t
+
+    # ---- hooks ---------------------------------------------------------------------------------
+    def attach(self) -> list[Any]:
+        handles = []
+        for module, layer in self.plan.values():
+            if layer.kind in ("conv", "dense"):
+                handles.append(module.register_forward_hook(self._affine_hook))
+            elif layer.kind == "batchnorm":
+                handles.append(module.register_forward_hook(self._bn_hook))
+            elif layer.kind in ("avgpool", "maxpool") and layer.rule.kind != "gradient":
+                handles.append(module.register_forward_hook(self._elementwise_hook))
+            elif layer.kind == "activation":
+                inplace = bool(getattr(module, "inplace", False))
+                if type(module) is nn.ReLU:
+                    if inplace:
+                        handles.append(module.register_forward_hook(self._relu_hook))
+                    continue
+                if inplace:
+                    handles.append(module.register_forward_pre_hook(self._copy_hook))
+                handles.append(module.register_forward_hook(self._elementwise_hook))
+        return handles
+
+    def _affine_hook(self, module: Any, args: Any, out: Any) -> Any:
+        _, layer = self.plan[id(module)]
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor):
+            return None
+        self._read(x)
+        self.ran += 1
+        site = _Site(layer.name, layer.rule, "affine", module, x, out)
+        site.affine = Affine(module, x.shape, out.shape, dtype=_compute_dtype(x))
+        if layer.rule.reads_input:
+            index = next((i for i, leaf in enumerate(self.xs) if leaf is x), None)
+            if index is None:
+                raise XaikitValueError(
+                    f"layer {layer.name!r} has the {layer.rule.kind!r} rule, which gives the relevance "
+                    "of the model's input itself, and its input is not a model input (it reads the "
+                    "output of another operation): give that rule to the layer that reads the input, "
+                    "or another rule to this one (composite names=)"
+                )
+            site.index, site.direct = index, self.direct
+        if layer.rule.kind == "gradient":  # the module's own backward; still seen by its BatchNorm
+            self._register(out, site)
+            return None
+        return self._wrap(site, x)
+
+    def _bn_hook(self, module: Any, args: Any, out: Any) -> Any:
+        _, layer = self.plan[id(module)]
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor):
+            return None
+        src = self._read(x)
+        mergeable = (
+            self.comp.canonize
+            and src is not None
+            and src.affine is not None
+            and src.affine.scale is None
+            and src.readers == 1
+            and src.value._version == src.version  # not changed in place on the way (F.relu_)
+            and module.running_mean is not None
+            and module.running_var is not None
+            and not module.training
+            and (not src.affine.dense or out.ndim == 2)
+        )
+        if not mergeable or src is None or src.affine is None:
+            if layer.rule.kind not in _ALLOWED["batchnorm"]:
+                raise XaikitValueError(
+                    f"layer {layer.name!r} (a BatchNorm not merged into a convolution or dense layer) "
+                    f"cannot take the {layer.rule.kind!r} rule; it takes {_ALLOWED['batchnorm']}"
+                )
+            return self._elementwise(module, layer, x, out)
+        if src.rule.kind == "gradient":  # the pair's plain gradient: both modules' own backward
+            return None
+        dtype = src.affine.dtype
+        a, c = _bn_merge(module, dtype)
+        site = _Site(f"{src.name} (merged with {layer.name})", src.rule, "affine", src.module, src.x_in, out)
+        site.x, site.x_version = src.x, src.x_version
+        site.affine = Affine(src.module, src.x.shape, out.shape, scale=a, shift=c, dtype=dtype)
+        site.index, site.direct = src.index, src.direct
+        return self._wrap(site, src.x_in)
+
+    def _elementwise_hook(self, module: Any, args: Any, out: Any) -> Any:
+        _, layer = self.plan[id(module)]
+        stack = self.pending.get(id(module))
+        x = stack.pop() if stack else (args[0] if args else None)
+        if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor):
+            return None
+        self._read(x)
+        return self._elementwise(module, layer, x, out)
+
+    def _elementwise(self, module: Any, layer: _Layer, x: torch.Tensor, out: torch.Tensor) -> Any:
+        kind = layer.rule.kind
+        if kind == "gradient" or (kind == "pass" and isinstance(module, _PIECEWISE_LINEAR)):
+            return None
+        if kind == "pass":
+            return self._wrap(_Site(layer.name, layer.rule, "pass", module, x, out), x)
+        site = _Site(layer.name, layer.rule, "scale", module, x, out)  # norm / epsilon
+        return self._wrap(site, out)
+
+    def _copy_hook(self, module: Any, args: Any) -> Any:
+        """An in-place activation runs on a copy of its input (kept for its rule)."""
+        if not args or not isinstance(args[0], torch.Tensor):
+            return None
+        self.pending.setdefault(id(module), []).append(args[0])
+        return (args[0].clone(), *args[1:])
+
+    def _relu_hook(self, module: Any, args: Any, out: Any) -> None:
+        """An in-place ``nn.ReLU`` on a hooked layer's output: allowed for (its relevance
+        ``relu(y) * g`` is ``y * g``: the ReLU's gradient is 0 where it changed ``y``)."""
+        site = self._read(args[0]) if args else None
+        if site is not None and out is args[0]:
+            site.bumps += 1
+
+
+def lrp_step(
+    bk: Any,
+    model: Any,
+    inputs: Sequence[T],
+    targets: T,
+    composite: Any,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+) -> tuple[list[T], T]:
+    """LRP of a chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`):
+    ``(relevance per input (float32, each input's shape), target scores (rows,))``."""
+    _refuse(model)
+    inner = compiled_module(model)
+    eager = model if inner is None else inner
+    plan = _plan(model, eager, composite)
+    half = bk._half(eager)
+    with bk.inference(model), torch.enable_grad():
+        xs = [
+            (x.to(half) if half is not None and x.is_floating_point() else x).detach().requires_grad_(True)
+            for x in inputs
+        ]
+        run = _Pass(plan, composite, xs)
+        handles = run.attach()
+        try:
+            out = as_matrix(bk._call(eager, xs, output, model_kwargs))
+            scores = out.gather(1, targets[:, None]).squeeze(1)
+            if not run.ran:
+                raise XaikitValueError(
+                    f"{_LRP} assigns its rules to the model's convolution and nn.Linear modules, and the "
+                    f"forward pass of {form_of(model)} called none (its layers are functional calls "
+                    "such as F.conv2d / torch.matmul, or run inside a module LRP does not know): its "
+                    "relevance would be gradient x input. Build the model from nn.Conv*/nn.Linear "
+                    "modules, or use method='input_x_gradient' for that"
+                )
+            grads = input_grads(model, scores, xs, output)
+        finally:
+            for h in handles:
+                h.remove()
+            run.outs.clear()
+            run.pending.clear()
+    rel = []
+    for i, (x, g) in enumerate(zip(xs, grads)):
+        r = x.detach().float() * g.float()
+        if i in run.direct:
+            r = r + run.direct[i].float()
+        rel.append(r)
+    return rel, scores.detach().float()
