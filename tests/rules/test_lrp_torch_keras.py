@@ -11,7 +11,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")
-pytest.importorskip("xaikit.backend.torch.lrp", reason="the torch LRP backend is not on this branch yet")
 
 import xaikit as xk  # noqa: E402
 from xaikit.xai.rules import spec  # noqa: E402
