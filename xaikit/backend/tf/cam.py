@@ -16,6 +16,8 @@ Guided backpropagation swaps, inside a ``try``/``finally``, the ReLU activation 
 that has one (``activation="relu"``, ``Activation("relu")``, plain ``ReLU()`` layers, nested
 sub-models included) for a ``tf.custom_gradient`` guided ReLU, runs its step, and puts the
 model's own activations back: the model is the same object with the same attributes after.
+Deconvnet (:meth:`Cam.relu_step`, for the rules family) swaps the same ReLUs for one whose
+backward is the ReLU of the gradient, in a step of its own.
 A ReLU applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) cannot be
 reached and keeps its plain gradient. Loaded the first time a CAM method runs.
 
@@ -189,7 +191,9 @@ class Cam(CamFacet):
                 step.fail(unreachable_inputs(ref(), missing, len(inputs)))
             return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
-        bodies: dict[str, Callable[..., Any]] = {"cam_grad": grad, "cam_acts": acts, "guided": guided}
+        bodies: dict[str, Callable[..., Any]] = {
+            "cam_grad": grad, "cam_acts": acts, "guided": guided, "deconvnet": guided
+        }  # fmt: skip
         step = Traced(bodies[kind], bk.trace_counts, (id(model), kind))
         table[key] = step
         return step
@@ -228,11 +232,25 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> list[T]:
+        return self.relu_step(model, inputs, targets, "guided", output, model_kwargs)
+
+    def relu_step(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        mode: str,
+        output: int | str = 0,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> list[T]:
+        """Input gradients with every reachable ReLU's backward modified: ``mode="guided"``
+        (positive gradients where the input was positive) or ``"deconvnet"`` (the ReLU of the
+        gradient)."""
         tensors, static = self.bk._split(model_kwargs)
-        step = self._step(model, None, output, "guided", static)
+        step = self._step(model, None, output, mode, static)
         # The step is traced (and retraced) only while the ReLUs are swapped, so its graph is
-        # always the guided one; the model's own attributes are restored right after.
-        with _guided_relus(model):
+        # always the modified one; the model's own attributes are restored right after.
+        with _modified_relus(model, _RELUS[mode]):
             return list(step.run(list(inputs), targets, tensors))
 
 
@@ -364,30 +382,60 @@ def _guided_relu(x: T) -> Any:
     return y, grad
 
 
+@tf.custom_gradient
+def _deconv_relu(x: T) -> Any:
+    """ReLU whose gradient is the ReLU of the gradient, whatever the input (deconvnet)."""
+
+    def grad(dy: T) -> T:
+        return tf.nn.relu(dy)
+
+    return tf.nn.relu(x), grad
+
+
+#: the ReLU that each mode of :meth:`Cam.relu_step` swaps in
+_RELUS = {"guided": _guided_relu, "deconvnet": _deconv_relu}
+
+
 def _is_relu(fn: Any) -> bool:
     return fn is not None and getattr(fn, "__name__", "") == "relu"
 
 
+def _relu_attr(layer: Any) -> str | None:
+    """What makes ``layer`` a ReLU that can be swapped: ``"activation"`` (``activation="relu"``
+    of a Dense/Conv layer, ``Activation("relu")``), ``"call"`` (a plain ``keras.layers.ReLU``:
+    no max value, slope or threshold), or None."""
+    if _is_relu(getattr(layer, "activation", None)):
+        return "activation"
+    if (
+        isinstance(layer, keras.layers.ReLU)
+        and getattr(layer, "max_value", None) is None
+        and not getattr(layer, "negative_slope", 0)
+        and not getattr(layer, "threshold", 0)
+    ):
+        return "call"
+    return None
+
+
+def _relu_layers(model: Any) -> list[tuple[Any, str]]:
+    """``(layer, attribute)`` of every ReLU of the model that can be swapped (nested models too)."""
+    return [(la, attr) for la in all_layers(model) if (attr := _relu_attr(la)) is not None]
+
+
 @contextlib.contextmanager
-def _guided_relus(model: Any) -> Iterator[None]:
-    """Swap, for the duration of the block, the ReLU activation of every layer that has one
-    (``activation="relu"`` of Dense/Conv layers, ``Activation("relu")``) and the ``call`` of
-    plain ``keras.layers.ReLU`` layers (no max value, slope or threshold) for a guided ReLU;
-    restore the model's own attributes in a ``finally`` block."""
+def _modified_relus(model: Any, relu: Any) -> Iterator[None]:
+    """Swap, for the duration of the block, every ReLU of :func:`_relu_layers` for ``relu``
+    (the activation, or a plain ReLU layer's ``call``); restore the model's own attributes in a
+    ``finally`` block."""
     swapped: list[tuple[Any, str, Any, bool]] = []  # (layer, attribute, own value, had its own)
     try:
-        for la in all_layers(model):
-            if _is_relu(getattr(la, "activation", None)):
-                swapped.append((la, "activation", la.activation, True))
-                la.activation = _guided_relu
-            elif (
-                isinstance(la, keras.layers.ReLU)
-                and getattr(la, "max_value", None) is None
-                and not getattr(la, "negative_slope", 0)
-                and not getattr(la, "threshold", 0)
-            ):
-                swapped.append((la, "call", la.__dict__.get("call"), "call" in la.__dict__))
-                la.call = _guided_relu
+        for la, attr in _relu_layers(model):
+            swapped.append((la, attr, la.__dict__.get(attr), attr in la.__dict__))
+            setattr(la, attr, relu)
         yield
     finally:
         _restore(swapped)
+
+
+def _guided_relus(model: Any) -> contextlib.AbstractContextManager[None]:
+    """:func:`_modified_relus` with the guided ReLU."""
+    return _modified_relus(model, _guided_relu)

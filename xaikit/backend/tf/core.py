@@ -342,7 +342,7 @@ class TFBackend(Backend):
     def traces(self, model: Any, kind: str = "grad") -> int:
         """How many times a step of ``model`` has been traced: ``"grad"`` (the gradient methods),
         ``"scores"`` (forward scores), ``"cam_grad"``, ``"cam_acts"``, ``"guided"`` (the
-        class-activation maps; see :data:`xaikit.backend.tf.steps.KINDS`)."""
+        class-activation maps), ``"deconvnet"``, ``"lrp"`` (see :data:`xaikit.backend.tf.steps.KINDS`)."""
         if kind not in KINDS:
             raise XaikitValueError(f"kind must be one of {sorted(KINDS)}; got {kind!r}")
         return self.trace_counts.get((id(model), kind), 0)

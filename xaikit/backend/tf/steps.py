@@ -32,6 +32,8 @@ KINDS = {
     "cam_acts": "a layer's activations (Eigen-CAM, Score-CAM)",
     "guided": "guided-backpropagation input gradients (Guided Grad-CAM)",
     "deeplift": "DeepLIFT attributions of a chunk of rows and their baseline rows",
+    "deconvnet": "deconvnet input gradients (each ReLU's backward: the ReLU of the gradient)",
+    "lrp": "LRP relevance of a chunk of rows (the layers' calls swapped for their rules' backward)",
 }
 
 

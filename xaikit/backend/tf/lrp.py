@@ -1,0 +1,430 @@
+"""LRP, guided backprop and deconvnet on Keras models (TensorFlow): the steps of the relevance
+facet (:class:`~xaikit.backend.tf.relevance.Relevance`).
+
+LRP runs one backward pass whose "gradient" at each tensor ``a`` is its relevance over its
+value (``R = a * g``, see :mod:`xaikit.xai.rules.spec`). Inside the traced step, the ``call``
+of each layer that has a rule is swapped (``try``/``finally``, as the class-activation maps
+capture a layer: :mod:`xaikit.backend.tf.cam`) for a wrapper that runs the layer's own call and
+gives its output a ``tf.custom_gradient`` backward, the rule's (which rule each layer gets, and
+which BatchNorms merge: :mod:`xaikit.backend.tf.lrp_plan`):
+
+* convolutions (Conv1D/2D/3D, their transposes, DepthwiseConv1D/2D, SeparableConv1D/2D as a
+  depthwise then a pointwise map) and Dense: the rule on ``z = W x + b`` computed with the
+  layer's own operation and configuration (:mod:`xaikit.backend.tf.lrp_linear`); a fused
+  ``activation=`` is taken out of the layer's call while it runs, the rule reads the
+  pre-activation ``z``, and the activation then passes relevance like an activation layer;
+* activation layers (Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax) and fused activations:
+  ``pass``, ``g_x = g_y * y / x`` (nothing where ``|x| <= 1e-12``); a ReLU, leaky ReLU, PReLU
+  or linear activation keeps its plain gradient, which is that exactly;
+* BatchNormalization: merged into the convolution or dense layer whose output it normalizes
+  when the composite canonizes (the pair must be visible in a Sequential's layer order or a
+  Functional graph, the layer's output must feed only the BatchNorm, and the tensors must be
+  the same at run time), computed on the fly, the model's weights untouched; else its own rule
+  (``pass`` by default);
+* ``norm`` / ``epsilon`` on a layer without weights (average pooling by default, max pooling)
+  or an unmerged BatchNorm: the gradient at the output scaled by ``y / stab(y)``, then the
+  layer's own backward; ``norm`` on a convolution or dense layer is the epsilon rule;
+* Multiply (a gate, e.g. squeeze-excitation): every input but the largest gets a stopped
+  gradient, so the relevance goes to the gated signal.
+
+Everything else (sums, concatenation, reshapes, padding) keeps its plain gradient, which is
+LRP-0 in this convention. A rule that gives the input's relevance directly (flat, w-square,
+z^B) applies only to a layer that reads a model input: its relevance is kept aside and added to
+that input's ``x * g``; on another layer the step is refused, naming the layer. The model is the
+same object with the same attributes, weights and statistics after every call, also after an
+error. The steps are cached per model, composite, output and constant model arguments; the
+swapped calls exist only while a step is traced, so no other step sees them.
+
+Guided backprop delegates to :meth:`xaikit.backend.tf.cam.Cam.guided_step`; deconvnet is the
+same swap of ReLUs with the ReLU of the gradient as backward (:meth:`~xaikit.backend.tf.cam.Cam.relu_step`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from xaikit.backend.base import T
+from xaikit.backend.outputs import as_matrix
+from xaikit.backend.tf.cam import _call_attr, _relu_layers, _restore
+from xaikit.backend.tf.errors import unreachable_inputs
+from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
+from xaikit.backend.tf.layers import sublayers
+from xaikit.backend.tf.lrp_linear import Linear, backward, linears, pass_grad, stab
+from xaikit.backend.tf.lrp_plan import ALLOWED, Assignment, composite_key, is_linear, zbox_slots
+from xaikit.backend.tf.steps import Traced
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+
+__all__ = ["lrp_step", "modified_step"]
+
+_L = keras.layers
+_STEPS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = weakref.WeakKeyDictionary()
+
+
+# ---- one traced pass ------------------------------------------------------------------------------
+def _override(x: T, y: T, grad: Callable[[T], T]) -> T:
+    """``y`` (computed from ``x``) whose backward gives ``x`` the gradient ``grad(g)``."""
+
+    @tf.custom_gradient
+    def op(x_: T, y_: T) -> Any:
+        def back(g: T) -> Any:
+            return grad(g), None
+
+        return tf.identity(y_), back
+
+    return op(x, tf.stop_gradient(y))
+
+
+class _Site:
+    """One call of a convolution or dense map: what its backward needs (a BatchNorm merged in
+    later, when the BatchNorm's call sees this site's output)."""
+
+    def __init__(self, run: _Run, layer: Any, rule: Any, lin: Linear, x: T, z: T, bounds: Any) -> None:
+        self.run, self.layer, self.rule, self.lin, self.x, self.z = run, layer, rule, lin, x, z
+        name = str(layer.name)
+        self.bounds = bounds
+        self.merge: tuple[T, T] | None = None
+        self.index: int | None = None
+        if rule.reads_input:
+            self.index = run.input_index(x)
+            if self.index is None:
+                run.step.fail(
+                    f"layer {name!r} has the {rule.kind!r} rule, which gives the relevance of the layer's "
+                    "input itself and so applies only to a layer that reads a model input; this layer reads "
+                    "another layer's output. Give it another rule (e.g. composite='epsilon_plus'), or give "
+                    "the input rule to the layer that reads the model's input"
+                )
+                self.rule = run.plan.gradient
+        self.out = _override(x, z, self.backward)
+
+    def backward(self, g: T) -> T:
+        lin, z = self.lin, self.z
+        if self.merge is not None:
+            lin = lin.merged(*self.merge, rank=z.shape.rank)
+            z = lin.forward(self.x, lin.kernel, lin.bias)
+        g_x, direct = backward(self.rule, lin, self.x, z, g, self.bounds)
+        if direct is None:
+            return g_x
+        self.run.direct[self.index].append(direct)  # type: ignore[index]
+        return tf.zeros_like(self.x)
+
+
+class _Run:
+    """The state of one traced LRP pass: the inputs, the z^B bounds, the sites by output, the
+    relevance given directly to each input."""
+
+    def __init__(self, step: Traced, plan: Assignment, inputs: list[T], bounds: dict[str, Any]) -> None:
+        self.step, self.plan, self.inputs, self.bounds = step, plan, inputs, bounds
+        self.sites: dict[int, _Site] = {}
+        self.direct: list[list[T]] = [[] for _ in inputs]
+
+    def input_index(self, x: T) -> int | None:
+        """Which model input ``x`` is (through identities and casts), or None."""
+        while True:
+            for i, inp in enumerate(self.inputs):
+                if x is inp:
+                    return i
+            op = getattr(x, "op", None)
+            if op is None or op.type not in ("Identity", "Cast") or len(op.inputs) != 1:
+                return None
+            x = op.inputs[0]
+
+
+def _first_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return args[0] if args else kwargs["inputs"]
+
+
+def _activation(run: _Run, act: Any, z: T) -> T:
+    """A fused activation on ``z`` with the composite's activation rule."""
+    y = act(z)
+    if run.plan.fused.kind == "gradient" or _piecewise_linear(act):
+        return y
+    return _override(z, y, lambda g: pass_grad(z, y, g))
+
+
+def _piecewise_linear(fn: Any) -> bool:
+    """An activation whose plain gradient is its pass rule: ``y / x`` is its slope."""
+    return is_linear(fn) or getattr(fn, "__name__", "") in ("relu", "leaky_relu")
+
+
+def _weighted(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
+    """The wrapper of a convolution or dense layer's call."""
+    rule = run.plan.rules[id(layer)]
+    slot = run.plan.slots[id(layer)]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        x = _first_arg(args, kwargs)
+        act = layer.__dict__.get("activation")
+        fused = not is_linear(act)
+        if fused:
+            object.__setattr__(layer, "activation", None)
+        try:
+            z = own(*args, **kwargs)
+        finally:
+            if fused:
+                object.__setattr__(layer, "activation", act)
+        bounds = run.bounds.get(slot) if rule.kind == "zbox" and slot is not None else None
+        maps = linears(layer, x.dtype)
+        if len(maps) == 2:  # separable: depthwise, then pointwise
+            t = maps[0].forward(x)
+            first = _Site(run, layer, rule, maps[0], x, t, bounds)
+            site = _Site(run, layer, run.plan.pointwise[id(layer)], maps[1], first.out, z, None)
+        else:
+            site = _Site(run, layer, rule, maps[0], x, z, bounds)
+        run.sites[id(site.out)] = site
+        return _activation(run, act, site.out) if fused else site.out
+
+    return call
+
+
+def _batchnorm(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any] | None:
+    rule = run.plan.rules[id(layer)]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        x = _first_arg(args, kwargs)
+        y = own(*args, **kwargs)
+        site = run.sites.get(id(x))
+        if site is not None and site.out is x and site.merge is None and _merges(run, site, layer, x):
+            site.merge = _affine(layer, x.dtype)
+            return _override(x, y, lambda g: g)
+        if rule.kind == "pass":
+            return _override(x, y, lambda g: pass_grad(x, y, g))
+        if rule.kind in ("norm", "epsilon"):
+            return _scaled(own, x, y, rule.epsilon)
+        if rule.kind != "gradient":
+            run.step.fail(
+                f"layer {layer.name!r} (a BatchNormalization layer that is not merged) cannot take the "
+                f"{rule.kind!r} rule; it takes {list(ALLOWED['batchnorm'])}: change the composite's rule for it"
+            )
+        return y
+
+    return call
+
+
+def _merges(run: _Run, site: _Site, bn: Any, x: T) -> bool:
+    rank = x.shape.rank
+    axis = bn.axis[0] if isinstance(bn.axis, (list, tuple)) and len(bn.axis) == 1 else bn.axis
+    if not isinstance(axis, int) or rank is None:
+        return False
+    channel = 1 if site.lin.channels_first else rank - 1
+    return (id(site.layer), id(bn)) in run.plan.pairs and axis % rank == channel
+
+
+def _affine(bn: Any, dtype: Any) -> tuple[T, T]:
+    """A BatchNorm (inference) as ``y = a * x + c`` per channel."""
+    mean = tf.cast(tf.convert_to_tensor(bn.moving_mean), dtype)
+    var = tf.cast(tf.convert_to_tensor(bn.moving_variance), dtype)
+    a = tf.math.rsqrt(var + tf.cast(bn.epsilon, dtype))
+    if bn.scale:
+        a = a * tf.cast(tf.convert_to_tensor(bn.gamma), dtype)
+    c = -mean * a
+    if bn.center:
+        c = c + tf.cast(tf.convert_to_tensor(bn.beta), dtype)
+    return a, c
+
+
+def _elementwise(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
+    """An activation layer with the pass rule."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        x = _first_arg(args, kwargs)
+        y = own(*args, **kwargs)
+        return _override(x, y, lambda g: pass_grad(x, y, g))
+
+    return call
+
+
+def _pooling(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any]:
+    """A pooling layer with the norm (or epsilon) rule."""
+    rule = run.plan.rules[id(layer)]
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        x = _first_arg(args, kwargs)
+        return _scaled(own, x, own(*args, **kwargs), rule.epsilon)
+
+    return call
+
+
+def _scaled(own: Callable[..., Any], x: T, y: T, eps: float) -> T:
+    """``y = own(x)`` whose backward is its own, of the gradient scaled by ``y / stab(y)``:
+    ``R_x = x * J^T (R / stab(y))``, the norm rule (a layer without weights, a BatchNorm)."""
+
+    def grad(g: T) -> T:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            again = own(x)
+        return tape.gradient(again, x, output_gradients=tf.math.divide_no_nan(g * y, stab(y, eps)))
+
+    return _override(x, y, grad)
+
+
+def _gate(own: Callable[..., Any]) -> Callable[..., Any]:
+    """A Multiply layer: every input but the largest (the gated signal) with a stopped gradient."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        ins = list(_first_arg(args, kwargs))
+        sizes = [t.shape[1:].num_elements() or 0 for t in ins]
+        keep = sizes.index(max(sizes))
+        ins = [t if i == keep else tf.stop_gradient(t) for i, t in enumerate(ins)]
+        rest = args[1:] if args else ()
+        kw = {k: v for k, v in kwargs.items() if k != "inputs"}
+        return own(ins, *rest, **kw)
+
+    return call
+
+
+def _wrapper(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The wrapper of a layer's call, or None where the plain gradient is the rule."""
+    if isinstance(layer, _L.Multiply):
+        return _gate(own)
+    if id(layer) not in run.plan.rules:
+        return None
+    kind, rule = run.plan.kinds[id(layer)], run.plan.rules[id(layer)]
+    if kind in ("conv", "dense"):
+        merges = any(pair[0] == id(layer) for pair in run.plan.pairs)
+        return _weighted(run, layer, own) if rule.kind != "gradient" or merges else None
+    if kind == "batchnorm":
+        return _batchnorm(run, layer, own)
+    if kind == "activation" and rule.kind == "pass" and not _plain_relu(layer):
+        return _elementwise(run, layer, own)
+    if kind in ("avgpool", "maxpool") and rule.kind != "gradient":
+        return _pooling(run, layer, own)
+    return None
+
+
+def _plain_relu(layer: Any) -> bool:
+    """A layer whose pass rule is its plain gradient (ReLU, leaky ReLU, PReLU, linear)."""
+    if isinstance(layer, _L.Activation):
+        return _piecewise_linear(layer.activation)
+    if isinstance(layer, _L.ReLU):
+        return getattr(layer, "max_value", None) is None and not getattr(layer, "threshold", 0)
+    return isinstance(layer, (_L.LeakyReLU, _L.PReLU))
+
+
+@contextlib.contextmanager
+def _rules_in(run: _Run) -> Iterator[None]:
+    """Swap the call of every layer that has a rule for its wrapper; restore the layers' own
+    attributes in a ``finally`` block."""
+    swapped: list[tuple[Any, str, Any, bool]] = []
+    try:
+        for la in run.plan.layers:
+            if sublayers(la):
+                continue
+            attr = _call_attr(la)
+            wrapper = _wrapper(run, la, getattr(la, attr))
+            if wrapper is not None:
+                swapped.append((la, attr, la.__dict__.get(attr), attr in la.__dict__))
+                object.__setattr__(la, attr, wrapper)
+        yield
+    finally:
+        _restore(swapped)
+
+
+# ---- the steps ----------------------------------------------------------------------------------
+def lrp_step(
+    bk: Any,
+    model: Any,
+    inputs: Sequence[T],
+    targets: T,
+    composite: Any,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+) -> tuple[list[T], T]:
+    """LRP of a chunk of rows: ``(relevance per input (float32, the model's layout), target
+    scores (rows,))`` (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`)."""
+    _refuse_exported(model, "LRP")
+    if not all(hasattr(composite, a) for a in ("rule_for", "layers", "first", "names", "canonize")):
+        raise XaikitTypeError(f"composite must be a Composite (xk.xai.rules.spec); got {describe(composite)}")
+    Assignment(model, composite)  # the composite's errors, before anything is traced
+    tensors, static = bk._split(model_kwargs)
+    zbox = zbox_slots(composite)
+    bounds = {
+        slot: (tf.constant(r.low, tf.float32), tf.constant(r.high, tf.float32)) for slot, r in zbox.items()
+    }
+    step = _step(bk, model, composite, output, static)
+    rel, scores = step.run(list(inputs), targets, tensors, bounds)
+    return list(rel), scores
+
+
+def _step(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, Any]) -> Traced:
+    from xaikit.backend.tf.core import _static_key, _weakrefable
+
+    key = ("lrp", composite_key(comp), output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
+    try:
+        table = _STEPS.setdefault(model, {})
+    except TypeError:  # not weak-referenceable: a step per call
+        table = {}
+    if key in table:
+        return table[key]
+    ref = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
+
+    def body(inputs: list[T], targets: T, kw: dict[str, Any], bounds: dict[str, Any]) -> tuple[list[T], T]:
+        m = ref()
+        run = _Run(step, Assignment(m, comp), inputs, bounds)
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            for x in inputs:
+                tape.watch(x)
+            with _rules_in(run):
+                out = bk._call(m, inputs, {**kw, **static})
+            out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
+            scores = tf.gather(out, targets, axis=1, batch_dims=1)
+        grads = tape.gradient(scores, inputs)
+        missing = [i for i, g in enumerate(grads) if g is None and not run.direct[i]]
+        if missing:  # an error for the caller (never relevance of zeros)
+            step.fail(unreachable_inputs(m, missing, len(inputs)))
+        rel = []
+        for x, g, direct in zip(inputs, grads, run.direct):
+            r = tf.zeros_like(x) if g is None else x * tf.cast(g, x.dtype)
+            for d in direct:
+                r = r + tf.cast(d, x.dtype)
+            rel.append(tf.cast(r, tf.float32))
+        return rel, scores
+
+    step = Traced(body, bk.trace_counts, (id(model), "lrp"))
+    table[key] = step
+    return step
+
+
+def _refuse_exported(model: Any, what: str) -> None:
+    """An exported SavedModel has no layers to give rules to (or ReLUs to swap): refused, with
+    what works on it."""
+    if exported_artifact(model):
+        raise XaikitTypeError(
+            f"{what} needs the model's Keras layers, and a {model_form(model)} has no inner layers to read: "
+            "model.export() keeps the model's computation as a TensorFlow graph, not its Keras layers. "
+            f"For {what} explain the Keras model itself (keras.models.load_model('model.keras'), or the "
+            f"model in memory); the methods that need no layer work on the exported model: "
+            f"{', '.join(NO_LAYER_METHODS)}"
+        )
+
+
+def modified_step(
+    bk: Any,
+    model: Any,
+    inputs: Sequence[T],
+    targets: T,
+    mode: str,
+    output: int | str = 0,
+    model_kwargs: dict[str, Any] | None = None,
+) -> list[T]:
+    """Guided backprop (``mode="guided"``) or deconvnet (``"deconvnet"``) input gradients of a
+    chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.modified_step`)."""
+    if mode not in ("guided", "deconvnet"):
+        raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {describe(mode)}")
+    name = "guided backprop" if mode == "guided" else "deconvnet"
+    _refuse_exported(model, name)
+    if not _relu_layers(model):
+        raise XaikitValueError(
+            f"{name} modifies the backward pass of the model's ReLUs, and this {model_form(model)} has no "
+            "ReLU it can reach (activation='relu', Activation('relu'), ReLU() layers; a ReLU called inside "
+            "a custom layer's call cannot be reached): its map would be the plain gradient. Use "
+            "method='vanilla' for that"
+        )
+    if mode == "guided":
+        return list(bk.cam.guided_step(model, inputs, targets, output, model_kwargs))
+    return list(bk.cam.relu_step(model, inputs, targets, mode, output, model_kwargs))
