@@ -57,7 +57,7 @@ def shapes_grid(out: Path, epochs: int, n_train: int, dpi: int) -> Path:
         **_columns(model, x, model_layout("torch", x), "torch"),
     }
     path = out / "rules_shapes.png"
-    xk.ImgData(columns, colormap="bwr", colormaps={"image": None}).paint_figure(save_path=str(path), dpi=dpi)
+    xk.ImgData(columns, colormap="bwr").paint_figure(save_path=str(path), dpi=dpi)
     return path
 
 
@@ -80,7 +80,7 @@ def resnet_grid(out: Path, size: int, dpi: int) -> Path:
         **_columns(model, x, xin, "torch"),
     }
     path = out / "rules_resnet18.png"
-    xk.ImgData(columns, colormap="bwr", colormaps={"image": None}).paint_figure(save_path=str(path), dpi=dpi)
+    xk.ImgData(columns, colormap="bwr").paint_figure(save_path=str(path), dpi=dpi)
     return path
 
 

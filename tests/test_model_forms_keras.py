@@ -28,7 +28,15 @@ from xaikit.xai.registry import method_names  # noqa: E402
 
 ALL_METHODS, CAM_METHODS = method_names(), method_names("cam")
 #: the methods that read the model's layers: refused on an exported model
-LAYER_METHODS = (*CAM_METHODS, "lrp", "lrp_epsilon", "guided_backprop", "deconvnet")
+LAYER_METHODS = (
+    *CAM_METHODS,
+    "lrp",
+    "lrp_epsilon",
+    "guided_backprop",
+    "deconvnet",
+    "deeplift",
+    "deepliftshap",
+)
 GRADIENT_METHODS, PERTURBATION_METHODS = method_names("gradient"), method_names("perturbation")
 
 L = keras.layers

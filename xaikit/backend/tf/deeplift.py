@@ -296,6 +296,9 @@ def deeplift_step(
         ``(attributions per input, f(x) target scores (n,), f(baseline) target scores (n,))``;
         the attributions are ``(x - baseline) * multipliers``.
     """
+    from xaikit.backend.tf.lrp import refuse_exported
+
+    refuse_exported(model, "DeepLIFT (deeplift, deepliftshap)")  # no layers to give the rules to
     if len(baselines) != len(inputs) or any(
         tuple(b.shape) != tuple(x.shape) for x, b in zip(inputs, baselines)
     ):

@@ -337,7 +337,7 @@ def lrp_step(
 ) -> tuple[list[T], T]:
     """LRP of a chunk of rows: ``(relevance per input (float32, the model's layout), target
     scores (rows,))`` (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`)."""
-    _refuse_exported(model, "LRP")
+    refuse_exported(model, "LRP")
     if not all(hasattr(composite, a) for a in ("rule_for", "layers", "first", "names", "canonize")):
         raise XaikitTypeError(f"composite must be a Composite (xk.xai.rules.spec); got {describe(composite)}")
     Assignment(model, composite)  # the composite's errors, before anything is traced
@@ -390,7 +390,7 @@ def _step(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, A
     return step
 
 
-def _refuse_exported(model: Any, what: str) -> None:
+def refuse_exported(model: Any, what: str) -> None:
     """An exported SavedModel has no layers to give rules to (or ReLUs to swap): refused, with
     what works on it."""
     if exported_artifact(model):
@@ -417,7 +417,7 @@ def modified_step(
     if mode not in ("guided", "deconvnet"):
         raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {describe(mode)}")
     name = "guided backprop" if mode == "guided" else "deconvnet"
-    _refuse_exported(model, name)
+    refuse_exported(model, name)
     if not _relu_layers(model):
         raise XaikitValueError(
             f"{name} modifies the backward pass of the model's ReLUs, and this {model_form(model)} has no "
