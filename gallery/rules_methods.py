@@ -57,7 +57,8 @@ def shapes_grid(out: Path, epochs: int, n_train: int, dpi: int) -> Path:
         **_columns(model, x, model_layout("torch", x), "torch"),
     }
     path = out / "rules_shapes.png"
-    xk.ImgData(columns, colormap="bwr").paint_figure(save_path=str(path), dpi=dpi)
+    signed = [name for name, *_ in METHODS if name in columns]  # symmetric around 0: red for, blue against
+    xk.ImgData(columns, signed=signed).paint_figure(save_path=str(path), dpi=dpi)
     return path
 
 
@@ -80,7 +81,8 @@ def resnet_grid(out: Path, size: int, dpi: int) -> Path:
         **_columns(model, x, xin, "torch"),
     }
     path = out / "rules_resnet18.png"
-    xk.ImgData(columns, colormap="bwr").paint_figure(save_path=str(path), dpi=dpi)
+    signed = [name for name, *_ in METHODS if name in columns]
+    xk.ImgData(columns, signed=signed).paint_figure(save_path=str(path), dpi=dpi)
     return path
 
 
