@@ -153,7 +153,7 @@ def test_trace_bad_arguments(rng: np.random.Generator) -> None:
     with pytest.raises(XaikitValueError, match=r"baseline must be one of"):
         DeletionAUC(model, baseline="grey")
     with pytest.raises(XaikitValueError, match=r"method must be one of"):
-        SaliencyStability(model, method="lrp")
+        SaliencyStability(model, method="no_such_method")
     trace = DeletionAUC(model, model_inputs="image")
     with pytest.raises(
         XaikitValueError,

@@ -402,7 +402,15 @@ def test_every_method_equals_explain(tmp_path: Path, method: str) -> None:
         model, x, target=pred, method=method, seed=stream_seed(0, 0, 0), max_batch=128, **opts
     )
     np.testing.assert_array_equal(res.attributions[:], ref)
-    has_delta = method in ("integrated", "expected_gradients", "blur_ig", "guided_ig")
+    # the path methods and DeepLIFT/DeepLiftShap (SmInt has one only with magnitude=False)
+    has_delta = method in (
+        "integrated",
+        "expected_gradients",
+        "blur_ig",
+        "guided_ig",
+        "deeplift",
+        "deepliftshap",
+    )
     assert res.table["delta"].notna().all() == has_delta
 
 
