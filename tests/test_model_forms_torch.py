@@ -295,7 +295,8 @@ def test_a_torchscript_part_of_a_python_model_is_refused_as_a_layer_and_for_guid
     assert got.layer == "1"
     np.testing.assert_allclose(got.maps, xk.xai.explain(net, x, method="gradcam", raw=True).maps, rtol=1e-5)
     with pytest.raises(
-        XaikitValueError, match=r"guided backprop \(guided_gradcam\) replaces the gradient of every nn.ReLU"
+        XaikitValueError,
+        match=r"guided backprop \(guided_backprop, guided_gradcam\) replaces the gradient of every ReLU",
     ):
         xk.xai.explain(outer, x, method="guided_gradcam", layer="1")
 

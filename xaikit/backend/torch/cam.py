@@ -246,11 +246,11 @@ class Cam(CamFacet):
     ) -> list[T]:
         if isinstance(model, torch.nn.Module) and not is_exported(model):
             if any(_unhookable(m) for m in model.modules()):
-                refusal = hook_refusal(model, "guided backprop (guided_gradcam)")
+                refusal = hook_refusal(model, "guided backprop (guided_backprop, guided_gradcam)")
                 raise refusal or XaikitValueError(
-                    "guided backprop (guided_gradcam) replaces the gradient of every nn.ReLU module, "
-                    "and this model holds a TorchScript module or a torch.export program whose ReLUs "
-                    "cannot be hooked: its map would be guided only in part. Explain a model of "
+                    "guided backprop (guided_backprop, guided_gradcam) replaces the gradient of every ReLU "
+                    "the forward pass calls, and this model holds a TorchScript module or a torch.export "
+                    "program whose ReLUs it cannot see: its map would be guided only in part. Explain a model of "
                     "Python nn.Modules, or use a method that needs no hooks"
                 )
         # every ReLU the forward calls (nn.ReLU modules and torch.relu / F.relu calls alike) is
