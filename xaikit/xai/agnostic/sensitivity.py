@@ -104,6 +104,12 @@ def _check_sobol(options: dict[str, Any]) -> None:
         _power_of_two(options["nsamples"])
 
 
+def _check_hsic(options: dict[str, Any]) -> None:
+    check_common(options)
+    if options.get("nsamples") is not None:
+        check_int(options["nsamples"], "nsamples", 2, kind=XaikitTypeError)
+
+
 def hsic_scores(z: np.ndarray, y: np.ndarray) -> np.ndarray:
     """HSIC (F,) of each binary column of ``z`` (n, F) with the scores ``y`` (n,): Dirac kernel on
     the column, Gaussian kernel on y with the median-distance bandwidth, biased estimator
@@ -168,7 +174,7 @@ register_method(
         gradients=False,
         noise=True,
         slow=True,
-        check=check_common,
+        check=_check_hsic,
         summary="the statistical dependence (HSIC) of the score on each feature's presence",
         reference="Novello et al., 2022, https://arxiv.org/abs/2206.06219",
     )
