@@ -80,7 +80,8 @@ def space_of(call: Call, method: str, features: Any, baseline: Any, segments: in
     inp = call.inp
     if len(inp.tensors) != 1:
         raise XaikitValueError(
-            f"method {method!r} explains one input (images or rows); got {len(inp.tensors)} inputs ({inp.keys})"
+            f"method {method!r} explains one input x (images or rows); got {len(inp.tensors)} inputs "
+            f"({inp.keys}): pass the model's other arguments, which are not explained, in model_kwargs="
         )
     x = inp.tensors[0]
     shape = tuple(int(d) for d in x.shape)
@@ -91,8 +92,9 @@ def space_of(call: Call, method: str, features: Any, baseline: Any, segments: in
         axis = None
     else:
         raise XaikitValueError(
-            f"method {method!r} explains image batches (B, C, H, W) / (B, H, W, C) or tabular rows (B, F); "
-            f"got an input of shape {shape}"
+            f"method {method!r} explains image batches or tabular rows: x must be (B, C, H, W), (B, H, W, C) "
+            f"or (B, F); got shape {shape}: flatten each sample to one row (x.reshape(len(x), -1)) for a "
+            "model that takes rows"
         )
     if isinstance(baseline, str):
         check_baseline(baseline, FIXED_BASELINES)
@@ -102,6 +104,8 @@ def space_of(call: Call, method: str, features: Any, baseline: Any, segments: in
         )
     bk = inp.bk
     host = bk.to_numpy(x)
+    if bk.is_tensor(features):  # a mask held as a tensor (on any device)
+        features = bk.to_numpy(features)
     feats = feature_ids(features, host, axis, segments, method)
     base = baseline_fn(inp, baseline, call.seed)(0)[0]
     return Space(call, feats, axis, base)

@@ -154,11 +154,22 @@ def feature_ids(
             last = x_host if channel_axis == 3 else np.moveaxis(x_host, 1, -1)
             ids = segment(np.asarray(last, dtype=np.float64), kind, segments).reshape(B, -1)
         return Features(*_relabel(np.asarray(ids)))
-    arr = np.asarray(features)
+    try:
+        arr = np.asarray(features)
+    except (ValueError, TypeError):  # ragged nested lists
+        raise XaikitValueError(
+            f"features must be an integer array of feature ids with one id per "
+            f"{'pixel' if image else 'column'}; got {describe(features)} that is not a rectangular array"
+        ) from None
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        hint = (
+            "a boolean mask is one region: give ids, e.g. mask.astype(int) (the region and the rest)"
+            if arr.dtype == bool
+            else "cast whole-number ids with .astype(int)"
+        )
         raise XaikitTypeError(
             f"features must be an integer array of feature ids (or one of {FEATURE_KINDS}); got "
-            f"{describe(features)} of dtype {arr.dtype}"
+            f"{describe(features)}{'' if hasattr(features, 'dtype') else f' of {arr.dtype} values'}: {hint}"
         )
     want = f"{space} or (batch, *{space}) = {(B, *space)}"
     if arr.shape == space:
