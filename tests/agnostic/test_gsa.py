@@ -84,7 +84,7 @@ def _sobol(model: Any, x: np.ndarray, n: int, seed: int = 0, **kw: Any) -> np.nd
 
 # ---- Sobol ------------------------------------------------------------------------------------
 #: |estimate - exact| of a total index on the linear model with N = 1024 designs: measured at most
-#: 8.2e-4 over seeds 0-4 (scrambled Sobol: the error falls about as 1/N); 3e-3 leaves room for
+#: 8.7e-4 over seeds 0-4 (scrambled Sobol: the error falls about as 1/N); 3e-3 leaves room for
 #: other seeds and kernels without letting a wrong normalization (a factor of N/(N-1) is 1e-3 of
 #: the index, a ddof slip much more at small N, a wrong estimator O(0.1)) through
 TOL_1024 = 3e-3
@@ -103,8 +103,8 @@ def test_sobol_linear_model_has_the_exact_total_indices(quad_x: np.ndarray) -> N
 
 
 def test_sobol_converges_to_the_exact_indices(quad_x: np.ndarray) -> None:
-    """Mean over seeds 0-3 of the largest error: measured 0.19 (N=16), 4.9e-3 (N=128),
-    6.4e-4 (N=1024); each step of 8x in N must cut it at least 4x."""
+    """Mean over seeds 0-3 of the largest error: measured 0.16 (N=16), 5.7e-3 (N=128),
+    6.8e-4 (N=1024); each step of 8x in N must cut it at least 4x."""
     c = np.array([1.0, -2.0, 0.5, 3.0])
     model = Regions(IDS4, c)
     cs2 = (c * region_sums(quad_x, IDS4, 4)) ** 2
@@ -136,7 +136,7 @@ def test_sobol_interaction_total_index_exceeds_first_order(quad_x: np.ndarray) -
         fa, fb, fc = scores[:n], scores[n : 2 * n], scores[2 * n :].reshape(4, n)
         first = (fb[None] * (fc - fa[None])).mean(axis=1) / np.var(fa, ddof=1)
         np.testing.assert_allclose(first[:2], 3 / 7, atol=0.02)
-    np.testing.assert_allclose(got[:, :2], 4 / 7, atol=0.01)  # measured within 3e-3 (seeds 0-2)
+    np.testing.assert_allclose(got[:, :2], 4 / 7, atol=0.01)  # measured within 3.2e-3 (seeds 0-5)
     assert np.all(got[:, :2] > 3 / 7 + 0.1)
     assert np.all(got[:, :2].sum(axis=1) > 1.1)
     assert np.all(got[:, 2:] == 0.0)
