@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.checks import check_number
+from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError
 from xaikit.xai.agnostic.coalitions import coalition_scores, space_of
 from xaikit.xai.agnostic.common import COMMON, check_common, per_count, rng_for
@@ -98,7 +98,7 @@ def lime(
     reg = check_number(alpha, "alpha", 0, kind=XaikitTypeError)
     space = space_of(call, "lime", features, baseline, segments)
     counts, F = space.features.counts, space.features.width
-    n = DEFAULT_COALITIONS if nsamples is None else int(nsamples)
+    n = DEFAULT_COALITIONS if nsamples is None else check_int(nsamples, "nsamples", 2, kind=XaikitTypeError)
     drawn: dict[int, np.ndarray] = {}
 
     def draw(fb: int) -> np.ndarray:
@@ -119,6 +119,8 @@ def lime(
 
 
 def _check_lime(options: dict[str, Any]) -> None:
+    if options.get("nsamples") is not None:  # one coalition (the full one) fits nothing
+        check_int(options["nsamples"], "nsamples", 2, kind=XaikitTypeError)
     check_common(options)
     if "kernel_width" in options:
         check_number(options["kernel_width"], "kernel_width", 0, low_open=True, kind=XaikitTypeError)

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from xaikit.checks import check_int
-from xaikit.errors import XaikitTypeError
+from xaikit.errors import XaikitTypeError, XaikitWarning
 from xaikit.xai.agnostic.coalitions import coalition_scores, space_of
 from xaikit.xai.agnostic.common import COMMON, check_common, per_count, rng_for
 from xaikit.xai.registry import Call, Explained, Method, flag, register_method
@@ -179,6 +180,22 @@ def kernel_solve(z: np.ndarray, w: np.ndarray, y: np.ndarray, full: float, empty
     return np.concatenate([rest, [delta - rest.sum()]])
 
 
+def _warn_if_underdetermined(z: np.ndarray, features: int, n: int) -> None:
+    """Warn when the coalitions cannot tell every feature apart (the fit then splits credit
+    between the features it cannot separate, whatever the model does)."""
+    if features <= 1:
+        return
+    rank = int(np.linalg.matrix_rank(z[:, :-1] - z[:, -1:])) if len(z) else 0
+    if rank < features - 1:
+        warnings.warn(
+            f"kernel_shap: the {n} coalitions drawn cannot tell the {features} features apart (rank "
+            f"{rank} of the {features - 1} needed), so the fit splits credit between features it cannot "
+            f"separate; pass nsamples >= {2 * features} (or >= {2**features - 2} for every coalition when that is small)",
+            XaikitWarning,
+            stacklevel=2,
+        )
+
+
 def kernel_shap(
     call: Call,
     *,
@@ -200,6 +217,8 @@ def kernel_shap(
         return np.concatenate([np.ones((1, fb)), np.zeros((1, fb)), drawn[fb][0]])
 
     z = per_count(counts, F, n + 2, draw)
+    for fb, (zb, wb) in drawn.items():
+        _warn_if_underdetermined(zb[wb > 0], fb, n)
     s = coalition_scores(space, z, "kernel_shap")
     phi = np.zeros((call.batch, F))
     for b, fb in enumerate(counts):
