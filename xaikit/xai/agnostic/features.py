@@ -156,15 +156,22 @@ def feature_ids(
         return Features(*_relabel(np.asarray(ids)))
     arr = np.asarray(features)
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
-        raise XaikitTypeError(
-            f"features must be an integer array of feature ids (or one of {FEATURE_KINDS}); got "
-            f"{describe(features)} of dtype {arr.dtype}"
+        got = (
+            describe(features) if hasattr(features, "dtype") else f"{describe(features)} of dtype {arr.dtype}"
         )
-    want = f"{space} or (batch, *{space}) = {(B, *space)}"
+        fix = (
+            "to make a boolean mask two features, pass mask.astype(int)"
+            if arr.dtype == bool
+            else "cast integer-valued ids with ids.astype(int)"
+        )
+        raise XaikitTypeError(
+            f"features must be an integer array of feature ids (or one of {FEATURE_KINDS}); got {got} ({fix})"
+        )
     if arr.shape == space:
         arr = np.broadcast_to(arr, (B, *space))
     elif arr.shape != (B, *space):
         raise XaikitValueError(
-            f"features must give one id per {'pixel' if image else 'column'}: shape {want}; got shape {arr.shape}"
+            f"features must give one id per {'pixel' if image else 'column'}: shape {space} (the same for "
+            f"every sample) or {(B, *space)} (one per sample); got shape {arr.shape}"
         )
     return Features(*_relabel(arr.reshape(B, -1)))
