@@ -339,7 +339,8 @@ BAD: list[tuple[str, Any, Any, dict[str, Any], type[Exception], str]] = [
         IMAGES,
         {"features": np.zeros((7, 8), np.int64)},
         XaikitValueError,
-        r"features must give one id per pixel: shape \(8, 8\) or \(batch, \*\(8, 8\)\) = \(2, 8, 8\); got shape \(7, 8\)",
+        r"features must give one id per pixel: shape \(8, 8\) \(the same for every sample\) or \(2, 8, 8\) "
+        r"\(one per sample\); got shape \(7, 8\)",
     ),
     (
         "grouping of the wrong length",
@@ -347,7 +348,7 @@ BAD: list[tuple[str, Any, Any, dict[str, Any], type[Exception], str]] = [
         np.ones((2, 6), np.float32),
         {"features": np.arange(5)},
         XaikitValueError,
-        r"features must give one id per column: shape \(6,\) or .*got shape \(5,\)",
+        r"features must give one id per column: shape \(6,\) \(the same for every sample\) or .*got shape \(5,\)",
     ),
     (
         "bool mask",

@@ -171,11 +171,11 @@ def feature_ids(
             f"features must be an integer array of feature ids (or one of {FEATURE_KINDS}); got "
             f"{describe(features)}{'' if hasattr(features, 'dtype') else f' of {arr.dtype} values'}: {hint}"
         )
-    want = f"{space} or (batch, *{space}) = {(B, *space)}"
     if arr.shape == space:
         arr = np.broadcast_to(arr, (B, *space))
     elif arr.shape != (B, *space):
         raise XaikitValueError(
-            f"features must give one id per {'pixel' if image else 'column'}: shape {want}; got shape {arr.shape}"
+            f"features must give one id per {'pixel' if image else 'column'}: shape {space} (the same for "
+            f"every sample) or {(B, *space)} (one per sample); got shape {arr.shape}"
         )
     return Features(*_relabel(arr.reshape(B, -1)))

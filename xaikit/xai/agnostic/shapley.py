@@ -7,7 +7,9 @@ to v(all) - v(none) = score(x) - score(baseline) (efficiency).
   random orders of the features; each adds the features one by one to the empty coalition and
   credits each with the score's change; the mean over the orders. ``antithetic=True`` pairs each
   order with its reverse (Mitchell et al., 2022), which lowers the variance for the same cost.
-  Rows: the baseline once, then F per order.
+  The orders depend on (seed, F_b) only: samples with the same number of features share them
+  (captum's one order per draw for the whole batch), and a sample gets the same ones alone and
+  in any batch. Rows: the baseline once, then F per order.
 * :func:`kernel_shap` (Lundberg & Lee, 2017): the weighted least-squares fit of
   v(S) ~ phi_0 + sum_{i in S} phi_i with the Shapley kernel's weights, under the constraints
   phi_0 = v(none) and sum(phi) = v(all) - v(none), solved exactly (the last phi eliminated).
@@ -71,8 +73,8 @@ def exact_shapley(value: Callable[[np.ndarray], float], n: int) -> np.ndarray:
 
 
 def permutations(seed: int, orders: int, features: int, antithetic: bool = False) -> np.ndarray:
-    """The feature orders of :func:`shapley_sampling`: int (orders, features); with
-    ``antithetic`` every odd order is the reverse of the one before."""
+    """The feature orders of :func:`shapley_sampling` for samples with ``features`` features:
+    int (orders, features); with ``antithetic`` every odd order is the reverse of the one before."""
     rng = rng_for(seed, "shapley_sampling", features)
     out = np.empty((orders, features), dtype=np.int64)
     for k in range(orders):
@@ -80,17 +82,21 @@ def permutations(seed: int, orders: int, features: int, antithetic: bool = False
     return out
 
 
-def _order_coalitions(perms: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(1 + orders F, B, F) coalitions (the empty one, then each order's growing prefixes) and
-    each sample's orders restricted to its own features, (orders, F_b)."""
-    orders, F = perms.shape
+def _order_coalitions(
+    perms: dict[int, np.ndarray], counts: np.ndarray, width: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(1 + orders F, B, F) coalitions (the empty one, then each order's growing prefixes; a
+    sample with F_b < F repeats its full coalition past step F_b) from the (orders, F_b) orders
+    of each number of features, and each sample's orders."""
+    F = width
+    orders = len(next(iter(perms.values())))
     B = len(counts)
     z = np.ones((1 + orders * F, B, F))
     z[0] = 0.0
     own = []
     steps = np.arange(F)[None, :, None]
     for b, fb in enumerate(counts):
-        mine = np.stack([p[p < fb] for p in perms])  # (orders, F_b): the order among its features
+        mine = perms[int(fb)]  # (orders, F_b)
         own.append(mine)
         rank = np.full((orders, F), -1)  # each feature's place in each order (-1: not the sample's)
         np.put_along_axis(rank, mine, np.arange(int(fb))[None, :], axis=1)
@@ -113,8 +119,8 @@ def shapley_sampling(
     space = space_of(call, "shapley_sampling", features, baseline, segments)
     counts, F = space.features.counts, space.features.width
     orders = DEFAULT_ORDERS if nsamples is None else check_int(nsamples, "nsamples", 1, kind=XaikitTypeError)
-    perms = permutations(call.seed, orders, F, bool(antithetic))
-    z, own = _order_coalitions(perms, counts)
+    perms = {int(f): permutations(call.seed, orders, int(f), bool(antithetic)) for f in np.unique(counts)}
+    z, own = _order_coalitions(perms, counts, F)
     s = coalition_scores(space, z, "shapley_sampling")
     B = call.batch
     phi = np.zeros((B, F))
@@ -190,7 +196,8 @@ def _warn_if_underdetermined(z: np.ndarray, features: int, n: int) -> None:
         warnings.warn(
             f"kernel_shap: the {n} coalitions drawn cannot tell the {features} features apart (rank "
             f"{rank} of the {features - 1} needed), so the fit splits credit between features it cannot "
-            f"separate; pass nsamples >= {2 * features} (or >= {2**features - 2} for every coalition when that is small)",
+            f"separate; pass a larger nsamples"
+            + (f" ({2**features - 2} uses every coalition)" if features < 20 else ""),
             XaikitWarning,
             stacklevel=2,
         )
