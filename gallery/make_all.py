@@ -168,6 +168,19 @@ JOBS: tuple[Job, ...] = (
         pictures=("rules_shapes.png", "rules_resnet18.png"),
     ),
     Job(
+        "agnostic_methods",
+        ".",  # writes its pictures straight into the pictures' folder
+        quick=("--epochs", "1", "--n-train", "256", "--size", "64", "--segments", "16", "--light"),
+        frameworks=("torch",),
+        pictures=("agnostic_shapes.png", "agnostic_resnet18.png"),
+    ),
+    Job(
+        "agnostic_convergence",
+        "agnostic_convergence.png",
+        quick=("--epochs", "1", "--n-train", "256", "--images", "2", "--seeds", "1", "--max-evals", "101"),
+        frameworks=("torch",),
+    ),
+    Job(
         "explain_dataset",
         "dataset_grids.png",
         quick=("--epochs", "1", "--n-train", "256", "--n", "16", "--show", "3", "--nsamples", "2"),
