@@ -31,7 +31,8 @@ from xaikit.errors import XaikitValueError
 #: the methods that work on every torch model form (no hooks)
 WORKS_EVERYWHERE = (
     "the gradient methods (vanilla, smoothgrad, integrated, smint, vargrad, input_x_gradient, "
-    "expected_gradients, blur_ig, guided_ig, xrai) and the perturbation methods (occlusion, rise)"
+    "expected_gradients, blur_ig, guided_ig, xrai), the perturbation methods (occlusion, rise) and "
+    "the model-agnostic methods (feature_ablation, shapley_sampling, kernel_shap, lime, sobol, hsic)"
 )
 
 _CONV_OPS = ("aten.conv2d.default", "aten.convolution.default", "aten._convolution.default")
