@@ -23,6 +23,13 @@ METHODS = [
     ("smoothgrad", {"nsamples": 6}),
     ("integrated", {"nsamples": 8, "baseline": "zeros"}),
     ("smint", {"nsamples": 3, "nintegration": 4, "baseline": "zeros"}),
+    # the model-agnostic methods: one feature per column (F = 6), forward rows only
+    ("feature_ablation", {}),
+    ("shapley_sampling", {"nsamples": 4}),
+    ("kernel_shap", {"nsamples": 62}),  # every coalition of 6 features: the exact Shapley values
+    ("lime", {"nsamples": 32}),
+    ("sobol", {"nsamples": 8}),
+    ("hsic", {"nsamples": 32}),
 ]
 
 
