@@ -389,3 +389,38 @@ def test_the_cli_explains_with_them_and_lists_them(
         in listed
     )
     assert "forward only; input-shaped attributions" in listed
+
+
+def test_degenerate_maps_are_explained_for_the_family() -> None:
+    """A zero or constant map of an agnostic method gets the family's cause and fix (it was told
+    about gradients and global quantities), and Sobol's and HSIC's indices are not changes of
+    the score, so they are not held to its float32 resolution."""
+    torch = pytest.importorskip("torch")
+    from xaikit.errors import DegenerateMapWarning
+    from xaikit.xai.health import forget_warnings, map_kind
+
+    assert map_kind("kernel_shap") == ("attribution", False) and map_kind("lime") == ("attribution", False)
+    assert map_kind("sobol") == ("none", False) and map_kind("HSIC") == ("none", False)
+
+    class Blind(torch.nn.Module):
+        """Scores that do not depend on the image."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.bias = torch.nn.Parameter(torch.tensor([1.0, -1.0, 0.5]))
+
+        def forward(self, x: Any) -> Any:
+            return self.bias.expand(len(x), 3) + 0.0 * x.sum(dim=(1, 2, 3))[:, None]
+
+    x = images(2)
+    forget_warnings()
+    with pytest.warns(DegenerateMapWarning) as caught:
+        attr = xk.xai.explain(Blind(), x, method="kernel_shap", max_batch=MB, **FAST["kernel_shap"])
+    assert np.all(attr == 0)
+    text = str(caught[0].message)
+    assert "2 of 2 maps are exactly 0 everywhere" in text and "gradient" not in text
+    assert "switching the features to the baseline does not change the score" in text
+    with pytest.warns(DegenerateMapWarning) as caught:
+        xk.xai.explain(tiny_cnn(), x, method="feature_ablation", segments=1, max_batch=MB)
+    text = str(caught[0].message)
+    assert "constant" in text and "one feature covers the whole input (segments=1" in text
