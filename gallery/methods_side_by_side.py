@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 import xaikit as xk
 from gallery.evaluate_methods import load, train_torch
 from xaikit.dataset.data import shapes
-from xaikit.xai.registry import method_names, title
+from xaikit.xai.registry import family, method_names, title
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 MARKER = "methods_side_by_side"
@@ -47,6 +47,9 @@ def options(method: str, size: int, n_masks: int, light: bool = False) -> dict[s
     window = max(2, size // 8)
     if light:
         window = max(2, size // 4)
+    if light and family(method) == "agnostic":  # 16 patches, a few coalitions (sobol: designs)
+        few = {"shapley_sampling": 2, "kernel_shap": 32, "lime": 32, "sobol": 4, "hsic": 32}
+        return {"segments": 16, **({"nsamples": few[method]} if method in few else {})}
     return {
         "smoothgrad": {"nsamples": 2 if light else 16},
         "integrated": {"nsamples": 4 if light else 32, "baseline": "black"},
