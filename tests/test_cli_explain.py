@@ -164,7 +164,7 @@ def test_a_failed_run_does_not_block_the_corrected_command(
     [
         (["--method", "smoothgrad", "-o", "nsamples=x"], "argument --option: nsamples must be an int >= 1; got str 'x'"),
         (["--method", "smoothgrad", "-o", "nsampels=3"], "argument --option: --method smoothgrad got unknown option(s) ['nsampels']; its options are nsamples,"),
-        (["--method", "gradcam", "-o", "raw=true"], "argument --option: raw=True (layer-resolution or region results) is not stored"),
+        (["--method", "gradcam", "-o", "raw=true"], "argument --option: raw=True (a method's full result: a CAM at its layer's resolution, XRAI's regions, LIME's fit) is not stored"),
         (["--method", "nope"], "argument --method: method must be one of 'vanilla',"),
         (["--classes", "{tmp}/none.txt"], "argument --classes: cannot read the class names file '{tmp}/none.txt'"),
         (["--data", "{tmp}/x.npy", "--resize", "8", "8"], "argument --data: --resize is for a folder or glob of image files; got memmap"),

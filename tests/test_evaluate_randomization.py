@@ -275,7 +275,7 @@ def test_randomization_bad_inputs(framework: str, rng: np.random.Generator) -> N
     ):
         xk.evaluate.randomization_test(model, x, order="bottom_up")
     with pytest.raises(XaikitValueError, match=r"method must be one of"):
-        xk.evaluate.randomization_test(model, x, method="lime")
+        xk.evaluate.randomization_test(model, x, method="no_such_method")
     with pytest.raises(XaikitValueError, match=r"layers must not repeat a name"):
         xk.evaluate.randomization_test(model, x, layers=[names[0], names[0]])
     with pytest.raises(XaikitValueError, match=r"layers must name at least one layer"):

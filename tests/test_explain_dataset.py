@@ -22,6 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import xaikit as xk  # noqa: E402
+from tests.agnostic.fast_options import FAST  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
 from xaikit.xai import StoreLockedError  # noqa: E402
 from xaikit.xai._engine.seeds import stream_seed  # noqa: E402
@@ -387,6 +388,7 @@ _SMALL = {
     "blur_ig": {"steps": 4},
     "guided_ig": {"steps": 4},
     "rise": {"n_masks": 8},
+    **FAST,
 }
 
 

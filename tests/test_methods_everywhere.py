@@ -18,7 +18,7 @@ from xaikit.xai._engine.display import to_display
 # ---- the registry ------------------------------------------------------------------------------
 def test_every_method_has_one_canonical_name_family_and_title() -> None:
     every = names.method_names()
-    assert len(set(every)) == len(every) == 26
+    assert len(set(every)) == len(every) == 32
     for m in every:
         assert names.canonical(m) == m
         assert names.canonical(names.title(m).upper()) == m  # a title names its method too
@@ -40,18 +40,29 @@ def test_every_method_has_one_canonical_name_family_and_title() -> None:
         "Guided IG": "guided_ig",
         "DeepLIFT": "deeplift",
         "Deep-SHAP": "deepliftshap",
+        "ablation": "feature_ablation",
+        "Feature ablation": "feature_ablation",
+        "shapley": "shapley_sampling",
+        "Shapley value sampling": "shapley_sampling",
+        "KernelSHAP": "kernel_shap",
+        "LIME": "lime",
+        "Sobol": "sobol",
+        "HSIC": "hsic",
     }
     for alias, name in aliases.items():
         assert names.canonical(alias) == name
-    assert [names.family(m) for m in ("smint", "layercam", "occlusion")] == [
+    assert [names.family(m) for m in ("smint", "layercam", "occlusion", "lrp", "kernel_shap")] == [
         "gradient",
         "cam",
         "perturbation",
+        "rules",
+        "agnostic",
     ]
     with pytest.raises(
-        XaikitValueError, match=r"method must be one of 'vanilla'.*'rise', 'lrp'.*; got 'lime'"
+        XaikitValueError,
+        match=r"method must be one of 'vanilla'.*'rise', 'lrp'.*'lime'.*; got 'no_such_method'",
     ):
-        names.canonical("lime")
+        names.canonical("no_such_method")
     with pytest.raises(XaikitTypeError, match=r"method must be a method name \(str\); got int 3"):
         names.canonical(3)
 
@@ -97,9 +108,9 @@ def test_localization_method_name_needs_model_and_x() -> None:
     with pytest.raises(XaikitValueError, match=r"saliency='rise' is a method name: pass model= and x="):
         xk.evaluate.localization("rise", square_mask(1))
     with pytest.raises(
-        XaikitValueError, match=r"saliency must be maps or a method name \('vanilla'.*got 'lime'"
+        XaikitValueError, match=r"saliency must be maps or a method name \('vanilla'.*got 'no_such_method'"
     ):
-        xk.evaluate.localization("lime", square_mask(1), model=object(), x=np.zeros((1, 8, 8)))
+        xk.evaluate.localization("no_such_method", square_mask(1), model=object(), x=np.zeros((1, 8, 8)))
     with pytest.raises(XaikitValueError, match=r"method_options applies only when saliency is a method name"):
         xk.evaluate.localization(np.ones((1, SIZE, SIZE)), square_mask(1), method_options={"n_masks": 4})
     with pytest.raises(XaikitTypeError, match=r"localization\(\) has no option 'n_masks'.*method_options="):
@@ -145,8 +156,8 @@ def test_saliency_trace_shows_more_methods_as_columns(framework: str) -> None:
 
 def test_saliency_trace_methods_are_checked() -> None:
     model = tiny_model("torch")
-    with pytest.raises(XaikitValueError, match=r"methods must be one of 'vanilla'.*got 'lime'"):
-        Saliency(model, "x", "y_pred", methods=["lime"])
+    with pytest.raises(XaikitValueError, match=r"methods must be one of 'vanilla'.*got 'no_such_method'"):
+        Saliency(model, "x", "y_pred", methods=["no_such_method"])
     with pytest.raises(XaikitTypeError, match=r"methods\['rise'\] must be a dict of options; got int 3"):
         Saliency(model, "x", "y_pred", methods={"rise": 3})
     with pytest.raises(XaikitValueError, match=r"methods='ig': the trace computes the gradient masks itself"):

@@ -5,8 +5,8 @@ The forms: a Sequential and a functional model built in memory, both saved to ``
 loaded, a subclassed ``keras.Model``, ``keras.models.clone_model`` of the loaded Sequential, and
 the model exported with ``model.export`` and read back as a ``keras.layers.TFSMLayer`` and as the
 ``serve`` function of ``tf.saved_model.load``. An exported artifact keeps the model's computation
-but not its layers: the gradient and perturbation methods work on it, the class-activation maps
-refuse it with a message that says why and which methods work. Then ``xaikit explain`` on a
+but not its layers: the gradient, perturbation and model-agnostic methods work on it, the
+class-activation maps refuse it with a message that says why and which methods work. Then ``xaikit explain`` on a
 loaded ``.keras`` file stores the in-memory model's maps.
 """
 
@@ -23,6 +23,7 @@ keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
 import xaikit as xk  # noqa: E402
+from tests.agnostic.fast_options import FAST  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
 from xaikit.xai.registry import method_names  # noqa: E402
 
@@ -37,7 +38,8 @@ LAYER_METHODS = (
     "deeplift",
     "deepliftshap",
 )
-GRADIENT_METHODS, PERTURBATION_METHODS = method_names("gradient"), method_names("perturbation")
+#: the methods that need no layer: they run on an exported model too
+NO_LAYER = (*method_names("gradient"), *method_names("perturbation"), *method_names("agnostic"))
 
 L = keras.layers
 SIZE = 16
@@ -67,6 +69,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "xrai": {"steps": 4, "segments": [_squares(), _squares()], "min_pixel_diff": 1},  # 16-pixel squares
     "occlusion": {"window": 4, "stride": 4},
     "rise": {"n_masks": 16, "cell": 4},
+    **FAST,  # the model-agnostic methods: forward passes only, so the exported forms run them
 }
 CAM = {m: {"layer": "c2"} for m in CAM_METHODS}
 FORMS = [
@@ -193,7 +196,7 @@ def test_every_method_gives_the_in_memory_maps(
         assert "no inner layers to read" in msg and "model.export()" in msg
         assert "keras.models.load_model" in msg
         works = msg.rsplit("work on the exported model: ", 1)[1].split(", ")
-        assert works == list(GRADIENT_METHODS + PERTURBATION_METHODS)
+        assert works == list(NO_LAYER)
         return
     got = _explain(model, x, method)
     assert got.shape == ref.shape

@@ -28,6 +28,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import xaikit as xk  # noqa: E402
+from tests.agnostic.fast_options import FAST  # noqa: E402
 from xaikit.backend.serialized import load_model_file  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
 from xaikit.xai.registry import family, method_names  # noqa: E402
@@ -55,6 +56,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "xrai": {"steps": 4, "algorithm": "fast", "segments": [blocks(SIZE)] * B, "min_pixel_diff": 1},
     "occlusion": {"window": 4, "stride": 4},
     "rise": {"n_masks": 16, "cell": 4},
+    **FAST,  # the model-agnostic methods: forward passes only, so every form runs them
 }
 #: the methods that hook layers (CAMs) or ReLU modules (guided backprop)
 HOOKED = tuple(m for m in ALL_METHODS if family(m) in ("cam", "rules"))
@@ -194,6 +196,9 @@ def test_every_form_gives_the_module_maps_or_a_clear_refusal(
             explain(model, method, **kw)
         assert "Explain the Python nn.Module with the same weights" in str(err.value)
         assert "vanilla, smoothgrad, integrated" in str(err.value)  # what works instead
+        works = str(err.value).rsplit("use a method that needs no hooks: ", 1)[1]
+        missing = [m for m in ALL_METHODS if m not in HOOKED and m not in works]
+        assert not missing, f"the refusal does not name {missing}, which work on TorchScript"
         return
     if form == "export" and method in ("lrp", "lrp_epsilon"):  # rules attach to modules it never calls
         with pytest.raises(XaikitTypeError, match=r"cannot be computed for .*calls aten operators"):

@@ -23,6 +23,14 @@ METHODS = [
     ("smoothgrad", {"nsamples": 6}),
     ("integrated", {"nsamples": 8, "baseline": "zeros"}),
     ("smint", {"nsamples": 3, "nintegration": 4, "baseline": "zeros"}),
+    # the model-agnostic methods: one feature per column (F = 6), forward rows only (a fixed
+    # max_batch: no timing probes of each chunk size)
+    ("feature_ablation", {"max_batch": 256}),
+    ("shapley_sampling", {"nsamples": 4, "max_batch": 256}),
+    ("kernel_shap", {"nsamples": 62, "max_batch": 256}),  # every coalition of 6 features: exact
+    ("lime", {"nsamples": 32, "max_batch": 256}),
+    ("sobol", {"nsamples": 8, "max_batch": 256}),
+    ("hsic", {"nsamples": 32, "max_batch": 256}),
 ]
 
 

@@ -137,7 +137,8 @@ RESERVED = {
 
 def check_method_options(options: Any, reserved: dict[str, str] = RESERVED) -> dict[str, Any]:
     """The options of a method named to an evaluation (a dict), refusing the keys the
-    evaluation sets itself (``reserved``: key -> the argument to use instead)."""
+    evaluation sets itself (``reserved``: key -> the argument to use instead) and ``raw=True``
+    (:func:`refuse_raw`)."""
     if options is None:
         return {}
     if not isinstance(options, dict):
@@ -146,7 +147,19 @@ def check_method_options(options: Any, reserved: dict[str, str] = RESERVED) -> d
     if taken:
         fixes = "; ".join(f"{k!r}: {reserved[k]}" for k in taken)
         raise XaikitValueError(f"method options {taken} are set by the evaluation itself ({fixes})")
+    refuse_raw(options)
     return dict(options)
+
+
+def refuse_raw(options: Any, where: str = "method options") -> None:
+    """An evaluation scores maps: ``raw=True`` (a method's full result instead, such as LIME's
+    fit or a CAM at its layer's resolution) is refused with what to do."""
+    if options.get("raw") not in (None, False):
+        raise XaikitValueError(
+            f"{where}: raw={options['raw']!r} asks the method for its full result (a LimeResult, a "
+            "CamResult, ...), and the evaluations score its maps; leave raw out (or compute the raw "
+            "result with xk.xai.explain(..., raw=True) and pass its maps)"
+        )
 
 
 def maps_or_explain(

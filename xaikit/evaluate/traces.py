@@ -28,7 +28,7 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, describe
-from xaikit.evaluate._common import input_layout, spatial_shape, spearman, to_spatial
+from xaikit.evaluate._common import input_layout, refuse_raw, spatial_shape, spearman, to_spatial
 from xaikit.trace.base import Data, Trace
 from xaikit.trace.xai._samples import SampleCollector
 
@@ -66,6 +66,7 @@ class _FixedSampleTrace(Trace):
 
         self.output = check_output(output)
         self.model_kwargs = merge_model_kwargs(model_kwargs, None)
+        refuse_raw(method_options, f"{type(self).__name__}(method={self.method!r})")
         self.method_options = dict(method_options)
         self.collector = SampleCollector(samples, keys=keys)
         #: (epoch, value) pairs logged so far

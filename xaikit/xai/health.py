@@ -19,7 +19,8 @@ class. Read each method's map as the change of that score it accounts for:
   moving each input element across the sample's value range (max - min of the sample, per
   input) changes the score, to first order, by at most ``D = sum |m| * span``;
 * an attribution map (IG and its relatives, Input x Gradient, occlusion, the Grad-CAM family,
-  XRAI), ``kind="attribution"``: its values are shares of the score, ``D = sum |m|``;
+  XRAI, feature ablation, Shapley sampling, KernelSHAP, LIME), ``kind="attribution"``: its values
+  are shares of the score, ``D = sum |m|``;
 * a squared map (``magnitude=True``, VarGrad's variance): the same on ``sqrt(|m|)``.
 
 The score itself is a float32 number: its resolution is ``eps32 * |f(x)|`` (``eps32`` =
@@ -30,8 +31,8 @@ MobileNetV2: ``f(x)`` = 0.001, ``D`` ~ 6e-13 < 1.2e-10). ``D`` is the most gener
 a map underflow only when even that reading is below resolution. When the score is not known
 the test is skipped, except for maps whose every value is below float32's smallest normal
 number (1.2e-38): those are underflow whatever the score. Maps without a score scale
-(Eigen-CAM, Score-CAM, RISE, Guided Grad-CAM: ``kind="none"``) are only checked for the first
-three statuses.
+(Eigen-CAM, Score-CAM, RISE, Guided Grad-CAM, Sobol and HSIC indices: ``kind="none"``) are only
+checked for the first three statuses.
 
 **The warning.** :func:`warn_degenerate` emits one :class:`~xaikit.errors.DegenerateMapWarning`
 per call, naming the method, how many maps of how many have each status, the likely cause and
@@ -103,7 +104,11 @@ _GRADIENT = ("vanilla", "smoothgrad")
 #: maps whose values are not a change of the score: no underflow test against the score.
 #: VarGrad is the spread of the gradients (or IG attributions) over the noise, which may be
 #: resolved exactly while tiny next to the score (a model that is almost linear near x)
-_NO_SCALE = ("eigencam", "scorecam", "rise", "guided_gradcam", "vargrad", "guided_backprop", "deconvnet")
+#: Sobol's total indices and HSIC are shares of the score's variance and a dependence measure,
+#: not changes of the score
+_NO_SCALE = (
+    "eigencam", "scorecam", "rise", "guided_gradcam", "vargrad", "guided_backprop", "deconvnet", "sobol", "hsic",
+)  # fmt: skip
 
 
 def map_kind(method: str, magnitude: bool | None = None, nintegration: int | None = None) -> tuple[str, bool]:
@@ -385,6 +390,14 @@ def _cause(status: str, group: str, method: str, facts: OutputFacts) -> tuple[st
                 "(the map's ReLU clips it)",
                 "pick another layer with layer= (e.g. an earlier convolution), or check the class",
             )
+        if group == "agnostic":
+            cause = (
+                "switching the features to the baseline does not change the score: the model ignores "
+                "them, or the input equals the baseline (baseline=) there"
+            )
+            if probs:
+                cause += f"; {_softmax_cause(facts)}"
+            return cause, f"check the baseline (baseline=) and the input; {_LOGITS}"
         if group == "perturbation":
             cause = "masking the input does not change the score"
             if probs:
@@ -411,6 +424,12 @@ def _cause(status: str, group: str, method: str, facts: OutputFacts) -> tuple[st
             "the layer's maps have a single spatial position (1x1) or are uniform, so the upsampled "
             "map is flat",
             "pick an earlier layer with a spatial output: layer=",
+        )
+    if group == "agnostic":
+        return (
+            "every feature got the same value: one feature covers the whole input (segments=1, or a "
+            "features= mask with one id)",
+            "more features: segments=, features='slic', or a features= mask with several ids",
         )
     if method == "occlusion":
         return (

@@ -110,7 +110,8 @@ def unreachable_inputs(model: Any, missing: list[int], n: int) -> str:
         "integer type, compute on it with numpy or another non-TensorFlow function, stop the "
         "gradient (tf.stop_gradient), or not use it at all. The gradient methods need a "
         "differentiable path (a value that is passed to the model but not explained goes in "
-        "model_kwargs=); the perturbation methods (occlusion, rise) need none"
+        "model_kwargs=); the perturbation methods (occlusion, rise) and the model-agnostic methods "
+        "(feature_ablation, shapley_sampling, kernel_shap, lime, sobol, hsic) need none"
     )
 
 

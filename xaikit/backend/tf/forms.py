@@ -5,7 +5,8 @@ subclass of ``keras.Model`` is one model to xaikit: every method runs the model'
 class-activation maps capture the chosen layer's output while the whole model runs, see
 ``cam.py``). An exported artifact (``model.export(path)``, read back with
 ``keras.layers.TFSMLayer`` or ``tf.saved_model.load``) keeps the model's computation but not
-its layers: the gradient and perturbation methods work on it, the class-activation maps cannot.
+its layers: the gradient, perturbation and model-agnostic methods work on it, the
+class-activation maps (and the rule-based methods) cannot.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 
 __all__ = ["NO_LAYER_METHODS", "exported_artifact", "input_shapes", "model_form", "not_callable"]
 
-#: the methods that need no inner layer (the gradient and perturbation methods, as
-#: ``xaikit.xai.registry`` lists them; a test keeps the two in step)
+#: the methods that need no inner layer (the gradient, perturbation and model-agnostic methods,
+#: as ``xaikit.xai.registry`` lists them; tests/test_model_forms_keras.py keeps the two in step)
 NO_LAYER_METHODS = (
     "vanilla",
     "smoothgrad",
@@ -29,6 +30,12 @@ NO_LAYER_METHODS = (
     "xrai",
     "occlusion",
     "rise",
+    "feature_ablation",
+    "shapley_sampling",
+    "kernel_shap",
+    "lime",
+    "sobol",
+    "hsic",
 )
 
 

@@ -4,8 +4,8 @@ A model reaches xaikit as a plain ``torch.nn.Module``, a TorchScript module
 (``torch.jit.script`` / ``torch.jit.trace`` / ``torch.jit.load``), a ``torch.compile`` wrapper
 (``OptimizedModule``), the module of a ``torch.export`` program (``exported.module()``, a
 ``torch.fx.GraphModule`` of aten ops) or a ``torch.fx.symbolic_trace`` GraphModule. All are
-``nn.Module`` instances and all are differentiable, so every gradient and perturbation method
-runs on each of them. What differs is whether a Python forward hook on a submodule fires, which
+``nn.Module`` instances and all are differentiable, so every gradient, perturbation and
+model-agnostic method runs on each of them. What differs is whether a Python forward hook on a submodule fires, which
 the class-activation maps and guided backprop need:
 
 * nn.Module, fx GraphModule (leaf modules stay calls), torch.compile (hooks and guided ReLUs run
@@ -31,7 +31,8 @@ from xaikit.errors import XaikitValueError
 #: the methods that work on every torch model form (no hooks)
 WORKS_EVERYWHERE = (
     "the gradient methods (vanilla, smoothgrad, integrated, smint, vargrad, input_x_gradient, "
-    "expected_gradients, blur_ig, guided_ig, xrai) and the perturbation methods (occlusion, rise)"
+    "expected_gradients, blur_ig, guided_ig, xrai), the perturbation methods (occlusion, rise) and "
+    "the model-agnostic methods (feature_ablation, shapley_sampling, kernel_shap, lime, sobol, hsic)"
 )
 
 _CONV_OPS = ("aten.conv2d.default", "aten.convolution.default", "aten._convolution.default")

@@ -234,13 +234,20 @@ def kernel_shap(
     return Explained([space.to_user(phi)])
 
 
-def _check_paired(name: str) -> Callable[[dict[str, Any]], None]:
-    def check(options: dict[str, Any]) -> None:
-        check_common(options)
-        if name in options:
-            flag(options[name], name)
+def _check_flag(options: dict[str, Any], name: str) -> None:
+    check_common(options)
+    if name in options:
+        flag(options[name], name)
 
-    return check
+
+def _check_sampling(options: dict[str, Any]) -> None:
+    """Shapley sampling's options (module level: a record pickles its check by reference)."""
+    _check_flag(options, "antithetic")
+
+
+def _check_kernel(options: dict[str, Any]) -> None:
+    """KernelSHAP's options."""
+    _check_flag(options, "paired")
 
 
 register_method(
@@ -255,7 +262,7 @@ register_method(
         gradients=False,
         noise=True,
         slow=True,
-        check=_check_paired("antithetic"),
+        check=_check_sampling,
         summary="each feature's mean change of the score when added to random orders of the features",
         reference="Castro et al., 2009, https://doi.org/10.1016/j.cor.2008.04.004",
     )
@@ -272,7 +279,7 @@ register_method(
         gradients=False,
         noise=True,
         slow=True,
-        check=_check_paired("paired"),
+        check=_check_kernel,
         summary="Shapley values as the Shapley-kernel-weighted linear fit of the scores of random coalitions",
         reference="Lundberg & Lee, 2017, https://arxiv.org/abs/1705.07874",
     )

@@ -38,7 +38,7 @@ from xaikit.xai._engine.progress import Progress
 from xaikit.xai.dataset._shard import Settings, explain_shard, model_scores, where_samples
 from xaikit.xai.dataset._sources import ImageFilesSource, Rows, Source, as_source
 from xaikit.xai.dataset._store import Store
-from xaikit.xai.dataset.options import check_method_options, model_classes, read_classes
+from xaikit.xai.dataset.options import check_features, check_method_options, model_classes, read_classes
 from xaikit.xai.dataset.results import DatasetExplanation
 from xaikit.xai.dataset.spec import ModelSpec
 from xaikit.xai.registry import get_method
@@ -167,7 +167,9 @@ def explain_dataset(
         num_gpus: GPUs per Ray worker (default 1 when the cluster has GPUs, else 0).
         **method_options: options of the method, passed to :func:`~xaikit.xai.explain` (and its
             ``max_batch``, default 128 here: a fixed chunk size keeps shards bit-equal across
-            processes).
+            processes). ``raw=True`` is refused (the store holds maps); a model-agnostic
+            method's ``features=`` is a name or one sample's feature ids ((H, W) or (F,)), which
+            every sample gets (a per-sample array is refused: the batches would not follow it).
 
     Returns:
         A :class:`DatasetExplanation` of the store.
@@ -222,6 +224,8 @@ def explain_dataset(
     if n == 0:
         raise XaikitValueError("data must hold at least one sample; got an empty dataset")
     first = _first_readable(source, batch_size)
+    if first is not None:
+        check_features(name, opts, tuple(int(d) for d in first[1].x.shape[1:]))
     if target == "label" and first is not None and first[1].labels is None:
         raise XaikitValueError('target="label" needs labels, and the dataset has none')
     spec = ModelSpec.of(model_or_factory, framework)

@@ -11,11 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.plan import check_max_batch, check_memory_budget
+from xaikit.xai.agnostic.features import FEATURE_KINDS
 from xaikit.xai.registry import get_method
 
-__all__ = ["check_method_options", "model_classes", "read_classes"]
+__all__ = ["check_features", "check_method_options", "model_classes", "read_classes"]
 
 
 #: rows per fused chunk unless given: a fixed size, so that every process gives the same bits
@@ -50,7 +53,8 @@ def check_method_options(method: str, options: Mapping[str, Any]) -> dict[str, A
     _, own = record.split_options({k: v for k, v in opts.items() if k not in ENGINE_OPTIONS})
     if own.get("raw"):
         raise XaikitValueError(
-            "raw=True (layer-resolution or region results) is not stored by explain_dataset"
+            "raw=True (a method's full result: a CAM at its layer's resolution, XRAI's regions, LIME's "
+            "fit) is not stored by explain_dataset, which stores the maps; leave raw out"
         )
     opts.setdefault("max_batch", DEFAULT_MAX_BATCH)
     if opts["max_batch"] == "auto":
@@ -62,6 +66,49 @@ def check_method_options(method: str, options: Mapping[str, Any]) -> dict[str, A
     if "memory_budget" in opts:
         check_memory_budget(opts["memory_budget"])
     return opts
+
+
+def check_features(method: str, options: Mapping[str, Any], sample: tuple[int, ...]) -> None:
+    """A model-agnostic method's ``features=`` array checked against the shape of one sample
+    (the first one read, before the model is built): ``explain_dataset`` gives the same array to
+    every batch, so it must be one sample's feature ids, (H, W) for an image of either channel
+    layout or (F,) for a row. A per-sample array (N, H, W) would not follow the samples through
+    the batches (one of batch size would be applied to every batch): refused, as is an array of
+    another shape. A name (``"slic"``, ...) segments each image and needs no check here.
+
+    Raises:
+        XaikitValueError: an array that is not one sample's feature ids.
+    """
+    features = options.get("features")
+    fits: set[tuple[int, ...]]
+    if "features" not in get_method(method).options or features is None or isinstance(features, str):
+        return
+    if len(sample) == 3:
+        fits, what = {sample[1:], sample[:2]}, f"an integer (H, W) array for these {sample} images"
+    elif len(sample) == 1:
+        fits, what = {sample}, f"an integer (F,) array for these rows of {sample[0]} columns"
+    else:
+        return  # the method refuses other inputs when it runs
+    try:
+        shape = tuple(int(d) for d in np.shape(features))
+    except ValueError:  # ragged nested lists
+        raise XaikitValueError(
+            f"features must be a rectangular integer array of feature ids; got {describe(features)}"
+        ) from None
+    if shape in fits:
+        return
+    per_sample = len(shape) == len(sample) + (0 if len(sample) == 3 else 1)
+    raise XaikitValueError(
+        f"features: explain_dataset gives one array of feature ids to every sample: {what}, or a "
+        f"name ({', '.join(map(repr, FEATURE_KINDS))}); got shape {shape}"
+        + (
+            ", one mask per sample, which explain_dataset cannot follow through its batches: "
+            "give one mask, a name that segments each image, or explain the batches with "
+            "xk.xai.explain(..., features=masks)"
+            if per_sample
+            else ""
+        )
+    )
 
 
 def read_classes(classes: Any) -> list[str] | None:
