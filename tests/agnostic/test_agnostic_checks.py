@@ -53,3 +53,15 @@ def test_lime_needs_two_coalitions_before_any_forward_pass(n: int) -> None:
     with pytest.raises(XaikitValueError, match=r"nsamples must be an int >= 2"):
         xk.xai.explain(Counting(), torch.rand(1, 1, 4, 4), target=0, method="lime", features=IDS6, nsamples=n)
     assert calls == []
+
+
+@pytest.mark.parametrize("method", ["feature_ablation", "lime", "integrated"])
+@pytest.mark.parametrize("baseline", [float("nan"), "inf_array"])
+def test_a_non_finite_baseline_is_refused(method: str, baseline: object) -> None:
+    """A NaN or infinite baseline made NaN maps (blamed on the model) or all-zero LIME maps."""
+    model, x = _linear(), torch.rand(2, 1, 4, 4)
+    base = np.full((1, 4, 4), np.inf) if baseline == "inf_array" else baseline
+    with pytest.raises(
+        XaikitValueError, match=r"baseline for input 'x' must hold finite numbers; got .* NaN or infinite"
+    ):
+        xk.xai.explain(model, x, target=0, method=method, baseline=base)

@@ -351,7 +351,7 @@ def test_bad_options_are_refused_by_name() -> None:
         ({"magnitude": "yes"}, XaikitTypeError, "magnitude"),
         ({"baseline": "uniform"}, XaikitValueError, "baseline must be one of 'zeros'"),
         ({"baseline": np.ones(3)}, XaikitValueError, "baseline for input 'x' must broadcast"),
-        ({"baseline": np.full(4, np.nan)}, XaikitValueError, "baseline must hold finite"),
+        ({"baseline": np.full(4, np.nan)}, XaikitValueError, "baseline.* must hold finite"),
     ]
     for opts, kind, msg in cases:
         with pytest.raises(kind, match=msg):

@@ -99,6 +99,12 @@ def baseline_values(x: np.ndarray, baseline: object, channel_axis: int | None, k
 def baseline_array(value: object, x_shape: tuple[int, ...], key: str) -> np.ndarray:
     """An explicit baseline broadcast to the batch shape (a scalar, one sample, or a batch)."""
     arr = np.asarray(value, dtype=np.float64)
+    if not np.isfinite(arr).all():  # every row built from it would be NaN or inf
+        bad = int((~np.isfinite(arr)).sum())
+        raise XaikitValueError(
+            f"baseline for input {key!r} must hold finite numbers; got {describe(value)} with {bad} NaN or "
+            "infinite value(s): pass a finite value, or one of the named baselines such as 'zeros' or 'mean'"
+        )
     try:
         if arr.ndim == len(x_shape) - 1:
             arr = arr[None]
