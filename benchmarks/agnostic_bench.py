@@ -49,6 +49,10 @@ of those loops (rows / its rate). ``--xaikit-max-batch N`` adds xaikit's four me
 chunk of N rows (``max_batch=N``) to the rounds: how much of a gap to the bound is the plan's
 choice of chunk size rather than the engine.
 
+A forward pre-hook on the model counts the rows each call gives it (``model_rows`` in ``--json``):
+xaikit's calls give one more row than the table's (the single row of its target check), captum's
+the table's.
+
 Timing: xaikit's first call (which fixes the chunk plan: memory and timing probes) is made and
 reported on its own; then ``--reps`` rounds, each running, method by method, the bound, xaikit
 (and xaikit at ``--xaikit-max-batch``) and captum's best next to each other (in an order rotated
@@ -86,7 +90,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -213,21 +217,35 @@ class Job:
     F: int
     st: Settings
     dev: Device
+    #: rows the model has been given so far (a forward pre-hook counts them)
+    seen: list[int] = field(default_factory=lambda: [0])
+
+    def count_rows(self) -> Any:
+        """Count every row the model is called on (the hook's handle; remove it when done)."""
+
+        def hook(_module: Any, args: Any) -> None:
+            self.seen[0] += int(args[0].shape[0])
+
+        return self.model.register_forward_pre_hook(hook)
 
     def case(self, name: str, group: str, method: str, rows: int, fn: Callable[[], Any]) -> Case:
-        """A line whose every call also records its CPU time (``extra["cpu_s"]``)."""
+        """A line whose every call also records its CPU time (``extra["cpu_s"]``) and the rows it
+        gave the model (``extra["model_rows"]``; the bound's channels-last loops run a copy of the
+        model and count none)."""
         clock = cpu_clock(self.st.clock)
         c = Case(
             name, group, "torch", "resnet18", self.st.batch, rows, fn, method=method, sync=self.dev.sync,
             gpu_peak=self.dev.peak, gpu_reset=self.dev.reset_peak,
         )  # fmt: skip
         c.extra["cpu_s"] = []
+        c.extra["model_rows"] = []
 
         def timed() -> Any:
-            t0 = clock()
+            n0, t0 = self.seen[0], clock()
             out = fn()
             self.dev.sync()
             c.extra["cpu_s"].append(clock() - t0)
+            c.extra["model_rows"].append(self.seen[0] - n0)
             return out
 
         c.fn = timed
@@ -430,6 +448,7 @@ def measure(st: Settings, dev: Device, profile: list[str]) -> tuple[list[Case], 
     B, H, W = st.batch, st.size, st.size
     mask = feats.ids.reshape(B, H, W)
     job = Job(model, x, targets, mask, dev.to(torch.as_tensor(mask)[:, None]), feats.width, st, dev)
+    job.count_rows()  # stays on the model for the run (one Python call per forward pass)
     facts: dict[str, Any] = {"counts": feats.counts.tolist(), "F": job.F, "n_segments": n_segments,
                              "targets": targets}  # fmt: skip
     log(f"ResNet-18 {H}x{W}, B={B}; SLIC n_segments={n_segments}: F_b = {feats.counts.tolist()}, F = {job.F}")

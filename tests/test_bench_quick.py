@@ -82,3 +82,38 @@ def test_methods_bench_quick_writes_section(tmp_path: Path) -> None:
     assert max(data["facts"]["occlusion_max_abs_diff"].values()) < 1e-3
     text = run("--cases", "occlusion")  # a second run replaces the section
     assert "### Occlusion" in text and "### RISE" not in text
+
+
+@pytest.mark.slow
+def test_agnostic_bench_quick_same_evaluations(tmp_path: Path) -> None:
+    """The model-agnostic benchmark (issue 29) runs, writes its section, and gives xaikit and captum
+    the same number of model rows (counted by a hook on the model), with agreeing ablations."""
+    out, raw = tmp_path / "bench.md", tmp_path / "agnostic.json"
+    out.write_text("# Saliency benchmarks\n\nkept text\n")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "agnostic_bench.py"), "--quick", "--threads", "1"]
+    proc = subprocess.run(
+        [*cmd, "--out", str(out), "--json", str(raw)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    text = out.read_text()
+    assert text.startswith("# Saliency benchmarks\n\nkept text\n")
+    assert text.count("<!-- agnostic:start -->") == 1 and "## Model-agnostic methods (issue 29)" in text
+    assert "Ratios are on the **CPU time of the calling thread**" in text
+    data = json.loads(raw.read_text())
+    lines, B = data["lines"], data["settings"]["batch"]
+    for m in ("feature_ablation", "shapley_sampling", "kernel_shap", "lime"):
+        ours = next(ln for ln in lines if ln["group"] == "xaikit" and ln["method"] == m)
+        theirs = next(ln for ln in lines if ln["group"] == "peer" and ln["method"] == m and ln.get("best"))
+        extra = B if m in ("kernel_shap", "lime") else 0  # captum's one pass of the batch first
+        assert set(ours["model_rows"]) == {ours["rows"] + 1}, m  # + the target check's single row
+        assert set(theirs["model_rows"]) == {theirs["rows"]} == {ours["rows"] + extra}, m
+        assert len(ours["cpu_s"]) == len(ours["times_s"]) == data["settings"]["reps"]
+    assert {ln["method"] for ln in lines if ln["group"] == "memory"} == {"kernel_shap", "lime"}
+    facts = data["meta"]["facts"]
+    assert facts["ablation_max_abs_diff"] < 1e-4 * max(1.0, facts["ablation_max_abs"])
