@@ -9,6 +9,11 @@
 * :func:`max_sensitivity`, :func:`avg_sensitivity`, :func:`local_lipschitz` — robustness: how
   much the map moves when the input barely moves (Yeh et al., 2019; Alvarez-Melis & Jaakkola,
   2018).
+* :func:`relative_input_stability`, :func:`relative_output_stability`,
+  :func:`relative_representation_stability`, :func:`continuity`, :func:`consistency` — more
+  robustness: relative stability (Agarwal et al., 2022), continuity along translations
+  (Montavon et al., 2018), consistency of predictions under equal explanations (Dasgupta et
+  al., 2022).
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
 * :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
 * :func:`compare` — several methods, every metric (:data:`METRICS`), one table with ranks and
@@ -57,6 +62,16 @@ from xaikit.evaluate.robustness import (
     max_sensitivity,
 )
 from xaikit.evaluate.saving import save_evaluation
+from xaikit.evaluate.stability import (
+    ConsistencyResult,
+    ContinuityResult,
+    RelativeStabilityResult,
+    consistency,
+    continuity,
+    relative_input_stability,
+    relative_output_stability,
+    relative_representation_stability,
+)
 from xaikit.evaluate.traces import Compare, DeletionAUC, SaliencyStability
 
 __all__ = [
@@ -66,6 +81,8 @@ __all__ = [
     "CompareResult",
     "CompletenessResult",
     "ComplexityResult",
+    "ConsistencyResult",
+    "ContinuityResult",
     "CurveResult",
     "DeletionAUC",
     "EfficientMPRTResult",
@@ -78,6 +95,7 @@ __all__ = [
     "ROADResult",
     "RandomLogitResult",
     "RandomizationResult",
+    "RelativeStabilityResult",
     "RunOptions",
     "SaliencyStability",
     "SensitivityResult",
@@ -87,6 +105,8 @@ __all__ = [
     "compare",
     "completeness",
     "complexity",
+    "consistency",
+    "continuity",
     "deletion",
     "efficient_mprt",
     "faithfulness_correlation",
@@ -98,6 +118,9 @@ __all__ = [
     "model_layers",
     "random_logit",
     "randomization_test",
+    "relative_input_stability",
+    "relative_output_stability",
+    "relative_representation_stability",
     "relevance_rank_accuracy",
     "road",
     "save_evaluation",

@@ -50,6 +50,13 @@ from xaikit.evaluate.logit_randomization import random_logit
 from xaikit.evaluate.mprt_variants import complexity_rise, smooth_mprt
 from xaikit.evaluate.perturbation import deletion, insertion
 from xaikit.evaluate.robustness import avg_sensitivity, local_lipschitz, max_sensitivity
+from xaikit.evaluate.stability import (
+    consistency,
+    continuity,
+    relative_input_stability,
+    relative_output_stability,
+    relative_representation_stability,
+)
 
 __all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
 
@@ -381,6 +388,46 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             _robust(local_lipschitz, "stdev", ROBUST_STDEV, nsamples=20, normalize=True),
             cheap=False,
             label="local Lipschitz estimate", short="lip",
+        ),
+        Metric(
+            "relative_input_stability", "robustness", False, False, True,
+            "How much does the map change, relative to itself, per relative change of the input? (RIS, "
+            "largest over 20 uniform draws of radius 2% of the range that keep the predicted class)",
+            _robust(relative_input_stability, "radius", ROBUST_RADIUS, nsamples=20),
+            cheap=False,
+            label="relative input stability", short="RIS",
+        ),
+        Metric(
+            "relative_output_stability", "robustness", False, False, True,
+            "How much does the map change, relative to itself, per change of the logits? (ROS, 20 draws "
+            "as RIS)",
+            _robust(relative_output_stability, "radius", ROBUST_RADIUS, nsamples=20),
+            cheap=False,
+            label="relative output stability", short="ROS",
+        ),
+        Metric(
+            "relative_representation_stability", "robustness", False, False, True,
+            "How much does the map change, relative to itself, per relative change of the last spatial "
+            "layer's output? (RRS, 20 draws as RIS)",
+            _robust(relative_representation_stability, "radius", ROBUST_RADIUS, nsamples=20),
+            cheap=False,
+            label="relative representation stability", short="RRS",
+        ),
+        Metric(
+            "continuity", "robustness", False, False, True,
+            "How fast can the map change along horizontal translations of the input? (largest "
+            "||ΔR||_1 / ||Δx||_2 over pairs of 8 translations)",
+            method_adapter(continuity, nsteps=8),
+            cheap=False,
+            label="continuity", short="cont",
+        ),
+        Metric(
+            "consistency", "robustness", True, False, False,
+            "Do samples whose maps share their top-5 pixels (and signs) get the same prediction? "
+            "(fraction of such other samples of the batch; NaN without one)",
+            maps_adapter(consistency),
+            cheap=False,
+            label="consistency", short="cons",
         ),
         Metric(
             "sparseness", "complexity", True, False, False,
