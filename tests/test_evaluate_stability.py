@@ -402,3 +402,23 @@ def test_registered_for_compare() -> None:
         assert m.higher_is_better == (name == "consistency")
     robust = [n for n, m in METRICS.items() if m.family == "robustness"]
     assert robust[-5:] == names
+
+
+def test_compare_runs_them(rng: np.random.Generator) -> None:
+    """In ``compare``: the gradient of a linear model scores 0 on RIS, ROS and continuity; RRS
+    does not apply to a model without a spatial layer (NaN), and reads the conv layer of one."""
+    fw = "torch" if "torch" in BACKENDS else "tf"
+    w, x = _weights(rng), layout(fw, _x(rng, 4))
+    names = [
+        "relative_input_stability", "relative_output_stability", "relative_representation_stability",
+        "continuity", "consistency",
+    ]  # fmt: skip
+    res = xk.evaluate.compare(linear(fw, w), x, methods=["vanilla"], metrics=names)
+    ps = res.per_sample
+    got = {name: ps[ps["metric"] == name].sort_values("sample")["score"].to_numpy() for name in names}
+    for name in ("relative_input_stability", "relative_output_stability", "continuity"):
+        np.testing.assert_array_equal(got[name], 0.0, err_msg=name)
+    assert np.isnan(got["relative_representation_stability"]).all()
+    np.testing.assert_array_equal(got["consistency"], 1.0)  # one map and one class for all
+    assert xk.evaluate.stability.spatial_layer(linear(fw, w), x) is None
+    assert xk.evaluate.stability.spatial_layer(_conv(fw), x) is not None

@@ -56,6 +56,7 @@ from xaikit.evaluate.stability import (
     relative_input_stability,
     relative_output_stability,
     relative_representation_stability,
+    spatial_layer,
 )
 
 __all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
@@ -315,6 +316,20 @@ def _robust(
     return score
 
 
+def _representation_stability(ctx: MetricContext) -> np.ndarray:
+    """RRS at the last layer with a spatial output; NaN for a model without one."""
+    if ctx.method is None or spatial_layer(ctx.model, ctx.x, ctx.framework) is None:
+        return ctx.nan()
+    return _robust(relative_representation_stability, "radius", ROBUST_RADIUS, nsamples=20)(ctx)
+
+
+def _continuity(ctx: MetricContext) -> np.ndarray:
+    """Continuity along 8 translations; NaN where the images are too narrow for 8 (2W + 1 < 8)."""
+    if ctx.method is None or 2 * ctx.spatial[-1] + 1 < 8:
+        return ctx.nan()
+    return method_adapter(continuity, nsteps=8)(ctx)
+
+
 def _map_score(fn: Callable[..., Any]) -> Callable[[MetricContext], np.ndarray]:
     def score(ctx: MetricContext) -> np.ndarray:
         return np.asarray(fn(ctx.magnitudes).scores, dtype=np.float64)
@@ -408,8 +423,8 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
         Metric(
             "relative_representation_stability", "robustness", False, False, True,
             "How much does the map change, relative to itself, per relative change of the last spatial "
-            "layer's output? (RRS, 20 draws as RIS)",
-            _robust(relative_representation_stability, "radius", ROBUST_RADIUS, nsamples=20),
+            "layer's output? (RRS, 20 draws as RIS; NaN for a model without a spatial layer)",
+            _representation_stability,
             cheap=False,
             label="relative representation stability", short="RRS",
         ),
@@ -417,7 +432,7 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "continuity", "robustness", False, False, True,
             "How fast can the map change along horizontal translations of the input? (largest "
             "||ΔR||_1 / ||Δx||_2 over pairs of 8 translations)",
-            method_adapter(continuity, nsteps=8),
+            _continuity,
             cheap=False,
             label="continuity", short="cont",
         ),

@@ -147,6 +147,18 @@ def _forward(model: Any, rows: Any, settings: RunSettings, layer: Any) -> tuple[
         )
 
 
+def spatial_layer(model: Any, x: Any, framework: str | None = None) -> str | None:
+    """The name of the layer :func:`relative_representation_stability` reads with ``layer=None``
+    (the last layer with a spatial output), or None when the model has none."""
+    bk = get_backend(model, framework)
+    inp = prepare(bk, model, [x], ["x"])
+    with bk.inference(model):
+        try:
+            return bk.cam.resolve(model, None, [t[:1] for t in inp.tensors], None).name
+        except XaikitValueError:
+            return None
+
+
 def _draws(
     x: Any, shape: tuple[int, ...], nsamples: int, radius: float, perturbations: Any, seed: int
 ) -> tuple[Perturb, int]:
@@ -264,7 +276,7 @@ def relative_input_stability(
 
     ``RIS = max_{x'} ||(e_x - e_x') / e_x||_2 / max(||(x - x') / x||_2, eps_min)`` over the
     perturbed copies ``x' = x + δ`` (``δ`` uniform in [-radius, radius] on every element) whose
-    predicted class is the clean input's (Agarwal et al. 2022, eq. 2). Divisions are element-wise;
+    predicted class is the clean input's (Agarwal et al. 2022). Divisions are element-wise;
     a zero of ``e_x`` or ``x`` divides as ``eps_min``. Lower is better. Copies that change the
     predicted class are skipped (their ratio is NaN); the score is NaN only when every copy
     changes it (Quantus 0.6 scores NaN as soon as one copy does).
@@ -304,7 +316,7 @@ def relative_output_stability(
 
     ``ROS = max_{x'} ||(e_x - e_x') / e_x||_2 / max(||h(x) - h(x')||_2, eps_min)`` with ``h`` the
     model's output (the ``output`` run option; logits for a model that returns logits), over the
-    perturbed copies that keep the predicted class (Agarwal et al. 2022, eq. 5); the noise and
+    perturbed copies that keep the predicted class (Agarwal et al. 2022); the noise and
     the conventions of :func:`relative_input_stability`. Lower is better.
     {args}
 
@@ -343,7 +355,7 @@ def relative_representation_stability(
     of an internal representation.
 
     ``RRS = max_{x'} ||(e_x - e_x') / e_x||_2 / max(||(L_x - L_x') / L_x||_2, eps_min)`` with
-    ``L_x`` the output of ``layer`` for x, flattened (Agarwal et al. 2022, eq. 3), over the
+    ``L_x`` the output of ``layer`` for x, flattened (Agarwal et al. 2022), over the
     perturbed copies that keep the predicted class; the noise and the conventions of
     :func:`relative_input_stability`. Lower is better. The layer is read as the class-activation
     maps read theirs (forward hooks on torch, a sub-model on Keras), in chunked forward passes.
