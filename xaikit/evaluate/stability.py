@@ -461,7 +461,8 @@ def continuity(
     ``dx = (2W + 1) // nsteps``, the sample's minimum as fill) are Quantus's. Lower is better.
     Quantus takes the maps' magnitudes and divides them by the batch's largest by default;
     here the maps are compared as the method gives them (``absolute=False``), and
-    ``normalize=True`` divides each map by its own largest magnitude.
+    ``normalize=True`` divides each map by its own largest magnitude. Memory: the maps of every
+    translation are kept until the pairs are compared (``nsteps + 1`` maps per sample).
 
     Args:
         model: a torch or Keras/TF model returning (batch, classes).
