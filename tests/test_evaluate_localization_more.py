@@ -264,8 +264,7 @@ def test_agreement_with_quantus_on_the_recorded_maps() -> None:
         d["q_rma_signed"], (signed * mask).sum(axis=(1, 2)) / signed.sum(axis=(1, 2)), rtol=1e-6
     )
     assert (
-        np.all(ev.relevance_mass_accuracy(signed, mask, absolute=False) >= 0)
-        and d["q_rma_signed"].min() < 0
+        np.all(ev.relevance_mass_accuracy(signed, mask, absolute=False) >= 0) and d["q_rma_signed"].min() < 0
     )
 
 
