@@ -289,7 +289,66 @@ PAIRS: list[Pair] = [
         f"bottom-up, every layer, {SMPRT_N} noisy copies (noise 0.1), vanilla maps by xk.xai.explain on both sides",
         rows=lambda s: (0, (_n_layers(s) + 1) * SMPRT_N * len(s.x)),
     ),
+    # localization_more (issue 31): the remaining localisation metrics; maps and masks as above
+    Pair(
+        "attribution_localisation / AttributionLocalisation",
+        lambda s: xk.evaluate.attribution_localisation(s.maps, s.mask),
+        lambda s: _q(quantus.AttributionLocalisation(disable_warnings=True), s, a_batch=s.maps[:, None],
+                     s_batch=s.mask[:, None].astype(float)),
+        "unweighted (Quantus's weighted variant differs by definition)",
+    ),
+    Pair(
+        "top_k_intersection / TopKIntersection",
+        lambda s: xk.evaluate.top_k_intersection(s.maps, s.mask, k=_top_k(s)),
+        lambda s: _q(quantus.TopKIntersection(k=_top_k(s), normalise=False, disable_warnings=True), s,
+                     a_batch=s.maps[:, None], s_batch=s.mask[:, None].astype(float)),
+        "k = 1000 of 224 x 224 pixels, scaled (20 on 32 x 32)",
+    ),
+    Pair(
+        "relevance_mass_accuracy / RelevanceMassAccuracy",
+        lambda s: xk.evaluate.relevance_mass_accuracy(s.maps, s.mask),
+        lambda s: _q(quantus.RelevanceMassAccuracy(normalise=False, disable_warnings=True), s,
+                     a_batch=s.maps[:, None], s_batch=s.mask[:, None].astype(float)),
+        "the energy alone, under Quantus's name",
+    ),
+    Pair(
+        "localization_auc / AUC",
+        lambda s: xk.evaluate.localization_auc(s.maps, s.mask),
+        lambda s: _q(quantus.AUC(normalise=False, disable_warnings=True), s, a_batch=s.maps[:, None],
+                     s_batch=s.mask[:, None].astype(float)),
+        "ROC AUC per sample (ours from average ranks, Quantus sklearn's roc_curve + auc)",
+    ),
+    Pair(
+        "focus / Focus (maps)",
+        lambda s: xk.evaluate.focus(s.model, s.x, s.maps, quadrants=_quadrants(s)),
+        lambda s: _q(quantus.Focus(disable_warnings=True), s, a_batch=s.maps[:, None], custom_batch=_quadrants(s)),
+        "the batch's images scored as mosaics with 2 random target quadrants each (the scoring is timed)",
+    ),
+    Pair(
+        "focus / Focus (vanilla)",
+        lambda s: xk.evaluate.focus(s.model, s.x, "vanilla", target=s.y, quadrants=_quadrants(s)),
+        lambda s: _q(quantus.Focus(disable_warnings=True), s, a_batch=None, explain_func=_xk_explain,
+                     custom_batch=_quadrants(s)),
+        "vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, len(s.x)),
+    ),
 ]  # fmt: skip
+
+
+def _top_k(s: Setup) -> int:
+    """Quantus's default k of TopKIntersection (1000 of 224 x 224 pixels) scaled to the image."""
+    return max(1, round(s.maps[0].size * 1000 / (224 * 224)))
+
+
+def _quadrants(s: Setup) -> np.ndarray:
+    """(B, 4) Focus quadrant flags, two target quadrants per image, drawn once per setup."""
+    if "quadrants" not in s.cache:
+        rng = np.random.default_rng(0)
+        flags = np.zeros((len(s.x), 4), dtype=np.int64)
+        for row in flags:
+            row[rng.permutation(4)[:2]] = 1
+        s.cache["quadrants"] = flags
+    return s.cache["quadrants"]
 
 
 def setup(batch: int) -> Setup:

@@ -5,7 +5,9 @@
   (Sixt et al., 2020) and the efficient / smooth MPRT (Hedström et al., 2023).
 * :func:`deletion`, :func:`insertion` — perturbation curves and their AUC (Petsiuk et al., 2018).
 * :func:`localization` — energy inside, pointing game and relevance rank accuracy against
-  ground-truth masks (:func:`relevance_rank_accuracy` alone).
+  ground-truth masks (:func:`relevance_rank_accuracy` alone); :func:`attribution_localisation`,
+  :func:`top_k_intersection`, :func:`relevance_mass_accuracy`, :func:`localization_auc` — the
+  rest of Quantus's mask scores; :func:`focus` on mosaics from :func:`make_mosaics`.
 * :func:`max_sensitivity`, :func:`avg_sensitivity`, :func:`local_lipschitz` — robustness: how
   much the map moves when the input barely moves (Yeh et al., 2019; Alvarez-Melis & Jaakkola,
   2018).
@@ -43,7 +45,14 @@ from xaikit.evaluate.faithfulness import (
     infidelity,
     road,
 )
+from xaikit.evaluate.focus import FocusResult, Mosaics, focus, make_mosaics
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
+from xaikit.evaluate.localization_more import (
+    attribution_localisation,
+    localization_auc,
+    relevance_mass_accuracy,
+    top_k_intersection,
+)
 from xaikit.evaluate.logit_randomization import RandomLogitResult, random_logit
 from xaikit.evaluate.mprt_variants import EfficientMPRTResult, SmoothMPRTResult, efficient_mprt, smooth_mprt
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
@@ -70,10 +79,12 @@ __all__ = [
     "DeletionAUC",
     "EfficientMPRTResult",
     "FaithfulnessCorrelationResult",
+    "FocusResult",
     "InfidelityResult",
     "LipschitzResult",
     "Metric",
     "MetricContext",
+    "Mosaics",
     "ROADCurve",
     "ROADResult",
     "RandomLogitResult",
@@ -83,6 +94,7 @@ __all__ = [
     "SensitivityResult",
     "SmoothMPRTResult",
     "SparsenessResult",
+    "attribution_localisation",
     "avg_sensitivity",
     "compare",
     "completeness",
@@ -90,17 +102,22 @@ __all__ = [
     "deletion",
     "efficient_mprt",
     "faithfulness_correlation",
+    "focus",
     "infidelity",
     "insertion",
     "local_lipschitz",
     "localization",
+    "localization_auc",
+    "make_mosaics",
     "max_sensitivity",
     "model_layers",
     "random_logit",
     "randomization_test",
+    "relevance_mass_accuracy",
     "relevance_rank_accuracy",
     "road",
     "save_evaluation",
     "smooth_mprt",
     "sparseness",
+    "top_k_intersection",
 ]

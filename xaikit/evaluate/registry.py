@@ -46,6 +46,12 @@ from xaikit.evaluate._rerun import MethodRun, randomized_maps
 from xaikit.evaluate.complexity import complexity, sparseness
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
+from xaikit.evaluate.localization_more import (
+    attribution_localisation,
+    localization_auc,
+    relevance_mass_accuracy,
+    top_k_intersection,
+)
 from xaikit.evaluate.logit_randomization import random_logit
 from xaikit.evaluate.mprt_variants import complexity_rise, smooth_mprt
 from xaikit.evaluate.perturbation import deletion, insertion
@@ -270,6 +276,15 @@ def _rank_accuracy(ctx: MetricContext) -> np.ndarray:
     return np.asarray(relevance_rank_accuracy(ctx.magnitudes, ctx.mask), dtype=np.float64).reshape(-1)
 
 
+def _mask_score(fn: Callable[..., np.ndarray], **settings: Any) -> Callable[[MetricContext], np.ndarray]:
+    """An adapter for a score of maps and masks, ``fn(magnitudes, mask, **settings)`` (B,)."""
+
+    def score(ctx: MetricContext) -> np.ndarray:
+        return np.asarray(fn(ctx.magnitudes, ctx.mask, **settings), dtype=np.float64).reshape(-1)
+
+    return score
+
+
 def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
     """Bhatt et al.'s correlation over 50 random subsets of 1/8 of the pixels (at most 224, the
     paper's and Quantus's subset size at 224x224)."""
@@ -438,6 +453,41 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
             _rank_accuracy,
             label="relevance rank accuracy", short="rra",
+        ),
+        # localization_more (issue 31): maps and masks only, no model call, but not in the default
+        # set (cheap=False): energy, pointing game and rank accuracy already ask the default
+        # table's localization questions, and three more columns of one family would tilt the
+        # mean rank. Focus needs mosaics and their quadrant labels, which compare's inputs do
+        # not have, and scores mosaics, not the samples of x: it is standalone
+        Metric(
+            "attribution_localisation", "localization", True, True, False,
+            "How much of the map's positive relevance lies inside the object mask, relative to the mask's "
+            "share of the image? (weighted attribution localisation: 1 = chance)",
+            _mask_score(attribution_localisation, weighted=True),
+            cheap=False,
+            label="attribution localisation (weighted)", short="μw",
+        ),
+        Metric(
+            "top_k_intersection", "localization", True, True, False,
+            "Do the map's top pixels (2 % of the image, Quantus's 1000 of 224 x 224) lie in the object mask?",
+            _mask_score(top_k_intersection),
+            cheap=False,
+            label="top-k intersection", short="tki",
+        ),
+        Metric(
+            "relevance_mass_accuracy", "localization", True, True, False,
+            "How much of the map's mass lies inside the object mask? (the same number as localization_energy, "
+            "under Quantus's name)",
+            _mask_score(relevance_mass_accuracy),
+            cheap=False,
+            label="relevance mass accuracy", short="rma",
+        ),
+        Metric(
+            "localization_auc", "localization", True, True, False,
+            "Does the map rank the object's pixels above the background's? (ROC AUC of the map against the mask)",
+            _mask_score(localization_auc),
+            cheap=False,
+            label="localization AUC", short="auc",
         ),
     )
 )  # fmt: skip
