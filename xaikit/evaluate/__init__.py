@@ -15,6 +15,8 @@
   verdicts; :class:`Compare` runs it over training.
 * :func:`road`, :func:`infidelity`, :func:`faithfulness_correlation` — faithfulness by
   perturbation: remove-and-debias curves, captum's infidelity, Bhatt et al.'s correlation.
+* :func:`region_perturbation`, :func:`irof`, :func:`selectivity` — region-removal curves:
+  Samek et al.'s AOPC, Rieger & Hansen's IROF over superpixels, Montavon et al.'s selectivity.
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -34,6 +36,7 @@ from xaikit.evaluate._options import BaseRunOptions, RunOptions
 from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
 from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
+from xaikit.evaluate.curves import RegionCurveResult, irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import (
     FaithfulnessCorrelationResult,
     InfidelityResult,
@@ -78,6 +81,7 @@ __all__ = [
     "ROADResult",
     "RandomLogitResult",
     "RandomizationResult",
+    "RegionCurveResult",
     "RunOptions",
     "SaliencyStability",
     "SensitivityResult",
@@ -92,15 +96,18 @@ __all__ = [
     "faithfulness_correlation",
     "infidelity",
     "insertion",
+    "irof",
     "local_lipschitz",
     "localization",
     "max_sensitivity",
     "model_layers",
     "random_logit",
     "randomization_test",
+    "region_perturbation",
     "relevance_rank_accuracy",
     "road",
     "save_evaluation",
+    "selectivity",
     "smooth_mprt",
     "sparseness",
 ]
