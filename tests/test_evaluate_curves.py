@@ -350,11 +350,13 @@ def test_agrees_with_quantus() -> None:
     assert total == pytest.approx(float(data["checksum"]), rel=1e-12)
     x, y, smap = data["x"], data["y"], data["smap"]
     rp = xk.evaluate.region_perturbation
+    # the patch curves of a sample do not depend on its batch (on either side): the first 4 of 8
+    xs, ys, ms, n4 = x[:4], y[:4], smap[:4], slice(0, 4)
     # scores are softmax probabilities of ~0.2 moving by ~1e-3: 1e-7 is a few float32 roundings
     for patch, steps in ((4, 100), (5, 20)):
         for order in ("morf", "lerf"):
-            theirs = data[f"region_{order}_p{patch}"]
-            ours = rp(model, x, smap, target=y, patch_size=patch, steps=steps, order=order, baseline="black")
+            theirs = data[f"region_{order}_p{patch}"][n4]
+            ours = rp(model, xs, ms, target=ys, patch_size=patch, steps=steps, order=order, baseline="black")
             np.testing.assert_allclose(ours.drops[:, 1:], theirs, atol=1e-7)
             assert np.ptp(theirs) > 1e-3  # the curve moves: a meaningful comparison
             # paper's AOPC (k = 0 included, 1/(L+1)) vs the mean of Quantus's drops (1/L)
@@ -363,16 +365,16 @@ def test_agrees_with_quantus() -> None:
             np.testing.assert_allclose(ours.scores * (n + 1) / n, theirs.mean(axis=1), atol=1e-7)
     # Quantus's "uniform" fill (one value per patch and step), handed over as an array
     u = data["region_uniform_draws"]
-    first = rp(model, x, smap, target=y, patch_size=4, steps=30, baseline="black")
-    fill = np.zeros(x.shape)
-    for b in range(len(x)):
+    first = rp(model, xs, ms, target=ys, patch_size=4, steps=30, baseline="black")
+    fill = np.zeros(xs.shape)
+    for b in range(len(xs)):
         for k in range(30):
             fill[b, 0][first.regions[b] == first.order[b, k]] = u[k, b]
-    ours = rp(model, x, smap, target=y, patch_size=4, steps=30, baseline=fill)
-    np.testing.assert_allclose(ours.drops[:, 1:], data["region_uniform"], atol=1e-7)
+    ours = rp(model, xs, ms, target=ys, patch_size=4, steps=30, baseline=fill)
+    np.testing.assert_allclose(ours.drops[:, 1:], data["region_uniform"][n4], atol=1e-7)
     for patch in (4, 5):
-        theirs = data[f"selectivity_p{patch}"]
-        ours = xk.evaluate.selectivity(model, x, smap, target=y, patch_size=patch)
+        theirs = data[f"selectivity_p{patch}"][n4]
+        ours = xk.evaluate.selectivity(model, xs, ms, target=ys, patch_size=patch)
         np.testing.assert_allclose(ours.curve[:, 1:], theirs, atol=1e-7)
         n = theirs.shape[1]
         np.testing.assert_allclose(np.trapezoid(theirs, axis=1), n * ours.scores - (ours.curve[:, 0] + ours.curve[:, 1]) / 2, atol=1e-6)  # fmt: skip

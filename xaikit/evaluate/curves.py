@@ -415,11 +415,11 @@ def irof(
     images); a faithful map makes the score fall fast, a high AOC. NaN where ``f(x)`` is 0.
 
     Quantus's ``IROF`` (0.6) returns ``S - trapezoid(c_1 ... c_S, spacing 1)`` (superpixel
-    units, the k = 0 point left out; with a batch's padding, a sample with fewer superpixels
-    than another also gains ``c_S / 2``), and its default ``"mean"`` fill is the mean of the
-    whole *batch* (every sample and channel) recomputed from the already perturbed images at
-    every step, so a sample's score depends on the other samples of its batch; here the fill is
-    each image's own mean colour, fixed.
+    units, the k = 0 point left out; a sample with fewer superpixels than another of its batch
+    also loses ``c_S / 2``, its curve padded with zeros), and its default ``"mean"`` fill is the
+    mean of the whole *batch* (every sample and channel) recomputed from the already perturbed
+    images at every step, so a sample's score depends on the other samples of its batch; here
+    the fill is each image's own mean colour, fixed.
 
     Args:
         model: a torch or Keras/TF model returning (batch, classes); its output should be
