@@ -17,6 +17,8 @@
   verdicts; :class:`Compare` runs it over training.
 * :func:`road`, :func:`infidelity`, :func:`faithfulness_correlation` — faithfulness by
   perturbation: remove-and-debias curves, captum's infidelity, Bhatt et al.'s correlation.
+* :func:`region_perturbation`, :func:`irof`, :func:`selectivity` — region-removal curves:
+  Samek et al.'s AOPC, Rieger & Hansen's IROF over superpixels, Montavon et al.'s selectivity.
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -36,6 +38,7 @@ from xaikit.evaluate._options import BaseRunOptions, RunOptions
 from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
 from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
+from xaikit.evaluate.curves import RegionCurveResult, irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import (
     FaithfulnessCorrelationResult,
     InfidelityResult,
@@ -89,6 +92,7 @@ __all__ = [
     "ROADResult",
     "RandomLogitResult",
     "RandomizationResult",
+    "RegionCurveResult",
     "RunOptions",
     "SaliencyStability",
     "SensitivityResult",
@@ -105,6 +109,7 @@ __all__ = [
     "focus",
     "infidelity",
     "insertion",
+    "irof",
     "local_lipschitz",
     "localization",
     "localization_auc",
@@ -113,10 +118,12 @@ __all__ = [
     "model_layers",
     "random_logit",
     "randomization_test",
+    "region_perturbation",
     "relevance_mass_accuracy",
     "relevance_rank_accuracy",
     "road",
     "save_evaluation",
+    "selectivity",
     "smooth_mprt",
     "sparseness",
     "top_k_intersection",

@@ -44,6 +44,7 @@ from xaikit.errors import XaikitValueError
 from xaikit.evaluate._common import spearman, to_spatial
 from xaikit.evaluate._rerun import MethodRun, randomized_maps
 from xaikit.evaluate.complexity import complexity, sparseness
+from xaikit.evaluate.curves import irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.localization_more import (
@@ -296,6 +297,17 @@ def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
     return _scores(result, "scores")
 
 
+def _selectivity(ctx: MetricContext) -> np.ndarray:
+    """Selectivity over at most 8 x 8 patches (patches of 8 pixels, or longest side / 8): every
+    patch is a forward pass per sample, 785 of them at 224x224 with 8x8 patches."""
+    patch = max(8, -(-max(ctx.spatial) // 8))
+    result = selectivity(
+        ctx.model, ctx.x, ctx.maps, target=ctx.targets, patch_size=patch, seed=ctx.seed,
+        max_batch=ctx.max_batch, framework=ctx.framework,
+    )  # fmt: skip
+    return _scores(result, "scores")
+
+
 #: compare's robustness noise, as fractions of the batch's value range (max - min): "small"
 #: must mean small for the data at hand (the standalone defaults, Quantus's 0.2 and 0.1, assume
 #: standardized inputs and, on pixels in [0, 1], flip a softmax model into saturation)
@@ -372,6 +384,30 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "are removed? (Pearson, 50 sets)",
             _faithfulness_correlation,
             label="faithfulness correlation", short="fcor",
+        ),
+        Metric(
+            "region_perturbation", "faithfulness", True, False, False,
+            "Does replacing the most relevant 8x8 patches by uniform noise, one after another, lower the "
+            "score fast? (AOPC over up to 100 patches, Samek et al.)",
+            maps_adapter(region_perturbation, patch_size=8, steps=100, order="morf"),
+            cheap=False,
+            label="region perturbation AOPC", short="aopc",
+        ),
+        Metric(
+            "irof", "faithfulness", True, False, False,
+            "Does removing the most relevant superpixels (SLIC, to the image's mean colour) lower the "
+            "score fast? (area over the relative score curve, Rieger & Hansen)",
+            maps_adapter(irof),
+            cheap=False,
+            label="IROF", short="irof",
+        ),
+        Metric(
+            "selectivity", "faithfulness", False, False, False,
+            "Does setting the most relevant patches to black, one by one, make the score drop sharply? "
+            "(area under the curve over at most 8x8 patches, Montavon et al.)",
+            _selectivity,
+            cheap=False,
+            label="selectivity AUC", short="sel",
         ),
         Metric(
             "max_sensitivity", "robustness", False, False, True,
