@@ -55,6 +55,9 @@ from xaikit.architecture.torch import LeNet
 from xaikit.dataset.data import shapes
 from xaikit.files import write_json
 
+if not hasattr(np, "trapz"):  # numpy 2.4 removed it; Quantus 0.6's IROF calls it
+    np.trapz = np.trapezoid  # type: ignore[attr-defined]  # noqa: NPY201
+
 ROOT = Path(__file__).resolve().parent.parent
 START = "<!-- evaluate-bench:start -->"
 END = "<!-- evaluate-bench:end -->"
@@ -295,6 +298,81 @@ PAIRS: list[Pair] = [
         f"bottom-up, every layer, {SMPRT_N} noisy copies (noise 0.1), vanilla maps by xk.xai.explain on both sides",
         rows=lambda s: (0, (_n_layers(s) + 1) * SMPRT_N * len(s.x)),
     ),
+    # localization_more (issue 31): the remaining localisation metrics; maps and masks as above
+    Pair(
+        "attribution_localisation / AttributionLocalisation",
+        lambda s: xk.evaluate.attribution_localisation(s.maps, s.mask),
+        lambda s: _q(quantus.AttributionLocalisation(disable_warnings=True), s, a_batch=s.maps[:, None],
+                     s_batch=s.mask[:, None].astype(float)),
+        "unweighted (Quantus's weighted variant differs by definition)",
+    ),
+    Pair(
+        "top_k_intersection / TopKIntersection",
+        lambda s: xk.evaluate.top_k_intersection(s.maps, s.mask, k=_top_k(s)),
+        lambda s: _q(quantus.TopKIntersection(k=_top_k(s), normalise=False, disable_warnings=True), s,
+                     a_batch=s.maps[:, None], s_batch=s.mask[:, None].astype(float)),
+        "k = 1000 of 224 x 224 pixels, scaled (20 on 32 x 32)",
+    ),
+    Pair(
+        "relevance_mass_accuracy / RelevanceMassAccuracy",
+        lambda s: xk.evaluate.relevance_mass_accuracy(s.maps, s.mask),
+        lambda s: _q(quantus.RelevanceMassAccuracy(normalise=False, disable_warnings=True), s,
+                     a_batch=s.maps[:, None], s_batch=s.mask[:, None].astype(float)),
+        "the energy alone, under Quantus's name",
+    ),
+    Pair(
+        "localization_auc / AUC",
+        lambda s: xk.evaluate.localization_auc(s.maps, s.mask),
+        lambda s: _q(quantus.AUC(normalise=False, disable_warnings=True), s, a_batch=s.maps[:, None],
+                     s_batch=s.mask[:, None].astype(float)),
+        "ROC AUC per sample (ours from average ranks, Quantus sklearn's roc_curve + auc)",
+    ),
+    Pair(
+        "focus / Focus (maps)",
+        lambda s: xk.evaluate.focus(s.model, s.x, s.maps, quadrants=_quadrants(s)),
+        lambda s: _q(quantus.Focus(disable_warnings=True), s, a_batch=s.maps[:, None], custom_batch=_quadrants(s)),
+        "the batch's images scored as mosaics with 2 random target quadrants each (the scoring is timed)",
+    ),
+    Pair(
+        "focus / Focus (vanilla)",
+        lambda s: xk.evaluate.focus(s.model, s.x, "vanilla", target=s.y, quadrants=_quadrants(s)),
+        lambda s: _q(quantus.Focus(disable_warnings=True), s, a_batch=None, explain_func=_xk_explain,
+                     custom_batch=_quadrants(s)),
+        "vanilla maps by xk.xai.explain on both sides",
+        rows=lambda s: (0, len(s.x)),
+    ),
+    # ---- curves (issue 31): region perturbation, IROF, selectivity; settings of
+    # benchmarks/quantus_curves.py (black fill, Quantus's patch grid; IROF with a per-image mean fill)
+    Pair(
+        "region_perturbation / RegionPerturbation",
+        lambda s: xk.evaluate.region_perturbation(s.model, s.x, s.maps, target=s.y, patch_size=_region_patch(s),
+                                                  steps=100, baseline="black"),
+        lambda s: _q(quantus.RegionPerturbation(patch_size=_region_patch(s), regions_evaluation=100,
+                                                perturb_baseline="black", normalise=False, abs=False,
+                                                disable_warnings=True), s, a_batch=s.maps[:, None], softmax=False),
+        "MoRF, 4x4 patches on 32x32 (64 steps) / 16x16 on 224x224 (100 of 196), black fill",
+        rows=lambda s: ((min(100, _n_patches(s, _region_patch(s))) + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "selectivity / Selectivity",
+        lambda s: xk.evaluate.selectivity(s.model, s.x, s.maps, target=s.y, patch_size=_select_patch(s)),
+        lambda s: _q(quantus.Selectivity(patch_size=_select_patch(s), perturb_baseline="black", normalise=False,
+                                         abs=False, disable_warnings=True), s, a_batch=s.maps[:, None],
+                     softmax=False),
+        "every patch, 4x4 on 32x32 (64) / 28x28 on 224x224 (64), black fill",
+        rows=lambda s: ((_n_patches(s, _select_patch(s)) + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "irof / IROF",
+        lambda s: xk.evaluate.irof(s.model, s.x, s.maps, target=s.y),
+        lambda s: _q(quantus.IROF(perturb_baseline=_image_means(s), normalise=False, abs=False,
+                                  return_aggregate=False, disable_warnings=True),
+                     s, a_batch=s.maps[:, None], softmax=False),
+        "SLIC at scikit-image's defaults (about 100 superpixels), each image's mean colour as the fill "
+        "(Quantus: as an explicit perturb_baseline array; grey only: its mask must match the image's shape)",
+        grey_only=True,
+        rows=lambda s: ((_n_segments(s) + 1) * len(s.x), 0),
+    ),
     # stability (relative stability, continuity, consistency): benchmarks/quantus_stability.py
     Pair(
         "relative_input_stability / RelativeInputStability",
@@ -338,6 +416,48 @@ PAIRS: list[Pair] = [
         rows=lambda s: (len(s.x), 0),
     ),
 ]  # fmt: skip
+
+
+def _top_k(s: Setup) -> int:
+    """Quantus's default k of TopKIntersection (1000 of 224 x 224 pixels) scaled to the image."""
+    return max(1, round(s.maps[0].size * 1000 / (224 * 224)))
+
+
+def _quadrants(s: Setup) -> np.ndarray:
+    """(B, 4) Focus quadrant flags, two target quadrants per image, drawn once per setup."""
+    if "quadrants" not in s.cache:
+        rng = np.random.default_rng(0)
+        flags = np.zeros((len(s.x), 4), dtype=np.int64)
+        for row in flags:
+            row[rng.permutation(4)[:2]] = 1
+        s.cache["quadrants"] = flags
+    return s.cache["quadrants"]
+
+
+def _region_patch(s: Setup) -> int:
+    return 4 if s.x.shape[-1] <= 32 else 16
+
+
+def _select_patch(s: Setup) -> int:
+    return 4 if s.x.shape[-1] <= 32 else 28
+
+
+def _n_patches(s: Setup, patch: int) -> int:
+    return int(-(-s.x.shape[-2] // patch) * -(-s.x.shape[-1] // patch))
+
+
+def _image_means(s: Setup) -> np.ndarray:
+    """Each image's mean (grey: its mean colour) broadcast to the batch: Quantus's fill array."""
+    return np.broadcast_to(s.x.mean(axis=(2, 3), keepdims=True), s.x.shape).astype(np.float64)
+
+
+def _n_segments(s: Setup) -> int:
+    """The most SLIC superpixels of any image (ours scores that many steps for every sample)."""
+    if "segments" not in s.cache:
+        from xaikit.xai.agnostic.features import feature_ids
+
+        s.cache["segments"] = int(feature_ids("slic", s.x, 1, 100).counts.max())
+    return int(s.cache["segments"])
 
 
 def setup(batch: int) -> Setup:

@@ -38,11 +38,20 @@ MAPS_FIRST = {
     "complexity": ("saliency",),
     "localization": ("saliency", "mask"),
     "relevance_rank_accuracy": ("saliency", "mask"),
+    "attribution_localisation": ("saliency", "mask"),
+    "top_k_intersection": ("saliency", "mask"),
+    "relevance_mass_accuracy": ("saliency", "mask"),
+    "localization_auc": ("saliency", "mask"),
 }
 #: helpers that are no metric: their own data first
-HELPERS = {"model_layers": ("model",), "save_evaluation": ("result", "folder", "name")}
+HELPERS = {
+    "model_layers": ("model",),
+    "save_evaluation": ("result", "folder", "name"),
+    "make_mosaics": ("x", "y"),
+}
 #: metrics that take maps (or a method name computed once) as ``saliency``
-SALIENCY_METRICS = {"deletion", "insertion", "road", "infidelity", "faithfulness_correlation"}
+SALIENCY_METRICS = {"deletion", "insertion", "road", "infidelity", "faithfulness_correlation", "focus"}
+SALIENCY_METRICS |= {"region_perturbation", "irof", "selectivity"}  # issue 31: region curves
 #: metrics that re-run a method themselves: ``method``
 METHOD_METRICS = {
     "randomization_test", "random_logit", "efficient_mprt", "smooth_mprt", "max_sensitivity",
@@ -106,6 +115,15 @@ DATA = {
     "complexity": (np.ones((2, 4, 4)),),
     "localization": (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)),
     "relevance_rank_accuracy": (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)),
+    **{
+        name: (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool))
+        for name in (
+            "attribution_localisation",
+            "top_k_intersection",
+            "relevance_mass_accuracy",
+            "localization_auc",
+        )
+    },
 }
 #: every function that takes the run options through ``**run``
 RUN_FUNCTIONS = sorted(set(FUNCTIONS) - set(HELPERS) - EXPLICIT_RUN)

@@ -5,7 +5,9 @@
   (Sixt et al., 2020) and the efficient / smooth MPRT (Hedström et al., 2023).
 * :func:`deletion`, :func:`insertion` — perturbation curves and their AUC (Petsiuk et al., 2018).
 * :func:`localization` — energy inside, pointing game and relevance rank accuracy against
-  ground-truth masks (:func:`relevance_rank_accuracy` alone).
+  ground-truth masks (:func:`relevance_rank_accuracy` alone); :func:`attribution_localisation`,
+  :func:`top_k_intersection`, :func:`relevance_mass_accuracy`, :func:`localization_auc` — the
+  rest of Quantus's mask scores; :func:`focus` on mosaics from :func:`make_mosaics`.
 * :func:`max_sensitivity`, :func:`avg_sensitivity`, :func:`local_lipschitz` — robustness: how
   much the map moves when the input barely moves (Yeh et al., 2019; Alvarez-Melis & Jaakkola,
   2018).
@@ -20,6 +22,8 @@
   verdicts; :class:`Compare` runs it over training.
 * :func:`road`, :func:`infidelity`, :func:`faithfulness_correlation` — faithfulness by
   perturbation: remove-and-debias curves, captum's infidelity, Bhatt et al.'s correlation.
+* :func:`region_perturbation`, :func:`irof`, :func:`selectivity` — region-removal curves:
+  Samek et al.'s AOPC, Rieger & Hansen's IROF over superpixels, Montavon et al.'s selectivity.
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -39,6 +43,7 @@ from xaikit.evaluate._options import BaseRunOptions, RunOptions
 from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
 from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
+from xaikit.evaluate.curves import RegionCurveResult, irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import (
     FaithfulnessCorrelationResult,
     InfidelityResult,
@@ -48,7 +53,14 @@ from xaikit.evaluate.faithfulness import (
     infidelity,
     road,
 )
+from xaikit.evaluate.focus import FocusResult, Mosaics, focus, make_mosaics
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
+from xaikit.evaluate.localization_more import (
+    attribution_localisation,
+    localization_auc,
+    relevance_mass_accuracy,
+    top_k_intersection,
+)
 from xaikit.evaluate.logit_randomization import RandomLogitResult, random_logit
 from xaikit.evaluate.mprt_variants import EfficientMPRTResult, SmoothMPRTResult, efficient_mprt, smooth_mprt
 from xaikit.evaluate.perturbation import CurveResult, deletion, insertion
@@ -87,20 +99,24 @@ __all__ = [
     "DeletionAUC",
     "EfficientMPRTResult",
     "FaithfulnessCorrelationResult",
+    "FocusResult",
     "InfidelityResult",
     "LipschitzResult",
     "Metric",
     "MetricContext",
+    "Mosaics",
     "ROADCurve",
     "ROADResult",
     "RandomLogitResult",
     "RandomizationResult",
+    "RegionCurveResult",
     "RelativeStabilityResult",
     "RunOptions",
     "SaliencyStability",
     "SensitivityResult",
     "SmoothMPRTResult",
     "SparsenessResult",
+    "attribution_localisation",
     "avg_sensitivity",
     "compare",
     "completeness",
@@ -110,20 +126,28 @@ __all__ = [
     "deletion",
     "efficient_mprt",
     "faithfulness_correlation",
+    "focus",
     "infidelity",
     "insertion",
+    "irof",
     "local_lipschitz",
     "localization",
+    "localization_auc",
+    "make_mosaics",
     "max_sensitivity",
     "model_layers",
     "random_logit",
     "randomization_test",
+    "region_perturbation",
     "relative_input_stability",
     "relative_output_stability",
     "relative_representation_stability",
+    "relevance_mass_accuracy",
     "relevance_rank_accuracy",
     "road",
     "save_evaluation",
+    "selectivity",
     "smooth_mprt",
     "sparseness",
+    "top_k_intersection",
 ]

@@ -44,8 +44,15 @@ from xaikit.errors import XaikitValueError
 from xaikit.evaluate._common import spearman, to_spatial
 from xaikit.evaluate._rerun import MethodRun, randomized_maps
 from xaikit.evaluate.complexity import complexity, sparseness
+from xaikit.evaluate.curves import irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
+from xaikit.evaluate.localization_more import (
+    attribution_localisation,
+    localization_auc,
+    relevance_mass_accuracy,
+    top_k_intersection,
+)
 from xaikit.evaluate.logit_randomization import random_logit
 from xaikit.evaluate.mprt_variants import complexity_rise, smooth_mprt
 from xaikit.evaluate.perturbation import deletion, insertion
@@ -278,6 +285,15 @@ def _rank_accuracy(ctx: MetricContext) -> np.ndarray:
     return np.asarray(relevance_rank_accuracy(ctx.magnitudes, ctx.mask), dtype=np.float64).reshape(-1)
 
 
+def _mask_score(fn: Callable[..., np.ndarray], **settings: Any) -> Callable[[MetricContext], np.ndarray]:
+    """An adapter for a score of maps and masks, ``fn(magnitudes, mask, **settings)`` (B,)."""
+
+    def score(ctx: MetricContext) -> np.ndarray:
+        return np.asarray(fn(ctx.magnitudes, ctx.mask, **settings), dtype=np.float64).reshape(-1)
+
+    return score
+
+
 def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
     """Bhatt et al.'s correlation over 50 random subsets of 1/8 of the pixels (at most 224, the
     paper's and Quantus's subset size at 224x224)."""
@@ -285,6 +301,17 @@ def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
     result = faithfulness_correlation(
         ctx.model, ctx.x, ctx.maps, target=ctx.targets, subset_size=max(1, min(224, pixels // 8)),
         nsamples=50, seed=ctx.seed, max_batch=ctx.max_batch, framework=ctx.framework,
+    )  # fmt: skip
+    return _scores(result, "scores")
+
+
+def _selectivity(ctx: MetricContext) -> np.ndarray:
+    """Selectivity over at most 8 x 8 patches (patches of 8 pixels, or longest side / 8): every
+    patch is a forward pass per sample, 785 of them at 224x224 with 8x8 patches."""
+    patch = max(8, -(-max(ctx.spatial) // 8))
+    result = selectivity(
+        ctx.model, ctx.x, ctx.maps, target=ctx.targets, patch_size=patch, seed=ctx.seed,
+        max_batch=ctx.max_batch, framework=ctx.framework,
     )  # fmt: skip
     return _scores(result, "scores")
 
@@ -379,6 +406,30 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "are removed? (Pearson, 50 sets)",
             _faithfulness_correlation,
             label="faithfulness correlation", short="fcor",
+        ),
+        Metric(
+            "region_perturbation", "faithfulness", True, False, False,
+            "Does replacing the most relevant 8x8 patches by uniform noise, one after another, lower the "
+            "score fast? (AOPC over up to 100 patches, Samek et al.)",
+            maps_adapter(region_perturbation, patch_size=8, steps=100, order="morf"),
+            cheap=False,
+            label="region perturbation AOPC", short="aopc",
+        ),
+        Metric(
+            "irof", "faithfulness", True, False, False,
+            "Does removing the most relevant superpixels (SLIC, to the image's mean colour) lower the "
+            "score fast? (area over the relative score curve, Rieger & Hansen)",
+            maps_adapter(irof),
+            cheap=False,
+            label="IROF", short="irof",
+        ),
+        Metric(
+            "selectivity", "faithfulness", False, False, False,
+            "Does setting the most relevant patches to black, one by one, make the score drop sharply? "
+            "(area under the curve over at most 8x8 patches, Montavon et al.)",
+            _selectivity,
+            cheap=False,
+            label="selectivity AUC", short="sel",
         ),
         Metric(
             "max_sensitivity", "robustness", False, False, True,
@@ -500,6 +551,41 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
             _rank_accuracy,
             label="relevance rank accuracy", short="rra",
+        ),
+        # localization_more (issue 31): maps and masks only, no model call, but not in the default
+        # set (cheap=False): energy, pointing game and rank accuracy already ask the default
+        # table's localization questions, and three more columns of one family would tilt the
+        # mean rank. Focus needs mosaics and their quadrant labels, which compare's inputs do
+        # not have, and scores mosaics, not the samples of x: it is standalone
+        Metric(
+            "attribution_localisation", "localization", True, True, False,
+            "How much of the map's positive relevance lies inside the object mask, relative to the mask's "
+            "share of the image? (weighted attribution localisation: 1 = chance)",
+            _mask_score(attribution_localisation, weighted=True),
+            cheap=False,
+            label="attribution localisation (weighted)", short="μw",
+        ),
+        Metric(
+            "top_k_intersection", "localization", True, True, False,
+            "Do the map's top pixels (2 % of the image, Quantus's 1000 of 224 x 224) lie in the object mask?",
+            _mask_score(top_k_intersection),
+            cheap=False,
+            label="top-k intersection", short="tki",
+        ),
+        Metric(
+            "relevance_mass_accuracy", "localization", True, True, False,
+            "How much of the map's mass lies inside the object mask? (the same number as localization_energy, "
+            "under Quantus's name)",
+            _mask_score(relevance_mass_accuracy),
+            cheap=False,
+            label="relevance mass accuracy", short="rma",
+        ),
+        Metric(
+            "localization_auc", "localization", True, True, False,
+            "Does the map rank the object's pixels above the background's? (ROC AUC of the map against the mask)",
+            _mask_score(localization_auc),
+            cheap=False,
+            label="localization AUC", short="auc",
         ),
     )
 )  # fmt: skip

@@ -29,6 +29,7 @@ from xaikit.xai._engine.baselines import FIXED_BASELINES, check_baseline
 from xaikit.xai._engine.chunks import forward_rows
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai.agnostic.features import Features, feature_ids
+from xaikit.xai.perturbation._image import maps_to_user
 from xaikit.xai.registry import Call
 
 __all__ = ["Space", "coalition_scores", "space_of"]
@@ -58,17 +59,12 @@ class Space:
         """(B, F) per-feature values as attributions with the input's shape, layout and dtype
         (an image's value on every channel of the feature's pixels)."""
         inp = self.call.inp
-        x = inp.tensors[0]
+        shape = tuple(int(d) for d in inp.tensors[0].shape)
         flat = self.features.spread(values)
         if self.axis is None:
-            full = flat.reshape(tuple(int(d) for d in x.shape))
-        else:
-            shape = tuple(int(d) for d in x.shape)
-            hw = (shape[2], shape[3]) if self.axis == 1 else (shape[1], shape[2])
-            full = np.repeat(
-                np.expand_dims(flat.reshape(-1, *hw), self.axis), shape[self.axis], axis=self.axis
-            )
-        return inp.to_user([full.astype(inp.dtype)])[0]
+            return inp.to_user([flat.reshape(shape).astype(inp.dtype)])[0]
+        hw = (shape[2], shape[3]) if self.axis == 1 else (shape[1], shape[2])
+        return maps_to_user(inp, flat.reshape(-1, *hw), self.axis)
 
 
 def space_of(call: Call, method: str, features: Any, baseline: Any, segments: int) -> Space:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.checks import check_int
-from xaikit.errors import XaikitTypeError
+from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.xai._engine.baselines import FIXED_BASELINES, check_baseline
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai.agnostic.features import FEATURE_KINDS
@@ -38,8 +38,6 @@ def check_common(options: dict[str, Any]) -> None:
     """Checks ``features``, ``segments`` and ``baseline`` before any model runs."""
     feats = options.get("features")
     if isinstance(feats, str) and feats not in FEATURE_KINDS:
-        from xaikit.errors import XaikitValueError
-
         raise XaikitValueError(
             f"features must be one of {FEATURE_KINDS}, None or an integer array of feature ids; got {feats!r}"
         )

@@ -82,27 +82,23 @@ def permutations(seed: int, orders: int, features: int, antithetic: bool = False
     return out
 
 
-def _order_coalitions(
-    perms: dict[int, np.ndarray], counts: np.ndarray, width: int
-) -> tuple[np.ndarray, list[np.ndarray]]:
+def _order_coalitions(perms: dict[int, np.ndarray], counts: np.ndarray, width: int) -> np.ndarray:
     """(1 + orders F, B, F) coalitions (the empty one, then each order's growing prefixes; a
     sample with F_b < F repeats its full coalition past step F_b) from the (orders, F_b) orders
-    of each number of features, and each sample's orders."""
+    of each number of features."""
     F = width
     orders = len(next(iter(perms.values())))
     B = len(counts)
     z = np.ones((1 + orders * F, B, F))
     z[0] = 0.0
-    own = []
     steps = np.arange(F)[None, :, None]
     for b, fb in enumerate(counts):
         mine = perms[int(fb)]  # (orders, F_b)
-        own.append(mine)
         rank = np.full((orders, F), -1)  # each feature's place in each order (-1: not the sample's)
         np.put_along_axis(rank, mine, np.arange(int(fb))[None, :], axis=1)
         # step t of order k keeps the features placed at or before t
         z[1:, b] = (rank[:, None, :] <= steps).reshape(orders * F, F)
-    return z, own
+    return z
 
 
 def shapley_sampling(
@@ -120,7 +116,7 @@ def shapley_sampling(
     counts, F = space.features.counts, space.features.width
     orders = DEFAULT_ORDERS if nsamples is None else check_int(nsamples, "nsamples", 1, kind=XaikitTypeError)
     perms = {int(f): permutations(call.seed, orders, int(f), bool(antithetic)) for f in np.unique(counts)}
-    z, own = _order_coalitions(perms, counts, F)
+    z = _order_coalitions(perms, counts, F)
     s = coalition_scores(space, z, "shapley_sampling")
     B = call.batch
     phi = np.zeros((B, F))
@@ -128,7 +124,7 @@ def shapley_sampling(
         fb = int(counts[b])
         blocks = s[1:, b].reshape(orders, F)[:, :fb]  # each order's scores after each step
         before = np.concatenate([np.full((orders, 1), s[0, b]), blocks[:, :-1]], axis=1)
-        np.add.at(phi[b], own[b], blocks - before)
+        np.add.at(phi[b], perms[fb], blocks - before)
     return Explained([space.to_user(phi / orders)])
 
 

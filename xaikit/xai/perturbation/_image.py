@@ -44,3 +44,11 @@ def mask_rows(bk: Any, masks: np.ndarray, axis: int, like: T) -> T:
     """(n, H, W) host masks as a device tensor broadcasting against (n, ...) rows."""
     shaped = masks[:, None] if axis == 1 else masks[..., None]
     return bk.as_tensor(np.ascontiguousarray(shaped), getattr(like, "device", None), bk.dtype_name(like))
+
+
+def maps_to_user(inp: Inputs, maps: np.ndarray, axis: int) -> np.ndarray:
+    """(B, H, W) maps repeated over the channel ``axis`` of the model's input, in the caller's
+    layout and dtype (one value per pixel, the same on every channel)."""
+    channels = int(inp.tensors[0].shape[axis])
+    full = np.repeat(np.expand_dims(maps, axis), channels, axis=axis)
+    return inp.to_user([full.astype(inp.dtype)])[0]

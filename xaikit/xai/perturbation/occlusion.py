@@ -18,7 +18,7 @@ from xaikit.xai._engine.chunks import forward_rows
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
-from xaikit.xai.perturbation._image import one_image
+from xaikit.xai.perturbation._image import maps_to_user, one_image
 from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["default_window", "occlusion", "occlusion_windows"]
@@ -36,14 +36,6 @@ def _pair(value: Any, name: str, low: int = 1) -> tuple[int, int]:
         return parts[0], parts[1]
     v = check_int(value, name, low, alternative="a pair (height, width) or ", kind=XaikitTypeError)
     return v, v
-
-
-def _to_user(inp: Inputs, maps: np.ndarray, axis: int) -> np.ndarray:
-    """(B, H, W) maps repeated over the channels, in the caller's layout and dtype."""
-    x = inp.tensors[0]
-    channels = int(x.shape[axis])
-    full = np.repeat(np.expand_dims(maps, axis), channels, axis=axis)
-    return inp.to_user([full.astype(inp.dtype)])[0]
 
 
 def default_window(hw: tuple[int, int]) -> tuple[int, int]:
@@ -150,7 +142,7 @@ def occlusion(
     ry, rx = rows_y.astype(np.float64), rows_x.astype(np.float64)
     total = np.einsum("ijb,ih,jw->bhw", drop, ry, rx, optimize=True)  # two products, not one 5-D loop
     counts = ry.sum(0)[:, None] * rx.sum(0)[None, :]  # windows covering each pixel (>= 1)
-    return _to_user(inp, total / counts, axis)
+    return maps_to_user(inp, total / counts, axis)
 
 
 def _occlusion(call: Call, **options: Any) -> Explained:
