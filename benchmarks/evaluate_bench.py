@@ -161,6 +161,12 @@ def _robust(cls: Any, n: int, s: Setup, **kw: Any) -> Any:
     return _q(metric, s, a_batch=None, explain_func=_xk_explain, batch_size=len(s.x))
 
 
+#: the layer whose representation the relative representation stability compares (LeNet's)
+STABILITY_LAYER = "conv2"
+#: translations of continuity, both sides (Quantus's default is 28)
+CONTINUITY_N = 8
+
+
 #: the metrics compared; add a Pair per new metric (ours, Quantus's at equal settings)
 PAIRS: list[Pair] = [
     Pair(
@@ -366,6 +372,48 @@ PAIRS: list[Pair] = [
         "(Quantus: as an explicit perturb_baseline array; grey only: its mask must match the image's shape)",
         grey_only=True,
         rows=lambda s: ((_n_segments(s) + 1) * len(s.x), 0),
+    ),
+    # stability (relative stability, continuity, consistency): benchmarks/quantus_stability.py
+    Pair(
+        "relative_input_stability / RelativeInputStability",
+        lambda s: xk.evaluate.relative_input_stability(s.model, s.x, "vanilla", target=s.y, nsamples=ROBUST_N),
+        lambda s: _robust(quantus.RelativeInputStability, ROBUST_N, s),
+        f"{ROBUST_N} noise samples (ours uniform ±0.2, Quantus's default U[0.02, 0.2]), vanilla maps by "
+        "xk.xai.explain on both sides",
+        rows=lambda s: ((ROBUST_N + 1) * len(s.x), (ROBUST_N + 1) * len(s.x)),
+    ),
+    Pair(
+        "relative_output_stability / RelativeOutputStability",
+        lambda s: xk.evaluate.relative_output_stability(s.model, s.x, "vanilla", target=s.y, nsamples=ROBUST_N),
+        lambda s: _robust(quantus.RelativeOutputStability, ROBUST_N, s),
+        f"{ROBUST_N} noise samples, as RIS",
+        rows=lambda s: ((ROBUST_N + 1) * len(s.x), (ROBUST_N + 1) * len(s.x)),
+    ),
+    Pair(
+        "relative_representation_stability / RelativeRepresentationStability",
+        lambda s: xk.evaluate.relative_representation_stability(
+            s.model, s.x, "vanilla", target=s.y, nsamples=ROBUST_N, layer=STABILITY_LAYER),
+        lambda s: _robust(quantus.RelativeRepresentationStability, ROBUST_N, s, layer_names=[STABILITY_LAYER]),
+        f"{ROBUST_N} noise samples, as RIS, layer {STABILITY_LAYER!r}",
+        grey_only=True,
+        rows=lambda s: (2 * (ROBUST_N + 1) * len(s.x), (ROBUST_N + 1) * len(s.x)),
+    ),
+    Pair(
+        "continuity / Continuity",
+        lambda s: xk.evaluate.continuity(s.model, s.x, "vanilla", target=s.y, nsteps=CONTINUITY_N, pairs="origin",
+                                         absolute=True),
+        lambda s: _q(quantus.Continuity(nr_steps=CONTINUITY_N, abs=True, normalise=False, disable_warnings=True),
+                     s, explain_func=_xk_explain),
+        f"{CONTINUITY_N} translations, x against each (Quantus's pairs), absolute maps",
+        rows=lambda s: (0, (CONTINUITY_N + 1) * len(s.x)),
+    ),
+    Pair(
+        "consistency / Consistency",
+        lambda s: xk.evaluate.consistency(s.model, s.x, s.raw, discretize="sign", absolute=False),
+        lambda s: _q(quantus.Consistency(discretise_func=quantus.discretise_func.sign, abs=False, normalise=False,
+                                         disable_warnings=True), s, a_batch=s.raw),
+        "the signs of the vanilla maps as the discretisation",
+        rows=lambda s: (len(s.x), 0),
     ),
 ]  # fmt: skip
 

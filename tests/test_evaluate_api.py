@@ -57,6 +57,12 @@ METHOD_METRICS = {
     "randomization_test", "random_logit", "efficient_mprt", "smooth_mprt", "max_sensitivity",
     "avg_sensitivity", "local_lipschitz", "completeness",
 }  # fmt: skip
+#: the stability group (xaikit/evaluate/stability.py)
+STABILITY_METHOD_METRICS = {
+    "relative_input_stability", "relative_output_stability", "relative_representation_stability", "continuity",
+}  # fmt: skip
+SALIENCY_METRICS |= {"consistency"}
+METHOD_METRICS |= STABILITY_METHOD_METRICS
 #: spellings that must not come back (the one spelling of each concept is on the right)
 BANNED = {
     "n_samples": "nsamples",
@@ -100,7 +106,7 @@ RUNS_A_MODEL = {"target", "seed", "max_batch", "framework", "method_options"}
 #: ``randomization_test`` (its ``**options`` are the method's options, SPEC §7)
 EXPLICIT_RUN = {"compare", "randomization_test"}
 #: the metrics that call the model with ``x`` alone: ``**run: Unpack[BaseRunOptions]``
-NO_MODEL_KWARGS = {"max_sensitivity", "avg_sensitivity", "local_lipschitz"}
+NO_MODEL_KWARGS = {"max_sensitivity", "avg_sensitivity", "local_lipschitz"} | STABILITY_METHOD_METRICS
 #: the data of a call that fails after the convention's check (no model)
 DATA = {
     **dict.fromkeys(METHOD_METRICS, (None, None, "vanilla")),

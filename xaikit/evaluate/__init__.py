@@ -11,6 +11,11 @@
 * :func:`max_sensitivity`, :func:`avg_sensitivity`, :func:`local_lipschitz` — robustness: how
   much the map moves when the input barely moves (Yeh et al., 2019; Alvarez-Melis & Jaakkola,
   2018).
+* :func:`relative_input_stability`, :func:`relative_output_stability`,
+  :func:`relative_representation_stability`, :func:`continuity`, :func:`consistency` — more
+  robustness: relative stability (Agarwal et al., 2022), continuity along translations
+  (Montavon et al., 2018), consistency of predictions under equal explanations (Dasgupta et
+  al., 2022).
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
 * :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
 * :func:`compare` — several methods, every metric (:data:`METRICS`), one table with ranks and
@@ -69,6 +74,16 @@ from xaikit.evaluate.robustness import (
     max_sensitivity,
 )
 from xaikit.evaluate.saving import save_evaluation
+from xaikit.evaluate.stability import (
+    ConsistencyResult,
+    ContinuityResult,
+    RelativeStabilityResult,
+    consistency,
+    continuity,
+    relative_input_stability,
+    relative_output_stability,
+    relative_representation_stability,
+)
 from xaikit.evaluate.traces import Compare, DeletionAUC, SaliencyStability
 
 __all__ = [
@@ -78,6 +93,8 @@ __all__ = [
     "CompareResult",
     "CompletenessResult",
     "ComplexityResult",
+    "ConsistencyResult",
+    "ContinuityResult",
     "CurveResult",
     "DeletionAUC",
     "EfficientMPRTResult",
@@ -93,6 +110,7 @@ __all__ = [
     "RandomLogitResult",
     "RandomizationResult",
     "RegionCurveResult",
+    "RelativeStabilityResult",
     "RunOptions",
     "SaliencyStability",
     "SensitivityResult",
@@ -103,6 +121,8 @@ __all__ = [
     "compare",
     "completeness",
     "complexity",
+    "consistency",
+    "continuity",
     "deletion",
     "efficient_mprt",
     "faithfulness_correlation",
@@ -119,6 +139,9 @@ __all__ = [
     "random_logit",
     "randomization_test",
     "region_perturbation",
+    "relative_input_stability",
+    "relative_output_stability",
+    "relative_representation_stability",
     "relevance_mass_accuracy",
     "relevance_rank_accuracy",
     "road",

@@ -57,6 +57,14 @@ from xaikit.evaluate.logit_randomization import random_logit
 from xaikit.evaluate.mprt_variants import complexity_rise, smooth_mprt
 from xaikit.evaluate.perturbation import deletion, insertion
 from xaikit.evaluate.robustness import avg_sensitivity, local_lipschitz, max_sensitivity
+from xaikit.evaluate.stability import (
+    consistency,
+    continuity,
+    relative_input_stability,
+    relative_output_stability,
+    relative_representation_stability,
+    spatial_layer,
+)
 
 __all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
 
@@ -335,6 +343,20 @@ def _robust(
     return score
 
 
+def _representation_stability(ctx: MetricContext) -> np.ndarray:
+    """RRS at the last layer with a spatial output; NaN for a model without one."""
+    if ctx.method is None or spatial_layer(ctx.model, ctx.x, ctx.framework) is None:
+        return ctx.nan()
+    return _robust(relative_representation_stability, "radius", ROBUST_RADIUS, nsamples=20)(ctx)
+
+
+def _continuity(ctx: MetricContext) -> np.ndarray:
+    """Continuity along 8 translations; NaN where the images are too narrow for 8 (2W + 1 < 8)."""
+    if ctx.method is None or 2 * ctx.spatial[-1] + 1 < 8:
+        return ctx.nan()
+    return method_adapter(continuity, nsteps=8)(ctx)
+
+
 def _map_score(fn: Callable[..., Any]) -> Callable[[MetricContext], np.ndarray]:
     def score(ctx: MetricContext) -> np.ndarray:
         return np.asarray(fn(ctx.magnitudes).scores, dtype=np.float64)
@@ -432,6 +454,46 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             _robust(local_lipschitz, "stdev", ROBUST_STDEV, nsamples=20, normalize=True),
             cheap=False,
             label="local Lipschitz estimate", short="lip",
+        ),
+        Metric(
+            "relative_input_stability", "robustness", False, False, True,
+            "How much does the map change, relative to itself, per relative change of the input? (RIS, "
+            "largest over 20 uniform draws of radius 2% of the range that keep the predicted class)",
+            _robust(relative_input_stability, "radius", ROBUST_RADIUS, nsamples=20),
+            cheap=False,
+            label="relative input stability", short="RIS",
+        ),
+        Metric(
+            "relative_output_stability", "robustness", False, False, True,
+            "How much does the map change, relative to itself, per change of the logits? (ROS, 20 draws "
+            "as RIS)",
+            _robust(relative_output_stability, "radius", ROBUST_RADIUS, nsamples=20),
+            cheap=False,
+            label="relative output stability", short="ROS",
+        ),
+        Metric(
+            "relative_representation_stability", "robustness", False, False, True,
+            "How much does the map change, relative to itself, per relative change of the last spatial "
+            "layer's output? (RRS, 20 draws as RIS; NaN for a model without a spatial layer)",
+            _representation_stability,
+            cheap=False,
+            label="relative representation stability", short="RRS",
+        ),
+        Metric(
+            "continuity", "robustness", False, False, True,
+            "How fast can the map change along horizontal translations of the input? (largest "
+            "||ΔR||_1 / ||Δx||_2 over pairs of 8 translations)",
+            _continuity,
+            cheap=False,
+            label="continuity", short="cont",
+        ),
+        Metric(
+            "consistency", "robustness", True, False, False,
+            "Do samples whose maps share their top-5 pixels (and signs) get the same prediction? "
+            "(fraction of such other samples of the batch; NaN without one)",
+            maps_adapter(consistency),
+            cheap=False,
+            label="consistency", short="cons",
         ),
         Metric(
             "sparseness", "complexity", True, False, False,

@@ -38,9 +38,11 @@ from xaikit.xai.internal import check_max_batch, pin_targets, prepare
 
 __all__ = [
     "GROUP_BYTES",
+    "Explained",
     "LipschitzResult",
     "SensitivityResult",
     "avg_sensitivity",
+    "explain_copies",
     "local_lipschitz",
     "max_sensitivity",
 ]
@@ -366,8 +368,23 @@ def _normalized(maps: np.ndarray) -> np.ndarray:
     return maps / np.where(top > 0, top, 1.0)
 
 
-def _robustness(
-    what: str,
+#: receives each group of explained copies: ``visit(clean, k0, xs, maps)`` with the clean maps
+#: (B, features) float64, the perturbed inputs ``xs`` (g, B, ...) of noise samples k0..k0+g-1
+#: and their maps (g, B, features) float32
+Visit = Callable[[np.ndarray, int, np.ndarray, np.ndarray], None]
+
+
+@dataclass
+class Explained:
+    """The clean maps of a metric that re-explains perturbed copies, and what it explained."""
+
+    clean: np.ndarray  # (B, features) float64
+    targets: np.ndarray  # (B,) int64
+    groups: list[int]
+    method: str
+
+
+def explain_copies(
     model: Any,
     x: Any,
     method: str,
@@ -376,9 +393,12 @@ def _robustness(
     nsamples: int,
     normalize: bool,
     settings: RunSettings,
-) -> tuple[np.ndarray, np.ndarray, list[int], str]:
-    """Per-sample ratios (B, nsamples) of ``what`` (``"sensitivity"``: ||ΔΦ|| / ||Φ(x)||,
-    ``"lipschitz"``: ||ΔΦ|| / ||Δx||), the targets, the rows per explain call and the method."""
+    visit: Visit,
+) -> Explained:
+    """Explain x and ``nsamples`` perturbed copies of it (``perturb(k0, k1)``) for the same
+    classes: the copies stacked and explained by one call of :func:`xaikit.xai.explain` per
+    group of whole noise samples (see :data:`GROUP_BYTES`), each group handed to ``visit``.
+    The maps are flattened per sample, each divided by its largest magnitude when ``normalize``."""
     from xaikit.xai import explain
 
     name = check_method(method)
@@ -407,12 +427,8 @@ def _robustness(
         return _normalized(flat) if normalize else flat
 
     clean = maps_of(x, targets, seed).astype(np.float64)
-    x_flat = np.asarray(host(x, "x"), dtype=np.float64).reshape(batch, -1)
-    clean32 = clean.astype(np.float32)
-    denom = np.linalg.norm(clean, axis=1)
     per_sample = int(np.prod(shape))  # elements of the whole batch, one noise sample
     group = max(1, min(nsamples, GROUP_BYTES // max(1, 24 * per_sample)))
-    ratios = np.empty((batch, nsamples), dtype=np.float64)
     groups: list[int] = []
     for j, k0 in enumerate(range(0, nsamples, group)):
         k1 = min(nsamples, k0 + group)
@@ -421,11 +437,38 @@ def _robustness(
         rows = xs.astype(np.float32, copy=False).reshape((g * batch, *shape[1:]))
         maps = maps_of(rows, np.tile(targets, g), seed + 1 + j).reshape(g, batch, -1)
         groups.append(g * batch)
-        for k in range(g):  # one noise sample at a time: temporaries of one batch only
+        visit(clean, k0, xs, maps)
+    return Explained(clean, targets, groups, name)
+
+
+def _robustness(
+    what: str,
+    model: Any,
+    x: Any,
+    method: str,
+    target: Any,
+    perturb: Perturb,
+    nsamples: int,
+    normalize: bool,
+    settings: RunSettings,
+) -> tuple[np.ndarray, np.ndarray, list[int], str]:
+    """Per-sample ratios (B, nsamples) of ``what`` (``"sensitivity"``: ||ΔΦ|| / ||Φ(x)||,
+    ``"lipschitz"``: ||ΔΦ|| / ||Δx||), the targets, the rows per explain call and the method."""
+    bk = get_backend(model, settings.framework)
+    shape, _ = input_layout(x, bk)
+    batch = shape[0]
+    x_flat = np.asarray(host(x, "x"), dtype=np.float64).reshape(batch, -1)
+    ratios = np.empty((batch, nsamples), dtype=np.float64)
+
+    def visit(clean: np.ndarray, k0: int, xs: np.ndarray, maps: np.ndarray) -> None:
+        clean32, denom = clean.astype(np.float32), np.linalg.norm(clean, axis=1)
+        for k in range(maps.shape[0]):  # one noise sample at a time: temporaries of one batch only
             num = np.linalg.norm((maps[k] - clean32).astype(np.float64), axis=1)
             if what == "sensitivity":
                 ratios[:, k0 + k] = _ratio(num, denom)
             else:
                 step = np.linalg.norm(np.asarray(xs[k], dtype=np.float64).reshape(batch, -1) - x_flat, axis=1)
                 ratios[:, k0 + k] = _ratio(num, step)
-    return ratios, targets, groups, name
+
+    done = explain_copies(model, x, method, target, perturb, nsamples, normalize, settings, visit)
+    return ratios, done.targets, done.groups, done.method
