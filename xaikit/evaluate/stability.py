@@ -37,7 +37,7 @@ from xaikit.evaluate._common import host, input_layout, maps_or_explain
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import BaseRunOptions, RunOptions, RunSettings, Unpack
 from xaikit.evaluate.robustness import Perturb, explain_copies
-from xaikit.xai.internal import check_max_batch, prepare
+from xaikit.xai.internal import check_max_batch, chunked, prepare
 
 __all__ = [
     "ConsistencyResult",
@@ -118,8 +118,6 @@ def _forward(model: Any, rows: Any, settings: RunSettings, layer: Any) -> tuple[
     """Chunked forward passes over ``rows``: the model's output (rows, classes) and, when
     ``layer`` is not False, that layer's output flattened (rows, features) and its name (else
     (rows, 0) and "")."""
-    from xaikit.xai.cam.maps import chunked
-
     bk = get_backend(model, settings.framework)
     output = check_output(settings.output)
     inp = prepare(bk, model, [rows], ["x"], model_kwargs=settings.model_kwargs)

@@ -18,7 +18,7 @@ from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_row
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai._engine.targets import Pinned, pin, pin_targets
 from xaikit.xai.cam.formulas import combine, eigen_components
-from xaikit.xai.cam.maps import layer_activations
+from xaikit.xai.cam.maps import chunked, layer_activations
 from xaikit.xai.cam.resize import upsample
 from xaikit.xai.dataset._grids import save_grids
 from xaikit.xai.dataset._sources import as_source
@@ -33,6 +33,7 @@ __all__ = [
     "baseline_values",
     "check_baseline",
     "check_max_batch",
+    "chunked",
     "combine",
     "default_rows",
     "eigen_components",
