@@ -218,8 +218,9 @@ class MetricAgreement:
     def figure(self, path: str | os.PathLike[str] | None = None, dpi: float = 96) -> Any:
         """The matrix as a heatmap, metrics grouped by family (blue: same ranking, red: reversed,
         grey: undefined), each cell's value written in it
-        (:func:`xaikit.viz.agreement_plot.paint_agreement`); written to ``path`` when given.
-        Returns the figure."""
+        (:func:`xaikit.viz.agreement_plot.paint_agreement`); the metrics without any correlation
+        (:attr:`skipped`) are left out and named, with the reason, in the line under it. Written
+        to ``path`` when given. Returns the figure."""
         from xaikit.viz.agreement_plot import paint_agreement
 
         counts = self.methods.to_numpy(dtype=np.int64)
@@ -237,10 +238,14 @@ class MetricAgreement:
             "lower-is-better metrics negated, so +1 = same order of the methods. Grey: undefined "
             f"(fewer than {MIN_METHODS} methods with scores, or a metric the same for all)."
         )
+        shown = [i for i, m in enumerate(self.metrics) if m.name not in self.skipped]
+        if self.skipped:
+            left = [f"{m.label} ({self.skipped[m.name]})" for m in self.metrics if m.name in self.skipped]
+            legend += f" Not shown: {'; '.join(left)}."
         return paint_agreement(
-            self.matrix.to_numpy(dtype=np.float64),
-            [m.label for m in self.metrics],
-            [m.family for m in self.metrics],
+            self.matrix.to_numpy(dtype=np.float64)[np.ix_(shown, shown)],
+            [self.metrics[i].label for i in shown],
+            [self.metrics[i].family for i in shown],
             legend=legend,
             save_path=path,
             dpi=dpi,
