@@ -1,7 +1,7 @@
 """Do the metrics agree? The metric-of-metrics view of ``xk.evaluate.compare`` on the shapes LeNet.
 
 Trains xaikit's LeNet on the bundled ``shapes`` images (PyTorch, the loop and seed of
-``gallery/compare_methods.py``: the same model), compares seven methods and a random map on
+``gallery/compare_methods.py``), compares seven methods and a random map on
 held-out images with their object masks by every default metric (the cheap ones and the mask
 metrics), and paints :meth:`~xaikit.evaluate.CompareResult.metric_agreement`: the rank
 correlation of every pair of metrics over the methods, direction-adjusted, grouped by family.
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> Path:
     print(agreement)
     note = (
         f"PyTorch LeNet trained {args.epochs} epochs on {args.n_train} `shapes` images (held-out accuracy "
-        f"{acc:.1%}; the model of the table above); {len(methods)} methods ({', '.join(methods)}) on "
+        f"{acc:.1%}; trained as for the comparison table above); {len(methods)} methods ({', '.join(methods)}) on "
         f"{args.samples} held-out images with their object masks, every default metric; trained in "
         f"{trained:.0f} s, compared in {scored:.0f} s on a shared 2-core CPU."
     )
