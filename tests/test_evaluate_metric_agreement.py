@@ -157,6 +157,25 @@ def test_exact_permutation_p_values():
     )
 
 
+def test_p_values_of_three_methods_and_sampled_beyond_eight():
+    three = _result({"method": FIVE[:3], "insertion_auc": [3.0, 2, 1], "sparseness": [3.0, 2, 1]})
+    assert three.metric_agreement().p_value.loc["insertion_auc", "sparseness"] == pytest.approx(2 / 6)
+    nine = [f"m{i}" for i in range(9)]
+    res = _result({"method": nine, "insertion_auc": [float(i) for i in range(9)], "sparseness": [float(i) for i in range(9)],
+                   "road": [0.0, 1, 2, 3, 8, 5, 6, 7, 4]})  # fmt: skip
+    a = res.metric_agreement()
+    # +-1 over 9 methods: 2 of 362880 orderings; 20000 seeded draws see it about 0.1 times
+    assert 1 / 20001 <= a.p_value.loc["insertion_auc", "sparseness"] <= 2 / 20001
+    assert a.p_value.equals(res.metric_agreement().p_value)  # seeded: the same draws every call
+    rho = a.matrix.loc["insertion_auc", "road"]  # road negated: 4 and 8 swapped, reversed order
+    assert rho == pytest.approx(spearmanr(range(9), -np.array([0.0, 1, 2, 3, 8, 5, 6, 7, 4])).statistic)
+    x, y = np.arange(9.0), -np.array([0.0, 1, 2, 3, 8, 5, 6, 7, 4])
+    null = np.abs(rank_correlation(x, y[np.argsort(np.random.default_rng(5).random((20000, 9)), axis=1)]))
+    assert a.p_value.loc["insertion_auc", "road"] == pytest.approx(
+        np.mean(null >= abs(rho) - 1e-12), abs=0.015
+    )
+
+
 def test_verdict_names_same_family_pairs_that_rank_oppositely():
     res = _result(
         {

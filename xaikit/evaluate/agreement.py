@@ -83,40 +83,68 @@ def rank_correlation(a: np.ndarray, b: np.ndarray, kind: str = "spearman") -> np
     a = np.asarray(a, dtype=np.float64)
     bb = np.asarray(b, dtype=np.float64)
     rows = np.atleast_2d(bb)
-    if kind == "spearman":
-        ra = ranks(a[None])[0]
-        rb = ranks(rows)
-        ra = ra - ra.mean()
-        rb = rb - rb.mean(axis=1, keepdims=True)
-        num = rb @ ra
-        den = np.sqrt((ra * ra).sum() * (rb * rb).sum(axis=1))
-    else:
-        upper = np.triu_indices(a.shape[0], k=1)
-        sa = np.sign(a[:, None] - a[None, :])[upper]
-        sb = np.sign(rows[:, :, None] - rows[:, None, :])[:, upper[0], upper[1]]
-        num = sb @ sa
-        den = np.sqrt((sa * sa).sum() * (sb * sb).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-    out = np.clip(out, -1.0, 1.0)
+    out = _rowwise(np.broadcast_to(a, rows.shape), rows, kind)
     return out if bb.ndim == 2 else out[0]
+
+
+def _rowwise(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
+    """(S,) the rank correlation of each row of ``a`` (S, n) with the same row of ``b``."""
+    if kind == "spearman":
+        return _pearson(ranks(a), ranks(b))
+    return _cosine(_signs(a), _signs(b))
+
+
+def _signs(values: np.ndarray) -> np.ndarray:
+    """(S, n (n - 1) / 2) sign(v_i - v_j) of every pair i < j of each row (Kendall's pairs)."""
+    i, j = np.triu_indices(values.shape[-1], k=1)
+    return np.sign(values[..., i] - values[..., j])
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(S,) the Pearson correlation of each row pair; NaN for a constant row."""
+    return _cosine(a - a.mean(axis=-1, keepdims=True), b - b.mean(axis=-1, keepdims=True))
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(S,) sum(a b) / sqrt(sum(a²) sum(b²)) of each row pair (Pearson of centred rows, Kendall's
+    τ-b of sign rows); NaN where either row is all zero."""
+    num = (a * b).sum(axis=-1)
+    den = np.sqrt((a * a).sum(axis=-1) * (b * b).sum(axis=-1))
+    out = np.full(num.shape, np.nan)
+    ok = den > 0
+    out[ok] = np.clip(num[ok] / den[ok], -1.0, 1.0)
+    return out
 
 
 def _p_value(a: np.ndarray, b: np.ndarray, r: float, kind: str) -> float:
     """Two-sided permutation p-value of ``r``: the share of the orderings of ``b`` against ``a``
     whose correlation is at least ``|r|`` in size (every ordering up to :data:`EXACT_UP_TO` values;
     above, :data:`_DRAWS` seeded random orderings, counted as ``(1 + hits) / (1 + draws)``)."""
-    n = a.shape[0]
+    ra, rb = ranks(a[None])[0], ranks(b[None])[0]
+    null = _null(kind, tuple(np.sort(ra)), tuple(np.sort(rb)))
+    hits = int(null.size - np.searchsorted(null, abs(r) - 1e-12, side="left"))
+    return hits / null.size if a.shape[0] <= EXACT_UP_TO else (1 + hits) / (1 + null.size)
+
+
+@functools.lru_cache(maxsize=256)
+def _null(kind: str, ra: tuple[float, ...], rb: tuple[float, ...]) -> np.ndarray:
+    """The sorted |correlations| of ``ra`` with every ordering of ``rb`` (or :data:`_DRAWS`
+    seeded ones). Over all orderings they depend only on the two sets of ranks (their ties), not
+    on their order, so one distribution serves every pair of metrics with the same ties."""
+    n = len(ra)
     if n <= EXACT_UP_TO:
         orders = _orderings(n)
-        exact = True
     else:
-        rng = np.random.default_rng(0)
-        orders = np.argsort(rng.random((_DRAWS, n)), axis=1)
-        exact = False
-    null = rank_correlation(a, b[orders], kind)
-    hits = int(np.sum(np.abs(null) >= abs(r) - 1e-12))
-    return hits / len(orders) if exact else (1 + hits) / (1 + len(orders))
+        orders = np.argsort(np.random.default_rng(0).random((_DRAWS, n)), axis=1)
+    a, b = np.asarray(ra), np.asarray(rb)
+    if kind == "spearman":
+        null = _pearson(np.broadcast_to(a, orders.shape), b[orders])
+    else:
+        i, j = np.triu_indices(n, k=1)
+        null = _cosine(
+            np.broadcast_to(_signs(a), (len(orders), len(i))), np.sign(b[orders[:, i]] - b[orders[:, j]])
+        )
+    return np.sort(np.abs(null))
 
 
 @functools.lru_cache(maxsize=EXACT_UP_TO)
@@ -328,26 +356,26 @@ def metric_agreement(
     n_samples = np.zeros((k, k), dtype=np.int64)
     spread = np.full((k, k), np.nan)
     p = np.full((k, k), np.nan)
+    finite = np.isfinite(scores)
     for i, j in itertools.combinations_with_replacement(range(k), 2):
-        values = []
-        most = 0
-        for s in range(batch):
-            ok = np.isfinite(scores[i, :, s]) & np.isfinite(scores[j, :, s])
-            most = max(most, int(ok.sum()))
-            if ok.sum() < min_methods:
+        ok = finite[i] & finite[j]  # (methods, samples)
+        n_methods[i, j] = n_methods[j, i] = int(ok.sum(axis=0).max(initial=0))
+        values = np.full(batch, np.nan)
+        for pattern in np.unique(ok, axis=1).T:  # the samples sharing one set of methods at once
+            if pattern.sum() < min_methods:
                 continue
-            r = float(rank_correlation(scores[i, ok, s], scores[j, ok, s], kind))
-            if np.isfinite(r):
-                values.append(r)
-                if over == "methods" and i != j:
-                    p[i, j] = p[j, i] = _p_value(scores[i, ok, s], scores[j, ok, s], r, kind)
-        n_methods[i, j] = n_methods[j, i] = most
-        if values:
-            rho[i, j] = rho[j, i] = float(np.mean(values))
+            cols = np.flatnonzero((ok == pattern[:, None]).all(axis=0))
+            a, b = scores[i][np.ix_(pattern, cols)].T, scores[j][np.ix_(pattern, cols)].T
+            values[cols] = _rowwise(a, b, kind)
+            if over == "methods" and i != j and np.isfinite(values[0]):
+                p[i, j] = p[j, i] = _p_value(a[0], b[0], float(values[0]), kind)
+        defined = values[np.isfinite(values)]
+        if defined.size:
+            rho[i, j] = rho[j, i] = float(defined.mean())
             if over == "samples":
-                n_samples[i, j] = n_samples[j, i] = len(values)
-                if len(values) > 1:
-                    spread[i, j] = spread[j, i] = float(np.std(values, ddof=1))
+                n_samples[i, j] = n_samples[j, i] = defined.size
+                if defined.size > 1:
+                    spread[i, j] = spread[j, i] = float(defined.std(ddof=1))
     names = [m.name for m in metrics]
 
     def frame(values: np.ndarray) -> Any:
