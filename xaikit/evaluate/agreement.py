@@ -403,7 +403,9 @@ def metric_agreement(
     for r, i, j in sorted(found):
         head = f"{names[i]} and {names[j]} disagree on this model: "
         if over == "methods":
-            lines.append(f"{head}{symbol} = {_fmt(r)} over {n_methods[i, j]} methods (p = {_fmt(p[i, j])})")
+            n = int(n_methods[i, j])
+            pairs = f"{n * (n - 1) // 2} pairs of methods, " if kind == "kendall" else ""
+            lines.append(f"{head}{symbol} = {_fmt(r)} over {n} methods ({pairs}p = {_fmt(p[i, j])})")
         else:
             lines.append(
                 f"{head}mean per-sample {symbol} = {_fmt(r)} over {n_samples[i, j]} samples of up to "
