@@ -93,15 +93,23 @@ def resnet_table(samples: int) -> str:
     return markdown(result, note).split("\nVerdicts:")[0]
 
 
-def write_table(text: str, picture: Path, target: str) -> Path:
+def write_table(
+    text: str,
+    picture: Path,
+    target: str,
+    markers: tuple[str, str] = MARKERS,
+    fallback: str = "compare_table.md",
+) -> Path:
+    """Write ``text`` into docs/evaluate.md between ``markers`` (``target="auto"`` and the picture
+    in ``docs/img``), else into ``fallback`` beside the picture, or into ``target``."""
     page = picture.resolve().parent.parent / "evaluate.md"
-    head, tail = MARKERS
+    head, tail = markers
     if target == "auto" and page.exists() and head in page.read_text() and tail in page.read_text():
         before, rest = page.read_text().split(head, 1)
         _, after = rest.split(tail, 1)
         path, content = page, f"{before}{head}\n{text.strip()}\n{tail}{after}"
     else:
-        path = picture.with_name("compare_table.md") if target == "auto" else Path(target)
+        path = picture.with_name(fallback) if target == "auto" else Path(target)
         content = text
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(content)

@@ -155,6 +155,12 @@ JOBS: tuple[Job, ...] = (
         frameworks=("torch",),
     ),
     Job(
+        "metric_agreement",
+        "metric_agreement.png",
+        quick=("--n-train", "64", "--epochs", "1", "--samples", "4"),
+        frameworks=("torch",),
+    ),
+    Job(
         "evaluate_methods",
         "randomization_grid.png",
         quick=("--n-train", "64", "--epochs", "1", "--samples", "4", "--frameworks", "torch"),

@@ -208,6 +208,7 @@ def test_demo_end_to_end(framework, tmp_path):
         "ce_by_label_train_epoch_3.png",
         "evaluation/compare.json",
         "evaluation/compare.png",
+        "evaluation/compare_agreement.png",
         "evaluation/deletion.json",
         "evaluation/randomization.json",
         "evaluation/randomization.png",

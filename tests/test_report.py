@@ -452,7 +452,12 @@ def test_comparison_is_a_table_of_ranks_with_the_values_on_demand(tmp_path):
     assert raw == [
         "methods compared (mean score, rank: 1 = best): every value (4 rows)",
         "per sample: every value (288 rows)",  # 4 methods x (11 metrics + the baseline) x 6 samples
+        # every pair of the 11 metrics: its rank correlation over the 4 methods
+        "metric agreement (rank correlation over the methods, direction-adjusted): every value (55 rows)",
     ]
+    assert html.count("<h4>Do the metrics agree?</h4>") == 1
+    agreement = html.split("<h4>Do the metrics agree?</h4>", 1)[1].split("</ul>", 1)[0]
+    assert agreement.count("<li>") == len(doc["agreement"]) >= 1
     assert "rank deletion_auc" in html.split('<details class="raw">', 1)[1]
 
 

@@ -286,7 +286,10 @@ def run_demo(
     evaluated = _evaluate(model, saliency.collector.get("eval"), out_dir, seed)
     elapsed = time.perf_counter() - start
 
-    written = [*saver.saved, *map(str, evaluated), *(str(p.with_suffix(".png")) for p in evaluated)]
+    pictures = [p.with_suffix(".png") for p in evaluated] + [
+        p.with_name(f"{p.stem}_agreement.png") for p in evaluated
+    ]
+    written = [*saver.saved, *map(str, evaluated), *map(str, pictures)]
     files = sorted(os.path.relpath(p, out_dir) for p in dict.fromkeys(written) if Path(p).exists())
     result: dict[str, Any] = {
         "model": "LeNet",

@@ -19,7 +19,8 @@
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
 * :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
 * :func:`compare` — several methods, every metric (:data:`METRICS`), one table with ranks and
-  verdicts; :class:`Compare` runs it over training.
+  verdicts; :class:`Compare` runs it over training; :meth:`CompareResult.metric_agreement`
+  says whether its metrics rank the methods alike (:class:`MetricAgreement`).
 * :func:`road`, :func:`infidelity`, :func:`faithfulness_correlation` — faithfulness by
   perturbation: remove-and-debias curves, captum's infidelity, Bhatt et al.'s correlation.
 * :func:`region_perturbation`, :func:`irof`, :func:`selectivity` — region-removal curves:
@@ -40,6 +41,7 @@ spelling or an option given by position fails with a message that names the keyw
 from __future__ import annotations
 
 from xaikit.evaluate._options import BaseRunOptions, RunOptions
+from xaikit.evaluate.agreement import MetricAgreement
 from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
 from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
@@ -103,6 +105,7 @@ __all__ = [
     "InfidelityResult",
     "LipschitzResult",
     "Metric",
+    "MetricAgreement",
     "MetricContext",
     "Mosaics",
     "ROADCurve",

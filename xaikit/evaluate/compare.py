@@ -57,6 +57,7 @@ from xaikit.evaluate._common import (
 )
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._rerun import randomized_maps
+from xaikit.evaluate.agreement import MIN_METHODS, MetricAgreement, metric_agreement
 from xaikit.evaluate.completeness import PATH_METHODS
 from xaikit.evaluate.registry import FAMILIES, METRICS, Metric, MetricContext, _has_weights
 from xaikit.xai.internal import check_max_batch, pin_targets, prepare
@@ -161,6 +162,27 @@ class CompareResult:
             row_titles=[f"#{i}, class {int(c)}" for i, c in enumerate(self.targets[:n])],
             map_label="|map|, scaled per sample (1 = its 99th percentile)",
         )  # fmt: skip
+
+    def metric_agreement(
+        self, kind: str = "spearman", over: str = "methods", min_methods: int = MIN_METHODS
+    ) -> MetricAgreement:
+        """Do the metrics agree? The (metrics x metrics) matrix of rank correlations between the
+        metrics' rankings of the methods, direction-adjusted (+1: the same order of the methods),
+        with the methods (and samples) each rests on and a verdict naming the metrics of one
+        family that rank the methods oppositely (:mod:`xaikit.evaluate.agreement`).
+
+        Args:
+            kind: ``"spearman"`` or ``"kendall"`` (τ-b).
+            over: ``"methods"`` (default: the methods ranked by mean score, the ranking the table
+                shows; coarse with few methods, so each cell has its count and an exact
+                permutation p-value) or ``"samples"`` (each sample's ranking, averaged).
+            min_methods: the fewest methods with both scores for a correlation (>= 3).
+
+        Returns:
+            A :class:`~xaikit.evaluate.agreement.MetricAgreement`: ``.matrix``, ``.methods``,
+            ``.p_value``, ``.lines``, ``.figure()``.
+        """
+        return metric_agreement(self, kind=kind, over=over, min_methods=min_methods)
 
     def __repr__(self) -> str:
         return f"CompareResult(methods={list(self.maps)}, metrics={[m.name for m in self.metrics]})\n{self.table}"

@@ -16,6 +16,7 @@ import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._conventions import public
+from xaikit.evaluate.agreement import MIN_METHODS
 from xaikit.evaluate.compare import CompareResult
 from xaikit.evaluate.completeness import CompletenessResult
 from xaikit.evaluate.perturbation import CurveResult
@@ -69,6 +70,24 @@ def _curves(name: str, results: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": kind, "title": name, "note": note, "tables": tables, "curves": [curve], "images": []}
 
 
+def _agreement(result: CompareResult, out_dir: Path, name: str, doc: dict[str, Any]) -> list[str]:
+    """Whether the comparison's metrics agree (:meth:`CompareResult.metric_agreement`, over the
+    methods' mean scores): with at least :data:`MIN_METHODS` methods, its heatmap joins ``doc``'s
+    images as ``<name>_agreement.png`` and its pairs its tables. Returns its lines."""
+    from xaikit.viz.run_data import table_doc
+
+    if len(result.maps) < MIN_METHODS:
+        return [f"not measured: {len(result.maps)} methods (a rank correlation needs at least {MIN_METHODS})"]
+    agreement = result.metric_agreement()
+    image = f"{name}_agreement.png"
+    agreement.figure(out_dir / image, dpi=90)
+    doc["images"].append(image)
+    doc["tables"].append(
+        table_doc("metric agreement (rank correlation over the methods, direction-adjusted)", agreement.pairs)
+    )
+    return agreement.note.splitlines()
+
+
 @public(old_order=("result", "folder", "name", "title"))
 def save_evaluation(
     result: Any, folder: str | os.PathLike[str], name: str, *, title: str | None = None
@@ -77,7 +96,9 @@ def save_evaluation(
 
     Args:
         result: a ``CompareResult`` (its table, the verdicts as the note, the per-sample scores
-            and the figure painted to ``<name>.png``), a ``RandomizationResult`` (its table, per-sample table, baseline and the grid
+            and the figure painted to ``<name>.png``; with 3 methods or more, whether its metrics
+            agree: the lines of :meth:`~xaikit.evaluate.CompareResult.metric_agreement`, its pairs
+            table and heatmap ``<name>_agreement.png``), a ``RandomizationResult`` (its table, per-sample table, baseline and the grid
             painted to ``<name>.png``), a ``CurveResult`` or a dict ``{method: CurveResult}``
             (AUC tables and mean curves), a ``CompletenessResult``, the dict of
             :func:`~xaikit.evaluate.localization`, a pandas DataFrame, or a dict of
@@ -122,6 +143,7 @@ def save_evaluation(
             "curves": [],
             "images": [image],
         }
+        doc["agreement"] = _agreement(result, out_dir, name, doc)
     elif isinstance(result, RandomizationResult):
         image = f"{name}.png"
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -17,9 +17,10 @@ What it reads (each section appears only when its files exist):
   ``InstanceTracker`` output): interactive curves (hover shows the series, e.g. the sample
   index, the step and the value);
 * ``evaluation/<name>.json`` (:func:`xaikit.evaluate.save_evaluation`): sortable tables,
-  mean curves and the randomization grid; a comparison's verdicts, one per line, and its table
-  of ranks (one row per method, a column per metric, cells coloured by rank), every raw value
-  in ``<details>``;
+  mean curves and the randomization grid; a comparison's verdicts, one per line, its table
+  of ranks (one row per method, a column per metric, cells coloured by rank), whether its
+  metrics agree (the pairs of one family that rank the methods oppositely, and the heatmap of
+  the metrics' rank correlations), every raw value in ``<details>``;
 * an explained dataset, in the folder itself (``xaikit report STORE``) or a sub-folder: the
   store's ``manifest.json`` (settings), ``grids/*.png`` (``xaikit explain``'s first / most /
   least confident grids, embedded, each beside the table of its samples) and ``table.csv``
@@ -316,6 +317,7 @@ def _evaluation(path: Path, run: Path) -> dict[str, Any] | None:
         "kind": str(doc.get("kind") or ""),
         "note": doc.get("note"),
         "verdicts": verdicts,
+        "agreement": [str(line) for line in doc.get("agreement") or []],
         "heat": _heat(doc),
         "tables": [_format_table(t) for t in doc.get("tables") or []],
         "charts": charts,

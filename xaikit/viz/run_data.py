@@ -22,7 +22,10 @@ report, so that the page is built from what is on disk and never re-computes any
   "series": [{"name", "x", "y"}]}], "images": [file names beside the JSON]}``; a comparison
   (``kind: "comparison"``) also has ``"verdicts": [{"method", "text"}]`` and ``"metrics":
   [{"name", "label", "family", "higher_is_better", "question"}]``, from which the report draws
-  its table of ranks (older files without them get the plain tables).
+  its table of ranks (older files without them get the plain tables), and ``"agreement": [lines]``
+  (whether its metrics rank the methods alike: :meth:`~xaikit.evaluate.CompareResult.metric_agreement`;
+  with 3 methods or more its heatmap ``<name>_agreement.png`` is the second image and its pairs
+  the last table).
 
 NaN and infinite numbers are written as ``null`` (JSON has no NaN).
 
