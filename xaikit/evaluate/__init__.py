@@ -15,6 +15,10 @@
   verdicts; :class:`Compare` runs it over training.
 * :func:`road`, :func:`infidelity`, :func:`faithfulness_correlation` — faithfulness by
   perturbation: remove-and-debias curves, captum's infidelity, Bhatt et al.'s correlation.
+* :func:`sensitivity_n`, :func:`faithfulness_estimate`, :func:`monotonicity`,
+  :func:`monotonicity_correlation`, :func:`sufficiency` — faithfulness by removing or restoring
+  pixel groups (Ancona et al.; Alvarez-Melis & Jaakkola; Arya et al.; Nguyen & Martínez) and the
+  batch-level sufficiency (Dasgupta et al.).
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -43,6 +47,18 @@ from xaikit.evaluate.faithfulness import (
     infidelity,
     road,
 )
+from xaikit.evaluate.feature_removal import (
+    FaithfulnessEstimateResult,
+    MonotonicityCorrelationResult,
+    MonotonicityResult,
+    SensitivityNResult,
+    SufficiencyResult,
+    faithfulness_estimate,
+    monotonicity,
+    monotonicity_correlation,
+    sensitivity_n,
+    sufficiency,
+)
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.logit_randomization import RandomLogitResult, random_logit
 from xaikit.evaluate.mprt_variants import EfficientMPRTResult, SmoothMPRTResult, efficient_mprt, smooth_mprt
@@ -70,19 +86,24 @@ __all__ = [
     "DeletionAUC",
     "EfficientMPRTResult",
     "FaithfulnessCorrelationResult",
+    "FaithfulnessEstimateResult",
     "InfidelityResult",
     "LipschitzResult",
     "Metric",
     "MetricContext",
+    "MonotonicityCorrelationResult",
+    "MonotonicityResult",
     "ROADCurve",
     "ROADResult",
     "RandomLogitResult",
     "RandomizationResult",
     "RunOptions",
     "SaliencyStability",
+    "SensitivityNResult",
     "SensitivityResult",
     "SmoothMPRTResult",
     "SparsenessResult",
+    "SufficiencyResult",
     "avg_sensitivity",
     "compare",
     "completeness",
@@ -90,17 +111,22 @@ __all__ = [
     "deletion",
     "efficient_mprt",
     "faithfulness_correlation",
+    "faithfulness_estimate",
     "infidelity",
     "insertion",
     "local_lipschitz",
     "localization",
     "max_sensitivity",
     "model_layers",
+    "monotonicity",
+    "monotonicity_correlation",
     "random_logit",
     "randomization_test",
     "relevance_rank_accuracy",
     "road",
     "save_evaluation",
+    "sensitivity_n",
     "smooth_mprt",
     "sparseness",
+    "sufficiency",
 ]
