@@ -43,6 +43,9 @@ MAPS_FIRST = {
 HELPERS = {"model_layers": ("model",), "save_evaluation": ("result", "folder", "name")}
 #: metrics that take maps (or a method name computed once) as ``saliency``
 SALIENCY_METRICS = {"deletion", "insertion", "road", "infidelity", "faithfulness_correlation"}
+SALIENCY_METRICS |= {  # issue 31: feature_removal.py
+    "sensitivity_n", "faithfulness_estimate", "monotonicity", "monotonicity_correlation", "sufficiency",
+}  # fmt: skip
 #: metrics that re-run a method themselves: ``method``
 METHOD_METRICS = {
     "randomization_test", "random_logit", "efficient_mprt", "smooth_mprt", "max_sensitivity",
