@@ -217,8 +217,10 @@ def sensitivity_n(
     (the map, channels summed with their signs) and ``f(x) - f(x_S)`` (``x_S``: S set to the
     baseline), one per n (:attr:`SensitivityNResult.curve`), and ``scores`` their mean over n.
     An attribution is *sensitivity-n* when this correlation is 1: input x gradient of a linear
-    model with a zero baseline is, for every n. Subsets come from ``np.random.default_rng(seed)``
-    (a random permutation per size, draw and sample, its first n pixels); all
+    model with a zero baseline is, for every n. Subsets come from ``np.random.default_rng(seed)``:
+    one random permutation of the pixels per draw and sample, whose first n pixels are the
+    subset of size n (each size's subsets are uniformly random; the sizes share their draws,
+    so the permutations are held once, not once per size); all
     ``(N * nsamples + 1) x B`` rows are scored in chunked forward passes.
 
     Quantus's ``SensitivityN`` (0.6) departs from the paper: it draws no random subsets; it
@@ -275,7 +277,8 @@ def sensitivity_n(
         step = max(1, largest // 10) if features_in_step is None else _check_step(features_in_step, largest)
         ns = np.arange(step, largest + 1, step)
         rng = np.random.default_rng(settings.seed)
-        sets = [np.argsort(rng.random((nsamples, batch, n_pixels)), axis=2)[..., :n] for n in ns]
+        perms = np.argsort(rng.random((nsamples, batch, n_pixels)), axis=2).astype(np.int32)
+        sets = [perms[..., :n] for n in ns]  # views: one permutation per draw and sample
     else:
         if isinstance(subsets, (str, bytes)) or not isinstance(subsets, Sequence) or not subsets:
             raise XaikitTypeError(
