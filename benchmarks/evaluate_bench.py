@@ -109,6 +109,22 @@ def _n_layers(s: Setup) -> int:
     return len(xk.evaluate.model_layers(s.model))
 
 
+#: pixels per group / step of the feature-removal metrics, both sides (Quantus's default is 1)
+FR_STEP = 16
+#: random subsets per size of sensitivity-n (ours; Quantus draws none)
+SN_N = 2
+#: uniform draws per group of the monotonicity correlation, both sides (Quantus's default is 100)
+MC_N = 5
+
+
+def _pixels(s: Setup) -> int:
+    return int(np.prod(s.x.shape[2:]))
+
+
+def _fr_groups(s: Setup) -> int:
+    return -(-_pixels(s) // FR_STEP)
+
+
 #: ROAD's percentages: Quantus's default 1, 3, ..., 99 (its ROAD needs one channel: LeNet only)
 ROAD_PERCENTAGES = list(range(1, 100, 2))
 #: noise samples of the robustness metrics, both sides (Quantus's default is 200)
@@ -413,6 +429,54 @@ PAIRS: list[Pair] = [
         lambda s: _q(quantus.Consistency(discretise_func=quantus.discretise_func.sign, abs=False, normalise=False,
                                          disable_warnings=True), s, a_batch=s.raw),
         "the signs of the vanilla maps as the discretisation",
+        rows=lambda s: (len(s.x), 0),
+    ),
+    # ---- issue 31, faithfulness_more: feature_removal.py (groups of FR_STEP pixels, logits, no
+    # normalisation on both sides; Quantus's SensitivityN removes cumulatively, ours draws
+    # SN_N random subsets per size, see docs/evaluate.md)
+    Pair(
+        "faithfulness_estimate / FaithfulnessEstimate",
+        lambda s: xk.evaluate.faithfulness_estimate(s.model, s.x, s.maps, target=s.y, features_in_step=FR_STEP),
+        lambda s: _q(quantus.FaithfulnessEstimate(features_in_step=FR_STEP, normalise=False, abs=False,
+                                                  disable_warnings=True), s, a_batch=s.maps[:, None], softmax=False),
+        f"groups of {FR_STEP} pixels, black baseline",
+        grey_only=True,
+        rows=lambda s: ((_fr_groups(s) + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "sensitivity_n / SensitivityN",
+        lambda s: xk.evaluate.sensitivity_n(s.model, s.x, s.maps, target=s.y, features_in_step=FR_STEP, nsamples=SN_N),
+        lambda s: _q(quantus.SensitivityN(features_in_step=FR_STEP, normalise=False, abs=False, disable_warnings=True),
+                     s, a_batch=s.maps[:, None], softmax=False),
+        f"sizes {FR_STEP}, {2 * FR_STEP}, ... up to 80 %; ours {SN_N} random subsets per size, Quantus one "
+        "cumulative removal per size",
+        grey_only=True,
+        rows=lambda s: ((int(0.8 * _pixels(s)) // FR_STEP * SN_N + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "monotonicity / Monotonicity",
+        lambda s: xk.evaluate.monotonicity(s.model, s.x, s.maps, target=s.y, features_in_step=FR_STEP),
+        lambda s: _q(quantus.Monotonicity(features_in_step=FR_STEP, normalise=False, abs=False, disable_warnings=True),
+                     s, a_batch=s.maps[:, None], softmax=False),
+        f"steps of {FR_STEP} pixels onto black (Quantus's never restores x: see docs/evaluate.md)",
+        grey_only=True,
+        rows=lambda s: ((_fr_groups(s) + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "monotonicity_correlation / MonotonicityCorrelation",
+        lambda s: xk.evaluate.monotonicity_correlation(s.model, s.x, s.maps, target=s.y, features_in_step=FR_STEP,
+                                                       nsamples=MC_N),
+        lambda s: _q(quantus.MonotonicityCorrelation(features_in_step=FR_STEP, nr_samples=MC_N, normalise=False,
+                                                     disable_warnings=True), s, a_batch=s.maps[:, None], softmax=False),
+        f"groups of {FR_STEP} pixels, {MC_N} uniform draws each",
+        grey_only=True,
+        rows=lambda s: ((_fr_groups(s) * MC_N + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "sufficiency / Sufficiency",
+        lambda s: xk.evaluate.sufficiency(s.model, s.x, s.maps),
+        lambda s: _q(quantus.Sufficiency(disable_warnings=True), s, a_batch=s.maps[:, None]),
+        "threshold 0.6, standardized Euclidean distance, one forward pass",
         rows=lambda s: (len(s.x), 0),
     ),
 ]  # fmt: skip

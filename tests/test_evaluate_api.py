@@ -52,6 +52,9 @@ HELPERS = {
 #: metrics that take maps (or a method name computed once) as ``saliency``
 SALIENCY_METRICS = {"deletion", "insertion", "road", "infidelity", "faithfulness_correlation", "focus"}
 SALIENCY_METRICS |= {"region_perturbation", "irof", "selectivity"}  # issue 31: region curves
+SALIENCY_METRICS |= {  # issue 31: feature_removal.py
+    "sensitivity_n", "faithfulness_estimate", "monotonicity", "monotonicity_correlation", "sufficiency",
+}  # fmt: skip
 #: metrics that re-run a method themselves: ``method``
 METHOD_METRICS = {
     "randomization_test", "random_logit", "efficient_mprt", "smooth_mprt", "max_sensitivity",

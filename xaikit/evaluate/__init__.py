@@ -25,6 +25,10 @@
   perturbation: remove-and-debias curves, captum's infidelity, Bhatt et al.'s correlation.
 * :func:`region_perturbation`, :func:`irof`, :func:`selectivity` — region-removal curves:
   Samek et al.'s AOPC, Rieger & Hansen's IROF over superpixels, Montavon et al.'s selectivity.
+* :func:`sensitivity_n`, :func:`faithfulness_estimate`, :func:`monotonicity`,
+  :func:`monotonicity_correlation`, :func:`sufficiency` — faithfulness by removing or restoring
+  pixel groups (Ancona et al.; Alvarez-Melis & Jaakkola; Arya et al.; Nguyen & Martínez) and the
+  batch-level sufficiency (Dasgupta et al.).
 * :class:`DeletionAUC`, :class:`SaliencyStability` — traces that follow faithfulness and the
   stability of the maps of a fixed sample set over training.
 
@@ -54,6 +58,18 @@ from xaikit.evaluate.faithfulness import (
     faithfulness_correlation,
     infidelity,
     road,
+)
+from xaikit.evaluate.feature_removal import (
+    FaithfulnessEstimateResult,
+    MonotonicityCorrelationResult,
+    MonotonicityResult,
+    SensitivityNResult,
+    SufficiencyResult,
+    faithfulness_estimate,
+    monotonicity,
+    monotonicity_correlation,
+    sensitivity_n,
+    sufficiency,
 )
 from xaikit.evaluate.focus import FocusResult, Mosaics, focus, make_mosaics
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
@@ -101,12 +117,15 @@ __all__ = [
     "DeletionAUC",
     "EfficientMPRTResult",
     "FaithfulnessCorrelationResult",
+    "FaithfulnessEstimateResult",
     "FocusResult",
     "InfidelityResult",
     "LipschitzResult",
     "Metric",
     "MetricAgreement",
     "MetricContext",
+    "MonotonicityCorrelationResult",
+    "MonotonicityResult",
     "Mosaics",
     "ROADCurve",
     "ROADResult",
@@ -116,9 +135,11 @@ __all__ = [
     "RelativeStabilityResult",
     "RunOptions",
     "SaliencyStability",
+    "SensitivityNResult",
     "SensitivityResult",
     "SmoothMPRTResult",
     "SparsenessResult",
+    "SufficiencyResult",
     "attribution_localisation",
     "avg_sensitivity",
     "compare",
@@ -129,6 +150,7 @@ __all__ = [
     "deletion",
     "efficient_mprt",
     "faithfulness_correlation",
+    "faithfulness_estimate",
     "focus",
     "infidelity",
     "insertion",
@@ -139,6 +161,8 @@ __all__ = [
     "make_mosaics",
     "max_sensitivity",
     "model_layers",
+    "monotonicity",
+    "monotonicity_correlation",
     "random_logit",
     "randomization_test",
     "region_perturbation",
@@ -150,7 +174,9 @@ __all__ = [
     "road",
     "save_evaluation",
     "selectivity",
+    "sensitivity_n",
     "smooth_mprt",
     "sparseness",
+    "sufficiency",
     "top_k_intersection",
 ]

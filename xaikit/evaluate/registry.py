@@ -46,6 +46,13 @@ from xaikit.evaluate._rerun import MethodRun, randomized_maps
 from xaikit.evaluate.complexity import complexity, sparseness
 from xaikit.evaluate.curves import irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
+from xaikit.evaluate.feature_removal import (
+    faithfulness_estimate,
+    monotonicity,
+    monotonicity_correlation,
+    sensitivity_n,
+    sufficiency,
+)
 from xaikit.evaluate.localization import localization, relevance_rank_accuracy
 from xaikit.evaluate.localization_more import (
     attribution_localisation,
@@ -316,6 +323,29 @@ def _selectivity(ctx: MetricContext) -> np.ndarray:
     return _scores(result, "scores")
 
 
+def _grouped(fn: Callable[..., Any], groups: int, **settings: Any) -> Callable[[MetricContext], np.ndarray]:
+    """A metric of pixel groups with about ``groups`` groups of ``ceil(pixels / groups)`` pixels
+    (Quantus's ``features_in_step``), so that its rows do not grow with the image."""
+
+    def score(ctx: MetricContext) -> np.ndarray:
+        step = -(-int(np.prod(ctx.spatial)) // groups)
+        return maps_adapter(fn, features_in_step=step, **settings)(ctx)
+
+    return score
+
+
+def _monotonicity_correlation(ctx: MetricContext) -> np.ndarray:
+    """Nguyen & Martinez's correlation over about 32 groups, 5 uniform draws each from the
+    batch's value range (Quantus's default range, [0, 1], assumes pixels in [0, 1])."""
+    from xaikit.evaluate._common import host
+
+    values = host(ctx.x, "x")
+    low, high = float(np.min(values)), float(np.max(values))
+    return _grouped(
+        monotonicity_correlation, 32, nsamples=5, value_range=(low, high if high > low else low + 1.0)
+    )(ctx)
+
+
 #: compare's robustness noise, as fractions of the batch's value range (max - min): "small"
 #: must mean small for the data at hand (the standalone defaults, Quantus's 0.2 and 0.1, assume
 #: standardized inputs and, on pixels in [0, 1], flip a softmax model into saturation)
@@ -430,6 +460,46 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             _selectivity,
             cheap=False,
             label="selectivity AUC", short="sel",
+        ),
+        Metric(
+            "sensitivity_n", "faithfulness", True, False, False,
+            "Does the attribution of random pixel subsets predict the score drop when they are removed, at "
+            "every subset size? (Pearson per size, 10 sizes up to 80% of the pixels, 10 subsets each; mean)",
+            maps_adapter(sensitivity_n, nsamples=10),
+            cheap=False,
+            label="sensitivity-n", short="sensN",
+        ),
+        Metric(
+            "faithfulness_estimate", "faithfulness", True, False, False,
+            "Does each pixel group's attribution correlate with the score drop when that group alone is "
+            "removed? (Pearson over ~64 groups, black baseline)",
+            _grouped(faithfulness_estimate, 64),
+            cheap=False,
+            label="faithfulness estimate", short="fest",
+        ),
+        Metric(
+            "monotonicity", "faithfulness", True, False, False,
+            "Does the score keep rising as pixels come back onto a black image, least relevant first? "
+            "(fraction of ~32 steps where it does not fall)",
+            _grouped(monotonicity, 32),
+            cheap=False,
+            label="monotonicity", short="mono",
+        ),
+        Metric(
+            "monotonicity_correlation", "faithfulness", True, False, False,
+            "Do larger |attributions| mark the pixel groups whose random replacement changes the score "
+            "more? (Spearman over ~32 groups, 5 uniform draws each)",
+            _monotonicity_correlation,
+            cheap=False,
+            label="monotonicity correlation", short="mcor",
+        ),
+        Metric(
+            "sufficiency", "faithfulness", True, False, False,
+            "Do samples with similar maps get the same prediction? (share of each sample's neighbours in the "
+            "batch, normalized standardized-Euclidean distance <= 0.6, with its class; NaN without one)",
+            maps_adapter(sufficiency),
+            cheap=False,
+            label="sufficiency", short="suff",
         ),
         Metric(
             "max_sensitivity", "robustness", False, False, True,
