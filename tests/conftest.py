@@ -38,6 +38,10 @@ def _cuda_available() -> bool:
 NUMERICS_FILES = frozenset(
     {
         "tests/test_evaluate_complexity.py",
+        "tests/test_evaluate_curves.py",
+        "tests/test_evaluate_faithfulness_more.py",
+        "tests/test_evaluate_localization_more.py",
+        "tests/test_evaluate_stability.py",
         "tests/test_evaluate_faithfulness.py",
         "tests/test_evaluate_localization.py",
         "tests/test_evaluate_perturbation.py",
