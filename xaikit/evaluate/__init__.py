@@ -10,7 +10,11 @@
   much the map moves when the input barely moves (Yeh et al., 2019; Alvarez-Melis & Jaakkola,
   2018).
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
-* :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
+* :func:`sparseness`, :func:`complexity`, :func:`effective_complexity`, :func:`mst_c` — how
+  concise a map is (Gini index, entropy, attributions above a threshold, spanning-tree compactness).
+* :func:`non_sensitivity`, :func:`input_invariance` — axioms: zero attribution exactly where the
+  model ignores a feature (Nguyen & Martinez, 2020); the same map when the input is shifted and the
+  first layer absorbs the shift (Kindermans et al., 2017).
 * :func:`compare` — several methods, every metric (:data:`METRICS`), one table with ranks and
   verdicts; :class:`Compare` runs it over training.
 * :func:`road`, :func:`infidelity`, :func:`faithfulness_correlation` — faithfulness by
@@ -31,9 +35,24 @@ spelling or an option given by position fails with a message that names the keyw
 from __future__ import annotations
 
 from xaikit.evaluate._options import BaseRunOptions, RunOptions
+from xaikit.evaluate.axiomatic import (
+    InputInvarianceResult,
+    NonSensitivityResult,
+    input_invariance,
+    non_sensitivity,
+)
 from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
-from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
+from xaikit.evaluate.complexity import (
+    ComplexityResult,
+    EffectiveComplexityResult,
+    MSTCResult,
+    SparsenessResult,
+    complexity,
+    effective_complexity,
+    mst_c,
+    sparseness,
+)
 from xaikit.evaluate.faithfulness import (
     FaithfulnessCorrelationResult,
     InfidelityResult,
@@ -68,12 +87,16 @@ __all__ = [
     "ComplexityResult",
     "CurveResult",
     "DeletionAUC",
+    "EffectiveComplexityResult",
     "EfficientMPRTResult",
     "FaithfulnessCorrelationResult",
     "InfidelityResult",
+    "InputInvarianceResult",
     "LipschitzResult",
+    "MSTCResult",
     "Metric",
     "MetricContext",
+    "NonSensitivityResult",
     "ROADCurve",
     "ROADResult",
     "RandomLogitResult",
@@ -88,14 +111,18 @@ __all__ = [
     "completeness",
     "complexity",
     "deletion",
+    "effective_complexity",
     "efficient_mprt",
     "faithfulness_correlation",
     "infidelity",
+    "input_invariance",
     "insertion",
     "local_lipschitz",
     "localization",
     "max_sensitivity",
     "model_layers",
+    "mst_c",
+    "non_sensitivity",
     "random_logit",
     "randomization_test",
     "relevance_rank_accuracy",
