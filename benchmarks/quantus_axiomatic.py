@@ -83,7 +83,9 @@ def recording_perturb(store: list[np.ndarray]) -> Any:
     return perturb
 
 
-def q_call(metric: Any, model: Any, x: np.ndarray, y: np.ndarray, a: np.ndarray | None, **kw: Any) -> np.ndarray:
+def q_call(
+    metric: Any, model: Any, x: np.ndarray, y: np.ndarray, a: np.ndarray | None, **kw: Any
+) -> np.ndarray:
     out = metric(model=model, x_batch=x, y_batch=y, a_batch=a, channel_first=True, device="cpu", **kw)
     return np.asarray(out, dtype=np.float64)
 
@@ -95,11 +97,20 @@ def effective(model: Any, x: np.ndarray, y: np.ndarray, maps: np.ndarray, saved:
         "ec_per_sample": ({"normalise_func_kwargs": per_sample}, {}),
         "ec_raw": ({"normalise": False, "eps": 1e-3}, {"normalize": False, "eps": 1e-3}),
     }
+    scaled = maps.copy()
+    scaled[0] *= 1e-6  # Quantus's default divides by the batch's largest magnitude: sample 0 sinks below eps
+    saved["ec_scaled_maps"] = scaled
     for name, (theirs_kw, ours_kw) in cases.items():
-        theirs = q_call(quantus.EffectiveComplexity(disable_warnings=True, **theirs_kw), model, x, y, maps.copy())
+        theirs = q_call(
+            quantus.EffectiveComplexity(disable_warnings=True, **theirs_kw), model, x, y, maps.copy()
+        )
         ours = xk.evaluate.effective_complexity(maps, **ours_kw).scores
         saved[f"quantus_{name}"] = theirs
         print(f"EffectiveComplexity {name}: quantus {theirs.tolist()} ours {ours.tolist()}")
+    theirs = q_call(quantus.EffectiveComplexity(disable_warnings=True), model, x, y, scaled.copy())
+    saved["quantus_ec_scaled"] = theirs
+    ours = xk.evaluate.effective_complexity(scaled).scores
+    print(f"EffectiveComplexity, sample 0 scaled by 1e-6: quantus {theirs.tolist()} ours {ours.tolist()}")
 
 
 def two_blobs() -> np.ndarray:
@@ -109,7 +120,9 @@ def two_blobs() -> np.ndarray:
     return a
 
 
-def mst(path: str | None, model: Any, x: np.ndarray, y: np.ndarray, maps: np.ndarray, saved: dict[str, Any]) -> None:
+def mst(
+    path: str | None, model: Any, x: np.ndarray, y: np.ndarray, maps: np.ndarray, saved: dict[str, Any]
+) -> None:
     if path is None:
         print("MSTC: skipped (pass --main-mst-c PATH, the file of Quantus's main branch)")
         return
@@ -137,7 +150,9 @@ class BottomRow(torch.nn.Module):
         return x[:, :, 1, :].sum(dim=(1, 2))[:, None]
 
 
-def non_sensitivity(model: Any, x: np.ndarray, y: np.ndarray, maps: np.ndarray, saved: dict[str, Any]) -> None:
+def non_sensitivity(
+    model: Any, x: np.ndarray, y: np.ndarray, maps: np.ndarray, saved: dict[str, Any]
+) -> None:
     per_sample = {"normalise_axes": (1, 2, 3)}
     theirs = q_call(
         quantus.NonSensitivity(disable_warnings=True, normalise_func_kwargs=per_sample), model, x, y, maps.copy(),
@@ -167,7 +182,9 @@ def non_sensitivity(model: Any, x: np.ndarray, y: np.ndarray, maps: np.ndarray, 
     )  # fmt: skip
     saved["quantus_ns_bottom_row_step4"] = theirs
     ours = xk.evaluate.non_sensitivity(BottomRow(), xs, a, target=0, features_in_step=4)
-    print(f"NonSensitivity bottom row, features_in_step=4: quantus {theirs.tolist()} ours {ours.scores.tolist()}")
+    print(
+        f"NonSensitivity bottom row, features_in_step=4: quantus {theirs.tolist()} ours {ours.scores.tolist()}"
+    )
 
 
 def shift_all(arr: np.ndarray, input_shift: float, **kw: Any) -> np.ndarray:

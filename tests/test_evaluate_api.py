@@ -36,17 +36,26 @@ FUNCTIONS = {
 MAPS_FIRST = {
     "sparseness": ("saliency",),
     "complexity": ("saliency",),
+    "effective_complexity": ("saliency",),
+    "mst_c": ("saliency",),
     "localization": ("saliency", "mask"),
     "relevance_rank_accuracy": ("saliency", "mask"),
 }
 #: helpers that are no metric: their own data first
 HELPERS = {"model_layers": ("model",), "save_evaluation": ("result", "folder", "name")}
 #: metrics that take maps (or a method name computed once) as ``saliency``
-SALIENCY_METRICS = {"deletion", "insertion", "road", "infidelity", "faithfulness_correlation"}
+SALIENCY_METRICS = {
+    "deletion",
+    "insertion",
+    "road",
+    "infidelity",
+    "faithfulness_correlation",
+    "non_sensitivity",
+}
 #: metrics that re-run a method themselves: ``method``
 METHOD_METRICS = {
     "randomization_test", "random_logit", "efficient_mprt", "smooth_mprt", "max_sensitivity",
-    "avg_sensitivity", "local_lipschitz", "completeness",
+    "avg_sensitivity", "local_lipschitz", "completeness", "input_invariance",
 }  # fmt: skip
 #: spellings that must not come back (the one spelling of each concept is on the right)
 BANNED = {
@@ -98,6 +107,8 @@ DATA = {
     **{name: (None, None, np.ones((2, 4, 4))) for name in SALIENCY_METRICS},
     "sparseness": (np.ones((2, 4, 4)),),
     "complexity": (np.ones((2, 4, 4)),),
+    "effective_complexity": (np.ones((2, 4, 4)),),
+    "mst_c": (np.ones((2, 4, 4)),),
     "localization": (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)),
     "relevance_rank_accuracy": (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)),
 }

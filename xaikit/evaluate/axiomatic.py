@@ -385,11 +385,19 @@ def input_invariance(
         return np.asarray(bk.to_numpy(maps) if not isinstance(maps, np.ndarray) else maps, dtype=np.float64)
 
     maps = explain_on(x)
+    n = len(maps)
     saved = bk.eval.snapshot(model)
     try:
         with bk.inference(model):
             layer = bk.eval.absorb_shift(
-                model, shift, lambda: bk.forward(model, inp.tensors, settings.output, model_kwargs=inp.kwargs)
+                model,
+                shift,
+                lambda: bk.forward(
+                    model,
+                    inp.tensors,
+                    settings.output,
+                    model_kwargs=inp.kwargs.span(0, n, n) if inp.kwargs else None,
+                ),
             )
             after = _target_scores(bk, model, shifted_inp, targets, settings)
         output_diff = np.abs(after - before)
