@@ -134,7 +134,8 @@ def non_sensitivity(
     Quantus 0.6's ``NonSensitivity`` with ``features_in_step=1`` is this score on the same
     features (it treats every channel value as a feature: they coincide on one-channel images),
     except that it divides the maps by the largest magnitude of the whole batch (here: each
-    map by its own). With ``features_in_step > 1`` it perturbs runs of consecutive features that
+    map by its own) and scores the softmax of the output by default (``softmax=True``; here the
+    output as the model returns it). With ``features_in_step > 1`` it perturbs runs of consecutive features that
     mix both classes and compares one change per group with every feature, which fails (shape
     error) or, when one group holds every feature, blames each zero-attribution feature for any
     change of the whole image (see the docs' known-answer case; fixed on Quantus's main branch).
