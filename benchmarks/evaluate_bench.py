@@ -479,6 +479,30 @@ PAIRS: list[Pair] = [
         "threshold 0.6, standardized Euclidean distance, one forward pass",
         rows=lambda s: (len(s.x), 0),
     ),
+    # axiomatic group (issue 31): effective complexity, non-sensitivity, input invariance (MST-C
+    # is on Quantus's main branch only, not in 0.6: no pair)
+    Pair(
+        "effective_complexity / EffectiveComplexity",
+        lambda s: xk.evaluate.effective_complexity(s.maps),
+        lambda s: _q(quantus.EffectiveComplexity(disable_warnings=True), s, a_batch=s.maps[:, None]),
+        "eps 1e-5, maps divided by their peak (Quantus: by the batch's), no model call",
+    ),
+    Pair(
+        "non_sensitivity / NonSensitivity",
+        lambda s: xk.evaluate.non_sensitivity(s.model, s.x, s.maps, target=s.y),
+        lambda s: _q(quantus.NonSensitivity(disable_warnings=True), s, a_batch=s.maps[:, None], softmax=False),
+        "every pixel perturbed alone to black, eps 1e-5, the model's output as it returns it",
+        grey_only=True,
+        rows=lambda s: ((int(np.prod(s.x.shape[2:])) + 1) * len(s.x), 0),
+    ),
+    Pair(
+        "input_invariance / InputInvariance",
+        lambda s: xk.evaluate.input_invariance(s.model, s.x, "vanilla", target=s.y),
+        lambda s: _q(quantus.InputInvariance(disable_warnings=True), s, a_batch=None, explain_func=_xk_explain),
+        "shift -1 absorbed by the first layer's bias, vanilla maps by xk.xai.explain on both sides",
+        grey_only=True,
+        rows=lambda s: (2 * len(s.x), 2 * len(s.x)),
+    ),
 ]  # fmt: skip
 
 

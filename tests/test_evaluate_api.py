@@ -36,6 +36,8 @@ FUNCTIONS = {
 MAPS_FIRST = {
     "sparseness": ("saliency",),
     "complexity": ("saliency",),
+    "effective_complexity": ("saliency",),
+    "mst_c": ("saliency",),
     "localization": ("saliency", "mask"),
     "relevance_rank_accuracy": ("saliency", "mask"),
     "attribution_localisation": ("saliency", "mask"),
@@ -55,10 +57,11 @@ SALIENCY_METRICS |= {"region_perturbation", "irof", "selectivity"}  # issue 31: 
 SALIENCY_METRICS |= {  # issue 31: feature_removal.py
     "sensitivity_n", "faithfulness_estimate", "monotonicity", "monotonicity_correlation", "sufficiency",
 }  # fmt: skip
+SALIENCY_METRICS |= {"non_sensitivity"}  # issue 31: axiomatic.py
 #: metrics that re-run a method themselves: ``method``
 METHOD_METRICS = {
     "randomization_test", "random_logit", "efficient_mprt", "smooth_mprt", "max_sensitivity",
-    "avg_sensitivity", "local_lipschitz", "completeness",
+    "avg_sensitivity", "local_lipschitz", "completeness", "input_invariance",
 }  # fmt: skip
 #: the stability group (xaikit/evaluate/stability.py)
 STABILITY_METHOD_METRICS = {
@@ -116,6 +119,8 @@ DATA = {
     **{name: (None, None, np.ones((2, 4, 4))) for name in SALIENCY_METRICS},
     "sparseness": (np.ones((2, 4, 4)),),
     "complexity": (np.ones((2, 4, 4)),),
+    "effective_complexity": (np.ones((2, 4, 4)),),
+    "mst_c": (np.ones((2, 4, 4)),),
     "localization": (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)),
     "relevance_rank_accuracy": (np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)),
     **{

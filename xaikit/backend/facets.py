@@ -183,6 +183,15 @@ class EvalFacet(abc.ABC):
         """Rows where positions with ``rank < threshold`` take the baseline (deletion) or the
         input (insertion, the rest being the baseline); exact values, no arithmetic blending."""
 
+    @abc.abstractmethod
+    def absorb_shift(self, model: Any, shift: float, run: Any) -> str:
+        """Make the model's first layer (past flatten / reshape / dropout layers) absorb a shift
+        of every input value by ``shift``: its bias becomes ``b - W m`` (Kindermans et al.'s
+        input invariance), in place; returns the layer's name. ``run()`` runs the model once
+        (torch finds the first layer called). A first layer that is not a dense or convolution
+        layer with a bias, or that pads with zeros, is refused by name. The caller restores the
+        weights (:meth:`snapshot` / :meth:`restore`)."""
+
 
 class CamLayer(NamedTuple):
     """A layer chosen for a class-activation map: its name, the module / layer object and the

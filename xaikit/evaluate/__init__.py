@@ -17,7 +17,11 @@
   (Montavon et al., 2018), consistency of predictions under equal explanations (Dasgupta et
   al., 2022).
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
-* :func:`sparseness`, :func:`complexity` — how concise a map is (Gini index, entropy).
+* :func:`sparseness`, :func:`complexity`, :func:`effective_complexity`, :func:`mst_c` — how
+  concise a map is (Gini index, entropy, attributions above a threshold, spanning-tree compactness).
+* :func:`non_sensitivity`, :func:`input_invariance` — axioms: zero attribution exactly where the
+  model ignores a feature (Nguyen & Martinez, 2020); the same map when the input is shifted and the
+  first layer absorbs the shift (Kindermans et al., 2017).
 * :func:`compare` — several methods, every metric (:data:`METRICS`), one table with ranks and
   verdicts; :class:`Compare` runs it over training; :meth:`CompareResult.metric_agreement`
   says whether its metrics rank the methods alike (:class:`MetricAgreement`).
@@ -46,9 +50,24 @@ from __future__ import annotations
 
 from xaikit.evaluate._options import BaseRunOptions, RunOptions
 from xaikit.evaluate.agreement import MetricAgreement
+from xaikit.evaluate.axiomatic import (
+    InputInvarianceResult,
+    NonSensitivityResult,
+    input_invariance,
+    non_sensitivity,
+)
 from xaikit.evaluate.compare import CompareResult, compare
 from xaikit.evaluate.completeness import CompletenessResult, completeness
-from xaikit.evaluate.complexity import ComplexityResult, SparsenessResult, complexity, sparseness
+from xaikit.evaluate.complexity import (
+    ComplexityResult,
+    EffectiveComplexityResult,
+    MSTCResult,
+    SparsenessResult,
+    complexity,
+    effective_complexity,
+    mst_c,
+    sparseness,
+)
 from xaikit.evaluate.curves import RegionCurveResult, irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import (
     FaithfulnessCorrelationResult,
@@ -115,18 +134,22 @@ __all__ = [
     "ContinuityResult",
     "CurveResult",
     "DeletionAUC",
+    "EffectiveComplexityResult",
     "EfficientMPRTResult",
     "FaithfulnessCorrelationResult",
     "FaithfulnessEstimateResult",
     "FocusResult",
     "InfidelityResult",
+    "InputInvarianceResult",
     "LipschitzResult",
+    "MSTCResult",
     "Metric",
     "MetricAgreement",
     "MetricContext",
     "MonotonicityCorrelationResult",
     "MonotonicityResult",
     "Mosaics",
+    "NonSensitivityResult",
     "ROADCurve",
     "ROADResult",
     "RandomLogitResult",
@@ -148,11 +171,13 @@ __all__ = [
     "consistency",
     "continuity",
     "deletion",
+    "effective_complexity",
     "efficient_mprt",
     "faithfulness_correlation",
     "faithfulness_estimate",
     "focus",
     "infidelity",
+    "input_invariance",
     "insertion",
     "irof",
     "local_lipschitz",
@@ -163,6 +188,8 @@ __all__ = [
     "model_layers",
     "monotonicity",
     "monotonicity_correlation",
+    "mst_c",
+    "non_sensitivity",
     "random_logit",
     "randomization_test",
     "region_perturbation",

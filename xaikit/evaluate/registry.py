@@ -40,10 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import XaikitValueError
+from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.evaluate._common import spearman, to_spatial
 from xaikit.evaluate._rerun import MethodRun, randomized_maps
-from xaikit.evaluate.complexity import complexity, sparseness
+from xaikit.evaluate.axiomatic import input_invariance, non_sensitivity
+from xaikit.evaluate.complexity import complexity, effective_complexity, mst_c, sparseness
 from xaikit.evaluate.curves import irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import faithfulness_correlation, infidelity, road
 from xaikit.evaluate.feature_removal import (
@@ -76,7 +77,7 @@ from xaikit.evaluate.stability import (
 __all__ = ["FAMILIES", "METRICS", "Metric", "MetricContext", "maps_adapter", "method_adapter"]
 
 #: the metric families, in the order of the table
-FAMILIES = ("faithfulness", "robustness", "complexity", "randomization", "localization")
+FAMILIES = ("faithfulness", "robustness", "complexity", "randomization", "localization", "axiomatic")
 
 
 @dataclass
@@ -346,6 +347,23 @@ def _monotonicity_correlation(ctx: MetricContext) -> np.ndarray:
     )(ctx)
 
 
+def _input_invariance(ctx: MetricContext) -> np.ndarray:
+    """:func:`input_invariance` (shift -1); NaN for custom maps and for a model whose first layer
+    cannot absorb a shift (no bias, zero padding, not dense or convolution)."""
+    if ctx.method is None:
+        return ctx.nan()
+    try:
+        result = input_invariance(
+            ctx.model, ctx.x, ctx.method, target=ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            framework=ctx.framework, method_options=dict(ctx.method_options),
+        )  # fmt: skip
+    except (XaikitValueError, XaikitTypeError) as exc:
+        if str(exc).startswith("input_invariance"):  # the model cannot be shifted: not a failure of the map
+            return ctx.nan()
+        raise
+    return _scores(result, "scores")
+
+
 #: compare's robustness noise, as fractions of the batch's value range (max - min): "small"
 #: must mean small for the data at hand (the standalone defaults, Quantus's 0.2 and 0.1, assume
 #: standardized inputs and, on pixels in [0, 1], flip a softmax model into saturation)
@@ -578,6 +596,20 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             label="complexity", short="H",
         ),
         Metric(
+            "effective_complexity", "complexity", False, False, False,
+            "How many pixels carry attribution? (those above 1e-5 of the map's peak)",
+            _map_score(effective_complexity),
+            cheap=False,
+            label="effective complexity", short="EC",
+        ),
+        Metric(
+            "mst_c", "complexity", True, False, False,
+            "Do the top 20% pixels form few tight blobs? (minimum spanning tree compactness)",
+            _map_score(mst_c),
+            cheap=False,
+            label="MST-C", short="mstc",
+        ),
+        Metric(
             "randomization", "randomization", False, False, True,
             "Does the map change when every weight is re-drawn? (Spearman rho of |maps|, trained vs random)",
             _randomization,
@@ -656,6 +688,22 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             _mask_score(localization_auc),
             cheap=False,
             label="localization AUC", short="auc",
+        ),
+        Metric(
+            "non_sensitivity", "axiomatic", False, False, False,
+            "Do the pixels credited with nothing match those whose removal changes nothing? (pixels "
+            "where they disagree; one pass per pixel and sample)",
+            maps_adapter(non_sensitivity),
+            cheap=False,
+            label="non-sensitivity", short="NS",
+        ),
+        Metric(
+            "input_invariance", "axiomatic", True, False, True,
+            "Is the map unchanged when the input is shifted by -1 and the first layer's bias absorbs "
+            "the shift? (share of invariant samples; NaN for a model whose first layer cannot)",
+            _input_invariance,
+            cheap=False,
+            label="input invariance", short="inv",
         ),
     )
 )  # fmt: skip

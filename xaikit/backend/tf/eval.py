@@ -61,3 +61,10 @@ class Eval(EvalFacet):
         (insertion, the rest being the baseline); exact values, no arithmetic blending."""
         mask = tf.broadcast_to(rank < threshold, tf.shape(x))
         return tf.where(mask, x, base) if insert else tf.where(mask, base, x)
+
+    @staticmethod
+    def absorb_shift(model: Any, shift: float, run: Any) -> str:
+        """:func:`xaikit.backend.tf.shift.absorb_shift` (the first of ``model.layers``; ``run`` unused)."""
+        from xaikit.backend.tf.shift import absorb_shift
+
+        return absorb_shift(model, shift)

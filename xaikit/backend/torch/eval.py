@@ -59,3 +59,10 @@ class Eval(EvalFacet):
         (insertion, the rest being the baseline); exact values, no arithmetic blending."""
         mask = rank < threshold
         return torch.where(mask, x, base) if insert else torch.where(mask, base, x)
+
+    @staticmethod
+    def absorb_shift(model: Any, shift: float, run: Any) -> str:
+        """:func:`xaikit.backend.torch.shift.absorb_shift` (the first layer called by ``run()``)."""
+        from xaikit.backend.torch.shift import absorb_shift
+
+        return absorb_shift(model, shift, run)
