@@ -18,7 +18,7 @@ published ordering's verdicts (paired bootstrap of the difference), and paints e
 difficult scenes (the map's maximum boxed, the tolerance band around the object outlined).
 
 Usage: python -m gallery.pointing_game_protocol [--out docs/img/pointing_game.png]
-    [--table auto] [--json PATH] [--epochs 5] [--n-train 4000] [--n-eval 300] [--masks 500]
+    [--table auto] [--json PATH] [--epochs 8] [--n-train 4000] [--n-eval 200] [--masks 300]
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def markdown(results: list[dict[str, Any]], notes: list[str]) -> str:
                     f"{c['verdict']}: {100 * c['diff']:+.1f} ({100 * c['ci'][0]:+.0f} to {100 * c['ci'][1]:+.0f})"
                 )
         lines.append(f"| {better} > {worse} | " + " | ".join(cells) + " |")
-    lines += ["", *notes]
+    lines += ["", *(f"* {note}" for note in notes)]
     return "\n".join(lines) + "\n"
 
 
@@ -361,10 +361,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "when --out is in docs/img, else pointing_game_table.md beside the figure)")  # fmt: skip
     parser.add_argument("--json", default="auto", help="the results as JSON ('auto': beside the figure "
                         "unless it goes to docs/img; 'none': not written)")  # fmt: skip
-    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--n-train", type=int, default=4000, help="training images per data set")
-    parser.add_argument("--n-eval", type=int, default=300, help="held-out images per data set")
-    parser.add_argument("--masks", type=int, default=500, help="RISE masks")
+    parser.add_argument("--n-eval", type=int, default=200, help="held-out images per data set")
+    parser.add_argument("--masks", type=int, default=300, help="RISE masks")
     parser.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--rows", type=int, default=4, help="examples in the figure")
     parser.add_argument("--seed", type=int, default=0)
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for label, v in m.items()
         }
         results.append(result)
-        kind = "top-1 accuracy" if not multilabel else "tested class scored above 0.5"
+        kind = "top-1 accuracy" if not multilabel else "share of the tested classes scored above 0.5"
         notes.append(
             f"{pairs.name}: LeNet, {args.epochs} epochs on {args.n_train} images, held-out {kind} "
             f"{acc:.1%}; tolerance 15 × {pairs.size}/224 = {pairs.tolerance:.2f} px; constant (e.g. "
