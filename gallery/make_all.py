@@ -187,6 +187,12 @@ JOBS: tuple[Job, ...] = (
         frameworks=("torch",),
     ),
     Job(
+        "pointing_game_protocol",
+        "pointing_game.png",
+        quick=("--n-train", "64", "--epochs", "1", "--n-eval", "8", "--masks", "8", "--boot", "20"),
+        frameworks=("torch",),
+    ),
+    Job(
         "explain_dataset",
         "dataset_grids.png",
         quick=("--epochs", "1", "--n-train", "256", "--n", "16", "--show", "3", "--nsamples", "2"),

@@ -59,6 +59,24 @@ def test_pointing_tolerance_ties_and_degenerate_maps() -> None:
     assert not xk.evaluate.localization(np.ones((1, 6, 6)), gt)["pointing"][0]
 
 
+@pytest.mark.parametrize("tolerance", [15 * 32 / 224, 15 * 64 / 224, 3.0, 7.5])
+def test_pointing_tolerance_is_the_euclidean_distance_to_the_mask(tolerance: float) -> None:
+    """The pointing game's protocol (Zhang et al.): a hit when the maximum lies within
+    ``tolerance`` pixels of the mask, fractional tolerances (15 px at 224 scaled) included;
+    against the brute-force distance from the maximum to every mask pixel."""
+    rng = np.random.default_rng(7)
+    size = 24
+    gt = np.zeros((200, size, size), dtype=bool)
+    for i, (r0, c0, h, w) in enumerate(rng.integers(0, size - 3, size=(200, 4))):
+        gt[i, r0 : r0 + h % 6 + 1, c0 : c0 + w % 6 + 1] = True  # small boxes, some at the border
+    sal = rng.random((200, size, size))
+    peak = np.stack(np.unravel_index(sal.reshape(200, -1).argmax(axis=1), (size, size)), axis=1)
+    expected = [np.sqrt(((np.argwhere(m) - p) ** 2).sum(axis=1)).min() <= tolerance for m, p in zip(gt, peak)]
+    got = xk.evaluate.localization(sal, gt, tolerance=tolerance)["pointing"]
+    assert got.tolist() == expected
+    assert 0 < np.mean(expected) < 1  # both hits and misses
+
+
 def test_layouts_of_maps_and_masks() -> None:
     rng = np.random.default_rng(1)
     raw = rng.normal(size=(2, 5, 5, 3))

@@ -29,7 +29,7 @@ import numpy as np
 from xaikit.dataset.numpy_dataset import NumpyDataset
 from xaikit.errors import XaikitTypeError, XaikitValueError
 
-__all__ = ["label_mapping", "load_data"]
+__all__ = ["label_mapping", "load_data", "shape_masks"]
 
 #: class name -> label
 label_mapping: dict[str, int] = {"circle": 0, "square": 1, "triangle": 2, "cross": 3, "ring": 4}
@@ -110,15 +110,32 @@ def _far_colours(
 
 
 def _object_masks(y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Boolean (N, H, W) object masks, one shape per label."""
+    """Boolean (N, H, W) object masks, one shape per label, at random sizes and positions."""
     n = y.shape[0]
     scale = size / 32.0
     radius = np.asarray(rng.uniform(6.0, 10.0, size=n)) * scale
-    extent = np.where(y == label_mapping["triangle"], _TRIANGLE_SCALE, 1.0)  # farthest point / radius
-    margin = extent * radius + 1.0
+    margin = _extent(y) * radius + 1.0
     cy = np.asarray(rng.uniform(margin, size - 1 - margin))
     cx = np.asarray(rng.uniform(margin, size - 1 - margin))
     angle = np.asarray(rng.uniform(-np.pi / 12, np.pi / 12, size=n))
+    return shape_masks(y, size, radius, cy, cx, angle)
+
+
+def _extent(y: np.ndarray) -> np.ndarray:
+    """Per label, the farthest point of the shape from its centre, in radii."""
+    return np.where(y == label_mapping["triangle"], _TRIANGLE_SCALE, 1.0)
+
+
+def shape_masks(
+    y: np.ndarray, size: int, radius: np.ndarray, cy: np.ndarray, cx: np.ndarray, angle: np.ndarray
+) -> np.ndarray:
+    """Boolean (N, size, size) masks of the shapes of labels ``y`` (N,) at given geometry.
+
+    The drawing primitive of :func:`load_data` (and of :mod:`xaikit.dataset.data.shape_scenes`):
+    shape ``k`` has radius ``radius[k]`` (pixels; a triangle's circumradius is 1.2 times it, so
+    that the shapes' areas are alike), centre ``(cy[k], cx[k])`` (row, column) and rotation
+    ``angle[k]`` (radians; the circle and ring do not change).
+    """
     grid = np.arange(size, dtype=np.float64)
     dy = grid[None, :, None] - cy[:, None, None]
     dx = grid[None, None, :] - cx[:, None, None]
@@ -127,17 +144,17 @@ def _object_masks(y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndar
     v = -sin * dx + cos * dy
     r = radius[:, None, None]
     dist = np.sqrt(dx**2 + dy**2)
-    shape_masks = {
+    drawn = {
         "circle": dist <= r,
         "square": np.maximum(np.abs(u), np.abs(v)) <= 0.8 * r,
         "triangle": _triangle(u, v, _TRIANGLE_SCALE * r),
         "cross": ((np.abs(u) <= 0.3 * r) & (np.abs(v) <= r)) | ((np.abs(v) <= 0.3 * r) & (np.abs(u) <= r)),
         "ring": (dist <= r) & (dist >= 0.55 * r),
     }
-    mask = np.zeros((n, size, size), dtype=bool)
+    mask = np.zeros((y.shape[0], size, size), dtype=bool)
     for name, label in label_mapping.items():
         rows = y == label
-        mask[rows] = shape_masks[name][rows]
+        mask[rows] = drawn[name][rows]
     return mask
 
 
@@ -156,7 +173,15 @@ def _draw(
     mask = _object_masks(y, size, rng)
     base = rng.uniform(0.2, 0.8, size=(n, 3))
     obj = _far_colours(rng, base, _MIN_OBJECT_DISTANCE, 0.0, 1.0)
-    # background: base colour + linear gradient in a random direction + noise
+    img = _background(base, size, rng)
+    img = _add_blobs(img, obj, size, rng, n_distractors)
+    img = np.where(mask[..., None], obj[:, None, None, :], img)
+    return _to_uint8(img, rng), mask
+
+
+def _background(base: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """(N, H, W, 3) floats: each base colour (N, 3) plus a linear gradient in a random direction."""
+    n = base.shape[0]
     grid = np.linspace(-1.0, 1.0, size)
     direction = rng.uniform(0, 2 * np.pi, size=n)
     ramp = (
@@ -165,8 +190,15 @@ def _draw(
     )
     ramp = ramp / np.sqrt(2.0)  # in [-1, 1]
     tint = rng.uniform(-_GRADIENT, _GRADIENT, size=(n, 1, 1, 3))
-    img = base[:, None, None, :] + ramp[..., None] * tint
-    # distractors: small discs/squares of colours far from the object's
+    return np.asarray(base[:, None, None, :] + ramp[..., None] * tint)
+
+
+def _add_blobs(
+    img: np.ndarray, obj: np.ndarray, size: int, rng: np.random.Generator, n_distractors: int
+) -> np.ndarray:
+    """``img`` with 0 to ``n_distractors`` small discs/squares per image, of colours far from
+    the object colours ``obj`` (N, 3)."""
+    n = img.shape[0]
     grid_i = np.arange(size, dtype=np.float64)
     count = rng.integers(0, n_distractors + 1, size=n) if n_distractors else np.zeros(n, dtype=np.int64)
     for k in range(n_distractors):
@@ -182,7 +214,10 @@ def _draw(
         blob = np.where(square[:, None, None], box, disc) & active[:, None, None]
         colour = _far_colours(rng, obj, _MIN_DISTRACTOR_DISTANCE, 0.0, 1.0)
         img = np.where(blob[..., None], colour[:, None, None, :], img)
-    img = np.where(mask[..., None], obj[:, None, None, :], img)
+    return img
+
+
+def _to_uint8(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Pixel noise added, then rounded to uint8 RGB."""
     img = img + rng.uniform(-_NOISE, _NOISE, size=img.shape)
-    x = np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
-    return x, mask
+    return np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)
