@@ -59,8 +59,8 @@ if not hasattr(np, "trapz"):  # numpy 2.4 removed it; Quantus 0.6's IROF calls i
     np.trapz = np.trapezoid  # type: ignore[attr-defined]  # noqa: NPY201
 
 ROOT = Path(__file__).resolve().parent.parent
-START = "<!-- evaluate-bench:start -->"
-END = "<!-- evaluate-bench:end -->"
+#: the default section of docs/benchmarks.md (``--section`` names another, e.g. for a subset run)
+SECTION = "evaluate-bench"
 STEPS = 16
 
 
@@ -603,9 +603,16 @@ MODELS = {
 }
 
 
-def markdown(rows: list[dict[str, Any]], info: dict[str, Any], batch: int, reps: int, model: str) -> str:
+def markdown(
+    rows: list[dict[str, Any]],
+    info: dict[str, Any],
+    batch: int,
+    reps: int,
+    model: str,
+    section: str = SECTION,
+) -> str:
     lines = [
-        START,
+        f"<!-- {section}:start -->",
         f"Metrics against Quantus {quantus.__version__} (`benchmarks/evaluate_bench.py`): torch "
         f"{torch.__version__.split('+')[0]} {model}, batch {batch}, median of {reps} "
         f"interleaved runs after a warm-up, on {info.get('cpu', 'a CPU')} ({info.get('cores')} cores, load "
@@ -625,7 +632,7 @@ def markdown(rows: list[dict[str, Any]], info: dict[str, Any], batch: int, reps:
             f"| {r['model']} | {r['name']} | {r['ours_s']:.4f} | {r['theirs_s']:.4f} | {r['speedup']:.1f}× | "
             f"{bound} | {over} | {r['ours_rss_mib']:.1f} | {r['theirs_rss_mib']:.1f} | {r['note']} |"
         )
-    lines.append(END)
+    lines.append(f"<!-- {section}:end -->")
     return "\n".join(lines) + "\n"
 
 
@@ -637,6 +644,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default="", help="comma-separated substrings of pair names")
     parser.add_argument(
         "--no-write", action="store_true", help="print only; leave the docs and results alone"
+    )
+    parser.add_argument(
+        "--section",
+        default=SECTION,
+        help="the marked section of docs/benchmarks.md to rewrite (and benchmarks/results/SECTION.json); "
+        "a subset run (--only) writes its own section so the full table stays",
     )
     args = parser.parse_args(argv)
     info = machine()
@@ -693,16 +706,22 @@ def main(argv: list[str] | None = None) -> None:
             f"{p.name}: xaikit {ours.median:.4f}s, Quantus {theirs.median:.4f}s, "
             f"{theirs.median / ours.median:.1f}x; bound {bound_s:.4f}s ({fwd} forward, {grad} gradient rows){over}"
         )
-    text = markdown(rows, info, args.batch, args.reps, "; ".join(MODELS[m][1] for m in models))
+    text = markdown(rows, info, args.batch, args.reps, "; ".join(MODELS[m][1] for m in models), args.section)
     print(text)
     if args.no_write:
         return
-    out = ROOT / "benchmarks" / "results" / "evaluate_bench.json"
+    name = "evaluate_bench" if args.section == SECTION else args.section.replace("-", "_")
+    out = ROOT / "benchmarks" / "results" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"machine": info, "quantus": quantus.__version__, "torch": torch.__version__, "batch": args.batch,
            "reps": args.reps, "models": models, "rows": rows}  # fmt: skip
     write_json(out, doc)
-    write_section(ROOT / "docs" / "benchmarks.md", text, START, END)
+    write_section(
+        ROOT / "docs" / "benchmarks.md",
+        text,
+        f"<!-- {args.section}:start -->",
+        f"<!-- {args.section}:end -->",
+    )
     print(f"wrote {out} and docs/benchmarks.md")
 
 
