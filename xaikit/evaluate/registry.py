@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError
-from xaikit.evaluate._common import spearman, to_spatial
+from xaikit.evaluate._common import host, spearman, to_spatial
 from xaikit.evaluate._rerun import MethodRun, randomized_maps
 from xaikit.evaluate.axiomatic import input_invariance, non_sensitivity
 from xaikit.evaluate.complexity import complexity, effective_complexity, mst_c, sparseness
@@ -338,8 +338,6 @@ def _grouped(fn: Callable[..., Any], groups: int, **settings: Any) -> Callable[[
 def _monotonicity_correlation(ctx: MetricContext) -> np.ndarray:
     """Nguyen & Martinez's correlation over about 32 groups, 5 uniform draws each from the
     batch's value range (Quantus's default range, [0, 1], assumes pixels in [0, 1])."""
-    from xaikit.evaluate._common import host
-
     values = host(ctx.x, "x")
     low, high = float(np.min(values)), float(np.max(values))
     return _grouped(
