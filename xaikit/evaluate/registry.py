@@ -375,8 +375,6 @@ def _robust(
     def score(ctx: MetricContext) -> np.ndarray:
         if ctx.method is None:
             return ctx.nan()
-        from xaikit.evaluate._common import host
-
         values = host(ctx.x, "x")
         span = float(np.max(values) - np.min(values)) or 1.0
         result = fn(
