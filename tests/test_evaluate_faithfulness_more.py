@@ -13,6 +13,7 @@ from tests.evaluate_models import (
     CHANNELS,
     SIZE,
     contributions,
+    float32_spread,
     layout,
     linear,
     logit_rounding,
@@ -184,18 +185,28 @@ def test_agrees_with_quantus() -> None:
     total = sum(p.detach().double().sum().item() for p in model.parameters())
     assert total == pytest.approx(float(data["checksum"]), rel=1e-12)
     x, y, smap = data["x"], data["y"], data["smap"]
-    fe = xk.evaluate.faithfulness_estimate(model, x, smap, target=y, features_in_step=16)
-    np.testing.assert_allclose(fe.scores, data["faithfulness_estimate_step16"], atol=1e-5)
+    # a 16-pixel group's score drop is small: float32 rounding (and the CPU's kernels) move the
+    # correlation by up to ~3e-5, so the tolerance is measured (tests/evaluate_models.float32_spread)
+    fe, spread = float32_spread(
+        lambda m, xs: xk.evaluate.faithfulness_estimate(m, xs, smap, target=y, features_in_step=16).scores,
+        model,
+        x,
+    )
+    np.testing.assert_allclose(fe, data["faithfulness_estimate_step16"], atol=1e-5 + 10 * spread.max())
     # SensitivityN: Quantus's cumulative removals as subsets; its across-batch curve rebuilt
-    sn = xk.evaluate.sensitivity_n(model, x, smap, target=y, subsets=_cumulative_subsets(smap, 16, 51))
     flat = smap.reshape(len(x), -1)
     order = np.argsort(-flat, axis=1, kind="stable")
     step_sums = np.stack(
         [flat[np.arange(len(x))[:, None], order[:, k * 16 : (k + 1) * 16]].sum(1) for k in range(51)]
     )
-    curve = [np.corrcoef(sn.deltas[:, k, 0], step_sums[k])[0, 1] for k in range(51)]
-    np.testing.assert_allclose(curve, data["sensitivity_n"], atol=1e-5)
-    np.testing.assert_allclose(np.mean(curve), data["sensitivity_n_aggregate"][0], atol=1e-5)
+
+    def quantus_curve(m: object, xs: np.ndarray) -> np.ndarray:
+        sn = xk.evaluate.sensitivity_n(m, xs, smap, target=y, subsets=_cumulative_subsets(smap, 16, 51))
+        return np.array([np.corrcoef(sn.deltas[:, k, 0], step_sums[k])[0, 1] for k in range(51)])
+
+    curve, spread = float32_spread(quantus_curve, model, x)  # small drops: rounding is measured
+    np.testing.assert_allclose(curve, data["sensitivity_n"], atol=1e-5 + 10 * spread.max())
+    assert abs(np.mean(curve) - data["sensitivity_n_aggregate"][0]) < 1e-5 + 10 * spread.max()
     # MonotonicityCorrelation with Quantus's recorded uniform draws
     mc = xk.evaluate.monotonicity_correlation(
         model, x, smap, target=y, features_in_step=16, values=data["mc_values"]
@@ -217,8 +228,12 @@ def test_faithfulness_estimate_pixel_by_pixel_agrees_with_quantus() -> None:
     """Quantus's default features_in_step=1: 1024 groups, 8200 LeNet rows."""
     pytest.importorskip("torch")
     data = np.load(DATA)
-    fe = xk.evaluate.faithfulness_estimate(seeded_lenet(1), data["x"], data["smap"], target=data["y"])
-    np.testing.assert_allclose(fe.scores, data["faithfulness_estimate_step1"], atol=1e-5)
+    fe, spread = float32_spread(
+        lambda m, xs: xk.evaluate.faithfulness_estimate(m, xs, data["smap"], target=data["y"]).scores,
+        seeded_lenet(1),
+        data["x"],
+    )  # one pixel's score drop: float32 rounding matters (see test_agrees_with_quantus)
+    np.testing.assert_allclose(fe, data["faithfulness_estimate_step1"], atol=1e-5 + 10 * spread.max())
 
 
 def test_quantus_monotonicity_departs_from_the_paper() -> None:
