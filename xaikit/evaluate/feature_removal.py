@@ -522,8 +522,8 @@ class MonotonicityCorrelationResult:
 
     @property
     def mean(self) -> float:
-        """The mean correlation over samples."""
-        return float(self.scores.mean())
+        """The mean correlation over the samples with one (NaN if none: a constant map has no ranking)."""
+        return _nanmean(self.scores)
 
 
 @public()
