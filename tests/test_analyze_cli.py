@@ -3,6 +3,7 @@ runs it), with --model and --data (the ablation check), and bad options (one lin
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -84,3 +85,19 @@ def test_bad_options_are_one_line_with_status_2(tmp_path: Path) -> None:
         "length); got 5 samples"
     )
     assert not (store / "analysis").exists()
+
+
+@pytest.mark.slow
+def test_analyze_bench_quick_writes_its_section(tmp_path: Path) -> None:
+    out, raw = tmp_path / "bench.md", tmp_path / "bench.json"
+    out.write_text("# Benchmarks\n\nkept text\n")
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
+    proc = subprocess.run(
+        [sys.executable, str(TESTS.parent / "benchmarks" / "analyze_bench.py"), "--quick", "--out", str(out), "--json", str(raw)],
+        capture_output=True, text=True, env=env, check=False, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    text = out.read_text()
+    assert "kept text" in text and "<!-- analyze-bench:start -->" in text and "| 600 × 32² |" in text
+    row = json.loads(raw.read_text())["rows"][0]
+    assert row["n"] == 600 and set(row["k"]) == {3} and row["rss_peak_kib"] >= row["rss_base_kib"] > 0

@@ -186,6 +186,7 @@ def dataset(
     map_shape = manifest.get("map_shape") or (0, 0)
     thumb = min(THUMB, *spatial_layout(tuple(map_shape))[1]) if manifest.get("map_shape") else THUMB
     table = read_maps(explanation, columns, size, thumb, display)
+    seconds = {"read": time.perf_counter() - t0}
     _say(
         progress,
         f"read {len(table.index)} maps in {time.perf_counter() - t0:.1f} s (skipped {table.skipped})",
@@ -242,13 +243,15 @@ def dataset(
                     }
                 )
         entries.append(entry)
-    _say(progress, f"clustered {len(class_ids)} classes in {time.perf_counter() - t1:.1f} s")
+    seconds["cluster"] = time.perf_counter() - t1
+    _say(progress, f"clustered {len(class_ids)} classes in {seconds['cluster']:.1f} s")
     t2 = time.perf_counter()
     shown = np.flatnonzero(np.isin(table.index, display))
     embedding = np.full((n, 2), np.nan, np.float32)
     if len(shown):
         embedding[shown] = embed(table.maps[shown], seed)
-    _say(progress, f"embedded {len(shown)} samples in {time.perf_counter() - t2:.1f} s")
+    seconds["embed"] = time.perf_counter() - t2
+    _say(progress, f"embedded {len(shown)} samples in {seconds['embed']:.1f} s")
     arrays: dict[str, np.ndarray] = {
         "index": table.index.astype(np.int64),
         "klass": table.klass.astype(np.int64),
@@ -267,20 +270,27 @@ def dataset(
     concept_layer = None
     if source is not None:
         spatial = table.spatial
+        t3 = time.perf_counter()
         if len(shown):
             arrays["thumb_image"] = _thumb_images(source, table.index[shown], spatial, thumb, batch_size)
+        seconds["thumbnails"] = time.perf_counter() - t3
         if model is not None:
             from xaikit.analyze.ablation import ablate_clusters
             from xaikit.xai import ModelSpec
 
             built = ModelSpec.of(model, framework).build()
+            t4 = time.perf_counter()
             ablate_clusters(
                 built, source, table, cluster, entries, cluster_means, fraction, seed, batch_size, framework
             )
+            seconds["ablation"] = time.perf_counter() - t4
+            _say(progress, f"ablation check of {len(cluster_means)} clusters in {seconds['ablation']:.1f} s")
+            t5 = time.perf_counter()
             if concepts:
                 concept_layer = _concepts(
                     built, source, table, entries, arrays, layer, concepts, min_samples, seed, batch_size, framework, thumb
                 )  # fmt: skip
+            seconds["concepts"] = time.perf_counter() - t5
     _empty_concepts(arrays, thumb)
     info = {
         "format": FORMAT,
@@ -302,6 +312,7 @@ def dataset(
         "classes": entries,
         "skipped": dict(table.skipped),
         "has_images": "thumb_image" in arrays,
+        "seconds": {k: round(v, 4) for k, v in seconds.items()},
     }  # fmt: skip
     write_analysis(explanation.path, arrays, info)
     return open_analysis(explanation.path)
