@@ -99,3 +99,16 @@ def corner_data(n: int = 32, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.
     maps[y == 1, 0, :2, :2] += 1.0
     maps[y == 0, 0, 3:5, 3:5] += 1.0
     return x, y, maps
+
+
+def corner_model_keras() -> Any:
+    """:func:`corner_model` as a Keras model of (8, 8, 1) channel-last images: the 2 x 2 corner
+    cropped, averaged, and mapped to ``(0, 10 (mean - 0.5))`` by a fixed dense layer."""
+    import keras
+
+    inp = keras.Input((8, 8, 1))
+    corner = keras.layers.GlobalAveragePooling2D()(keras.layers.Cropping2D(((0, 6), (0, 6)))(inp))
+    dense = keras.layers.Dense(2)
+    model = keras.Model(inp, dense(corner))
+    dense.set_weights([np.array([[0.0, 10.0]], np.float32), np.array([0.0, -5.0], np.float32)])
+    return model

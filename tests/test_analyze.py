@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from analyze_stores import commit_shard, corner_data, corner_model, planted, write_store
+from analyze_stores import commit_shard, corner_data, corner_model, corner_model_keras, planted, write_store
 from sklearn.metrics import adjusted_rand_score
 
 import xaikit as xk
@@ -160,6 +160,12 @@ def test_spray_finds_planted_strategies(tmp_path: Path, kinds: list[int], k: int
         assert np.all(np.diff(d) >= -1e-7)
 
 
+def test_spray_on_a_class_too_large_for_the_dense_eigensolver() -> None:
+    maps, kind = planted(clusters_mod._DENSE + 200, [0, 1, 2], side=8)  # scipy's eigsh path
+    found = cluster_class(maps, 8, 10, seed=0)
+    assert found.k == 3 and adjusted_rand_score(kind, found.labels) == 1.0
+
+
 def test_eigengap_on_block_diagonal_affinities() -> None:
     sp = clusters_mod.scipy_sparse()
     w = np.kron(np.eye(3), np.ones((5, 5))) - np.eye(15)
@@ -288,11 +294,12 @@ def test_thumbnails_of_the_images(tmp_path: Path) -> None:
     assert to_uint8(np.array([[[-2.0, 0.0, 2.0]]])).tolist() == [[[0, 128, 255]]]
 
 
-def test_ablation_of_the_corner_the_model_reads(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+def test_ablation_of_the_corner_the_model_reads(tmp_path: Path, framework: str) -> None:
     x, y, maps = corner_data(32)
+    if framework == "tf":  # the same images and maps, channel-last, for a Keras model
+        x, maps = np.moveaxis(x, 1, -1), np.moveaxis(maps, 1, -1)
     store = write_store(tmp_path / "s", maps, y, y, shard_size=10)
-    model = corner_model()
+    model = corner_model() if framework == "torch" else corner_model_keras()
     res = xk.analyze.dataset(
         store,
         model=model,
@@ -311,7 +318,7 @@ def test_ablation_of_the_corner_the_model_reads(tmp_path: Path) -> None:
     assert (ab["fraction"], ab["n"], ab["accuracy_before"], ab["accuracy_after"]) == (0.0625, 16, 1.0, 0.0)
     assert ab["score_before"] == pytest.approx(5.0, abs=1e-5)
     filled = x[y == 1].reshape(16, -1).mean(axis=1)  # the corner becomes each image's mean
-    assert tagged.ablation["score_after"] == pytest.approx(float(np.mean(10 * (filled - 0.5))), rel=1e-5)
+    assert ab["score_after"] == pytest.approx(float(np.mean(10 * (filled - 0.5))), rel=1e-5)
     # the plain class's region (the centre) is not read by the model: nothing changes
     assert plain.ablation["accuracy_before"] == plain.ablation["accuracy_after"] == 1.0
     assert plain.ablation["score_before"] == pytest.approx(plain.ablation["score_after"])
@@ -365,3 +372,39 @@ def test_concepts_are_called_per_class_with_its_images(
     np.testing.assert_array_equal(res.concepts[3].direction, np.full(4, 2.0))
     np.testing.assert_allclose(res.concepts[0].heatmaps, 0.5)
     assert res.arrays["concept_image"].shape == (4, 3, 8, 8, 3)
+
+
+def test_a_store_that_explain_dataset_wrote(tmp_path: Path) -> None:
+    """The whole path on a real store: a CNN's SmoothGrad maps of channel-first images, analysed
+    with the model (a factory by name) and the data; no labels: accuracies are None."""
+    pytest.importorskip("torch")
+    from dataset_models import images
+
+    x = images(30)
+    out = tmp_path / "x.zarr"
+    xk.xai.explain_dataset(
+        "dataset_models:tiny_cnn", x, method="smoothgrad", out=out, batch_size=8, progress=False, nsamples=2
+    )
+    res = xk.analyze.dataset(
+        out,
+        model="dataset_models:tiny_cnn",
+        data=x,
+        size=4,
+        concepts=0,
+        max_display=10,
+        min_samples=3,
+        progress=False,
+    )
+    table = xk.xai.DatasetExplanation.open(out).table
+    assert res.samples["index"].tolist() == list(range(30))
+    np.testing.assert_array_equal(res.samples["prediction"], table["prediction"])
+    assert sum(c.n for c in res.classes) == 30 and all(c.accuracy is None for c in res.classes)
+    clustered = [cl for c in res.classes for cl in c.clusters]
+    assert clustered and all(
+        cl.ablation is not None and cl.ablation["accuracy_before"] is None for cl in clustered
+    )
+    assert all(cl.ablation["n"] == cl.size for cl in clustered)
+    thumbs = res.arrays["thumb_image"]
+    assert thumbs.shape == (10, 8, 8, 3)
+    expected = np.round(np.moveaxis(x[res.arrays["thumb_index"]], 1, -1) * 255).astype(np.uint8)
+    np.testing.assert_array_equal(thumbs, expected)
