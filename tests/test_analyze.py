@@ -408,3 +408,33 @@ def test_a_store_that_explain_dataset_wrote(tmp_path: Path) -> None:
     assert thumbs.shape == (10, 8, 8, 3)
     expected = np.round(np.moveaxis(x[res.arrays["thumb_index"]], 1, -1) * 255).astype(np.uint8)
     np.testing.assert_array_equal(thumbs, expected)
+
+
+def test_image_files_are_read_as_the_store_read_them(tmp_path: Path) -> None:
+    """A folder of 12 x 12 PNGs explained with resize=(8, 8): the analysis reads them resized too
+    (the model takes 8 x 8 only), and a file that cannot be read is left out, not an error."""
+    pytest.importorskip("torch")
+    from PIL import Image
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    pixels = np.random.default_rng(0).integers(0, 256, (12, 12, 12, 3), dtype=np.uint8)
+    for i, p in enumerate(pixels):
+        Image.fromarray(p).save(folder / f"{i:02d}.png")
+    (folder / "05.png").write_bytes(b"not a png")
+    out = tmp_path / "x.zarr"
+    xk.xai.explain_dataset(
+        "dataset_models:tiny_cnn",
+        str(folder),
+        method="vanilla",
+        out=out,
+        resize=(8, 8),
+        skip_bad=True,
+        progress=False,
+    )
+    res = xk.analyze.dataset(
+        out, model="dataset_models:tiny_cnn", data=str(folder), size=4, concepts=0, max_display=20, min_samples=2, progress=False
+    )  # fmt: skip
+    assert 5 not in res.samples["index"].tolist() and len(res.samples) == 11
+    assert res.arrays["thumb_image"].shape == (11, 8, 8, 3)
+    assert all(cl.ablation is not None for c in res.classes for cl in c.clusters)

@@ -121,7 +121,9 @@ def dataset(
         store: the store's path, or a :class:`~xaikit.xai.DatasetExplanation`.
         model: the model (as ``explain_dataset`` takes it: a model, a factory,
             ``"package.module:factory"`` or a model file); needs ``data``.
-        data: the dataset the store explains (as ``explain_dataset`` takes it), of the store's length.
+        data: the dataset the store explains (as ``explain_dataset`` takes it), of the store's length;
+            image files are read as the store's run read them (its ``resize`` and ``channels``;
+            files that cannot be read are left out).
         layer: the concepts' layer (None: the last spatial layer).
         size: the side of the downsampled maps (at least 2).
         max_clusters: the largest k the eigengap may choose (at least 1).
@@ -169,7 +171,15 @@ def dataset(
     if data is not None:
         from xaikit.xai.internal import as_source
 
-        source = as_source(data, x_key=x_key, label_key=label_key)
+        if isinstance(data, (str, os.PathLike)):  # image files, read as the store read them
+            reading = manifest.get("data") or {}
+            resize = reading.get("resize")
+            source = as_source(
+                data, resize=None if resize is None else (int(resize[0]), int(resize[1])),
+                channels=reading.get("channels"), skip_bad=True,
+            )  # fmt: skip
+        else:
+            source = as_source(data, x_key=x_key, label_key=label_key)
         if len(source) != length:
             raise XaikitValueError(
                 f"data: expected the dataset the store explains, of {length} samples (the store's length); "
