@@ -298,8 +298,8 @@ def test_ablation_of_the_corner_the_model_reads(tmp_path: Path, framework: str) 
     x, y, maps = corner_data(32)
     if framework == "tf":  # the same images and maps, channel-last, for a Keras model
         x, maps = np.moveaxis(x, 1, -1), np.moveaxis(maps, 1, -1)
-    store = write_store(tmp_path / "s", maps, y, y, shard_size=10)
     model = corner_model() if framework == "torch" else corner_model_keras()
+    store = write_store(tmp_path / "s", maps, y, y, shard_size=10, model=model)
     res = xk.analyze.dataset(
         store,
         model=model,
@@ -331,7 +331,7 @@ def test_concepts_are_called_per_class_with_its_images(
     of what it returns, not the concepts themselves."""
     pytest.importorskip("torch")
     x, y, maps = corner_data(24)
-    store = write_store(tmp_path / "s", maps, y, y)
+    store = write_store(tmp_path / "s", maps, y, y, model="analyze_stores:corner_model")
     calls: list[dict[str, Any]] = []
 
     def fake_extract(model: Any, x_rows: np.ndarray, klass: int, **kw: Any) -> Any:
@@ -349,7 +349,7 @@ def test_concepts_are_called_per_class_with_its_images(
     monkeypatch.setitem(sys.modules, "xaikit.analyze.concepts", fake)
     res = xk.analyze.dataset(
         store,
-        model=corner_model(),
+        model="analyze_stores:corner_model",
         data=x,
         size=4,
         concepts=2,
@@ -438,3 +438,13 @@ def test_image_files_are_read_as_the_store_read_them(tmp_path: Path) -> None:
     assert 5 not in res.samples["index"].tolist() and len(res.samples) == 11
     assert res.arrays["thumb_image"].shape == (11, 8, 8, 3)
     assert all(cl.ablation is not None for c in res.classes for cl in c.clusters)
+
+
+def test_another_model_than_the_stores_is_warned_about(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    x, y, maps = corner_data(8)
+    store = write_store(tmp_path / "s", maps, y, y)  # a made-up fingerprint
+    with pytest.warns(
+        xk.XaikitWarning, match=r"model: its fingerprint sha256:.* is not the store's \(ffffffff"
+    ):
+        xk.analyze.dataset(store, model=corner_model(), data=x, concepts=0, max_display=0, progress=False)

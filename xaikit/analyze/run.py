@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from xaikit.analyze.images import read_images, thumbnails
 from xaikit.analyze.maps import MapTable, area_resample, read_columns, read_maps, spatial_layout
 from xaikit.analyze.results import FORMAT, DatasetAnalysis, open_analysis, records_digest, write_analysis
 from xaikit.checks import check_int, check_number
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, XaikitWarning, describe
 
 __all__ = ["dataset"]
 
@@ -288,7 +289,9 @@ def dataset(
             from xaikit.analyze.ablation import ablate_clusters
             from xaikit.xai import ModelSpec
 
-            built = ModelSpec.of(model, framework).build()
+            spec = ModelSpec.of(model, framework)
+            built = spec.build()
+            _check_fingerprint(spec, built, manifest)
             t4 = time.perf_counter()
             ablate_clusters(
                 built, source, table, cluster, entries, cluster_means, fraction, seed, batch_size, framework
@@ -326,6 +329,25 @@ def dataset(
     }  # fmt: skip
     write_analysis(explanation.path, arrays, info)
     return open_analysis(explanation.path)
+
+
+def _check_fingerprint(spec: Any, model: Any, manifest: dict[str, Any]) -> None:
+    """Warn when ``model`` is not the model the store explains (its weights' or file's fingerprint
+    is not the store's): the ablation check and the concepts then describe another model."""
+    stored = manifest.get("fingerprint")
+    mine = {spec.fingerprint(model)}
+    if spec.kind == "file":  # the store may hold the weights' fingerprint of the same model
+        from xaikit.backend.serialized import weights_fingerprint
+
+        mine.add(weights_fingerprint(model, spec.framework))
+    if stored not in mine:
+        warnings.warn(
+            f"model: its fingerprint {sorted(mine)[0][:12]}... is not the store's ({str(stored)[:12]}...: "
+            f"{manifest.get('model')!r}); the ablation check and the concepts describe this model, not the "
+            "one whose maps are analysed",
+            XaikitWarning,
+            stacklevel=3,
+        )
 
 
 def _version() -> str:
