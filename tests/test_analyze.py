@@ -166,6 +166,24 @@ def test_spray_on_a_class_too_large_for_the_dense_eigensolver() -> None:
     assert found.k == 3 and adjusted_rand_score(kind, found.labels) == 1.0
 
 
+def test_eigsh_that_does_not_converge_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scipy.sparse.linalg as sla
+
+    real, calls = sla.eigsh, []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise sla.ArpackNoConvergence("no convergence", np.zeros(0), np.zeros((0, 0)))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sla, "eigsh", flaky)
+    maps, kind = planted(clusters_mod._DENSE + 50, [0, 1], side=8)
+    found = cluster_class(maps, 4, 10, seed=0)
+    assert found.k == 2 and adjusted_rand_score(kind, found.labels) == 1.0
+    assert len(calls) == 2 and calls[1]["ncv"] == 64 and "ncv" not in calls[0]
+
+
 def test_eigengap_on_block_diagonal_affinities() -> None:
     sp = clusters_mod.scipy_sparse()
     w = np.kron(np.eye(3), np.ones((5, 5))) - np.eye(15)
