@@ -58,6 +58,8 @@ def test_class_means_and_stds_are_exact(tmp_path: Path) -> None:
         )
         assert c.atypical[0] == int(np.flatnonzero(mine)[np.argmax(d)])
     assert res.samples["cluster"].eq(-1).all() and res.samples["x"].isna().all()
+    assert res.arrays["thumb_map"].shape == (0, 8, 8) and res.arrays["cluster_mean"].shape == (0, 4, 4)
+    assert res.arrays["concept_heatmaps"].shape == (0, 0, 8, 8) and res.concepts == []
     assert res.samples["correct"].tolist() == list(label == pred)
 
 

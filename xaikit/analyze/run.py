@@ -61,10 +61,10 @@ def _explanation(store: Any) -> Any:
         ) from None
 
 
-def _map_thumbs(table: MapTable, index: np.ndarray) -> np.ndarray:
+def _map_thumbs(table: MapTable, index: np.ndarray, side: int) -> np.ndarray:
     """(M, t, t) uint8: the stored t x t maps of ``index``, each scaled to its maximum."""
     if not len(index):
-        return np.zeros((0, 1, 1), np.uint8)
+        return np.zeros((0, side, side), np.uint8)
     maps = np.stack([table.thumbs[int(i)] for i in index])
     top = maps.reshape(len(maps), -1).max(axis=1)
     return np.round(maps / np.where(top > 0, top, 1.0)[:, None, None] * 255.0).astype(np.uint8)
@@ -276,7 +276,7 @@ def dataset(
         "class_std": class_std,
         "cluster_mean": np.stack(cluster_means) if cluster_means else np.zeros((0, size, size), np.float32),
         "thumb_index": table.index[shown].astype(np.int64),
-        "thumb_map": _map_thumbs(table, table.index[shown]),
+        "thumb_map": _map_thumbs(table, table.index[shown], thumb),
     }
     concept_layer = None
     if source is not None:
