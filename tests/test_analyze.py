@@ -231,6 +231,9 @@ def test_round_trip_checksum_and_stale(tmp_path: Path) -> None:
     res = xk.analyze.dataset(store, size=4, max_display=5, min_samples=4, progress=False)
     again = xk.analyze.open(store)
     assert repr(again) == repr(res) and not again.stale
+    handle = xk.xai.DatasetExplanation.open(store)  # a handle works as well as the path
+    assert repr(xk.analyze.open(handle)) == repr(res)
+    assert repr(xk.analyze.dataset(handle, size=4, max_display=5, min_samples=4, progress=False)) == repr(res)
     for key, value in res.arrays.items():
         np.testing.assert_array_equal(again.arrays[key], value)
     info = json.loads((store / "analysis" / "analysis.json").read_text())
