@@ -5,6 +5,8 @@ bad input refused by name."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 import numpy as np
@@ -164,8 +166,9 @@ def test_taylor_importance_is_the_exact_score_drop_of_a_linear_head(rng: np.rand
     model = _linear_head_model(rng)
     x = rng.random((10, 3, 8, 8)).astype(np.float32)
     klass = 1
-    cs = extract_concepts(model, x, klass, rank=3, batch_size=4)
+    cs = extract_concepts(model, x, klass, rank=3, batch_size=4, top=20)  # 3 blocks, top > n
     assert cs.layer == "feat" and cs.coefficients.shape == (10, 6, 6, 3)
+    assert cs.top.shape == (3, 10) and all(sorted(row) == list(range(10)) for row in cs.top)
     with torch.no_grad():
         a = model.feat(model.conv(torch.as_tensor(x))).double()  # (n, 8, 6, 6)
         head = model.head.double()
@@ -188,8 +191,10 @@ def test_keras_twin_gives_the_same_concepts(mixture: Any) -> None:
     coefficients, importance, top images and heatmaps."""
     model, x, d, head, bias = mixture
     twin = _keras_mixture(d, head, bias)
+    weights = [w.copy() for w in twin.get_weights()]
     a = extract_concepts(model, x, 1, rank=2, top=3, batch_size=10)
     b = extract_concepts(twin, x.transpose(0, 2, 3, 1), 1, rank=2, top=3, batch_size=10)
+    assert all(np.array_equal(w, v) for w, v in zip(weights, twin.get_weights(), strict=True))
     assert a.layer == b.layer == "feat"
     np.testing.assert_allclose(b.directions, a.directions, atol=1e-4)
     np.testing.assert_allclose(b.coefficients, a.coefficients, atol=1e-4)
@@ -258,6 +263,18 @@ def test_bad_input_refused_by_name(
     klass = kwargs.pop("klass", 0)
     with pytest.raises(kind, match=pattern):
         extract_concepts(model, x, klass, **kwargs)
+
+
+def test_nmf_stopping_early_is_reported_not_raised(
+    mixture: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """scikit-learn's ConvergenceWarning (an error under this suite's filterwarnings) is caught:
+    ``converged`` is False and the analysis logger says so."""
+    model, x, _, _, _ = mixture
+    monkeypatch.setattr(sys.modules["xaikit.analyze.concepts"], "MAX_ITER", 1)
+    with caplog.at_level(logging.INFO, logger="xaikit.analyze"):
+        cs = extract_concepts(model, x, 0, rank=2)
+    assert not cs.converged and "NMF stopped at max_iter=1" in caplog.text
 
 
 def test_all_zero_activations_refused(rng: np.random.Generator) -> None:
