@@ -350,7 +350,7 @@ def test_ablation_of_the_corner_the_model_reads(tmp_path: Path, framework: str) 
 def test_concepts_are_called_per_class_with_its_images(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A FAKE stand-in for xaikit.analyze.concepts (H2's module): checks the call and the storage
+    """A FAKE stand-in for xaikit.analyze.craft (the concepts module): checks the call and the storage
     of what it returns, not the concepts themselves."""
     pytest.importorskip("torch")
     x, y, maps = corner_data(24)
@@ -367,9 +367,9 @@ def test_concepts_are_called_per_class_with_its_images(
             top=np.tile(top, (rank, 1)), heatmaps=np.ones((rank, len(top), 8, 8), np.float32) * 0.5,
         )  # fmt: skip
 
-    fake = types.ModuleType("xaikit.analyze.concepts")
+    fake = types.ModuleType("xaikit.analyze.craft")
     fake.extract_concepts = fake_extract  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "xaikit.analyze.concepts", fake)
+    monkeypatch.setitem(sys.modules, "xaikit.analyze.craft", fake)
     res = xk.analyze.dataset(
         store,
         model="analyze_stores:corner_model",

@@ -6,7 +6,9 @@
   model also concepts and a region-ablation check per cluster; written into
   ``<store>/analysis/`` (format :data:`FORMAT`)
 * :func:`open`: read it back as a :class:`DatasetAnalysis` (``results.py``)
-* :func:`concepts` (``concepts.py``): CRAFT-style concepts of a class's images, without a store
+* :func:`concepts` (``craft.py``): CRAFT-style concepts (Fel et al., 2023) of a class's images,
+  without a store: a non-negative factorization of one layer's activations, each concept's
+  heatmaps and its importance for the class (:class:`ConceptSet`)
 * ``maps.py`` (the streaming reader of the store), ``clusters.py`` (SpRAy, atypicality, the
   embedding), ``ablation.py`` (the region-ablation check), ``images.py`` (thumbnails)
 
@@ -16,14 +18,23 @@ Example:
     1
 """
 
+from xaikit.analyze.craft import ConceptSet, extract_concepts
 from xaikit.analyze.results import FORMAT, ClassAnalysis, Cluster, Concept, DatasetAnalysis
 from xaikit.analyze.results import open_analysis as open
 from xaikit.analyze.run import dataset
 
-try:  # the concepts module (its own change): `concepts` is its function, not the module
-    from xaikit.analyze.concepts import extract_concepts as concepts
-except ModuleNotFoundError as _missing:  # pragma: no cover - until xaikit/analyze/concepts.py lands
-    if _missing.name != "xaikit.analyze.concepts":
-        raise
+#: ``xk.analyze.concepts(model, x, klass, ...)``: :func:`extract_concepts` without a store
+concepts = extract_concepts
 
-__all__ = ["FORMAT", "ClassAnalysis", "Cluster", "Concept", "DatasetAnalysis", "concepts", "dataset", "open"]
+__all__ = [
+    "FORMAT",
+    "ClassAnalysis",
+    "Cluster",
+    "Concept",
+    "ConceptSet",
+    "DatasetAnalysis",
+    "concepts",
+    "dataset",
+    "extract_concepts",
+    "open",
+]

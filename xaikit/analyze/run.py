@@ -3,7 +3,7 @@
 The maps are read shard by shard (:mod:`xaikit.analyze.maps`), clustered per class
 (:mod:`xaikit.analyze.clusters`), embedded for display, and, when the data and the model are
 given, the displayed samples' images thumbnailed, each class's concepts extracted
-(:mod:`xaikit.analyze.concepts`) and each cluster's region checked by ablation
+(:mod:`xaikit.analyze.craft`) and each cluster's region checked by ablation
 (:mod:`xaikit.analyze.ablation`). Everything is computed before anything is written; the files
 are then written atomically, ``analysis.json`` last (:mod:`xaikit.analyze.results`).
 """
@@ -392,7 +392,7 @@ def _concepts(
     """Each class's concepts (classes of at least ``min_samples`` samples), into ``entries`` and
     ``arrays`` (``concept_*``, heatmaps area-resampled to ``side``; ``concept_image``: the top
     images' thumbnails); returns the layer."""
-    from xaikit.analyze.concepts import extract_concepts
+    from xaikit.analyze.craft import extract_concepts
 
     rng = np.random.default_rng(seed)
     rows: dict[str, list[Any]] = {
