@@ -63,6 +63,7 @@ import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.files import write_text
+from xaikit.viz.report_explorer import explorer
 from xaikit.viz.run_data import EVALUATION_FORMAT, HISTORY_FORMAT, jsonable, load_cells
 
 __all__ = ["PIXEL_BUDGET", "THUMB_SIDE", "report"]
@@ -568,7 +569,10 @@ def _explained(folder: Path, run: Path) -> dict[str, Any] | None:
         for p in picks.values()
         if t.header
     ]
+    manifest = _read_json(folder / "manifest.json")
+    names = manifest.get("classes") if isinstance(manifest, Mapping) else None
     return {
+        "explorer": explorer(folder, "", [str(n) for n in names] if isinstance(names, list) else None),
         "title": folder.relative_to(run).as_posix() if folder != run else folder.resolve().name,
         "source": (folder / "table.csv").relative_to(run).as_posix() if table is not None else None,
         "facts": facts,
@@ -663,6 +667,10 @@ def _collect(run: Path) -> dict[str, Any]:
         table = _explained(folder, run)
         if table is not None:
             table["id"] = f"x{len(explained)}"
+            if table["explorer"] is not None:
+                table["explorer"]["id"] = f"e{len(explained)}"
+                if table["explorer"]["page"] is not None:
+                    table["explorer"]["page"]["id"] = table["explorer"]["id"]
             explained.append(table)
     for i, chart in enumerate([*charts, *(c for ev in evaluations for c in ev["charts"])]):
         chart["id"] = f"c{i}"
@@ -731,6 +739,9 @@ def report(
         "groups": data["saliency"],
         "pictures": data["pictures"],
         "charts": [*data["charts"], *(c for e in data["evaluations"] for c in e["charts"])],
+        "explorers": [
+            x["explorer"]["page"] for x in data["explained"] if x["explorer"] and x["explorer"]["page"]
+        ],
         "prefix": prefix,
     }
     html = (
@@ -742,6 +753,7 @@ def report(
             page_data=jsonable(page_data),
             css=Markup(_asset("report.css")),
             js=Markup(_asset("report.js")),
+            explorer_js=Markup(_asset("explorer.js")),
             built_sec=round(time.perf_counter() - start, 2),
             collapse=COLLAPSE_ROWS,
         )
