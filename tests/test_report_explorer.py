@@ -201,3 +201,39 @@ def test_viz_reads_the_files_and_never_imports_analyze():
             assert not any(n.startswith("xaikit.analyze") for n in names), path
     source = (root / "report_explorer.py").read_text(encoding="utf-8")
     assert "allow_pickle=False" in source and "allow_pickle=True" not in source
+
+
+def test_sprite_format_is_the_smaller_one():
+    """Flat tiles compress best as PNG (and stay exact), noise as JPEG; 1,100 tiles make two
+    sheets of 32 x 32 tiles, the second of 3 rows."""
+    from xaikit.viz.report_explorer import _encode, _sheets
+
+    flat = np.repeat(np.arange(1100, dtype=np.uint8)[:, None, None], 32 * 32, axis=1).reshape(1100, 32, 32)
+    uris, formats = _sheets(flat)
+    assert formats == ["png", "png"] and [u.split(";")[0] for u in uris] == ["data:image/png"] * 2
+    second = _picture(uris[1])
+    assert second.shape == (3 * 32, SHEET_COLUMNS * 32)
+    np.testing.assert_array_equal(second[32:64, 32 * 7 : 32 * 8], flat[1024 + 32 + 7])  # exact
+    noise = np.random.default_rng(0).integers(0, 256, (40, 32, 32, 3), dtype=np.uint8)
+    uris, formats = _sheets(noise)
+    assert formats == ["jpeg"]
+    sheet = _picture(uris[0])[:64]
+    png = _encode(np.ascontiguousarray(sheet), "PNG")
+    assert len(base64.b64decode(uris[0].split(",", 1)[1])) < len(png)
+
+
+def test_an_analysis_with_nothing_displayed(plain_store, tmp_path):
+    """Every embedding NaN (nothing placed): the class blocks, an empty scatter, no crash."""
+    store = _copy(plain_store, tmp_path)
+    folder = store / "analysis"
+    arrays = dict(np.load(folder / "arrays.npz"))
+    arrays["embedding"][:] = np.nan
+    np.savez(folder / "arrays.npz", **arrays)
+    doc = json.loads((folder / "analysis.json").read_text())
+    doc["arrays"]["sha256"] = sha256_file(folder / "arrays.npz")
+    (folder / "analysis.json").write_text(json.dumps(doc))
+    html = report(store).read_text(encoding="utf-8")
+    (page,) = _page_data(html)["explorers"]
+    assert page["n"] == 0 and page["images"] == [] and page["maps"] == []
+    assert "120 samples analysed, 0 placed" in html and html.count('class="cluster-card"') == 6
+    assert 'class="xk-idx"' in html and 'class="xk-thumb"' not in html

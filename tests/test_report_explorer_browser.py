@@ -119,6 +119,21 @@ def test_colour_toggle_recolours(browser, small_explorer):  # noqa: F811
     page.close()
 
 
+def test_scatter_is_sharp_on_a_hi_dpi_screen(browser, small_explorer):  # noqa: F811
+    """At devicePixelRatio 2 the canvas has two pixels per CSS pixel each way."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, device_scale_factor=2)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(small_explorer.as_uri())
+    page.wait_for_selector('[data-explorer][data-ready="1"]', state="attached")
+    width, height, css_w, css_h = page.evaluate(
+        "(() => { const c = document.querySelector('canvas.scatter'); return [c.width, c.height, c.clientWidth, c.clientHeight]; })()"
+    )
+    assert (width, height) == (2 * css_w, 2 * css_h) and css_w > 300 and errors == []
+    context.close()
+
+
 @pytest.mark.slow
 def test_explorer_at_10000_samples(browser, tmp_path, capsys):  # noqa: F811
     """10,000 samples of 32 x 32: page size, build time, time to the painted scatter, click

@@ -41,6 +41,8 @@ ANALYSIS_FORMAT = 1
 SHEET_COLUMNS = 32
 #: an ablation accuracy drop (before - after) from which a cluster gets the "relies on" sentence
 RELIANCE_DROP = 0.2
+#: a sprite format smaller by more than this fraction on one sheet is used for the next ones
+CLEAR_WIN = 0.25
 #: side (pixels) of the mean maps and concept tiles drawn into the page
 MAP_SIDE = 96
 #: the arrays the explorer needs, with their number of dimensions
@@ -161,20 +163,20 @@ def _encode(rgb: np.ndarray, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-def _smaller_uri(picture: np.ndarray) -> tuple[str, str]:
-    """A ``data:`` URI of ``picture`` (uint8, (h, w) or (h, w, 3)) as PNG or JPEG, whichever
-    is smaller; and the format chosen."""
-    png = _encode(picture, "PNG")
-    jpeg = _encode(picture, "JPEG")
-    fmt, raw = ("png", png) if len(png) <= len(jpeg) else ("jpeg", jpeg)
-    return f"data:image/{fmt};base64," + base64.b64encode(raw).decode("ascii"), fmt
+def _uri(raw: bytes, fmt: str) -> str:
+    return f"data:image/{fmt.lower()};base64," + base64.b64encode(raw).decode("ascii")
 
 
 def _sheets(tiles: np.ndarray) -> tuple[list[str], list[str]]:
-    """Tiles (n, t, t[, 3]) uint8 as sprite sheets of SHEET_COLUMNS x SHEET_COLUMNS tiles."""
+    """Tiles (n, t, t[, 3]) uint8 as sprite sheets of SHEET_COLUMNS x SHEET_COLUMNS tiles, each
+    a PNG or JPEG ``data:`` URI, whichever is smaller. Both are measured on every sheet while
+    their sizes are within :data:`CLEAR_WIN` of each other; once one format wins a sheet by
+    more, the following sheets (the same kind of picture) are encoded in it alone."""
     per = SHEET_COLUMNS * SHEET_COLUMNS
     t = tiles.shape[1]
-    uris, formats = [], []
+    uris: list[str] = []
+    formats: list[str] = []
+    decided: str | None = None
     for start in range(0, len(tiles), per):
         part = tiles[start : start + per]
         rows = math.ceil(len(part) / SHEET_COLUMNS)
@@ -183,9 +185,15 @@ def _sheets(tiles: np.ndarray) -> tuple[list[str], list[str]]:
         sheet = np.ascontiguousarray(
             np.swapaxes(grid, 1, 2).reshape(rows * t, SHEET_COLUMNS * t, *part.shape[3:])
         )
-        uri, fmt = _smaller_uri(sheet)
-        uris.append(uri)
-        formats.append(fmt)
+        if decided is not None:
+            raw, fmt = _encode(sheet, decided), decided
+        else:
+            png, jpeg = _encode(sheet, "PNG"), _encode(sheet, "JPEG")
+            raw, fmt = (png, "PNG") if len(png) <= len(jpeg) else (jpeg, "JPEG")
+            if max(len(png), len(jpeg)) > (1 + CLEAR_WIN) * min(len(png), len(jpeg)):
+                decided = fmt
+        uris.append(_uri(raw, fmt))
+        formats.append(fmt.lower())
     return uris, formats
 
 
@@ -201,7 +209,7 @@ def _heat_uri(value: np.ndarray, side: int = MAP_SIDE) -> str:
 
 
 def _png(rgb: np.ndarray) -> str:
-    return "data:image/png;base64," + base64.b64encode(_encode(rgb, "PNG")).decode("ascii")
+    return _uri(_encode(rgb, "PNG"), "PNG")
 
 
 def _concept_tile(heat: np.ndarray, image: np.ndarray | None) -> str:

@@ -70,7 +70,7 @@
     }
     function resize() {
       dpr = window.devicePixelRatio || 1;
-      W = Math.max(200, Math.floor(wrap.clientWidth));
+      W = Math.max(200, Math.floor(wrap.clientWidth) - 2);  // the border is outside (content-box)
       H = Math.max(240, Math.min(640, Math.round(W * 0.62)));
       canvas.style.width = W + "px";
       canvas.style.height = H + "px";
