@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from tests.analysis_fixtures import CLASSES, make_explained_store, sha256_file, write_analysis
-from tests.test_report import _page_data
 from xaikit.viz import report
 from xaikit.viz.report_explorer import RELIANCE_DROP, SHEET_COLUMNS
 
@@ -39,6 +38,14 @@ def _copy(plain_store, tmp_path: Path, analysed: bool = True, **options) -> Path
     if analysed:
         write_analysis(out, x, **options)
     return out
+
+
+def _page_data(html: str) -> dict:
+    """The page's JSON blocks: ``{"explorers": the #xk-explorer block (or []), "page": #xk-data}``."""
+    found = re.search(r'<script id="xk-explorer" type="application/json">(.*?)</script>', html, re.S)
+    data = re.search(r'<script id="xk-data" type="application/json">(.*?)</script>', html, re.S)
+    assert data is not None
+    return {"explorers": json.loads(found.group(1)) if found else [], "page": json.loads(data.group(1))}
 
 
 def _decode(b64: str, dtype: str) -> np.ndarray:
@@ -123,8 +130,8 @@ def test_store_without_analysis_has_no_explorer(plain_store, tmp_path):
     store = _copy(plain_store, tmp_path, analysed=False)
     html = report(store).read_text(encoding="utf-8")
     assert ">Dataset explorer<" not in html and "data-explorer" not in html
-    assert "xkExplorer" not in html  # the explorer's script is not even inlined
-    assert _page_data(html)["explorers"] == []
+    assert "xkExplorer" not in html and "xk-explorer" not in html  # neither its script nor data
+    assert _page_data(html)["explorers"] == [] and "explorers" not in _page_data(html)["page"]
     assert "Explained samples" in html and "vanilla" in html
 
 

@@ -25,7 +25,9 @@ What it reads (each section appears only when its files exist):
   store's ``manifest.json`` (settings), ``grids/*.png`` (``xaikit explain``'s first / most /
   least confident grids, embedded, each beside the table of its samples) and ``table.csv``
   (a filterable, sortable table; picks by a ``confidence``, ``score`` or ``prob`` column; the
-  rows whose ``map_status`` is not empty counted, listed and marked);
+  rows whose ``map_status`` is not empty counted, listed and marked); and when the store holds
+  an analysis (``xaikit analyze STORE``: ``analysis/analysis.json`` + ``arrays.npz``), the
+  "Dataset explorer" (:mod:`xaikit.viz.report_explorer`);
 * every ``*.png`` in the folder: a link each.
 
 Tables sit in boxes that scroll sideways on their own (the page never does) and show their first
@@ -739,9 +741,6 @@ def report(
         "groups": data["saliency"],
         "pictures": data["pictures"],
         "charts": [*data["charts"], *(c for e in data["evaluations"] for c in e["charts"])],
-        "explorers": [
-            x["explorer"]["page"] for x in data["explained"] if x["explorer"] and x["explorer"]["page"]
-        ],
         "prefix": prefix,
     }
     html = (
@@ -751,6 +750,9 @@ def report(
             title=title or f"xaikit report: {run_dir.resolve().name}",
             data=data,
             page_data=jsonable(page_data),
+            explorer_data=jsonable(
+                [x["explorer"]["page"] for x in data["explained"] if x["explorer"] and x["explorer"]["page"]]
+            ),
             css=Markup(_asset("report.css")),
             js=Markup(_asset("report.js")),
             explorer_js=Markup(_asset("explorer.js")),

@@ -1,12 +1,13 @@
-/* xaikit report: the Dataset explorer (report_explorer.py writes its data into #xk-data under
-   "explorers"). A canvas scatter of the displayed samples at their embedding, coloured by
-   cluster or by correctness; thumbnails (sprite sheets, one data: URI each) for a subset of the
+/* xaikit report: the Dataset explorer (report_explorer.py writes its data into the JSON block
+   #xk-explorer, apart from #xk-data so that the rest of the page never parses the sprites). A
+   canvas scatter of the displayed samples at their embedding, coloured by cluster or by
+   correctness; thumbnails (sprite sheets, one data: URI each) for a subset of the
    points that do not overlap at the current zoom, dots for the rest; hover = tooltip, click =
    the detail panel. Requests nothing: every byte is in the page. When the first full paint is
    done the explorer gets data-ready="1" and window.xkExplorer[id].painted (ms since navigation). */
 (function () {
   "use strict";
-  var data = JSON.parse(document.getElementById("xk-data").textContent);
+  var explorers = JSON.parse(document.getElementById("xk-explorer").textContent);
   var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
     "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
     "#756bb1", "#636363", "#fd8d3c"];
@@ -344,7 +345,7 @@
     });
   }
 
-  (data.explorers || []).forEach(function (d) {
+  explorers.forEach(function (d) {
     var root = document.querySelector('[data-explorer="' + d.id + '"]');
     if (root) setup(root, d);
   });
