@@ -68,12 +68,13 @@ def _to_uint8(maps: np.ndarray) -> np.ndarray:
 
 
 def records_digest(store: Path) -> tuple[list[int], str]:
-    """The committed shards and a sha256 over their records' checksums (in shard order)."""
+    """The committed shards and a sha256 over their records' checksums in shard order
+    (``f"{shard}:{sha256}\\n"`` each, as xaikit.analyze writes ``store.records``)."""
     recs = {}
     for p in (store / "shards").glob("*.json"):
         rec = json.loads(p.read_text())
         recs[int(rec["shard"])] = str(rec["sha256"])
-    h = hashlib.sha256("".join(recs[k] for k in sorted(recs)).encode())
+    h = hashlib.sha256("".join(f"{k}:{recs[k]}\n" for k in sorted(recs)).encode())
     return sorted(recs), h.hexdigest()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import hashlib
 import html as html_lib
 import io
 import json
@@ -143,26 +144,51 @@ def _note(html: str) -> str:
 
 def test_stale_analysis_is_shown_with_a_note(plain_store, tmp_path):
     store = _copy(plain_store, tmp_path)
-    # a shard committed again after the analysis
     record = store / "shards" / "0.json"
     rec = json.loads(record.read_text())
-    rec["committed"] = time.time() + 60
-    record.write_text(json.dumps(rec))
+    # committed again with the same values (a resume that redid it): still the same store
+    record.write_text(json.dumps({**rec, "committed": time.time() + 60}))
+    assert "Stale" not in report(store).read_text()
+    # redone with other values
+    record.write_text(json.dumps({**rec, "sha256": "0" * 64}))
     html = report(store).read_text(encoding="utf-8")
-    assert "Stale analysis:" in html and "committed again after the analysis" in _note(html)
+    assert "Stale analysis:" in html and "shards of the store were redone with other values" in _note(html)
     assert len(_page_data(html)["explorers"]) == 1  # still shown
     # another committed shard
+    record.write_text(json.dumps(rec))
+    assert "Stale" not in report(store).read_text()
     (store / "shards" / "1.json").write_text(json.dumps({**rec, "shard": 1}))
     assert "committed shards changed since the analysis (1 then, 2 now)" in _note(report(store).read_text())
-    # another model
     (store / "shards" / "1.json").unlink()
-    rec["committed"] = 0
-    record.write_text(json.dumps(rec))
+    # another model
     doc = json.loads((store / "analysis" / "analysis.json").read_text())
-    assert "Stale" not in report(store).read_text()
-    doc["store"]["fingerprint"] = "sha256:another"
-    (store / "analysis" / "analysis.json").write_text(json.dumps(doc))
+    (store / "analysis" / "analysis.json").write_text(
+        json.dumps({**doc, "store": {**doc["store"], "fingerprint": "sha256:another"}})
+    )
     assert "the store's fingerprint changed since the analysis" in _note(report(store).read_text())
+    # an analysis.json without store.records: a shard committed after the analysis is stale
+    del doc["store"]["records"]
+    (store / "analysis" / "analysis.json").write_text(json.dumps(doc))
+    assert "Stale" not in report(store).read_text()
+    record.write_text(json.dumps({**rec, "committed": time.time() + 60}))
+    assert "committed again after the analysis" in _note(report(store).read_text())
+
+
+def test_records_digest_is_the_one_of_analysis_json(plain_store, tmp_path):
+    """The page's digest of the shard records is the fixture's (the format's) digest."""
+    from tests.analysis_fixtures import records_digest as fixture_digest
+    from xaikit.viz.report_explorer import records_digest
+
+    store = _copy(plain_store, tmp_path, analysed=False)
+    recs = {
+        int(json.loads(p.read_text())["shard"]): json.loads(p.read_text())
+        for p in (store / "shards").glob("*.json")
+    }
+    assert records_digest(recs) == fixture_digest(store)[1]
+    assert (
+        records_digest({0: {"sha256": "ab"}, 1: {"sha256": "cd"}})
+        == hashlib.sha256(b"0:ab\n1:cd\n").hexdigest()
+    )
 
 
 @pytest.mark.parametrize("damage", ["sha", "missing", "json", "format", "shape"])

@@ -118,8 +118,19 @@ def _timestamp(value: Any) -> float | None:
     return None
 
 
+def records_digest(records: Mapping[int, Mapping[str, Any]]) -> str:
+    """The ``store.records`` of ``analysis.json``: a SHA-256 over the committed shards'
+    checksums in shard order (``f"{shard}:{sha256}\\n"`` each), as ``xaikit.analyze`` writes it."""
+    digest = hashlib.sha256()
+    for k in sorted(records):
+        digest.update(f"{k}:{records[k].get('sha256', '')}\n".encode())
+    return digest.hexdigest()
+
+
 def _stale(store: Path, doc: Mapping[str, Any]) -> str | None:
-    """Why the analysis no longer describes the store (None: it does)."""
+    """Why the analysis no longer describes the store (None: it does): another model, method or
+    length, other committed shards, or shards redone with other values (``store.records``;
+    without it, a shard committed after the analysis was made)."""
     manifest = _read_json(store / "manifest.json")
     found = doc.get("store")
     was: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
@@ -127,18 +138,23 @@ def _stale(store: Path, doc: Mapping[str, Any]) -> str | None:
         for key in ("fingerprint", "method", "length"):
             if key in was and key in manifest and was[key] != manifest[key]:
                 return f"the store's {key} changed since the analysis"
-    records: dict[int, float | None] = {}
+    records: dict[int, Mapping[str, Any]] = {}
     for p in (store / "shards").glob("*.json") if (store / "shards").is_dir() else []:
         rec = _read_json(p)
         if isinstance(rec, Mapping) and isinstance(rec.get("shard"), int):
-            records[int(rec["shard"])] = _timestamp(rec.get("committed"))
+            records[int(rec["shard"])] = rec
     committed = was.get("committed")
     if isinstance(committed, list) and sorted(records) != sorted(
         int(k) for k in committed if isinstance(k, int)
     ):
         return f"the store's committed shards changed since the analysis ({len(committed)} then, {len(records)} now)"
+    if isinstance(was.get("records"), str):
+        if was["records"] != records_digest(records):
+            return "shards of the store were redone with other values since the analysis"
+        return None
     created = _timestamp(doc.get("created"))
-    if created is not None and any(t is not None and t > created for t in records.values()):
+    times = [_timestamp(r.get("committed")) for r in records.values()]
+    if created is not None and any(t is not None and t > created for t in times):
         return "shards of the store were committed again after the analysis"
     return None
 
