@@ -13,7 +13,7 @@
     "#756bb1", "#636363", "#fd8d3c"];
   var CORRECT = { "1": "#2e7d32", "0": "#c62828", "-1": "#9e9e9e" };
   var NONE = "#b0b0b0";
-  var THUMB = 30, DOT = 2.6, MAX_THUMBS = 900;
+  var THUMB = 30, DOT = 2.6, MAX_THUMBS = 900, GRID = 4096;  // GRID: cells per row of the key
   var tip = document.getElementById("tip");
   window.xkExplorer = window.xkExplorer || {};
 
@@ -36,7 +36,10 @@
       im.src = uri;
     });
   }
-  function clusterColor(c) { return c < 0 ? NONE : PALETTE[c % PALETTE.length]; }
+  function bitmap(source) {
+    return window.createImageBitmap ? createImageBitmap(source) : Promise.resolve(source);
+  }
+    function clusterColor(c) { return c < 0 ? NONE : PALETTE[c % PALETTE.length]; }
 
   function setup(root, d) {
     var A = {};
@@ -92,7 +95,9 @@
     }
     function thumbOf(i) { return tileSource(i, state.images ? "image" : "map"); }
 
+    var lastDraw = 0;
     function draw() {
+      var t0 = performance.now();
       ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
       ctx.clearRect(0, 0, W, H);
       ctx.fillStyle = "#fff";
@@ -123,23 +128,30 @@
         for (var o = 0; o < n && placed.length < MAX_THUMBS; o++) {
           i = order[o];
           if (A.tile[i] < 0 || px[i] < THUMB / 2 || py[i] < THUMB / 2 || px[i] > W - THUMB / 2 || py[i] > H - THUMB / 2) continue;
-          var gx = Math.floor(px[i] / S), gy = Math.floor(py[i] / S), free = true;
+          var gx = Math.floor(px[i] / S) + 1, gy = Math.floor(py[i] / S) + 1, cell = gy * GRID + gx, free = true;
+          if (grid.has(cell)) continue;
           for (var a = -1; a <= 1 && free; a++) {
             for (var b = -1; b <= 1 && free; b++) {
-              var other = grid.get((gx + a) + "," + (gy + b));
+              var other = grid.get(cell + b * GRID + a);
               if (other !== undefined && Math.abs(px[other] - px[i]) < S && Math.abs(py[other] - py[i]) < S) free = false;
             }
           }
-          if (!free || grid.has(gx + "," + gy)) continue;
-          grid.set(gx + "," + gy, i);
+          if (!free) continue;
+          grid.set(cell, i);
           placed.push(i);
         }
+        var frames = {};
         placed.forEach(function (j) {
           var src = thumbOf(j), x = px[j] - THUMB / 2, y = py[j] - THUMB / 2;
           ctx.drawImage(src.sheet, src.sx, src.sy, side, side, x, y, THUMB, THUMB);
-          ctx.lineWidth = 2;
-          ctx.strokeStyle = color(j);
-          ctx.strokeRect(x - 1, y - 1, THUMB + 2, THUMB + 2);
+          (frames[color(j)] = frames[color(j)] || []).push(j);
+        });
+        ctx.lineWidth = 2;
+        Object.keys(frames).forEach(function (c) {  // the frames, one path per colour
+          ctx.strokeStyle = c;
+          ctx.beginPath();
+          frames[c].forEach(function (j) { ctx.rect(px[j] - THUMB / 2 - 1, py[j] - THUMB / 2 - 1, THUMB + 2, THUMB + 2); });
+          ctx.stroke();
         });
       }
       if (state.selected >= 0) {
@@ -151,6 +163,7 @@
         ctx.stroke();
       }
       canvas.dataset.thumbs = String(placed.length);
+      lastDraw = performance.now() - t0;
     }
     var pending = false;
     function redraw() {
@@ -308,6 +321,8 @@
         return null;
       },
       placed: function () { return placed.map(function (i) { return A.index[i]; }); },
+      thumbSide: THUMB,
+      drawMs: function () { return lastDraw; },
       painted: null,
     };
 
@@ -316,7 +331,7 @@
     drawLegend();
     // the sheets: images as they are; maps (grey) coloured here with the page's inferno table
     var maps = Promise.all(d.maps.map(loadImage)).then(function (ims) {
-      return ims.map(function (im) {
+      return Promise.all(ims.map(function (im) {
         var cv = document.createElement("canvas");
         cv.width = im.width; cv.height = im.height;
         var c = cv.getContext("2d");
@@ -327,10 +342,13 @@
           p[q] = lut[v]; p[q + 1] = lut[v + 1]; p[q + 2] = lut[v + 2]; p[q + 3] = 255;
         }
         c.putImageData(px4, 0, 0);
-        return cv;
-      });
+        return bitmap(cv);
+      }));
     });
-    Promise.all([maps, Promise.all(d.images.map(loadImage))]).then(function (both) {
+    // decoded once into bitmaps: drawing a tile from a large <img> or <canvas> may decode or
+    // copy the whole sheet on every call
+    var images = Promise.all(d.images.map(loadImage)).then(function (ims) { return Promise.all(ims.map(bitmap)); });
+    Promise.all([maps, images]).then(function (both) {
       state.maps = both[0];
       state.images = d.images.length ? both[1] : null;
       root.querySelectorAll("canvas.xk-thumb").forEach(function (cv) {
