@@ -50,13 +50,22 @@ def _click_sample(w: Watched, index: int) -> float:
     x, y = _canvas_point(w, index)
     start = time.perf_counter()
     w.page.mouse.click(x, y)
-    w.page.wait_for_function(f"document.querySelector('aside.detail').dataset.index === '{index}'")
+    _until(lambda: w.page.get_attribute("aside.detail", "data-index") == str(index))
     return time.perf_counter() - start
 
 
 @pytest.fixture(scope="module")
 def small_explorer(tmp_path_factory):
     return report(make_analysed_store(tmp_path_factory.mktemp("ex") / "store", 150))
+
+
+def _until(condition, timeout: float = 5.0) -> None:
+    """Poll ``condition`` (a Python callable) until true (page.wait_for_function's string form
+    is an eval, which the page's CSP forbids)."""
+    end = time.perf_counter() + timeout
+    while not condition():
+        assert time.perf_counter() < end, "timed out"
+        time.sleep(0.005)
 
 
 def _assert_apart(page) -> None:
@@ -83,7 +92,9 @@ def test_explorer_paints_and_shows_a_sample(browser, small_explorer):  # noqa: F
     before = page.evaluate(f"window.xkExplorer.e0.at({placed[0]})")
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.wheel(0, -400)
-    page.wait_for_timeout(150)
+    page.wait_for_timeout(30)
+    assert page.get_attribute("canvas.scatter", "data-thumbs") == "0"  # dots only while it moves
+    _until(lambda: page.get_attribute("canvas.scatter", "data-thumbs") != "0")
     after = page.evaluate(f"window.xkExplorer.e0.at({placed[0]})")
     assert after != before
     _assert_apart(page)
@@ -128,7 +139,7 @@ def test_colour_toggle_recolours(browser, small_explorer):  # noqa: F811
     legend = page.inner_text(".explorer-legend")
     assert "cluster 0 (" in legend and "correct:" not in legend
     page.check('input[value="correct"]')
-    page.wait_for_function("document.querySelector('[data-explorer]').dataset.colour === 'correct'")
+    _until(lambda: page.get_attribute("[data-explorer]", "data-colour") == "correct")
     page.wait_for_timeout(100)  # one animation frame
     after = page.evaluate("document.querySelector('canvas.scatter').toDataURL()")
     legend = page.inner_text(".explorer-legend")
@@ -178,7 +189,7 @@ def test_explorer_at_10000_samples(browser, tmp_path, capsys):  # noqa: F811
     before = w.page.evaluate("document.querySelector('canvas.scatter').toDataURL()")
     start = time.perf_counter()
     w.page.check('input[value="correct"]')
-    w.page.wait_for_function("document.querySelector('[data-explorer]').dataset.colour === 'correct'")
+    _until(lambda: w.page.get_attribute("[data-explorer]", "data-colour") == "correct")
     w.page.wait_for_timeout(50)
     toggle = time.perf_counter() - start
     draw_ms = w.page.evaluate("window.xkExplorer.e0.drawMs()")

@@ -13,7 +13,7 @@
     "#756bb1", "#636363", "#fd8d3c"];
   var CORRECT = { "1": "#2e7d32", "0": "#c62828", "-1": "#9e9e9e" };
   var NONE = "#b0b0b0";
-  var THUMB = 30, DOT = 2.6, MAX_THUMBS = 900, GRID = 4096;  // GRID: cells per row of the key
+  var THUMB = 30, DOT = 2.6, MAX_THUMBS = 900, GRID = 4096, SETTLE_MS = 150;  // GRID: cells per row of a key
   var tip = document.getElementById("tip");
   window.xkExplorer = window.xkExplorer || {};
 
@@ -53,7 +53,7 @@
     var detail = root.querySelector("aside.detail");
     var legend = root.querySelector(".explorer-legend");
     var showThumbs = root.querySelector("input.xk-thumbs");
-    var state = { mode: "cluster", selected: -1, images: null, maps: null };
+    var state = { mode: "cluster", selected: -1, images: null, maps: null, moving: false };
     var W = 0, H = 0, dpr = 1;
     var px = new Float32Array(n), py = new Float32Array(n);
     var placed = [];
@@ -122,7 +122,7 @@
       });
       // thumbnails: greedy on a grid of THUMB-sized cells, typical samples first, none overlapping
       placed = [];
-      if (showThumbs.checked && (state.images || state.maps)) {
+      if (showThumbs.checked && !state.moving && (state.images || state.maps)) {
         var grid = new Map(), S = THUMB + 2;
         ctx.imageSmoothingEnabled = side < THUMB;
         for (var o = 0; o < n && placed.length < MAX_THUMBS; o++) {
@@ -164,6 +164,14 @@
       }
       canvas.dataset.thumbs = String(placed.length);
       lastDraw = performance.now() - t0;
+    }
+    // while the view moves (drag, wheel) only the dots are drawn; the thumbnails come back
+    // SETTLE_MS after the last move
+    var settle = null;
+    function moving() {
+      state.moving = true;
+      clearTimeout(settle);
+      settle = setTimeout(function () { state.moving = false; redraw(); }, SETTLE_MS);
     }
     var pending = false;
     function redraw() {
@@ -270,6 +278,7 @@
       var p = local(ev), f = Math.exp(-ev.deltaY * 0.0015);
       var dx = (p[0] - W / 2) / view.k, dy = (p[1] - H / 2) / view.k;
       view.cx += dx - dx / f; view.cy -= dy - dy / f; view.k *= f;
+      moving();
       redraw();
     }, { passive: false });
     canvas.addEventListener("mousedown", function (ev) { drag = { p: local(ev), cx: view.cx, cy: view.cy, moved: false }; });
@@ -282,6 +291,7 @@
         if (drag.moved) {
           view.cx = drag.cx - dx / view.k; view.cy = drag.cy + dy / view.k;
           tip.hidden = true;
+          moving();
           redraw();
           return;
         }
