@@ -272,3 +272,19 @@ def test_an_analysis_with_nothing_displayed(plain_store, tmp_path):
     assert page["n"] == 0 and page["images"] == [] and page["maps"] == []
     assert "120 samples analysed, 0 placed" in html and html.count('class="cluster-card"') == 6
     assert 'class="xk-idx"' in html and 'class="xk-thumb"' not in html
+
+
+def test_class_names_are_escaped(plain_store, tmp_path):
+    """Names come from the manifest: shown as text, never as markup (HTML or the JSON block)."""
+    store = _copy(plain_store, tmp_path)
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["classes"] = ["</script><b>x</b>", "<img src=x>", "c"]
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    doc = json.loads((store / "analysis" / "analysis.json").read_text())
+    for c in doc["classes"]:
+        c["name"] = manifest["classes"][c["klass"]]
+    (store / "analysis" / "analysis.json").write_text(json.dumps(doc))
+    html = report(store).read_text(encoding="utf-8")
+    assert "<b>x</b>" not in html and "<img src=x>" not in html
+    assert "&lt;img src=x&gt;" in html or "&lt;/script&gt;" in html
+    assert _page_data(html)["explorers"][0]["names"]["1"] == "<img src=x>"  # intact once parsed
