@@ -177,9 +177,10 @@ def test_stale_analysis_is_shown_with_a_note(plain_store, tmp_path):
 
 
 def test_records_digest_is_the_one_of_analysis_json(plain_store, tmp_path):
-    """The page's digest of the shard records is the fixture's (the format's) digest."""
+    """The digest of the shard records (xaikit.files, which the analysis writes and the page
+    checks) is the fixture's (the format's) digest."""
     from tests.analysis_fixtures import records_digest as fixture_digest
-    from xaikit.viz.report_explorer import records_digest
+    from xaikit.files import records_digest
 
     store = _copy(plain_store, tmp_path, analysed=False)
     recs = {

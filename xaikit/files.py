@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "write_json", "write_text"]
+__all__ = ["atomic_path", "records_digest", "sha256_of_file", "write_json", "write_text"]
 
 
 def _temp_name(path: Path) -> str:
@@ -75,3 +76,35 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
 def write_json(path: str | os.PathLike[str], obj: Any, **dump_options: Any) -> Path:
     """Write ``obj`` as indented JSON to ``path`` atomically (options go to :func:`json.dumps`)."""
     return write_text(path, json.dumps(obj, indent=2, **dump_options) + "\n")
+
+
+def sha256_of_file(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 (hex) of a file's bytes, read in 1 MiB blocks.
+
+    Example:
+        >>> import tempfile
+        >>> p = write_text(tempfile.mkdtemp() + "/a.txt", "")
+        >>> sha256_of_file(p)[:12]
+        'e3b0c44298fc'
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def records_digest(records: Any) -> str:
+    """The SHA-256 (hex) over an ``explain_dataset`` store's committed shards' checksums, in
+    shard order (``f"{shard}:{sha256}\\n"`` each): it changes when a shard is committed, redone
+    or removed. ``records`` maps shard numbers to their completion records. An analysis of the
+    store (``xk.analyze``) records it, and the report compares it to tell a stale analysis.
+
+    Example:
+        >>> records_digest({}) == records_digest({})
+        True
+    """
+    digest = hashlib.sha256()
+    for k in sorted(records):
+        digest.update(f"{k}:{records[k].get('sha256', '')}\n".encode())
+    return digest.hexdigest()

@@ -11,7 +11,6 @@ the old one's).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitValueError
-from xaikit.files import atomic_path, write_json
+from xaikit.files import atomic_path, records_digest, sha256_of_file, write_json
 
 __all__ = [
     "FORMAT",
@@ -40,23 +39,6 @@ FORMAT = 1
 FOLDER, JSON, ARRAYS = "analysis", "analysis.json", "arrays.npz"
 
 
-def records_digest(records: dict[int, dict[str, Any]]) -> str:
-    """SHA-256 over the committed shards' checksums, in shard order: it changes when a shard is
-    committed, redone or removed."""
-    digest = hashlib.sha256()
-    for k in sorted(records):
-        digest.update(f"{k}:{records[k].get('sha256', '')}\n".encode())
-    return digest.hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_analysis(
     store_path: str | os.PathLike[str], arrays: dict[str, np.ndarray], info: dict[str, Any]
 ) -> Path:
@@ -66,7 +48,7 @@ def write_analysis(
     with atomic_path(folder / ARRAYS) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, **arrays)  # type: ignore[arg-type]
-        sha = _sha256(Path(tmp))
+        sha = sha256_of_file(Path(tmp))
     write_json(folder / JSON, {**info, "arrays": {"file": ARRAYS, "sha256": sha}})
     return folder
 
@@ -247,7 +229,7 @@ def open_analysis(store: Any) -> DatasetAnalysis:
             f"reads format {FORMAT}: run the analysis again"
         )
     npz = folder / str(info["arrays"]["file"])
-    if not npz.is_file() or _sha256(npz) != info["arrays"]["sha256"]:
+    if not npz.is_file() or sha256_of_file(npz) != info["arrays"]["sha256"]:
         raise XaikitValueError(
             f"store: the analysis file {str(npz)!r} does not match the SHA-256 that {JSON} recorded "
             "(changed, truncated or missing since it was written); run the analysis again"

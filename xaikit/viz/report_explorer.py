@@ -22,7 +22,6 @@ note.
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import json
 import math
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from xaikit.files import records_digest, sha256_of_file
 
 __all__ = ["ANALYSIS_FORMAT", "RELIANCE_DROP", "explorer"]
 
@@ -56,14 +57,6 @@ class _Unusable(Exception):
     """The analysis folder cannot be shown; the message says why (shown in the page)."""
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _load(folder: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``analysis.json`` and the arrays of ``arrays.npz``, checked; :class:`_Unusable` if not."""
     try:
@@ -81,7 +74,7 @@ def _load(folder: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if not path.is_file():
         raise _Unusable(f"analysis/{path.name} is missing: the analysis did not finish")
     want = meta.get("sha256") if isinstance(meta, Mapping) else None
-    if not isinstance(want, str) or _sha256(path) != want:
+    if not isinstance(want, str) or sha256_of_file(path) != want:
         raise _Unusable(
             f"analysis/{path.name} does not match the sha256 recorded in analysis/analysis.json: "
             "the arrays were changed or only partly written"
@@ -116,15 +109,6 @@ def _timestamp(value: Any) -> float | None:
         except ValueError:
             return None
     return None
-
-
-def records_digest(records: Mapping[int, Mapping[str, Any]]) -> str:
-    """The ``store.records`` of ``analysis.json``: a SHA-256 over the committed shards'
-    checksums in shard order (``f"{shard}:{sha256}\\n"`` each), as ``xaikit.analyze`` writes it."""
-    digest = hashlib.sha256()
-    for k in sorted(records):
-        digest.update(f"{k}:{records[k].get('sha256', '')}\n".encode())
-    return digest.hexdigest()
 
 
 def _stale(store: Path, doc: Mapping[str, Any]) -> str | None:
