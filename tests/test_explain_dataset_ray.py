@@ -153,3 +153,24 @@ def test_skipped_files_and_a_first_shard_without_maps(cluster: Any, tmp_path: Pa
     assert res.complete and [s["index"] for s in res.skipped] == [0, 1, 5]
     assert res.skipped == ref.skipped and res.table.equals(ref.table)
     np.testing.assert_array_equal(res.attributions[:], ref.attributions[:])
+
+
+def test_analysis_of_a_ray_store_reads_it_on_ray(cluster: Any, tmp_path: Path) -> None:
+    """xk.analyze.dataset on a store Ray wrote reduces its shards in Ray tasks (engine="auto")
+    and finds exactly what the local reading finds."""
+    n, every = 24, 4
+    out = tmp_path / "ray.zarr"
+    xk.xai.explain_dataset(
+        "dataset_models:tiny_cnn", SlowData(n, every, 0.0), out=out, shard_size=every, engine="ray",
+        workers=2, **KW,
+    )  # fmt: skip
+    on_ray = xk.analyze.dataset(out, size=4, max_display=0, min_samples=2, progress=False)
+    assert on_ray.settings["engine"] == "ray"
+    ray_arrays = {k: np.array(v) for k, v in on_ray.arrays.items()}
+    local = xk.analyze.dataset(out, size=4, max_display=0, min_samples=2, engine="local", progress=False)
+    assert local.settings["engine"] == "local"
+    assert sorted(ray_arrays) == sorted(local.arrays)
+    for key, value in ray_arrays.items():
+        np.testing.assert_array_equal(value, local.arrays[key], err_msg=key)
+    with pytest.raises(XaikitValueError, match="engine must be 'auto', 'local' or 'ray'"):
+        xk.analyze.dataset(out, engine="spark", progress=False)

@@ -187,11 +187,78 @@ class MapTable:
     thumbs: dict[int, np.ndarray] = field(default_factory=dict)
 
 
-def _shards(explanation: Any) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
-    root = explanation.store.group(writable=False)
-    array = root["attributions"]
+@dataclass
+class ShardMaps:
+    """One shard's reduced maps: ``where`` (positions in the columns), ``maps`` (len(where), s, s),
+    ``thumbs`` (dataset index -> (t, t) map), ``skipped`` counts."""
+
+    where: np.ndarray
+    maps: np.ndarray
+    thumbs: dict[int, np.ndarray]
+    skipped: dict[str, int]
+
+
+def reduce_shard(
+    block: np.ndarray,
+    rows: list[tuple[int, int]],
+    axis: int | None,
+    size: int,
+    thumb_size: int = 0,
+    wanted: dict[int, int] | None = None,
+) -> ShardMaps:
+    """Reduce the maps of one shard: ``block`` holds its rows, ``rows`` pairs (row in the block,
+    position in the columns) of the samples to keep; ``wanted`` maps positions to the dataset
+    indices whose (thumb_size, thumb_size) thumbnails are wanted. A pure function of its
+    arguments, so a Ray task can run it."""
+    out = ShardMaps(
+        np.zeros(0, np.int64), np.zeros((0, size, size), np.float32), {}, {"zero": 0, "non-finite": 0}
+    )
+    where_parts, map_parts = [], []
+    for b0 in range(0, len(rows), _BLOCK):
+        part = rows[b0 : b0 + _BLOCK]
+        reduced = reduce_maps(block[[j for j, _ in part]], axis)
+        flat = reduced.reshape(len(part), -1)
+        finite = np.isfinite(flat).all(axis=1)
+        total = np.where(finite, flat.sum(axis=1, dtype=np.float64, where=np.isfinite(flat)), 0.0)
+        good = finite & (total > 0)
+        out.skipped["non-finite"] += int((~finite).sum())
+        out.skipped["zero"] += int((finite & (total <= 0)).sum())
+        if not good.any():
+            continue
+        small = area_resample(reduced[good], size)
+        small /= small.sum(axis=(1, 2), keepdims=True)
+        where_parts.append(np.asarray([p for (_, p), g in zip(part, good) if g], dtype=np.int64))
+        map_parts.append(small)
+        if wanted and thumb_size:
+            for (_, p), g, r in zip(part, good, reduced):
+                if g and p in wanted:
+                    out.thumbs[wanted[p]] = area_resample(r[None], thumb_size)[0]
+    if where_parts:
+        out.where, out.maps = np.concatenate(where_parts), np.concatenate(map_parts)
+    return out
+
+
+def _reduce_stored(
+    path: str, start: int, stop: int, rows: list[tuple[int, int]], axis: int | None, size: int,
+    thumb_size: int, wanted: dict[int, int],
+) -> ShardMaps:  # fmt: skip
+    """:func:`reduce_shard` of rows ``start`` .. ``stop - 1`` read from the store at ``path`` by
+    the caller's process (a Ray task reads its shard itself: only the small maps travel back)."""
+    from xaikit.xai import DatasetExplanation
+
+    array = DatasetExplanation(path).store.group(writable=False)["attributions"]
+    return reduce_shard(_read_rows(array, start, stop), rows, axis, size, thumb_size, wanted)
+
+
+def _shard_jobs(
+    explanation: Any, columns: Columns, wanted_index: set[int]
+) -> Iterator[tuple[dict[str, Any], list[tuple[int, int]], dict[int, int]]]:
+    position = {int(i): p for p, i in enumerate(columns.index)}
     for rec in _records(explanation):
-        yield rec, _read_rows(array, int(rec["start"]), int(rec["stop"]))
+        start, stop = int(rec["start"]), int(rec["stop"])
+        rows = [(j, position[start + j]) for j in range(stop - start) if start + j in position]
+        wanted = {p: start + j for j, p in rows if start + j in wanted_index}
+        yield rec, rows, wanted
 
 
 def read_maps(
@@ -201,10 +268,19 @@ def read_maps(
     thumb_size: int = 0,
     thumb_index: np.ndarray | None = None,
     on_shard: Callable[[int], None] | None = None,
+    engine: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
 ) -> MapTable:
     """Read the committed shards of ``explanation`` one at a time into a :class:`MapTable` of
     (size, size) maps for the samples of ``columns``; the samples of ``thumb_index`` also as
     (thumb_size, thumb_size) maps. ``on_shard`` is told the samples of each shard read.
+
+    With ``engine="ray"`` the shards are read and reduced by Ray tasks (on ``workers`` CPUs of a
+    local cluster, or the cluster at ``address``; a session the caller started is used as it
+    is), at most two per CPU in flight, so the driver holds only the small maps; every task
+    reads its shard from the store's folder, which must be on a file system the workers see
+    (as ``explain_dataset`` on Ray needs too). The result is the same as the local one.
 
     Raises:
         XaikitValueError: the store has no committed shard with maps, or its maps are not images.
@@ -217,37 +293,64 @@ def read_maps(
             "(xaikit explain) on it to the end of at least one shard first"
         )
     axis, spatial = spatial_layout(tuple(map_shape))
-    wanted = set() if thumb_index is None else {int(i) for i in thumb_index}
-    position = {int(i): p for p, i in enumerate(columns.index)}
+    wanted_index = set() if thumb_index is None else {int(i) for i in thumb_index}
     maps = np.zeros((len(columns.index), size, size), np.float32)
     ok = np.zeros(len(columns.index), dtype=bool)
     table = MapTable(maps, columns.index, columns.label, columns.prediction, columns.klass, spatial)
-    for rec, block in _shards(explanation):
-        start = int(rec["start"])
-        rows = [(j, position[start + j]) for j in range(len(block)) if start + j in position]
-        for b0 in range(0, len(rows), _BLOCK):
-            part = rows[b0 : b0 + _BLOCK]
-            reduced = reduce_maps(block[[j for j, _ in part]], axis)
-            flat = reduced.reshape(len(part), -1)
-            finite = np.isfinite(flat).all(axis=1)
-            total = np.where(finite, flat.sum(axis=1, dtype=np.float64, where=np.isfinite(flat)), 0.0)
-            good = finite & (total > 0)
-            table.skipped["non-finite"] += int((~finite).sum())
-            table.skipped["zero"] += int((finite & (total <= 0)).sum())
-            if not good.any():
-                continue
-            small = area_resample(reduced[good], size)
-            small /= small.sum(axis=(1, 2), keepdims=True)
-            where = np.asarray([p for (_, p), g in zip(part, good) if g])
-            maps[where] = small
-            ok[where] = True
-            if wanted and thumb_size:
-                for (_, p), g, r in zip(part, good, reduced):
-                    if g and int(columns.index[p]) in wanted:
-                        table.thumbs[int(columns.index[p])] = area_resample(r[None], thumb_size)[0]
+
+    def keep(rec: dict[str, Any], part: ShardMaps) -> None:
+        maps[part.where] = part.maps
+        ok[part.where] = True
+        table.thumbs.update(part.thumbs)
+        for key, count in part.skipped.items():
+            table.skipped[key] += count
         if on_shard is not None:
-            on_shard(len(block))
+            on_shard(int(rec["stop"]) - int(rec["start"]))
+
+    jobs = _shard_jobs(explanation, columns, wanted_index)
+    if engine == "ray":
+        _read_on_ray(str(explanation.store.path), jobs, axis, size, thumb_size, keep, workers, address)
+    else:
+        array = explanation.store.group(writable=False)["attributions"]
+        for rec, rows, wanted in jobs:
+            block = _read_rows(array, int(rec["start"]), int(rec["stop"]))
+            keep(rec, reduce_shard(block, rows, axis, size, thumb_size, wanted))
     table.maps = maps[ok]
     table.index, table.label = columns.index[ok], columns.label[ok]
     table.prediction, table.klass = columns.prediction[ok], columns.klass[ok]
     return table
+
+
+def _read_on_ray(
+    path: str,
+    jobs: Iterator[tuple[dict[str, Any], list[tuple[int, int]], dict[int, int]]],
+    axis: int | None,
+    size: int,
+    thumb_size: int,
+    keep: Callable[[dict[str, Any], ShardMaps], None],
+    workers: int | None,
+    address: str | None,
+) -> None:
+    """Reduce the shards of ``jobs`` in Ray tasks, a bounded number in flight, handing each
+    result to ``keep`` as it arrives."""
+    import ray
+
+    from xaikit.xai.internal import start_ray
+
+    started = start_ray(workers, address)
+    try:
+        task = ray.remote(num_cpus=1)(_reduce_stored)
+        limit = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
+        pending: dict[Any, dict[str, Any]] = {}
+        for rec, rows, wanted in jobs:
+            if len(pending) >= limit:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                keep(pending.pop(done[0]), ray.get(done[0]))
+            ref = task.remote(path, int(rec["start"]), int(rec["stop"]), rows, axis, size, thumb_size, wanted)
+            pending[ref] = rec
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            keep(pending.pop(done[0]), ray.get(done[0]))
+    finally:
+        if started:
+            ray.shutdown()

@@ -29,7 +29,6 @@ __all__ = [
     "Concept",
     "DatasetAnalysis",
     "open_analysis",
-    "records_digest",
     "write_analysis",
 ]
 

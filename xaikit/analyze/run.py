@@ -10,6 +10,7 @@ are then written atomically, ``analysis.json`` last (:mod:`xaikit.analyze.result
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -21,9 +22,10 @@ import numpy as np
 from xaikit.analyze.clusters import atypicality, cluster_class, embed, stratified_sample
 from xaikit.analyze.images import read_images, thumbnails
 from xaikit.analyze.maps import MapTable, area_resample, read_columns, read_maps, spatial_layout
-from xaikit.analyze.results import FORMAT, DatasetAnalysis, open_analysis, records_digest, write_analysis
+from xaikit.analyze.results import FORMAT, DatasetAnalysis, open_analysis, write_analysis
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, XaikitWarning, describe
+from xaikit.files import records_digest
 
 __all__ = ["dataset"]
 
@@ -85,6 +87,21 @@ def _check(
     check_number(fraction, "fraction", 0.0, 1.0, low_open=True)
 
 
+def _engine(engine: Any, explanation: Any) -> str:
+    """``"local"`` or ``"ray"`` for ``engine`` (``"auto"``: Ray when a Ray worker wrote a shard of
+    the store and Ray is installed)."""
+    if engine not in ("auto", "local", "ray"):
+        raise XaikitValueError(f"engine must be 'auto', 'local' or 'ray'; got {describe(engine)}")
+    if engine == "auto":
+        made_on_ray = any(
+            str(r.get("worker", "")).startswith("ray:") for r in explanation.store.records().values()
+        )
+        engine = "ray" if made_on_ray and importlib.util.find_spec("ray") is not None else "local"
+    elif engine == "ray" and importlib.util.find_spec("ray") is None:
+        raise XaikitValueError("engine='ray' needs Ray (pip install 'xaikit[ray]'); use engine='local'")
+    return str(engine)
+
+
 def dataset(
     store: Any,
     *,
@@ -104,6 +121,9 @@ def dataset(
     label_key: str | None = None,
     progress: bool | None = None,
     fraction: float = 0.1,
+    engine: str = "auto",
+    workers: int | None = None,
+    address: str | None = None,
 ) -> DatasetAnalysis:
     """Find the strategies a model uses across a dataset, from the maps of an ``explain_dataset``
     store; the result is written into ``<store>/analysis/`` and returned.
@@ -139,6 +159,12 @@ def dataset(
         label_key: the label key of ``data`` (default as in ``explain_dataset``).
         progress: say what runs on stderr (None: when stderr is a terminal).
         fraction: the share of pixels the ablation check fills (0 < fraction <= 1).
+        engine: where the shards are read and reduced: ``"local"`` (this process), ``"ray"``
+            (Ray tasks, one shard each, reading the store's folder themselves) or ``"auto"``
+            (Ray when the store was written by Ray workers and Ray is installed, else local).
+            The result is the same; clustering, the embedding and the model parts run here.
+        workers: CPUs of the local Ray cluster started for ``"ray"`` (default: all it sees).
+        address: join this Ray cluster instead (``"auto"`` or ``ray://host:port``).
 
     Returns:
         The :class:`~xaikit.analyze.results.DatasetAnalysis`, as :func:`xaikit.analyze.open` reads it.
@@ -162,6 +188,7 @@ def dataset(
     _check(size, max_clusters, neighbors, concepts, max_display, min_samples, seed, batch_size, fraction)
     explanation = _explanation(store)
     manifest = explanation.manifest
+    engine = _engine(engine, explanation)
     length = int(manifest["length"])
     if model is not None and data is None:
         raise XaikitValueError(
@@ -196,7 +223,9 @@ def dataset(
     )
     map_shape = manifest.get("map_shape") or (0, 0)
     thumb = min(THUMB, *spatial_layout(tuple(map_shape))[1]) if manifest.get("map_shape") else THUMB
-    table = read_maps(explanation, columns, size, thumb, display)
+    table = read_maps(
+        explanation, columns, size, thumb, display, engine=engine, workers=workers, address=address
+    )
     seconds = {"read": time.perf_counter() - t0}
     _say(
         progress,
@@ -319,7 +348,7 @@ def dataset(
         "settings": {
             "size": size, "max_clusters": max_clusters, "neighbors": neighbors, "concepts": concepts,
             "max_display": max_display, "min_samples": min_samples, "seed": seed, "fraction": fraction,
-            "layer": layer, "thumb": thumb, "target": manifest.get("target"),
+            "layer": layer, "thumb": thumb, "target": manifest.get("target"), "engine": engine,
         },
         "layer": concept_layer,
         "classes": entries,

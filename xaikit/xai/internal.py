@@ -22,6 +22,7 @@ from xaikit.xai.cam.layers import find_layer, to_chw
 from xaikit.xai.cam.maps import chunked, layer_activations
 from xaikit.xai.cam.resize import image_size, upsample
 from xaikit.xai.dataset._grids import save_grids
+from xaikit.xai.dataset._ray import start_ray
 from xaikit.xai.dataset._sources import as_source
 from xaikit.xai.explain import explain, fresh_seed, run
 
@@ -51,6 +52,7 @@ __all__ = [
     "prepare",
     "run",
     "save_grids",
+    "start_ray",
     "stream_seed",
     "to_chw",
     "to_display",

@@ -62,7 +62,7 @@ class ShardWorker:
         return result.stop - result.start
 
 
-def _start(workers: int | None, address: str | None) -> bool:
+def start_ray(workers: int | None, address: str | None) -> bool:
     """Start or join a Ray cluster unless one is up; True when this call started it."""
     import ray
 
@@ -103,7 +103,7 @@ def run_ray(
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
-    started = _start(workers, address)
+    started = start_ray(workers, address)
     try:
         resources = ray.cluster_resources()
         gpus = float(resources.get("GPU", 0))
