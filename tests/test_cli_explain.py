@@ -265,7 +265,8 @@ def test_unreadable_files_stop_or_are_skipped_and_listed(
         f"  {out}/grids/first.png",
         f"  {out}/grids/most_confident.png",
         f"  {out}/grids/least_confident.png",
-        f"next: xaikit report {out}",
+        f"next: xaikit analyze {out} (strategy clusters; add --model and --data for concepts)",
+        f"      xaikit report {out}",
     ]
     assert json.loads((out / "skipped.json").read_text())["skipped"] == [
         {"index": 3, "file": "03.png", "error": "OSError: image file is truncated"}
@@ -351,6 +352,6 @@ def test_summary_counts_degenerate_maps(tmp_path: Path, capsys: pytest.CaptureFi
     _explain_summary(str(tmp_path / "d.zarr"), res, table, tmp_path / "d.zarr" / "table.csv", [])
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == "xaikit explain: 3 of 4 maps are degenerate (map_status: 1 constant, 2 zero)"
-    assert lines[-1] == f"next: xaikit report {tmp_path / 'd.zarr'}"
+    assert lines[-1] == f"      xaikit report {tmp_path / 'd.zarr'}"
     _explain_summary(str(tmp_path / "d.zarr"), res, table.assign(map_status=""), "t.csv", [])
     assert "no degenerate maps (map_status empty for all 4)" in capsys.readouterr().out

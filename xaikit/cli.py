@@ -301,6 +301,14 @@ def _parser() -> _Parser:
         "--max-display", type=natural, default=10_000, help="samples placed by the embedding (default: 10000)"
     )
     ana.add_argument("--seed", type=natural, default=0)
+    ana.add_argument(
+        "--engine",
+        choices=["auto", "local", "ray"],
+        default="auto",
+        help="read the shards here or in Ray tasks (default: auto: Ray for a store Ray workers wrote)",
+    )
+    ana.add_argument("--workers", type=positive, default=None, help="CPUs of the local Ray cluster")
+    ana.add_argument("--ray-address", default=None, help="join this Ray cluster ('auto' or ray://host:port)")
     return parser
 
 
@@ -563,7 +571,8 @@ def _explain_summary(out: str, result: Any, table: Any, table_path: Any, grids: 
         print(f"xaikit explain: grids: {os.path.join(out, 'grids')}")
         for path in grids:
             print(f"  {path}")
-    print(f"next: xaikit report {shlex.quote(out)}")
+    print(f"next: xaikit analyze {shlex.quote(out)} (strategy clusters; add --model and --data for concepts)")
+    print(f"      xaikit report {shlex.quote(out)}")
 
 
 #: how ``xk.analyze.dataset``'s messages name its Python arguments -> the flags of ``xaikit analyze``
@@ -607,7 +616,7 @@ def _analyze(args: argparse.Namespace) -> int:
             res = xk.analyze.dataset(
                 args.store, model=args.model, data=data, layer=args.layer, size=args.size,
                 max_clusters=args.max_clusters, concepts=args.concepts, max_display=args.max_display,
-                seed=args.seed,
+                seed=args.seed, engine=args.engine, workers=args.workers, address=args.ray_address,
             )  # fmt: skip
     except (XaikitError, OSError) as err:
         message = str(err)
