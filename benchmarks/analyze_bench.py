@@ -1,5 +1,5 @@
 """Time and peak memory of ``xk.analyze.dataset`` (maps only: reading, SpRAy clustering, t-SNE
-embedding, writing) as the store grows.
+embedding, writing) as the store grows, and of the concept extraction of one class.
 
 Usage::
 
@@ -18,6 +18,13 @@ max_display=...)`` on it and reports the wall seconds of each phase (the analysi
 whole process, imports included; the line "after imports" is the same figure before the
 analysis starts). The store is on disk (``--workdir``, default a temporary folder; a 224 store
 of 5,000 maps takes 3 GB) and deleted afterwards.
+
+``--concepts NxS,...`` (default ``1000x32,256x224``; empty: none) times ``xk.analyze.concepts``
+on N random images of (3, S, S) in a fresh process: the torch LeNet of ``xaikit.architecture``
+at S = 32 (layer conv2), the ResNet-18 at S = 224 (layer layer4, BatchNorm calibrated), random
+weights, rank 5. ``xk.analyze.dataset`` runs it once per class on at most 1,000 images of the class
+(a seeded sample; fewer when 1,000 would exceed 256 MB), so its cost is flat in the store's size:
+classes x this.
 
 The table goes between the ``SECTION:start`` / ``SECTION:end`` markers of ``--out`` (replaced,
 or added at the end), the raw figures into ``--json``.
@@ -66,6 +73,44 @@ print(json.dumps({"seconds": res.info["seconds"], "total": total, "imports": t1 
                   "rss_base_kib": base, "rss_peak_kib": peak, "n": int(len(res.arrays["index"])),
                   "k": [c.k for c in res.classes]}))
 """
+
+
+#: what the concepts child runs: one class's concepts of N random images, its seconds and peak memory
+CONCEPT_CHILD = r"""
+import json, resource, sys, time
+import numpy as np, torch
+import xaikit as xk
+from xaikit.architecture.torch import LeNet, ResNet18, calibrate_batchnorm
+n, side = int(sys.argv[1]), int(sys.argv[2])
+torch.manual_seed(0)
+x = np.random.default_rng(0).random((n, 3, side, side), dtype=np.float32)
+if side <= 64:
+    model, layer = LeNet(input_shape=(3, side, side), classes=10), "conv2"
+else:
+    model, layer = ResNet18(classes=10), "layer4"
+    calibrate_batchnorm(model, torch.from_numpy(x[:64]))
+model.eval()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+cs = xk.analyze.concepts(model, x, 0, layer=layer, rank=5, batch_size=64)
+total = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"total": total, "rss_base_kib": base, "rss_peak_kib": peak, "fit_rows": int(cs.fit_rows),
+                  "converged": bool(cs.converged), "layer": str(cs.layer), "coef_shape": list(cs.coefficients.shape)}))
+"""
+
+
+def run_concepts(n: int, side: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", CONCEPT_CHILD, str(n), str(side)], capture_output=True, text=True, env=env,
+        check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"the concepts of {n}x{side} failed:\n{proc.stderr[-4000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out.update(n=n, side=side)
+    return out
 
 
 def write_store(path: Path, n: int, side: int, classes: int, seed: int = 0) -> float:
@@ -123,7 +168,32 @@ def run_size(n: int, side: int, classes: int, max_display: int, workdir: Path) -
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def markdown(rows: list[dict[str, Any]], info: dict[str, Any], section: str) -> str:
+def concept_lines(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "",
+        "The concepts of one class (`xk.analyze.concepts`, rank 5, random weights and images, one fresh "
+        "process each; `xk.analyze.dataset` runs this once per class on at most 1,000 of its images):",
+        "",
+        "| images | model, layer | activation rows fitted | NMF converged | seconds | RSS before MiB | peak RSS MiB |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        model = "LeNet" if r["side"] <= 64 else "ResNet-18"
+        lines.append(
+            f"| {r['n']} × {r['side']}² | {model}, {r['layer']} | {r['fit_rows']} | {'yes' if r['converged'] else 'no (capped)'} | "
+            f"{r['total']:.1f} | {r['rss_base_kib'] / 1024:.0f} | {r['rss_peak_kib'] / 1024:.0f} |"
+        )
+    return lines
+
+
+def markdown(
+    rows: list[dict[str, Any]],
+    info: dict[str, Any],
+    section: str,
+    concepts: list[dict[str, Any]] | None = None,
+) -> str:
     lines = [
         f"<!-- {section}:start -->",
         "`xk.analyze.dataset` on synthetic stores of (3, S, S) float32 maps with planted strategies "
@@ -155,6 +225,7 @@ def markdown(rows: list[dict[str, Any]], info: dict[str, Any], section: str) -> 
         "read (linear in the store's bytes), the per-class clustering (k-NN search, about N_class² × 256 "
         "flops per class with scikit-learn's brute force) and a t-SNE of `max_display` samples (fixed).",
     ]
+    lines += concept_lines(concepts or [])
     lines.append(f"<!-- {section}:end -->")
     return "\n".join(lines) + "\n"
 
@@ -165,6 +236,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--max-display", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="one tiny store (600 x 32, 200 displayed)")
+    parser.add_argument(
+        "--concepts", default="1000x32,256x224", help="comma-separated NxS: one class's concepts of N images"
+    )
     parser.add_argument(
         "--workdir", default=None, help="where the stores are written (default: a temp folder)"
     )
@@ -190,11 +264,22 @@ def main(argv: list[str] | None = None) -> None:
             flush=True,
         )
         rows.append(row)
-    table = markdown(rows, info, args.section)
+    concepts = []
+    for item in ("64x32" if args.quick else args.concepts).split(","):
+        if not item.strip():
+            continue
+        n, side = (int(v) for v in item.lower().split("x"))
+        print(f"analyze_bench: concepts of {n} x (3, {side}, {side}) ...", flush=True)
+        concepts.append(run_concepts(n, side))
+        print(
+            f"  {concepts[-1]['total']:.1f} s; peak RSS {concepts[-1]['rss_peak_kib'] / 1024:.0f} MiB",
+            flush=True,
+        )
+    table = markdown(rows, info, args.section, concepts)
     print(table)
     if not args.no_write:
         write_section(Path(args.out), table, f"<!-- {args.section}:start -->", f"<!-- {args.section}:end -->")
-        write_json(args.json, {"machine": info, "rows": rows})
+        write_json(args.json, {"machine": info, "rows": rows, "concepts": concepts})
         print(f"analyze_bench: wrote {args.out} (section {args.section}) and {args.json}")
 
 
