@@ -168,6 +168,41 @@ def run_size(n: int, side: int, classes: int, max_display: int, workdir: Path) -
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def paper(rows: list[dict[str, Any]]) -> list[str]:
+    """What a 1M-sample store would need, extrapolated from the measured rows (32 x 32 ones)."""
+    small = sorted((r for r in rows if r["side"] <= 64), key=lambda r: r["n_store"])
+    if len(small) < 2:
+        return []
+    lo, hi = small[0], small[-1]
+    per_sample = (hi["rss_peak_kib"] - lo["rss_peak_kib"]) / max(hi["n_store"] - lo["n_store"], 1)  # KiB
+    mem_1m = (hi["rss_peak_kib"] + per_sample * (1_000_000 - hi["n_store"])) / 2**20  # GiB
+    read_rate = hi["store_mib"] / max(hi["seconds"]["read"], 1e-9)  # MiB/s
+    per_class = hi["n_store"] / hi["classes"]
+    cluster_1m = (
+        hi["seconds"]["cluster"] * (1_000_000 / hi["n_store"]) * (1_000_000 / hi["classes"] / per_class)
+    )
+    big = [r for r in rows if r["side"] > 64]
+    read_224 = ""
+    if big:
+        b = big[-1]
+        rate = b["store_mib"] / max(b["seconds"]["read"], 1e-9)
+        read_224 = (
+            f" At 224 × 224 a 1M store is {b['store_mib'] / b['n_store'] * 1e6 / 1024:.0f} GiB of maps, read at the measured "
+            f"{rate:.0f} MiB/s in {b['store_mib'] / b['n_store'] * 1e6 / rate / 3600:.1f} h by one process (Ray spreads "
+            "the shards over workers: `engine='ray'`); what stays in memory is the same as at 32 × 32."
+        )
+    return [
+        "",
+        f"On paper, for 1M samples of 32 × 32 in {hi['classes']} classes, from the measured rows: peak memory "
+        f"about {mem_1m:.1f} GiB ({per_sample:.1f} KiB a sample between {lo['n_store']} and {hi['n_store']} maps, "
+        f"on the {hi['rss_peak_kib'] / 2**10:.0f} MiB measured at {hi['n_store']}); reading at {read_rate:.0f} MiB/s "
+        f"takes {hi['store_mib'] / hi['n_store'] * 1e6 / read_rate / 60:.1f} min; clustering grows with "
+        f"classes × N_class² (the brute-force k-NN search): {cluster_1m / 60:.0f} min, from "
+        f"{hi['seconds']['cluster']:.1f} s at {per_class:.0f} maps a class; the embedding stays at the t-SNE of "
+        f"`max_display` samples ({hi['seconds']['embed']:.0f} s here).{read_224}",
+    ]
+
+
 def concept_lines(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
@@ -220,10 +255,8 @@ def markdown(
         "What stays in memory grows with the number of analysed samples N, not with the store's bytes: "
         "the maps at 16 × 16 float32 (1 KiB a sample) and about 60 B of columns a sample, one shard of "
         "full-size maps at a time (256 × 3 × S² float32: 0.6 MiB at S = 32, 147 MiB at S = 224), the k-NN "
-        "graph of the largest class (N_class × neighbors edges) and t-SNE's `max_display` samples (capped). "
-        "A 1M-sample store thus needs about 1.1 GB for the maps and columns, whatever S; its time is the "
-        "read (linear in the store's bytes), the per-class clustering (k-NN search, about N_class² × 256 "
-        "flops per class with scikit-learn's brute force) and a t-SNE of `max_display` samples (fixed).",
+        "graph of the largest class (N_class × neighbors edges) and t-SNE's `max_display` samples (capped).",
+        *paper(rows),
     ]
     lines += concept_lines(concepts or [])
     lines.append(f"<!-- {section}:end -->")
