@@ -37,6 +37,7 @@ def _cuda_available() -> bool:
 #: under another CPU capability setting (ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA)
 NUMERICS_FILES = frozenset(
     {
+        "tests/test_analyze.py",
         "tests/test_evaluate_axiomatic.py",
         "tests/test_evaluate_complexity.py",
         "tests/test_evaluate_curves.py",

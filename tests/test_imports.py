@@ -31,7 +31,13 @@ CASES = {
         "xaikit.trace.adapt",
         "xaikit.schedule",
     ),
-    "traces": ("xaikit.trace.xai", "xaikit.trace.io", "xaikit.trace.inspect", "xaikit.evaluate"),
+    "traces": (
+        "xaikit.trace.xai",
+        "xaikit.trace.io",
+        "xaikit.trace.inspect",
+        "xaikit.evaluate",
+        "xaikit.analyze",
+    ),
     "inspect": ("xaikit.inspect",),
     "lazy names": ("xaikit", "xaikit.architecture", "xaikit.integrations"),
 }
@@ -39,7 +45,7 @@ CASES = {
 ACCESSES = {
     "data": "xk.Pipeline, xk.Network, xk.build, xk.dataset.NumpyDataset, xk.op.numpyop.Minmax",
     "inspect": "xk.inspect.ModuleTracker, xk.inspect.read_log",
-    "lazy names": "xk.Estimator, xk.trace.metric.Accuracy, xk.evaluate.deletion, xk.xai.explain, xk.xai.explain_dataset",
+    "lazy names": "xk.Estimator, xk.trace.metric.Accuracy, xk.evaluate.deletion, xk.xai.explain, xk.xai.explain_dataset, xk.analyze.dataset",
 }
 
 

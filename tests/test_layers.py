@@ -20,7 +20,7 @@ LAYERS = [
     {"viz"},
     {"xai"},
     {"trace", "schedule"},
-    {"evaluate"},
+    {"evaluate", "analyze"},
     {"network", "pipeline", "estimator", "integrations"},
     {"demo", "architecture"},  # the main job reads like user code: ``import xaikit as xk``
     {"cli"},

@@ -28,6 +28,7 @@ _LAZY_ATTRS = {
     "build": "xaikit.network",
 }
 _SUBPACKAGES = {
+    "analyze",
     "architecture",
     "backend",
     "dataset",

@@ -1,5 +1,5 @@
 """The ``xaikit`` command line (``xaikit demo ...``, ``xaikit report RUN``, ``xaikit explain --model M
---data D --out DIR``, ``xaikit methods [NAME ...]``, ``xaikit --version``; also ``python -m xaikit``).
+--data D --out DIR``, ``xaikit analyze STORE``, ``xaikit methods [NAME ...]``, ``xaikit --version``; also ``python -m xaikit``).
 
 The explanation methods the command line offers are the registered method records
 (:mod:`xaikit.xai.registry`): ``xaikit explain --help`` lists them by family with their titles,
@@ -268,6 +268,39 @@ def _parser() -> _Parser:
         metavar="NAME",
         help="the methods to show (any name, alias or title; default: all)",
     )
+    ana = sub.add_parser(
+        "analyze",
+        help="find the strategies a model uses across an explained dataset (clusters, concepts)",
+        description=(
+            "Analyse the maps of the store STORE that 'xaikit explain' wrote: per-class mean maps, atypical "
+            "samples, strategy clusters (SpRAy) and an embedding for display; with --data also thumbnails, "
+            "with --model and --data also concepts and a region-ablation check per cluster. Written into "
+            "STORE/analysis; 'xaikit report STORE' shows it. See docs/analyze.md."
+        ),
+    )
+    ana.add_argument("store", metavar="STORE", help="the store folder 'xaikit explain' wrote")
+    ana.add_argument(
+        "--model",
+        default=None,
+        help="the model (a .keras / TorchScript file or package.module:factory); needs --data",
+    )
+    ana.add_argument(
+        "--data",
+        default=None,
+        help="the dataset the store explains: a folder or glob of images, a .npy array, or a .npz with x (and y)",
+    )
+    ana.add_argument("--layer", default=None, help="the concepts' layer (default: the last spatial layer)")
+    ana.add_argument(
+        "--size", type=_int_at_least(2), default=16, help="side of the clustered maps (default: 16)"
+    )
+    ana.add_argument(
+        "--max-clusters", type=positive, default=8, help="the largest k the eigengap may choose (default: 8)"
+    )
+    ana.add_argument("--concepts", type=natural, default=5, help="concepts per class (0: none; default: 5)")
+    ana.add_argument(
+        "--max-display", type=natural, default=10_000, help="samples placed by the embedding (default: 10000)"
+    )
+    ana.add_argument("--seed", type=natural, default=0)
     return parser
 
 
@@ -533,6 +566,87 @@ def _explain_summary(out: str, result: Any, table: Any, table_path: Any, grids: 
     print(f"next: xaikit report {shlex.quote(out)}")
 
 
+#: how ``xk.analyze.dataset``'s messages name its Python arguments -> the flags of ``xaikit analyze``
+ANALYZE_FLAGS: tuple[tuple[str, str], ...] = (
+    (r"^store: ", "argument STORE: "),
+    (r"^(?:data|x_key|label_key): ", "argument --data: "),
+    (r"^model: ", "argument --model: "),
+    (r"^model_or_factory: ", "argument --model: "),
+    (r"\bmax_clusters\b", "--max-clusters"),
+    (r"\bmax_display\b", "--max-display"),
+    (r"\bdata=", "--data"),
+    (r"\bmodel=", "--model"),
+    (r"\bxk\.analyze\.dataset\(store\) or ", ""),
+)
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from xaikit.errors import XaikitError
+
+    prog = "xaikit analyze"
+    if not os.path.isfile(os.path.join(args.store, "manifest.json")):
+        _fail(
+            prog,
+            f"argument STORE: expected a store folder that 'xaikit explain' wrote (with manifest.json); got {args.store!r}",
+        )
+    if args.model is not None and args.data is None:
+        _fail(prog, "argument --model: the concepts and the ablation check need the images too; add --data")
+    data = None if args.data is None else _explain_data(args.data)
+    problem = _out_problem(args.store)
+    if problem is not None:
+        _fail(prog, f"argument STORE: {problem}")
+    print(
+        f"xaikit analyze: {args.store}"
+        + (f" with {args.model}" if args.model else "")
+        + (f" on {args.data}" if args.data else "")
+    )
+    try:
+        with _native_notices_filtered():
+            import xaikit as xk
+
+            res = xk.analyze.dataset(
+                args.store, model=args.model, data=data, layer=args.layer, size=args.size,
+                max_clusters=args.max_clusters, concepts=args.concepts, max_display=args.max_display,
+                seed=args.seed,
+            )  # fmt: skip
+    except (XaikitError, OSError) as err:
+        message = str(err)
+        for pattern, flag in ANALYZE_FLAGS:
+            message = re.sub(pattern, flag, message)
+        print(f"xaikit: error: {message}", file=sys.stderr)
+        return 2
+    _analyze_summary(args.store, res)
+    return 0
+
+
+def _analyze_summary(store: str, res: Any) -> None:
+    """What ``xaikit analyze`` found: per class k, the clusters' sizes and accuracies (and the
+    ablation check), where it wrote, and the next command."""
+    n = len(res.arrays["index"])
+    skipped = sum(res.skipped.values())
+    print(
+        f"xaikit analyze: {n} maps in {len(res.classes)} class{'' if len(res.classes) == 1 else 'es'}"
+        + (f" ({skipped} skipped: {res.skipped})" if skipped else "")
+    )
+    for c in res.classes:
+        acc = "" if c.accuracy is None else f", accuracy {c.accuracy:.3f}"
+        head = f"  class {c.name or c.klass}: {c.n} samples{acc}, "
+        if not c.k:
+            print(head + "too few to cluster")
+            continue
+        parts = []
+        for cl in c.clusters:
+            text = f"#{cl.id}: {cl.size}" + ("" if cl.accuracy is None else f" (accuracy {cl.accuracy:.3f})")
+            if cl.ablation and cl.ablation.get("accuracy_after") is not None:
+                text += f" ablated {cl.ablation['accuracy_before']:.3f}->{cl.ablation['accuracy_after']:.3f}"
+            parts.append(text)
+        print(head + f"k={c.k}: " + ", ".join(parts))
+    if res.concepts:
+        print(f"xaikit analyze: {len(res.concepts)} concepts of layer {res.layer!r}")
+    print(f"xaikit analyze: wrote {res.path}")
+    print(f"next: xaikit report {shlex.quote(store)}")
+
+
 def _report(args: argparse.Namespace) -> int:
     from xaikit.errors import XaikitError
 
@@ -569,6 +683,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _explain(args)
     if args.command == "methods":
         return _methods(args)
+    if args.command == "analyze":
+        return _analyze(args)
     if args.command == "demo":
         from xaikit.demo import run_demo, start_framework
         from xaikit.errors import XaikitError
