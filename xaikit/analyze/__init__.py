@@ -16,14 +16,23 @@ Example:
     1
 """
 
+from xaikit.analyze.concepts import ConceptSet, extract_concepts
 from xaikit.analyze.results import FORMAT, ClassAnalysis, Cluster, Concept, DatasetAnalysis
 from xaikit.analyze.results import open_analysis as open
 from xaikit.analyze.run import dataset
 
-try:  # the concepts module (its own change): `concepts` is its function, not the module
-    from xaikit.analyze.concepts import extract_concepts as concepts
-except ModuleNotFoundError as _missing:  # pragma: no cover - until xaikit/analyze/concepts.py lands
-    if _missing.name != "xaikit.analyze.concepts":
-        raise
+#: ``xk.analyze.concepts(model, x, klass, ...)``: :func:`extract_concepts` without a store
+concepts = extract_concepts
 
-__all__ = ["FORMAT", "ClassAnalysis", "Cluster", "Concept", "DatasetAnalysis", "concepts", "dataset", "open"]
+__all__ = [
+    "FORMAT",
+    "ClassAnalysis",
+    "Cluster",
+    "Concept",
+    "ConceptSet",
+    "DatasetAnalysis",
+    "concepts",
+    "dataset",
+    "extract_concepts",
+    "open",
+]

@@ -18,8 +18,9 @@ from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_row
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai._engine.targets import Pinned, pin, pin_targets
 from xaikit.xai.cam.formulas import combine, eigen_components
+from xaikit.xai.cam.layers import find_layer, to_chw
 from xaikit.xai.cam.maps import chunked, layer_activations
-from xaikit.xai.cam.resize import upsample
+from xaikit.xai.cam.resize import image_size, upsample
 from xaikit.xai.dataset._grids import save_grids
 from xaikit.xai.dataset._sources import as_source
 from xaikit.xai.explain import explain, fresh_seed, run
@@ -38,9 +39,11 @@ __all__ = [
     "default_rows",
     "eigen_components",
     "explain",
+    "find_layer",
     "forward_scores",
     "fresh_seed",
     "health",
+    "image_size",
     "layer_activations",
     "merge_model_kwargs",
     "pin",
@@ -49,6 +52,7 @@ __all__ = [
     "run",
     "save_grids",
     "stream_seed",
+    "to_chw",
     "to_display",
     "upsample",
 ]

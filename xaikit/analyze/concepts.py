@@ -1,0 +1,337 @@
+"""CRAFT-style concepts (Fel et al., 2023, https://arxiv.org/abs/2211.10154): a non-negative
+matrix factorization of one layer's activations over a class's images.
+
+Every spatial position ``p`` of image ``i`` gives a row ``A[i, p]`` (the layer's ``ch`` channels,
+non-negative after a ReLU); NMF writes the ``n * h * w`` rows as ``A ~= U @ W`` with ``W`` (rank,
+ch) the *concept directions* and ``U`` (n, h, w, rank) the *coefficients*: how much of each
+concept sits at each position, which is the concept's heatmap once upsampled to the input. The
+importance of concept ``r`` for class ``klass`` is the first-order (Taylor) estimate of the drop of
+the class score if the concept's part ``U[..., r] W_r`` were removed from the activations,
+``mean_i sum_p U[i, p, r] <W_r, dA[i, p]>`` with ``dA`` the gradient of the class score with
+respect to the layer's activations (exact for a head that is linear in the layer).
+
+The model runs only through the backend's CAM facet (``bk.cam``: the same layer resolution and
+fused forward+backward as Grad-CAM), in blocks of ``batch_size`` rows: one forward pass collects
+the rows NMF is fitted on (at most ``max_rows``, a seeded sample), one forward+backward pass
+computes each block's coefficients (``W`` fixed) and gradients, so memory stays one block plus
+the fitted rows whatever the number of images.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xaikit.checks import check_int
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.xai.internal import Inputs, chunked, find_layer, image_size, prepare, to_chw, upsample
+
+__all__ = ["ConceptSet", "extract_concepts"]
+
+#: the analysis package's logger (NMF that stopped at ``max_iter``, negative activations clipped)
+logger = logging.getLogger("xaikit.analyze")
+
+#: NMF's iteration cap and tolerance (scikit-learn's coordinate descent)
+MAX_ITER = 1000
+TOL = 1e-4
+
+
+@dataclass(frozen=True, repr=False)
+class ConceptSet:
+    """The concepts of one class at one layer, most important first.
+
+    Attributes:
+        layer: the layer's name.
+        klass: the class whose score the importance is measured on.
+        directions: (rank, ch) float32, >= 0, each row of unit L2 norm: the concept directions ``W``.
+        importance: (rank,) float64, descending: the mean over the images of the Taylor estimate
+            of the class-score drop if the concept were removed, ``sum_p U[i,p,r] <W_r, dA[i,p]>``.
+        coefficients: (n, h, w, rank) float32, >= 0: ``U``, each position's amount of each concept
+            (on the scale of the unit-norm directions).
+        top: (rank, T) int64 dataset indices of the ``T = min(top, n)`` images with the largest
+            mean coefficient of each concept, largest first.
+        heatmaps: (rank, T, H, W) float32: the coefficients of the top images, bilinearly
+            upsampled to the input size.
+        image_importance: (n, rank) float64: the Taylor estimate per image (``importance`` is its
+            mean over the images).
+        indices: (n,) int64 dataset indices of the images, in the order of ``coefficients``.
+        clipped: the fraction of the layer's activation values that were negative and set to 0.
+        fit_error: the relative Frobenius error ``||A - U W|| / ||A||`` over the fitted rows.
+        fit_rows: how many (image, position) rows NMF was fitted on (``<= max_rows``).
+        converged: whether NMF's fit and every block's coefficients converged within ``MAX_ITER``.
+    """
+
+    layer: str
+    klass: int
+    directions: np.ndarray
+    importance: np.ndarray
+    coefficients: np.ndarray
+    top: np.ndarray
+    heatmaps: np.ndarray
+    image_importance: np.ndarray
+    indices: np.ndarray
+    clipped: float = 0.0
+    fit_error: float = 0.0
+    fit_rows: int = 0
+    converged: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        """The number of concepts."""
+        return int(self.directions.shape[0])
+
+    def __repr__(self) -> str:
+        imp = ", ".join(f"{v:.3g}" for v in self.importance)
+        return (
+            f"ConceptSet(layer={self.layer!r}, klass={self.klass}, rank={self.rank}, "
+            f"images={len(self.indices)}, importance=[{imp}], fit_error={self.fit_error:.3g}, "
+            f"clipped={self.clipped:.3g}, converged={self.converged})"
+        )
+
+
+def extract_concepts(
+    model: Any,
+    x_rows: Any,
+    klass: int,
+    *,
+    layer: Any = None,
+    rank: int = 5,
+    seed: int = 0,
+    batch_size: int = 64,
+    framework: str | None = None,
+    top: int = 8,
+    indices: Any = None,
+    max_rows: int = 20_000,
+    negative: str = "clip",
+) -> ConceptSet:
+    """The CRAFT concepts of class ``klass`` at one layer (see the module's docstring).
+
+    Args:
+        model: a torch module or Keras model (left exactly as it was: weights, mode, no hooks).
+        x_rows: (n, ...) images of the class, in the model's layout or the other one (numpy).
+        klass: the class whose score the importance is measured on.
+        layer: a layer name / object, or None: the last layer with a spatial output (as the
+            class-activation maps choose it).
+        rank: the number of concepts, in ``[1, channels]``.
+        seed: seeds NMF's fitted-row sample (the ``nndsvda`` start is deterministic).
+        batch_size: images per forward(+backward) pass.
+        framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
+        top: images per concept in ``top`` / ``heatmaps``.
+        indices: (n,) dataset indices of the images (default ``0..n-1``).
+        max_rows: the most (image, position) rows NMF is fitted on (a seeded uniform sample
+            when there are more; the coefficients of every row are then computed with the
+            fitted directions): memory is ``max_rows * channels`` float32 values.
+        negative: what to do with negative activation values (a layer before its ReLU, e.g.
+            LeNet's last convolution): ``"clip"`` sets them to 0 (what a following ReLU does;
+            ``ConceptSet.clipped`` says how many were), ``"raise"`` refuses the layer.
+
+    Returns:
+        The :class:`ConceptSet`, concepts ordered by importance (descending).
+
+    Raises:
+        XaikitValueError / XaikitTypeError: a bad argument, named in the message; a layer that
+            does not exist (the message names some that do), or whose activations are all zero.
+    """
+    from xaikit.backend import get_backend
+
+    if negative not in ("clip", "raise"):
+        raise XaikitValueError(f"negative must be 'clip' or 'raise'; got {describe(negative)}")
+    rank = check_int(rank, "rank", low=1)
+    seed = check_int(seed, "seed", low=0)
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    top = check_int(top, "top", low=1)
+    max_rows = check_int(max_rows, "max_rows", low=1)
+    klass = check_int(klass, "klass", low=0)
+    bk = get_backend(model, framework)
+    x = np.asarray(bk.to_numpy(x_rows)) if bk.is_tensor(x_rows) else np.asarray(x_rows)
+    if x.ndim < 3 or x.shape[0] == 0:
+        raise XaikitValueError(
+            f"x_rows must be a non-empty batch of images (n, C, H, W), (n, H, W, C) or (n, H, W); "
+            f"got {describe(x_rows)}"
+        )
+    n = int(x.shape[0])
+    ids = _check_indices(indices, n)
+
+    blocks = [(r0, min(r0 + batch_size, n)) for r0 in range(0, n, batch_size)]
+    with bk.inference(model):
+        first = prepare(bk, model, [x[: blocks[0][1]]], ["x_rows"])
+        found = find_layer(first, layer)
+        n_classes = _n_classes(first)
+        if klass >= n_classes:
+            raise XaikitValueError(
+                f"klass must be a class index in [0, {n_classes - 1}] for a model with {n_classes} "
+                f"outputs; got {klass}"
+            )
+        _, size = image_size(first)
+        facet, chw = bk.cam, bk.cam.channel_first(model)
+
+        def host(t: Any) -> np.ndarray:
+            """A layer tensor on the host as channel-first (rows, ch, h, w) float64."""
+            return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), chw, None)
+
+        def acts(rows: list[Any], _tg: Any, kw: Any) -> np.ndarray:
+            return host(facet.activations(model, found, rows, 0, kw))
+
+        def grads(rows: list[Any], tg: Any, kw: Any) -> tuple[np.ndarray, np.ndarray]:
+            a, da, _ = facet.grad_step(model, found, rows, tg, 0, kw)
+            return host(a), host(da)
+
+        def block(r0: int, r1: int) -> Inputs:
+            return first if r0 == 0 else prepare(bk, model, [x[r0:r1]], ["x_rows"])
+
+        # pass 1, forward only: the layer's shape and the rows NMF is fitted on
+        fit_rows, hw, ch, negatives, values = [], 0, 0, 0, 0
+        picked: np.ndarray | None = None
+        for r0, r1 in blocks:
+            a = chunked(block(r0, r1), None, batch_size, acts, forward_only=True)
+            if picked is None:
+                ch, hw = int(a.shape[1]), int(a.shape[2] * a.shape[3])
+                if rank > ch:
+                    raise XaikitValueError(
+                        f"rank must be an int in [1, {ch}] (the channels of layer {found.name!r}); got {rank}"
+                    )
+                total = n * hw
+                rng = np.random.default_rng(seed)
+                picked = np.sort(rng.choice(total, max_rows, replace=False)) if total > max_rows else None
+                if picked is None:
+                    picked = np.arange(total)
+            rows = a.transpose(0, 2, 3, 1).reshape(-1, ch)
+            negatives += int(np.count_nonzero(rows < 0))
+            values += rows.size
+            lo, hi = np.searchsorted(picked, [r0 * hw, r1 * hw])
+            fit_rows.append(np.maximum(rows[picked[lo:hi] - r0 * hw], 0.0).astype(np.float32))
+        if negatives and negative == "raise":
+            raise XaikitValueError(
+                f"layer {found.name!r} has negative activations ({negatives / values:.1%} of its "
+                "values) and NMF needs non-negative ones: pass the layer after its ReLU (or "
+                "negative='clip', which sets them to 0 as a ReLU would)"
+            )
+        if negatives:
+            logger.info(
+                "concepts: %.1f%% of layer %r's activation values were negative and set to 0",
+                100 * negatives / values, found.name,
+            )  # fmt: skip
+        data = np.concatenate(fit_rows)
+        if not np.any(data > 0):
+            raise XaikitValueError(
+                f"layer {found.name!r}'s activations are all zero (after clipping negatives) on "
+                "these images: choose another layer (layer=)"
+            )
+        if len(data) < rank:
+            raise XaikitValueError(
+                f"rank must be at most the {len(data)} (image, position) rows NMF is fitted on; "
+                f"got {rank}: raise max_rows or lower rank"
+            )
+        nmf, fit_error, converged = _fit(data, rank, seed)
+        w = nmf.components_.astype(np.float64)
+        norms = np.linalg.norm(w, axis=1)
+        norms[norms == 0] = 1.0
+
+        # pass 2, forward + backward: each block's coefficients (W fixed) and the Taylor terms
+        device = bk.model_device(model)
+        coeffs = np.empty((n, hw, rank), dtype=np.float32)
+        per_image = np.empty((n, rank), dtype=np.float64)
+        grid: tuple[int, int] = (0, 0)
+        for r0, r1 in blocks:
+            inp = block(r0, r1)
+            targets = bk.index(np.full(r1 - r0, klass), device)
+
+            a, da = chunked(inp, targets, batch_size, grads)
+            grid = (int(a.shape[2]), int(a.shape[3]))
+            rows = np.maximum(a.transpose(0, 2, 3, 1).reshape(-1, ch), 0.0).astype(np.float32)
+            u, ok = _transform(nmf, rows)
+            converged = converged and ok
+            u = u.astype(np.float64) * norms  # coefficients of the unit-norm directions
+            g = da.transpose(0, 2, 3, 1).reshape(-1, ch) @ (w / norms[:, None]).T  # <W_r, dA[i,p]>
+            m = r1 - r0
+            coeffs[r0:r1] = u.reshape(m, hw, rank)
+            per_image[r0:r1] = (u * g).reshape(m, hw, rank).sum(axis=1)
+
+    importance = per_image.mean(axis=0)
+    order = np.argsort(-importance, kind="stable")
+    directions = (w / norms[:, None])[order].astype(np.float32)
+    coefficients = coeffs[:, :, order].reshape(n, *grid, rank)
+    t = min(top, n)
+    mean_coef = coefficients.mean(axis=(1, 2))  # (n, rank)
+    top_pos = np.argsort(-mean_coef, axis=0, kind="stable")[:t].T  # (rank, T)
+    heatmaps = np.stack(
+        [upsample(coefficients[top_pos[r], :, :, r].astype(np.float64), size) for r in range(rank)]
+    ).astype(np.float32)
+    return ConceptSet(
+        layer=found.name,
+        klass=klass,
+        directions=directions,
+        importance=importance[order],
+        coefficients=coefficients,
+        top=ids[top_pos],
+        heatmaps=heatmaps,
+        image_importance=per_image[:, order],
+        indices=ids,
+        clipped=negatives / values if values else 0.0,
+        fit_error=fit_error,
+        fit_rows=len(data),
+        converged=converged,
+    )
+
+
+def _n_classes(inp: Inputs) -> int:
+    """The class count of the model's output, from a forward pass of one row."""
+    kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
+    one = inp.bk.forward(inp.model, [t[:1] for t in inp.tensors], 0, **kw)
+    return int(one.shape[1]) if len(one.shape) == 2 else 1
+
+
+def _check_indices(indices: Any, n: int) -> np.ndarray:
+    """``indices`` as (n,) int64 (``0..n-1`` when None)."""
+    if indices is None:
+        return np.arange(n, dtype=np.int64)
+    ids = np.asarray(indices)
+    if ids.ndim != 1 or len(ids) != n or (ids.size and ids.dtype.kind not in "iu"):
+        raise XaikitTypeError(
+            f"indices must be None or {n} integer dataset indices (one per row of x_rows); "
+            f"got {describe(indices)}"
+        )
+    return ids.astype(np.int64)
+
+
+def _fit(data: np.ndarray, rank: int, seed: int) -> tuple[Any, float, bool]:
+    """NMF of the (rows, ch) non-negative data: the fitted model, the relative Frobenius error
+    and whether it converged (scikit-learn's ConvergenceWarning is caught and reported as
+    ``converged=False``, not raised)."""
+    from sklearn.decomposition import NMF
+
+    nmf = NMF(n_components=rank, init="nndsvda", solver="cd", max_iter=MAX_ITER, tol=TOL, random_state=seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        u = nmf.fit_transform(data)
+    converged = not _stopped(caught)
+    if not converged:
+        logger.info("concepts: NMF stopped at max_iter=%d before converging", MAX_ITER)
+    err = float(np.linalg.norm(data - u @ nmf.components_)) / max(float(np.linalg.norm(data)), 1e-30)
+    return nmf, err, converged
+
+
+def _transform(nmf: Any, rows: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The coefficients of ``rows`` with the fitted directions fixed, and whether they converged."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        u = nmf.transform(rows)
+    return u, not _stopped(caught)
+
+
+def _stopped(caught: list[warnings.WarningMessage]) -> bool:
+    """Whether scikit-learn warned that NMF stopped before converging (other warnings re-raised)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    stopped = False
+    for w in caught:
+        if issubclass(w.category, ConvergenceWarning):
+            stopped = True
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return stopped
