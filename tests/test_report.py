@@ -487,7 +487,12 @@ def test_templates_ship_in_the_wheel():
     from importlib import resources
 
     folder = resources.files("xaikit.viz").joinpath("templates")
-    assert sorted(p.name for p in folder.iterdir()) == ["report.css", "report.html.j2", "report.js"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "explorer.js",
+        "report.css",
+        "report.html.j2",
+        "report.js",
+    ]
     ignored = subprocess.run(
         ["git", "check-ignore", "-q", "xaikit/viz/templates/report.js"], cwd=ROOT, check=False
     ).returncode

@@ -25,7 +25,9 @@ What it reads (each section appears only when its files exist):
   store's ``manifest.json`` (settings), ``grids/*.png`` (``xaikit explain``'s first / most /
   least confident grids, embedded, each beside the table of its samples) and ``table.csv``
   (a filterable, sortable table; picks by a ``confidence``, ``score`` or ``prob`` column; the
-  rows whose ``map_status`` is not empty counted, listed and marked);
+  rows whose ``map_status`` is not empty counted, listed and marked); and when the store holds
+  an analysis (``xaikit analyze STORE``: ``analysis/analysis.json`` + ``arrays.npz``), the
+  "Dataset explorer" (:mod:`xaikit.viz.report_explorer`);
 * every ``*.png`` in the folder: a link each.
 
 Tables sit in boxes that scroll sideways on their own (the page never does) and show their first
@@ -63,6 +65,7 @@ import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.files import write_text
+from xaikit.viz.report_explorer import explorer
 from xaikit.viz.run_data import EVALUATION_FORMAT, HISTORY_FORMAT, jsonable, load_cells
 
 __all__ = ["PIXEL_BUDGET", "THUMB_SIDE", "report"]
@@ -568,7 +571,10 @@ def _explained(folder: Path, run: Path) -> dict[str, Any] | None:
         for p in picks.values()
         if t.header
     ]
+    manifest = _read_json(folder / "manifest.json")
+    names = manifest.get("classes") if isinstance(manifest, Mapping) else None
     return {
+        "explorer": explorer(folder, "", [str(n) for n in names] if isinstance(names, list) else None),
         "title": folder.relative_to(run).as_posix() if folder != run else folder.resolve().name,
         "source": (folder / "table.csv").relative_to(run).as_posix() if table is not None else None,
         "facts": facts,
@@ -663,6 +669,10 @@ def _collect(run: Path) -> dict[str, Any]:
         table = _explained(folder, run)
         if table is not None:
             table["id"] = f"x{len(explained)}"
+            if table["explorer"] is not None:
+                table["explorer"]["id"] = f"e{len(explained)}"
+                if table["explorer"]["page"] is not None:
+                    table["explorer"]["page"]["id"] = table["explorer"]["id"]
             explained.append(table)
     for i, chart in enumerate([*charts, *(c for ev in evaluations for c in ev["charts"])]):
         chart["id"] = f"c{i}"
@@ -740,8 +750,12 @@ def report(
             title=title or f"xaikit report: {run_dir.resolve().name}",
             data=data,
             page_data=jsonable(page_data),
+            explorer_data=jsonable(
+                [x["explorer"]["page"] for x in data["explained"] if x["explorer"] and x["explorer"]["page"]]
+            ),
             css=Markup(_asset("report.css")),
             js=Markup(_asset("report.js")),
+            explorer_js=Markup(_asset("explorer.js")),
             built_sec=round(time.perf_counter() - start, 2),
             collapse=COLLAPSE_ROWS,
         )
