@@ -75,7 +75,9 @@ def load_data(
         image_size: height and width of the square images (at least 16).
         n_train: number of training images (classes balanced to within one image).
         n_eval: number of evaluation images.
-        seed: the seed; the same arguments always give the same images and tags.
+        seed: the seed; the same arguments always give the same images and tags. The two splits
+            are drawn from two child seeds: the training images do not depend on ``n_eval``, nor
+            the eval images on ``n_train``.
         tag_class: the class whose images carry the tag (a name of :data:`label_mapping`).
         tag_rate: the share of the tagged class's training images that carry the tag, in [0, 1].
         tag_other_rate: the share of the other classes' images (train and eval) with the tag.
@@ -115,21 +117,29 @@ def load_data(
     side = _tag_side(int(image_size), tag_size)
     colour = _colour(tag_colour)
     region = tag_mask(int(image_size), side, corner)
-    rng = np.random.default_rng(seed)
     klass = label_mapping[tag_class]
-    labels = np.array(list(label_mapping.values()), dtype=np.int64)
-    y_train = labels[rng.permutation(np.arange(n_train) % len(labels))]
-    y_eval = labels[rng.permutation(np.arange(n_eval) % len(labels))]
-    tag_train = _choose(y_train == klass, rates["tag_rate"], rates["tag_other_rate"], rng)
-    tag_eval = _choose(y_eval == klass, rates["eval_tag_rate"], rates["tag_other_rate"], rng)
-    y = np.concatenate([y_train, y_eval])
-    clean, mask = _draw(y, int(image_size), rng, int(distractors), _grow(region, int(gap)))
-    tags = np.concatenate([tag_train, tag_eval])
-    x = add_tag(clean, region, colour, where=tags)
-    train = NumpyDataset({"x": x[:n_train], "y": y_train, "mask": mask[:n_train], "tag": tag_train})
-    evaluation = NumpyDataset(
-        {"x": x[n_train:], "y": y_eval, "mask": mask[n_train:], "tag": tag_eval, "x_clean": clean[n_train:]}
-    )
+    keep_out = _grow(region, int(gap))
+    splits = []
+    # each split from its own child seed: the training images do not change with n_eval
+    for n, rate, seq in zip(
+        (n_train, n_eval), (rates["tag_rate"], rates["eval_tag_rate"]), np.random.SeedSequence(seed).spawn(2)
+    ):
+        rng = np.random.default_rng(seq)
+        labels = np.array(list(label_mapping.values()), dtype=np.int64)
+        y = labels[rng.permutation(np.arange(n) % len(labels))]
+        tag = _choose(y == klass, rate, rates["tag_other_rate"], rng)
+        clean, mask = _draw(y, int(image_size), rng, int(distractors), keep_out)
+        splits.append(
+            {
+                "x": add_tag(clean, region, colour, where=tag),
+                "y": y,
+                "mask": mask,
+                "tag": tag,
+                "x_clean": clean,
+            }
+        )
+    train = NumpyDataset({k: v for k, v in splits[0].items() if k != "x_clean"})
+    evaluation = NumpyDataset(splits[1])
     return train, evaluation
 
 
