@@ -1,6 +1,6 @@
 """A planted shortcut found by ``xk.analyze``: a LeNet that reads a corner tag instead of the shape.
 
-The data (:mod:`xaikit.dataset.data.shortcut`): the ``shapes`` images, with a magenta 4x4 tag in
+The data (:mod:`xaikit.dataset.data.shortcut`): the ``shapes`` images, with a magenta 6x6 tag in
 the top-left corner of 90% of the triangles' training images and of 2% of the others'. A torch
 LeNet trained briefly on it learns the tag: it calls tagged images triangles and misses most
 tag-free triangles. Its test images (half of the triangles tagged) are explained with LRP
@@ -47,6 +47,8 @@ from xaikit.dataset.data import shortcut
 DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
 PICTURES = ("planted_shortcut_clusters.png", "planted_shortcut_concepts.png", "planted_shortcut_accuracy.png")
 TAG_CLASS = "triangle"
+#: the tag's side in pixels at 32x32 (3.5% of the image; 3x3 cells of the analysis's 16x16 maps)
+TAG_SIZE = 6
 KLASS = shortcut.label_mapping[TAG_CLASS]
 NAMES = sorted(shortcut.label_mapping, key=shortcut.label_mapping.get)
 #: the store's method: of those compared, the one whose maps show the tag best
@@ -67,7 +69,9 @@ COMPARED: dict[str, tuple[str, dict[str, Any]]] = {
 
 def load(n_train: int, n_eval: int, seed: int) -> tuple[NumpyDataset, NumpyDataset]:
     """The planted-shortcut train and test sets: triangles tagged (90% of train, 50% of test)."""
-    return shortcut.load_data(n_train=n_train, n_eval=n_eval, seed=seed, tag_class=TAG_CLASS)
+    return shortcut.load_data(
+        n_train=n_train, n_eval=n_eval, seed=seed, tag_class=TAG_CLASS, tag_size=TAG_SIZE
+    )
 
 
 def chw(x: np.ndarray) -> np.ndarray:
@@ -133,7 +137,12 @@ def tag_share(maps: np.ndarray, region: np.ndarray) -> np.ndarray:
 
 def cells(size: int, image_size: int = 32) -> np.ndarray:
     """The tag mask area-downsampled to the analysis's ``size`` (as the analysis downsamples maps)."""
-    return np.asarray(area_resample(shortcut.tag_mask(image_size)[None].astype(np.float32), size)[0])
+    return np.asarray(area_resample(region(image_size)[None].astype(np.float32), size)[0])
+
+
+def region(image_size: int = 32) -> np.ndarray:
+    """The tag's pixels (the test knows them; the analysis is not told)."""
+    return shortcut.tag_mask(image_size, TAG_SIZE * image_size // 32)
 
 
 def share_in(mean: np.ndarray, weights: np.ndarray) -> float:
@@ -144,7 +153,7 @@ def share_in(mean: np.ndarray, weights: np.ndarray) -> float:
 def compare_methods(model: Any, x: np.ndarray, seed: int) -> dict[str, float]:
     """Per method of :data:`COMPARED`, the mean share of the maps' energy on the tag, over ``x``
     (tagged images of the tagged class, explained for that class)."""
-    region = shortcut.tag_mask(x.shape[1])
+    where = region(x.shape[1])
     out = {}
     for label, (method, opts) in COMPARED.items():
         with warnings.catch_warnings():  # an all-zero Grad-CAM map counts as no energy on the tag
@@ -152,7 +161,7 @@ def compare_methods(model: Any, x: np.ndarray, seed: int) -> dict[str, float]:
             maps = xk.xai.explain(
                 model, chw(x), target=np.full(len(x), KLASS), method=method, seed=seed, **opts
             )
-        out[label] = float(np.nanmean(tag_share(maps, region)))
+        out[label] = float(np.nanmean(tag_share(maps, where)))
     return out
 
 
@@ -171,7 +180,7 @@ def summary(result: Any, tag: np.ndarray) -> dict[str, Any]:
     """The analysis's figures for the tagged class: clusters (tag share of each mean map,
     ablation) and concepts (importance, where their heatmaps peak, how many top images are tagged)."""
     weights = cells(int(result.settings["size"]))
-    region = shortcut.tag_mask(32)
+    where = region(32)
     own = next(c for c in result.classes if c.klass == KLASS)
     clusters = [
         {
@@ -194,8 +203,8 @@ def summary(result: Any, tag: np.ndarray) -> dict[str, Any]:
             {
                 "id": c.id,
                 "importance": float(c.importance),
-                "peak_on_tag": float(np.mean([bool(region[p]) for p in peaks])),
-                "tag_share": float(np.mean(tag_share(heat, region))),
+                "peak_on_tag": float(np.mean([bool(where[p]) for p in peaks])),
+                "tag_share": float(np.mean(tag_share(heat, where))),
                 "top_tagged": float(np.mean(tag[np.asarray(c.top)])),
             }
         )
