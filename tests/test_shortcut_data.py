@@ -117,10 +117,10 @@ def test_add_tag_rejects_bad_shapes() -> None:
 
 def test_the_training_split_does_not_depend_on_the_eval_size() -> None:
     a_train, a_eval = shortcut.load_data(n_train=60, n_eval=10, seed=2)
-    b_train, b_eval = shortcut.load_data(n_train=60, n_eval=40, seed=2)
+    b_train, _ = shortcut.load_data(n_train=60, n_eval=40, seed=2)
     for key in a_train.keys():
         np.testing.assert_array_equal(a_train[key], b_train[key])
-    c_train, c_eval = shortcut.load_data(n_train=30, n_eval=10, seed=2)
+    _, c_eval = shortcut.load_data(n_train=30, n_eval=10, seed=2)
     for key in a_eval.keys():
         np.testing.assert_array_equal(a_eval[key], c_eval[key])
     assert not np.array_equal(a_train["x"][:10], a_eval["x"])
