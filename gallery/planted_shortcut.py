@@ -18,7 +18,7 @@ Writes three pictures into ``--out`` (a folder; default docs/img):
 and prints (``--json PATH``: writes) the figures: training time, accuracies with and without the
 tag, the tag's share of the energy per explanation method, and the analysis's clusters/concepts.
 
-    python -m gallery.planted_shortcut [--out docs/img] [--n-train 3000] [--n-eval 1000] [--epochs 4]
+    python -m gallery.planted_shortcut [--out docs/img] [--n-train 3000] [--n-eval 2000] [--epochs 4]
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", default=str(DOCS_IMG), help="the folder of the pictures")
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
     p.add_argument("--n-train", type=int, default=3000)
-    p.add_argument("--n-eval", type=int, default=1000, help="test images (explained and analysed)")
+    p.add_argument("--n-eval", type=int, default=2000, help="test images (explained and analysed)")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--compare", type=int, default=100, help="tagged test triangles for the method comparison")
     p.add_argument("--seed", type=int, default=0)
