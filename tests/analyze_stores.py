@@ -20,13 +20,21 @@ def write_store(
     target: str | None = None,
     classes: list[str] | None = None,
     shards: list[int] | None = None,
+    model: Any = None,
 ) -> Path:
     """A store of ``maps`` (N, *shape) with the given columns, cut into shards of ``shard_size``;
-    only the shards listed in ``shards`` are committed (default: all)."""
+    only the shards listed in ``shards`` are committed (default: all). ``model``: the model the
+    store says it explains (its fingerprint; default a made-up one)."""
     n = len(maps)
+    fingerprint = "f" * 8
+    if model is not None:
+        from xaikit.xai import ModelSpec
+
+        spec = ModelSpec.of(model)
+        fingerprint = spec.fingerprint(spec.build())
     store = Store(path)
     manifest: dict[str, Any] = {
-        "format": FORMAT, "xaikit": "test", "fingerprint": "f" * 8, "model": "hand-made", "method": "vanilla",
+        "format": FORMAT, "xaikit": "test", "fingerprint": fingerprint, "model": "hand-made", "method": "vanilla",
         "options": {}, "length": n, "shard_size": shard_size, "batch_size": shard_size, "seed": 0,
         "target": target, "data": None, "created": 0.0, "classes": classes,
     }  # fmt: skip

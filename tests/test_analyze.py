@@ -58,6 +58,8 @@ def test_class_means_and_stds_are_exact(tmp_path: Path) -> None:
         )
         assert c.atypical[0] == int(np.flatnonzero(mine)[np.argmax(d)])
     assert res.samples["cluster"].eq(-1).all() and res.samples["x"].isna().all()
+    assert res.arrays["thumb_map"].shape == (0, 8, 8) and res.arrays["cluster_mean"].shape == (0, 4, 4)
+    assert res.arrays["concept_heatmaps"].shape == (0, 0, 8, 8) and res.concepts == []
     assert res.samples["correct"].tolist() == list(label == pred)
 
 
@@ -166,6 +168,24 @@ def test_spray_on_a_class_too_large_for_the_dense_eigensolver() -> None:
     assert found.k == 3 and adjusted_rand_score(kind, found.labels) == 1.0
 
 
+def test_eigsh_that_does_not_converge_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scipy.sparse.linalg as sla
+
+    real, calls = sla.eigsh, []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise sla.ArpackNoConvergence("no convergence", np.zeros(0), np.zeros((0, 0)))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sla, "eigsh", flaky)
+    maps, kind = planted(clusters_mod._DENSE + 50, [0, 1], side=8)
+    found = cluster_class(maps, 4, 10, seed=0)
+    assert found.k == 2 and adjusted_rand_score(kind, found.labels) == 1.0
+    assert len(calls) == 2 and calls[1]["ncv"] == 64 and "ncv" not in calls[0]
+
+
 def test_eigengap_on_block_diagonal_affinities() -> None:
     sp = clusters_mod.scipy_sparse()
     w = np.kron(np.eye(3), np.ones((5, 5))) - np.eye(15)
@@ -211,6 +231,9 @@ def test_round_trip_checksum_and_stale(tmp_path: Path) -> None:
     res = xk.analyze.dataset(store, size=4, max_display=5, min_samples=4, progress=False)
     again = xk.analyze.open(store)
     assert repr(again) == repr(res) and not again.stale
+    handle = xk.xai.DatasetExplanation.open(store)  # a handle works as well as the path
+    assert repr(xk.analyze.open(handle)) == repr(res)
+    assert repr(xk.analyze.dataset(handle, size=4, max_display=5, min_samples=4, progress=False)) == repr(res)
     for key, value in res.arrays.items():
         np.testing.assert_array_equal(again.arrays[key], value)
     info = json.loads((store / "analysis" / "analysis.json").read_text())
@@ -298,8 +321,8 @@ def test_ablation_of_the_corner_the_model_reads(tmp_path: Path, framework: str) 
     x, y, maps = corner_data(32)
     if framework == "tf":  # the same images and maps, channel-last, for a Keras model
         x, maps = np.moveaxis(x, 1, -1), np.moveaxis(maps, 1, -1)
-    store = write_store(tmp_path / "s", maps, y, y, shard_size=10)
     model = corner_model() if framework == "torch" else corner_model_keras()
+    store = write_store(tmp_path / "s", maps, y, y, shard_size=10, model=model)
     res = xk.analyze.dataset(
         store,
         model=model,
@@ -331,7 +354,7 @@ def test_concepts_are_called_per_class_with_its_images(
     of what it returns, not the concepts themselves."""
     pytest.importorskip("torch")
     x, y, maps = corner_data(24)
-    store = write_store(tmp_path / "s", maps, y, y)
+    store = write_store(tmp_path / "s", maps, y, y, model="analyze_stores:corner_model")
     calls: list[dict[str, Any]] = []
 
     def fake_extract(model: Any, x_rows: np.ndarray, klass: int, **kw: Any) -> Any:
@@ -349,7 +372,7 @@ def test_concepts_are_called_per_class_with_its_images(
     monkeypatch.setitem(sys.modules, "xaikit.analyze.concepts", fake)
     res = xk.analyze.dataset(
         store,
-        model=corner_model(),
+        model="analyze_stores:corner_model",
         data=x,
         size=4,
         concepts=2,
@@ -408,3 +431,43 @@ def test_a_store_that_explain_dataset_wrote(tmp_path: Path) -> None:
     assert thumbs.shape == (10, 8, 8, 3)
     expected = np.round(np.moveaxis(x[res.arrays["thumb_index"]], 1, -1) * 255).astype(np.uint8)
     np.testing.assert_array_equal(thumbs, expected)
+
+
+def test_image_files_are_read_as_the_store_read_them(tmp_path: Path) -> None:
+    """A folder of 12 x 12 PNGs explained with resize=(8, 8): the analysis reads them resized too
+    (the model takes 8 x 8 only), and a file that cannot be read is left out, not an error."""
+    pytest.importorskip("torch")
+    from PIL import Image
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    pixels = np.random.default_rng(0).integers(0, 256, (12, 12, 12, 3), dtype=np.uint8)
+    for i, p in enumerate(pixels):
+        Image.fromarray(p).save(folder / f"{i:02d}.png")
+    (folder / "05.png").write_bytes(b"not a png")
+    out = tmp_path / "x.zarr"
+    xk.xai.explain_dataset(
+        "dataset_models:tiny_cnn",
+        str(folder),
+        method="vanilla",
+        out=out,
+        resize=(8, 8),
+        skip_bad=True,
+        progress=False,
+    )
+    res = xk.analyze.dataset(
+        out, model="dataset_models:tiny_cnn", data=str(folder), size=4, concepts=0, max_display=20, min_samples=2, progress=False
+    )  # fmt: skip
+    assert 5 not in res.samples["index"].tolist() and len(res.samples) == 11
+    assert res.arrays["thumb_image"].shape == (11, 8, 8, 3)
+    assert all(cl.ablation is not None for c in res.classes for cl in c.clusters)
+
+
+def test_another_model_than_the_stores_is_warned_about(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    x, y, maps = corner_data(8)
+    store = write_store(tmp_path / "s", maps, y, y)  # a made-up fingerprint
+    with pytest.warns(
+        xk.XaikitWarning, match=r"model: its fingerprint sha256:.* is not the store's \(ffffffff"
+    ):
+        xk.analyze.dataset(store, model=corner_model(), data=x, concepts=0, max_display=0, progress=False)

@@ -48,7 +48,7 @@ def test_analyze_prints_the_clusters_and_writes_the_analysis(tmp_path: Path) -> 
 def test_analyze_with_model_and_data_runs_the_ablation(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     x, y, maps = corner_data(24)
-    store = write_store(tmp_path / "s", maps, y, y)
+    store = write_store(tmp_path / "s", maps, y, y, model="analyze_stores:corner_model")
     np.savez(tmp_path / "d.npz", x=x, y=y)
     res = _run(
         str(store), "--model", "analyze_stores:corner_model", "--data", str(tmp_path / "d.npz"),

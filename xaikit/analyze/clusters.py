@@ -113,10 +113,15 @@ def laplacian_spectrum(graph: Any, count: int, seed: int = 0) -> tuple[np.ndarra
         values, vectors = np.linalg.eigh(m.toarray())
         values, vectors = values[::-1][:count], vectors[:, ::-1][:, :count]
     else:
-        from scipy.sparse.linalg import eigsh
+        from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 
         v0 = np.random.default_rng(seed).random(n)
-        values, vectors = eigsh(m, k=count, which="LA", v0=v0)
+        try:
+            values, vectors = eigsh(m, k=count, which="LA", v0=v0)
+        except ArpackNoConvergence:  # clustered eigenvalues: a wider Krylov space, more steps
+            values, vectors = eigsh(
+                m, k=count, which="LA", v0=v0, ncv=min(n, max(4 * count, 64)), maxiter=50 * n
+            )
         order = np.argsort(values)[::-1]
         values, vectors = values[order], vectors[:, order]
     return np.clip(1.0 - values, 0.0, 2.0), vectors

@@ -40,7 +40,7 @@ __all__ = [
 #: sizes an axis of channels may have
 CHANNEL_SIZES = (1, 3, 4)
 #: samples reduced at once within a shard (bounds the float32 temporaries)
-_BLOCK = 256
+_BLOCK = 32
 
 
 def spatial_layout(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from xaikit.analyze.images import read_images, thumbnails
 from xaikit.analyze.maps import MapTable, area_resample, read_columns, read_maps, spatial_layout
 from xaikit.analyze.results import FORMAT, DatasetAnalysis, open_analysis, records_digest, write_analysis
 from xaikit.checks import check_int, check_number
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, XaikitWarning, describe
 
 __all__ = ["dataset"]
 
@@ -60,10 +61,10 @@ def _explanation(store: Any) -> Any:
         ) from None
 
 
-def _map_thumbs(table: MapTable, index: np.ndarray) -> np.ndarray:
+def _map_thumbs(table: MapTable, index: np.ndarray, side: int) -> np.ndarray:
     """(M, t, t) uint8: the stored t x t maps of ``index``, each scaled to its maximum."""
     if not len(index):
-        return np.zeros((0, 1, 1), np.uint8)
+        return np.zeros((0, side, side), np.uint8)
     maps = np.stack([table.thumbs[int(i)] for i in index])
     top = maps.reshape(len(maps), -1).max(axis=1)
     return np.round(maps / np.where(top > 0, top, 1.0)[:, None, None] * 255.0).astype(np.uint8)
@@ -121,7 +122,9 @@ def dataset(
         store: the store's path, or a :class:`~xaikit.xai.DatasetExplanation`.
         model: the model (as ``explain_dataset`` takes it: a model, a factory,
             ``"package.module:factory"`` or a model file); needs ``data``.
-        data: the dataset the store explains (as ``explain_dataset`` takes it), of the store's length.
+        data: the dataset the store explains (as ``explain_dataset`` takes it), of the store's length;
+            image files are read as the store's run read them (its ``resize`` and ``channels``;
+            files that cannot be read are left out).
         layer: the concepts' layer (None: the last spatial layer).
         size: the side of the downsampled maps (at least 2).
         max_clusters: the largest k the eigengap may choose (at least 1).
@@ -153,8 +156,8 @@ def dataset(
         >>> out = tempfile.mkdtemp() + "/x.zarr"
         >>> _ = xk.xai.explain_dataset(model, x, method="vanilla", out=out, progress=False)
         >>> res = xk.analyze.dataset(out, size=4, max_display=0, progress=False)
-        >>> [round(float(c.mean.sum()), 4) for c in res.classes]
-        [1.0, 1.0]
+        >>> sum(c.n for c in res.classes), {round(float(c.mean.sum()), 4) for c in res.classes}
+        (24, {1.0})
     """
     _check(size, max_clusters, neighbors, concepts, max_display, min_samples, seed, batch_size, fraction)
     explanation = _explanation(store)
@@ -169,7 +172,15 @@ def dataset(
     if data is not None:
         from xaikit.xai.internal import as_source
 
-        source = as_source(data, x_key=x_key, label_key=label_key)
+        if isinstance(data, (str, os.PathLike)):  # image files, read as the store read them
+            reading = manifest.get("data") or {}
+            resize = reading.get("resize")
+            source = as_source(
+                data, resize=None if resize is None else (int(resize[0]), int(resize[1])),
+                channels=reading.get("channels"), skip_bad=True,
+            )  # fmt: skip
+        else:
+            source = as_source(data, x_key=x_key, label_key=label_key)
         if len(source) != length:
             raise XaikitValueError(
                 f"data: expected the dataset the store explains, of {length} samples (the store's length); "
@@ -265,7 +276,7 @@ def dataset(
         "class_std": class_std,
         "cluster_mean": np.stack(cluster_means) if cluster_means else np.zeros((0, size, size), np.float32),
         "thumb_index": table.index[shown].astype(np.int64),
-        "thumb_map": _map_thumbs(table, table.index[shown]),
+        "thumb_map": _map_thumbs(table, table.index[shown], thumb),
     }
     concept_layer = None
     if source is not None:
@@ -278,7 +289,9 @@ def dataset(
             from xaikit.analyze.ablation import ablate_clusters
             from xaikit.xai import ModelSpec
 
-            built = ModelSpec.of(model, framework).build()
+            spec = ModelSpec.of(model, framework)
+            built = spec.build()
+            _check_fingerprint(spec, built, manifest)
             t4 = time.perf_counter()
             ablate_clusters(
                 built, source, table, cluster, entries, cluster_means, fraction, seed, batch_size, framework
@@ -316,6 +329,25 @@ def dataset(
     }  # fmt: skip
     write_analysis(explanation.path, arrays, info)
     return open_analysis(explanation.path)
+
+
+def _check_fingerprint(spec: Any, model: Any, manifest: dict[str, Any]) -> None:
+    """Warn when ``model`` is not the model the store explains (its weights' or file's fingerprint
+    is not the store's): the ablation check and the concepts then describe another model."""
+    stored = manifest.get("fingerprint")
+    mine = {spec.fingerprint(model)}
+    if spec.kind == "file":  # the store may hold the weights' fingerprint of the same model
+        from xaikit.backend.serialized import weights_fingerprint
+
+        mine.add(weights_fingerprint(model, spec.framework))
+    if stored not in mine:
+        warnings.warn(
+            f"model: its fingerprint {sorted(mine)[0][:12]}... is not the store's ({str(stored)[:12]}...: "
+            f"{manifest.get('model')!r}); the ablation check and the concepts describe this model, not the "
+            "one whose maps are analysed",
+            XaikitWarning,
+            stacklevel=3,
+        )
 
 
 def _version() -> str:
