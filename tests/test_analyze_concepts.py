@@ -186,6 +186,22 @@ def test_taylor_importance_is_the_exact_score_drop_of_a_linear_head(rng: np.rand
     assert 0 < cs.fit_error < 0.5  # a real (not exactly low-rank) factorization
 
 
+def test_input_forms_give_the_same_concepts(rng: np.random.Generator) -> None:
+    """Channel-last numpy for a torch CNN (moved by the layout rule), a torch tensor and the layer
+    given as its module: the same concepts as channel-first numpy and the layer's name."""
+    import torch
+
+    model = _linear_head_model(rng)
+    x = rng.random((6, 3, 8, 8)).astype(np.float32)
+    ref = extract_concepts(model, x, 2, layer="feat", rank=2)
+    for xin, layer in ((x.transpose(0, 2, 3, 1), "feat"), (torch.as_tensor(x), model.feat)):
+        cs = extract_concepts(model, xin, 2, layer=layer, rank=2)
+        assert cs.layer == "feat"
+        np.testing.assert_allclose(cs.directions, ref.directions, atol=1e-6)
+        np.testing.assert_allclose(cs.importance, ref.importance, rtol=1e-6)
+        np.testing.assert_array_equal(cs.top, ref.top)
+
+
 def test_keras_twin_gives_the_same_concepts(mixture: Any) -> None:
     """The same weights channel-last in Keras: the same layer (layer=None), directions,
     coefficients, importance, top images and heatmaps."""

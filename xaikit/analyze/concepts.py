@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,6 @@ class ConceptSet:
     fit_error: float = 0.0
     fit_rows: int = 0
     converged: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -118,7 +117,7 @@ def extract_concepts(
         layer: a layer name / object, or None: the last layer with a spatial output (as the
             class-activation maps choose it).
         rank: the number of concepts, in ``[1, channels]``.
-        seed: seeds NMF's fitted-row sample (the ``nndsvda`` start is deterministic).
+        seed: seeds the randomized SVD of NMF's ``nndsvda`` start and the fitted-row sample.
         batch_size: images per forward(+backward) pass.
         framework: ``"torch"`` or ``"tf"`` when the model is a plain function.
         top: images per concept in ``top`` / ``heatmaps``.
@@ -157,113 +156,30 @@ def extract_concepts(
     n = int(x.shape[0])
     ids = _check_indices(indices, n)
 
-    blocks = [(r0, min(r0 + batch_size, n)) for r0 in range(0, n, batch_size)]
     with bk.inference(model):
-        first = prepare(bk, model, [x[: blocks[0][1]]], ["x_rows"])
-        found = find_layer(first, layer)
-        n_classes = _n_classes(first)
+        run = _Layer(bk, model, x, batch_size, layer)
+        n_classes = _n_classes(run.first)
         if klass >= n_classes:
             raise XaikitValueError(
                 f"klass must be a class index in [0, {n_classes - 1}] for a model with {n_classes} "
                 f"outputs; got {klass}"
             )
-        _, size = image_size(first)
-        facet, chw = bk.cam, bk.cam.channel_first(model)
-
-        def host(t: Any) -> np.ndarray:
-            """A layer tensor on the host as channel-first (rows, ch, h, w) float64."""
-            return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), chw, None)
-
-        def acts(rows: list[Any], _tg: Any, kw: Any) -> np.ndarray:
-            return host(facet.activations(model, found, rows, 0, kw))
-
-        def grads(rows: list[Any], tg: Any, kw: Any) -> tuple[np.ndarray, np.ndarray]:
-            a, da, _ = facet.grad_step(model, found, rows, tg, 0, kw)
-            return host(a), host(da)
-
-        def block(r0: int, r1: int) -> Inputs:
-            return first if r0 == 0 else prepare(bk, model, [x[r0:r1]], ["x_rows"])
-
-        # pass 1, forward only: the layer's shape and the rows NMF is fitted on
-        fit_rows, hw, ch, negatives, values = [], 0, 0, 0, 0
-        picked: np.ndarray | None = None
-        for r0, r1 in blocks:
-            a = chunked(block(r0, r1), None, batch_size, acts, forward_only=True)
-            if picked is None:
-                ch, hw = int(a.shape[1]), int(a.shape[2] * a.shape[3])
-                if rank > ch:
-                    raise XaikitValueError(
-                        f"rank must be an int in [1, {ch}] (the channels of layer {found.name!r}); got {rank}"
-                    )
-                total = n * hw
-                rng = np.random.default_rng(seed)
-                picked = np.sort(rng.choice(total, max_rows, replace=False)) if total > max_rows else None
-                if picked is None:
-                    picked = np.arange(total)
-            rows = a.transpose(0, 2, 3, 1).reshape(-1, ch)
-            negatives += int(np.count_nonzero(rows < 0))
-            values += rows.size
-            lo, hi = np.searchsorted(picked, [r0 * hw, r1 * hw])
-            fit_rows.append(np.maximum(rows[picked[lo:hi] - r0 * hw], 0.0).astype(np.float32))
-        if negatives and negative == "raise":
-            raise XaikitValueError(
-                f"layer {found.name!r} has negative activations ({negatives / values:.1%} of its "
-                "values) and NMF needs non-negative ones: pass the layer after its ReLU (or "
-                "negative='clip', which sets them to 0 as a ReLU would)"
-            )
-        if negatives:
-            logger.info(
-                "concepts: %.1f%% of layer %r's activation values were negative and set to 0",
-                100 * negatives / values, found.name,
-            )  # fmt: skip
-        data = np.concatenate(fit_rows)
-        if not np.any(data > 0):
-            raise XaikitValueError(
-                f"layer {found.name!r}'s activations are all zero (after clipping negatives) on "
-                "these images: choose another layer (layer=)"
-            )
-        if len(data) < rank:
-            raise XaikitValueError(
-                f"rank must be at most the {len(data)} (image, position) rows NMF is fitted on; "
-                f"got {rank}: raise max_rows or lower rank"
-            )
+        data, clipped = _fit_rows(run, rank, max_rows, seed, negative)
         nmf, fit_error, converged = _fit(data, rank, seed)
-        w = nmf.components_.astype(np.float64)
-        norms = np.linalg.norm(w, axis=1)
-        norms[norms == 0] = 1.0
-
-        # pass 2, forward + backward: each block's coefficients (W fixed) and the Taylor terms
-        device = bk.model_device(model)
-        coeffs = np.empty((n, hw, rank), dtype=np.float32)
-        per_image = np.empty((n, rank), dtype=np.float64)
-        grid: tuple[int, int] = (0, 0)
-        for r0, r1 in blocks:
-            inp = block(r0, r1)
-            targets = bk.index(np.full(r1 - r0, klass), device)
-
-            a, da = chunked(inp, targets, batch_size, grads)
-            grid = (int(a.shape[2]), int(a.shape[3]))
-            rows = np.maximum(a.transpose(0, 2, 3, 1).reshape(-1, ch), 0.0).astype(np.float32)
-            u, ok = _transform(nmf, rows)
-            converged = converged and ok
-            u = u.astype(np.float64) * norms  # coefficients of the unit-norm directions
-            g = da.transpose(0, 2, 3, 1).reshape(-1, ch) @ (w / norms[:, None]).T  # <W_r, dA[i,p]>
-            m = r1 - r0
-            coeffs[r0:r1] = u.reshape(m, hw, rank)
-            per_image[r0:r1] = (u * g).reshape(m, hw, rank).sum(axis=1)
+        coeffs, per_image, ok = _coefficients(run, nmf, klass)
 
     importance = per_image.mean(axis=0)
     order = np.argsort(-importance, kind="stable")
-    directions = (w / norms[:, None])[order].astype(np.float32)
-    coefficients = coeffs[:, :, order].reshape(n, *grid, rank)
-    t = min(top, n)
+    norms = _norms(nmf)
+    directions = (nmf.components_ / norms[:, None])[order].astype(np.float32)
+    coefficients = coeffs[..., order]
     mean_coef = coefficients.mean(axis=(1, 2))  # (n, rank)
-    top_pos = np.argsort(-mean_coef, axis=0, kind="stable")[:t].T  # (rank, T)
+    top_pos = np.argsort(-mean_coef, axis=0, kind="stable")[: min(top, n)].T  # (rank, T)
     heatmaps = np.stack(
-        [upsample(coefficients[top_pos[r], :, :, r].astype(np.float64), size) for r in range(rank)]
+        [upsample(coefficients[top_pos[r], :, :, r].astype(np.float64), run.size) for r in range(rank)]
     ).astype(np.float32)
     return ConceptSet(
-        layer=found.name,
+        layer=run.found.name,
         klass=klass,
         directions=directions,
         importance=importance[order],
@@ -272,11 +188,140 @@ def extract_concepts(
         heatmaps=heatmaps,
         image_importance=per_image[:, order],
         indices=ids,
-        clipped=negatives / values if values else 0.0,
+        clipped=clipped,
         fit_error=fit_error,
         fit_rows=len(data),
-        converged=converged,
+        converged=converged and ok,
     )
+
+
+class _Layer:
+    """The model's layer over the images, block by block (``batch_size`` images each), through
+    the backend's CAM facet: activations and gradients on the host, channel-first (b, ch, h, w)
+    float64 whatever the framework. Runs inside ``bk.inference(model)``."""
+
+    def __init__(self, bk: Any, model: Any, x: np.ndarray, batch_size: int, layer: Any) -> None:
+        self.bk, self.model, self.x, self.batch_size = bk, model, x, batch_size
+        n = len(x)
+        self.blocks = [(r0, min(r0 + batch_size, n)) for r0 in range(0, n, batch_size)]
+        self.first = prepare(bk, model, [x[: self.blocks[0][1]]], ["x_rows"])
+        self.found = find_layer(self.first, layer)
+        self.size = image_size(self.first)[1]
+        self.chw = bk.cam.channel_first(model)
+        self.grid = (0, 0)  # the layer's (h, w), once pass 1 has run
+
+    def inputs(self, r0: int, r1: int) -> Inputs:
+        """The prepared images ``r0:r1`` (a block)."""
+        return self.first if r0 == 0 else prepare(self.bk, self.model, [self.x[r0:r1]], ["x_rows"])
+
+    def host(self, t: Any) -> np.ndarray:
+        """A layer tensor on the host, channel-first."""
+        return to_chw(np.asarray(self.bk.to_numpy(t), dtype=np.float64), self.chw, None)
+
+    def activations(self, r0: int, r1: int) -> np.ndarray:
+        """The layer's activations of a block (forward only)."""
+        facet = self.bk.cam
+
+        def step(rows: list[Any], _tg: Any, kw: Any) -> np.ndarray:
+            return self.host(facet.activations(self.model, self.found, rows, 0, kw))
+
+        return chunked(self.inputs(r0, r1), None, self.batch_size, step, forward_only=True)  # type: ignore[no-any-return]
+
+    def gradients(self, r0: int, r1: int, klass: int) -> tuple[np.ndarray, np.ndarray]:
+        """A block's activations and the gradient of class ``klass``'s score with respect to them."""
+        facet = self.bk.cam
+
+        def step(rows: list[Any], tg: Any, kw: Any) -> tuple[np.ndarray, np.ndarray]:
+            a, da, _ = facet.grad_step(self.model, self.found, rows, tg, 0, kw)
+            return self.host(a), self.host(da)
+
+        targets = self.bk.index(np.full(r1 - r0, klass), self.bk.model_device(self.model))
+        return chunked(self.inputs(r0, r1), targets, self.batch_size, step)  # type: ignore[no-any-return]
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """(b, ch, h, w) activations as (b * h * w, ch) rows, positions in row-major order."""
+    return a.transpose(0, 2, 3, 1).reshape(-1, a.shape[1])
+
+
+def _fit_rows(run: _Layer, rank: int, max_rows: int, seed: int, negative: str) -> tuple[np.ndarray, float]:
+    """Pass 1, forward only: the (rows, ch) float32 rows NMF is fitted on (all of them, or a
+    seeded uniform sample of ``max_rows``), negatives set to 0, and the fraction of the layer's
+    values that were negative; the layer is refused when ``rank`` exceeds its channels, when
+    ``negative="raise"`` and it has negative values, or when it is all zero."""
+    name, n = run.found.name, len(run.x)
+    parts: list[np.ndarray] = []
+    picked: np.ndarray | None = None
+    negatives = values = hw = 0
+    for r0, r1 in run.blocks:
+        a = run.activations(r0, r1)
+        if picked is None:
+            ch, hw = int(a.shape[1]), int(a.shape[2] * a.shape[3])
+            run.grid = (int(a.shape[2]), int(a.shape[3]))
+            if rank > ch:
+                raise XaikitValueError(
+                    f"rank must be an int in [1, {ch}] (the channels of layer {name!r}); got {rank}"
+                )
+            total, rng = n * hw, np.random.default_rng(seed)
+            picked = (
+                np.sort(rng.choice(total, max_rows, replace=False)) if total > max_rows else np.arange(total)
+            )
+        rows = _rows(a)
+        negatives += int(np.count_nonzero(rows < 0))
+        values += rows.size
+        lo, hi = np.searchsorted(picked, [r0 * hw, r1 * hw])
+        parts.append(np.maximum(rows[picked[lo:hi] - r0 * hw], 0.0).astype(np.float32))
+    if negatives and negative == "raise":
+        raise XaikitValueError(
+            f"layer {name!r} has negative activations ({negatives / values:.1%} of its values) and "
+            "NMF needs non-negative ones: pass the layer after its ReLU (or negative='clip', which "
+            "sets them to 0 as a ReLU would)"
+        )
+    if negatives:
+        logger.info(
+            "concepts: %.1f%% of layer %r's values were negative, set to 0", 100 * negatives / values, name
+        )
+    data = np.concatenate(parts)
+    if not np.any(data > 0):
+        raise XaikitValueError(
+            f"layer {name!r}'s activations are all zero (after clipping negatives) on these images: "
+            "choose another layer (layer=)"
+        )
+    if len(data) < rank:
+        raise XaikitValueError(
+            f"rank must be at most the {len(data)} (image, position) rows NMF is fitted on; got "
+            f"{rank}: raise max_rows or lower rank"
+        )
+    return data, negatives / values
+
+
+def _norms(nmf: Any) -> np.ndarray:
+    """The L2 norm of each fitted direction (1 for an all-zero one)."""
+    norms = np.linalg.norm(nmf.components_.astype(np.float64), axis=1)
+    return np.where(norms == 0, 1.0, norms)  # type: ignore[no-any-return]
+
+
+def _coefficients(run: _Layer, nmf: Any, klass: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Pass 2, forward + backward: the coefficients (n, h, w, rank) float32 of every position
+    with the directions fixed (on the scale of the unit-norm directions), the Taylor importance
+    per image (n, rank), ``sum_p U[i,p,r] <W_r, dA[i,p]>``, and whether every block's
+    coefficients converged."""
+    norms = _norms(nmf)
+    unit = nmf.components_.astype(np.float64) / norms[:, None]
+    n, rank = len(run.x), len(norms)
+    coeffs = np.empty((n, *run.grid, rank), dtype=np.float32)
+    per_image = np.empty((n, rank), dtype=np.float64)
+    converged = True
+    for r0, r1 in run.blocks:
+        a, da = run.gradients(r0, r1, klass)
+        m, (h, w) = r1 - r0, run.grid
+        u, ok = _transform(nmf, np.maximum(_rows(a), 0.0).astype(np.float32))
+        converged = converged and ok
+        u = u.astype(np.float64) * norms
+        g = _rows(da) @ unit.T  # <W_r, dA[i, p]>
+        coeffs[r0:r1] = u.reshape(m, h, w, rank)
+        per_image[r0:r1] = (u * g).reshape(m, h * w, rank).sum(axis=1)
+    return coeffs, per_image, converged
 
 
 def _n_classes(inp: Inputs) -> int:
