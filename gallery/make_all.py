@@ -216,6 +216,8 @@ JOBS: tuple[Job, ...] = (
 TEST_PICTURES: dict[str, str] = {
     "report.png": "XAIKIT_UPDATE_DOCS_IMG=1 pytest tests/test_report_browser.py -k screenshot "
     "(a screenshot of the report page in headless Chromium, structurally checked by the test)",
+    "dataset_explorer.png": "XAIKIT_UPDATE_DOCS_IMG=1 pytest tests/test_report_explorer_browser.py -k 10000 "
+    "(the Dataset explorer of a synthetic 10,000-sample store in headless Chromium)",
 }
 
 NOT_PICTURES: dict[str, str] = {

@@ -145,7 +145,7 @@ def write_analysis(
             if ablation:
                 after = 0.2 if gid == 0 else max(0.0, acc - 0.05)
                 before = 0.9 if gid == 0 else acc
-                abl = {"fraction": 0.1, "accuracy_before": before, "accuracy_after": after,
+                abl = {"fraction": 0.1, "n": len(members), "accuracy_before": before, "accuracy_after": after,
                        "score_before": 0.8, "score_after": 0.3 if gid == 0 else 0.75}  # fmt: skip
             clusters.append(
                 {

@@ -89,7 +89,9 @@ def test_explorer_holds_the_points_sprites_and_class_blocks(plain_store, tmp_pat
     assert len(blocks) == len(doc["classes"])
     cards = re.findall(r'<div class="cluster-card" data-cluster="(\d+)"', html)
     assert sorted(map(int, cards)) == sorted(c["id"] for k in doc["classes"] for c in k["clusters"])
-    assert html.count(RELIES) == 1 and "accuracy 90% → 20%" in html and RELIANCE_DROP > 0.05
+    assert html.count(RELIES) == 1 and RELIANCE_DROP > 0.05
+    size0 = doc["classes"][0]["clusters"][0]["size"]
+    assert f"accuracy 90% → 20% (score 0.8 → 0.3) over {size0} members: <strong>{RELIES}" in html
     first = doc["classes"][0]
     assert f"class {CLASSES[first['klass']]}" in html
     assert f"{first['n']} samples · accuracy" in html
@@ -270,3 +272,19 @@ def test_an_analysis_with_nothing_displayed(plain_store, tmp_path):
     assert page["n"] == 0 and page["images"] == [] and page["maps"] == []
     assert "120 samples analysed, 0 placed" in html and html.count('class="cluster-card"') == 6
     assert 'class="xk-idx"' in html and 'class="xk-thumb"' not in html
+
+
+def test_class_names_are_escaped(plain_store, tmp_path):
+    """Names come from the manifest: shown as text, never as markup (HTML or the JSON block)."""
+    store = _copy(plain_store, tmp_path)
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["classes"] = ["</script><b>x</b>", "<img src=x>", "c"]
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    doc = json.loads((store / "analysis" / "analysis.json").read_text())
+    for c in doc["classes"]:
+        c["name"] = manifest["classes"][c["klass"]]
+    (store / "analysis" / "analysis.json").write_text(json.dumps(doc))
+    html = report(store).read_text(encoding="utf-8")
+    assert "<b>x</b>" not in html and "<img src=x>" not in html
+    assert "&lt;img src=x&gt;" in html or "&lt;/script&gt;" in html
+    assert _page_data(html)["explorers"][0]["names"]["1"] == "<img src=x>"  # intact once parsed

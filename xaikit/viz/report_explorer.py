@@ -275,6 +275,8 @@ def _ablation(abl: Any) -> dict[str, Any] | None:
         return None
     if isinstance(sb, num) and isinstance(sa, num) and isinstance(before, num):
         text += f" (score {float(sb):.3g} → {float(sa):.3g})"
+    if isinstance(abl.get("n"), int):
+        text += f" over {abl['n']} members"
     fraction = abl.get("fraction")
     region = (
         f"the top {_pct(fraction)} of the cluster's mean map" if isinstance(fraction, num) else "its region"
@@ -469,7 +471,7 @@ def _classes_view(
                 "name": names.get(k, str(k)),
                 "n": c.get("n"),
                 "accuracy": _pct(c.get("accuracy")) if c.get("accuracy") is not None else "–",
-                "k": c.get("k"),
+                "k": c["k"] if isinstance(c.get("k"), int) else len(clusters),
                 "mean": _heat_uri(a["class_mean"][row]) if row is not None else None,
                 "clusters": clusters,
                 "atypical": _chips(c.get("atypical"), pos_of)[:12],

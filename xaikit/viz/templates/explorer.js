@@ -13,7 +13,7 @@
     "#756bb1", "#636363", "#fd8d3c"];
   var CORRECT = { "1": "#2e7d32", "0": "#c62828", "-1": "#9e9e9e" };
   var NONE = "#b0b0b0";
-  var THUMB = 30, DOT = 2.6, MAX_THUMBS = 900;
+  var THUMB = 30, DOT = 2.6, MAX_THUMBS = 900, GRID = 4096, SETTLE_MS = 150;  // GRID: cells per row of a key
   var tip = document.getElementById("tip");
   window.xkExplorer = window.xkExplorer || {};
 
@@ -36,7 +36,10 @@
       im.src = uri;
     });
   }
-  function clusterColor(c) { return c < 0 ? NONE : PALETTE[c % PALETTE.length]; }
+  function bitmap(source) {
+    return window.createImageBitmap ? createImageBitmap(source) : Promise.resolve(source);
+  }
+    function clusterColor(c) { return c < 0 ? NONE : PALETTE[c % PALETTE.length]; }
 
   function setup(root, d) {
     var A = {};
@@ -50,7 +53,7 @@
     var detail = root.querySelector("aside.detail");
     var legend = root.querySelector(".explorer-legend");
     var showThumbs = root.querySelector("input.xk-thumbs");
-    var state = { mode: "cluster", selected: -1, images: null, maps: null };
+    var state = { mode: "cluster", selected: -1, images: null, maps: null, moving: false };
     var W = 0, H = 0, dpr = 1;
     var px = new Float32Array(n), py = new Float32Array(n);
     var placed = [];
@@ -92,7 +95,9 @@
     }
     function thumbOf(i) { return tileSource(i, state.images ? "image" : "map"); }
 
+    var lastDraw = 0;
     function draw() {
+      var t0 = performance.now();
       ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
       ctx.clearRect(0, 0, W, H);
       ctx.fillStyle = "#fff";
@@ -117,29 +122,36 @@
       });
       // thumbnails: greedy on a grid of THUMB-sized cells, typical samples first, none overlapping
       placed = [];
-      if (showThumbs.checked && (state.images || state.maps)) {
+      if (showThumbs.checked && !state.moving && (state.images || state.maps)) {
         var grid = new Map(), S = THUMB + 2;
         ctx.imageSmoothingEnabled = side < THUMB;
         for (var o = 0; o < n && placed.length < MAX_THUMBS; o++) {
           i = order[o];
           if (A.tile[i] < 0 || px[i] < THUMB / 2 || py[i] < THUMB / 2 || px[i] > W - THUMB / 2 || py[i] > H - THUMB / 2) continue;
-          var gx = Math.floor(px[i] / S), gy = Math.floor(py[i] / S), free = true;
+          var gx = Math.floor(px[i] / S) + 1, gy = Math.floor(py[i] / S) + 1, cell = gy * GRID + gx, free = true;
+          if (grid.has(cell)) continue;
           for (var a = -1; a <= 1 && free; a++) {
             for (var b = -1; b <= 1 && free; b++) {
-              var other = grid.get((gx + a) + "," + (gy + b));
+              var other = grid.get(cell + b * GRID + a);
               if (other !== undefined && Math.abs(px[other] - px[i]) < S && Math.abs(py[other] - py[i]) < S) free = false;
             }
           }
-          if (!free || grid.has(gx + "," + gy)) continue;
-          grid.set(gx + "," + gy, i);
+          if (!free) continue;
+          grid.set(cell, i);
           placed.push(i);
         }
+        var frames = {};
         placed.forEach(function (j) {
           var src = thumbOf(j), x = px[j] - THUMB / 2, y = py[j] - THUMB / 2;
           ctx.drawImage(src.sheet, src.sx, src.sy, side, side, x, y, THUMB, THUMB);
-          ctx.lineWidth = 2;
-          ctx.strokeStyle = color(j);
-          ctx.strokeRect(x - 1, y - 1, THUMB + 2, THUMB + 2);
+          (frames[color(j)] = frames[color(j)] || []).push(j);
+        });
+        ctx.lineWidth = 2;
+        Object.keys(frames).forEach(function (c) {  // the frames, one path per colour
+          ctx.strokeStyle = c;
+          ctx.beginPath();
+          frames[c].forEach(function (j) { ctx.rect(px[j] - THUMB / 2 - 1, py[j] - THUMB / 2 - 1, THUMB + 2, THUMB + 2); });
+          ctx.stroke();
         });
       }
       if (state.selected >= 0) {
@@ -151,6 +163,15 @@
         ctx.stroke();
       }
       canvas.dataset.thumbs = String(placed.length);
+      lastDraw = performance.now() - t0;
+    }
+    // while the view moves (drag, wheel) only the dots are drawn; the thumbnails come back
+    // SETTLE_MS after the last move
+    var settle = null;
+    function moving() {
+      state.moving = true;
+      clearTimeout(settle);
+      settle = setTimeout(function () { state.moving = false; redraw(); }, SETTLE_MS);
     }
     var pending = false;
     function redraw() {
@@ -257,6 +278,7 @@
       var p = local(ev), f = Math.exp(-ev.deltaY * 0.0015);
       var dx = (p[0] - W / 2) / view.k, dy = (p[1] - H / 2) / view.k;
       view.cx += dx - dx / f; view.cy -= dy - dy / f; view.k *= f;
+      moving();
       redraw();
     }, { passive: false });
     canvas.addEventListener("mousedown", function (ev) { drag = { p: local(ev), cx: view.cx, cy: view.cy, moved: false }; });
@@ -269,6 +291,7 @@
         if (drag.moved) {
           view.cx = drag.cx - dx / view.k; view.cy = drag.cy + dy / view.k;
           tip.hidden = true;
+          moving();
           redraw();
           return;
         }
@@ -308,6 +331,8 @@
         return null;
       },
       placed: function () { return placed.map(function (i) { return A.index[i]; }); },
+      thumbSide: THUMB,
+      drawMs: function () { return lastDraw; },
       painted: null,
     };
 
@@ -316,7 +341,7 @@
     drawLegend();
     // the sheets: images as they are; maps (grey) coloured here with the page's inferno table
     var maps = Promise.all(d.maps.map(loadImage)).then(function (ims) {
-      return ims.map(function (im) {
+      return Promise.all(ims.map(function (im) {
         var cv = document.createElement("canvas");
         cv.width = im.width; cv.height = im.height;
         var c = cv.getContext("2d");
@@ -327,10 +352,13 @@
           p[q] = lut[v]; p[q + 1] = lut[v + 1]; p[q + 2] = lut[v + 2]; p[q + 3] = 255;
         }
         c.putImageData(px4, 0, 0);
-        return cv;
-      });
+        return bitmap(cv);
+      }));
     });
-    Promise.all([maps, Promise.all(d.images.map(loadImage))]).then(function (both) {
+    // decoded once into bitmaps: drawing a tile from a large <img> or <canvas> may decode or
+    // copy the whole sheet on every call
+    var images = Promise.all(d.images.map(loadImage)).then(function (ims) { return Promise.all(ims.map(bitmap)); });
+    Promise.all([maps, images]).then(function (both) {
       state.maps = both[0];
       state.images = d.images.length ? both[1] : null;
       root.querySelectorAll("canvas.xk-thumb").forEach(function (cv) {
