@@ -201,6 +201,7 @@ JOBS: tuple[Job, ...] = (
             "planted_shortcut_clusters.png",
             "planted_shortcut_concepts.png",
             "planted_shortcut_accuracy.png",
+            "planted_shortcut_clusters_label.png",
         ),
     ),
     Job(

@@ -13,7 +13,10 @@ Writes three pictures into ``--out`` (a folder; default docs/img):
 * ``planted_shortcut_clusters.png``: the triangle class's strategy clusters: mean maps (the share
   of the energy in the tag's cells), size, accuracy, the region-ablation check, typical members;
 * ``planted_shortcut_concepts.png``: the triangle class's concepts: heatmaps over the top images;
-* ``planted_shortcut_accuracy.png``: the same test images with and without the tag, predicted.
+* ``planted_shortcut_accuracy.png``: the same test images with and without the tag, predicted;
+* ``planted_shortcut_clusters_label.png``: the triangle clusters of a second store whose maps
+  explain the label (``target="label"``): the tag-free triangles the model misses form their own
+  cluster.
 
 and prints (``--json PATH``: writes) the figures: training time, accuracies with and without the
 tag, the tag's share of the energy per explanation method, and the analysis's clusters/concepts.
@@ -45,7 +48,12 @@ from xaikit.dataset import NumpyDataset
 from xaikit.dataset.data import shortcut
 
 DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
-PICTURES = ("planted_shortcut_clusters.png", "planted_shortcut_concepts.png", "planted_shortcut_accuracy.png")
+PICTURES = (
+    "planted_shortcut_clusters.png",
+    "planted_shortcut_concepts.png",
+    "planted_shortcut_accuracy.png",
+    "planted_shortcut_clusters_label.png",
+)
 TAG_CLASS = "triangle"
 #: the tag's side in pixels at 32x32 (3.5% of the image; 3x3 cells of the analysis's 16x16 maps)
 TAG_SIZE = 6
@@ -165,12 +173,15 @@ def compare_methods(model: Any, x: np.ndarray, seed: int) -> dict[str, float]:
     return out
 
 
-def analyse(model: Any, test: NumpyDataset, store: Path, seed: int, concepts: int = 5) -> tuple[Any, Any]:
-    """The test images explained into ``store`` with :data:`METHOD`, then ``xk.analyze.dataset``."""
+def analyse(
+    model: Any, test: NumpyDataset, store: Path, seed: int, concepts: int = 5, target: str | None = None
+) -> tuple[Any, Any]:
+    """The test images explained into ``store`` with :data:`METHOD`, then ``xk.analyze.dataset``
+    (``target="label"``: each map explains the label, and the analysis groups by label)."""
     data = NumpyDataset({"x": chw(test["x"]), "y": test["y"]})
     method, opts = METHOD
     explained = xk.xai.explain_dataset(
-        model, data, method=method, out=store, seed=seed, classes=NAMES, progress=False, **opts
+        model, data, method=method, out=store, seed=seed, target=target, classes=NAMES, progress=False, **opts
     )
     result = xk.analyze.dataset(store, model=model, data=data, concepts=concepts, seed=seed, progress=False)
     return explained, result
@@ -218,10 +229,10 @@ def summary(result: Any, tag: np.ndarray) -> dict[str, Any]:
     }
 
 
-def paint_clusters(result: Any, test: NumpyDataset, out: Path, figures: dict[str, Any]) -> None:
+def paint_clusters(result: Any, test: NumpyDataset, out: Path, title: str) -> None:
     """Per cluster of the tagged class: its mean map (upsampled), figures, typical members."""
     own = next(c for c in result.classes if c.klass == KLASS)
-    by_id = {c["id"]: c for c in figures["clusters"]}
+    weights = cells(int(result.settings["size"]))
     side = test["x"].shape[1]
     up = area_resample(np.stack([c.mean for c in own.clusters]), side)
     members = [np.asarray(c.members[:4]) for c in own.clusters]
@@ -229,7 +240,7 @@ def paint_clusters(result: Any, test: NumpyDataset, out: Path, figures: dict[str
         "cluster": np.array(
             [
                 f"cluster {c.id}\n{c.size} samples\naccuracy {c.accuracy:.2f}\n"
-                f"tag share {by_id[c.id]['tag_share']:.2f}" + _ablation_text(c.ablation)
+                f"tag share {share_in(c.mean, weights):.2f}" + _ablation_text(c.ablation)
                 for c in own.clusters
             ]
         ),
@@ -238,9 +249,7 @@ def paint_clusters(result: Any, test: NumpyDataset, out: Path, figures: dict[str
     for j in range(4):
         pick = np.array([m[j] if len(m) > j else m[0] for m in members])
         columns[f"member {j + 1}"] = test["x"][pick]
-    xk.ImgData(
-        columns, colormap="inferno", figure_title=f"'{TAG_CLASS}' strategy clusters (LRP maps)"
-    ).paint_figure(save_path=str(out), dpi=110)
+    xk.ImgData(columns, colormap="inferno", figure_title=title).paint_figure(save_path=str(out), dpi=110)
 
 
 def _ablation_text(ablation: Any) -> str:
@@ -321,9 +330,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         _, result = analyse(model, test, store, args.seed)
         figures["explain_and_analyse_seconds"] = round(time.perf_counter() - t1, 1)
         figures["analysis"] = summary(result, test["tag"])
-        paint_clusters(result, test, out / PICTURES[0], figures["analysis"])
+        paint_clusters(
+            result, test, out / PICTURES[0], f"'{TAG_CLASS}' strategy clusters (LRP maps of the prediction)"
+        )
         paint_concepts(result, test, out / PICTURES[1])
         shutil.rmtree(store, ignore_errors=True)
+        # the same maps for the label: every triangle, the ones the model misses too
+        _, by_label = analyse(model, test, Path(tmp) / "by_label.zarr", args.seed, concepts=0, target="label")
+        figures["analysis_by_label"] = summary(by_label, test["tag"])
+        figures["analysis_by_label"]["other_classes_on_the_tag"] = [
+            {
+                "klass": ca.klass,
+                "id": c.id,
+                "size": c.size,
+                "accuracy": c.accuracy,
+                "tag_share": share_in(c.mean, cells(16)),
+            }
+            for ca in by_label.classes
+            if ca.klass != KLASS
+            for c in ca.clusters
+            if share_in(c.mean, cells(16)) > 0.2
+        ]
+        paint_clusters(
+            by_label, test, out / PICTURES[3], f"'{TAG_CLASS}' clusters, maps of the label (target='label')"
+        )
     paint_accuracy(test, pred, pred_clean, figures["accuracy"], out / PICTURES[2])
     text = json.dumps(figures, indent=1, default=float)
     print(text)
