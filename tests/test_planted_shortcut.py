@@ -12,7 +12,9 @@ model; the test alone knows the tag, and checks that the analysis surfaced it:
 (b) the class's most important concept: its heatmaps peak on the tag in its top images, all tagged;
 (c) the triangles' accuracy on tag-free images is far lower (from the store's table), and the
     region ablation of the tag cluster takes its accuracy down;
-(d) the report shows the analysis (the explorer section; its browser tests are elsewhere).
+(d) the report shows the analysis (the explorer section; its browser tests are elsewhere);
+(e) with maps of the label (``target="label"``), the tag-free triangles form their own cluster,
+    of accuracy near zero, apart from the tagged ones.
 
 The recipe (data, training, store method) is the gallery's: gallery/planted_shortcut.py.
 """
@@ -124,3 +126,30 @@ def test_the_report_shows_the_analysis(run: dict[str, Any], tmp_path: Path) -> N
     html = page.read_text(encoding="utf-8")
     assert "Dataset explorer" in html
     assert "triangle" in html  # the classes by name, from the store
+
+
+def test_explained_for_the_label_the_tag_free_triangles_form_a_failing_cluster(
+    run: dict[str, Any], tmp_path: Path
+) -> None:
+    test = run["test"]
+    _, result = recipe.analyse(
+        run["model"], test, tmp_path / "by_label.zarr", SEED, concepts=0, target="label"
+    )
+    assert result.settings["target"] == "label"
+    own = _own(result)
+    assert own.n == 120  # every triangle, the missed ones too
+    weights = recipe.cells(16)
+    by_id = {c.id: c for c in own.clusters}
+    tagged_share = {
+        c.id: test["tag"][result.samples["index"][result.samples["cluster"] == c.id].to_numpy()].mean()
+        for c in own.clusters
+    }
+    free = [i for i, t in tagged_share.items() if t < 0.1]
+    on_tag = [i for i, t in tagged_share.items() if t > 0.9]
+    # the clusters split the class by the tag alone: tag-free triangles apart from tagged ones
+    assert free and on_tag and len(free) + len(on_tag) == len(own.clusters), tagged_share
+    assert sum(by_id[i].size for i in free) >= 55  # nearly all 60 tag-free triangles
+    # the report shows them failing: accuracy near zero, maps off the tag
+    assert all(by_id[i].accuracy <= 0.1 for i in free)
+    assert all(recipe.share_in(by_id[i].mean, weights) < 0.1 for i in free)
+    assert all(by_id[i].accuracy >= 0.9 for i in on_tag)
