@@ -99,6 +99,8 @@ def test_corners_sizes_colours_and_add_tag() -> None:
         ({"corner": "middle"}, XaikitValueError, r"corner must be one of \['top-left'.*got 'middle'"),
         ({"image_size": 8}, XaikitValueError, "image_size must be an int of at least 16"),
         ({"n_train": -1}, XaikitValueError, "n_train must be a non-negative int"),
+        ({"gap": 30}, XaikitValueError, r"tag too big: \d+ objects found no place away from the tag"),
+        ({"gap": -1}, XaikitValueError, "gap must be a non-negative int"),
     ],
 )
 def test_bad_arguments(kwargs: dict, error: type, match: str) -> None:
