@@ -193,6 +193,18 @@ JOBS: tuple[Job, ...] = (
         frameworks=("torch",),
     ),
     Job(
+        "planted_shortcut",
+        ".",  # writes its pictures straight into the pictures' folder
+        quick=("--n-train", "1500", "--n-eval", "300", "--epochs", "2", "--compare", "8"),
+        frameworks=("torch",),
+        pictures=(
+            "planted_shortcut_clusters.png",
+            "planted_shortcut_concepts.png",
+            "planted_shortcut_accuracy.png",
+            "planted_shortcut_clusters_label.png",
+        ),
+    ),
+    Job(
         "explain_dataset",
         "dataset_grids.png",
         quick=("--epochs", "1", "--n-train", "256", "--n", "16", "--show", "3", "--nsamples", "2"),
