@@ -19,6 +19,7 @@ from sklearn.metrics import adjusted_rand_score
 import xaikit as xk
 from xaikit.analyze import clusters as clusters_mod
 from xaikit.analyze import maps as maps_mod
+from xaikit.analyze.ablation import random_mask
 from xaikit.analyze.clusters import cluster_class, eigengap, laplacian_spectrum, stratified_sample
 from xaikit.analyze.images import to_uint8
 from xaikit.analyze.maps import area_resample, reduce_maps, spatial_layout
@@ -345,6 +346,15 @@ def test_ablation_of_the_corner_the_model_reads(tmp_path: Path, framework: str) 
     # the plain class's region (the centre) is not read by the model: nothing changes
     assert plain.ablation["accuracy_before"] == plain.ablation["accuracy_after"] == 1.0
     assert plain.ablation["score_before"] == pytest.approx(plain.ablation["score_after"])
+    # the control: as many random pixels (replayed: one draw per cluster, class 0's first), filled alike
+    rng = np.random.default_rng(0)
+    controls = [random_mask((8, 8), 4, rng) for _ in range(2)]
+    imgs = x[y == 1] if framework == "torch" else np.moveaxis(x[y == 1], -1, 1)
+    filled_r = np.where(controls[1][None, None], imgs.mean(axis=(2, 3), keepdims=True), imgs)
+    corner = filled_r[:, 0, :2, :2].mean(axis=(1, 2))
+    assert ab["score_random"] == pytest.approx(float(np.mean(10 * (corner - 0.5))), rel=1e-5)
+    assert ab["accuracy_random"] == float(np.mean(corner > 0.5))
+    assert ab["accuracy_random"] - ab["accuracy_after"] >= 0.5  # the corner, not any 4 pixels
 
 
 def test_concepts_are_called_per_class_with_its_images(

@@ -289,3 +289,22 @@ def test_class_names_are_escaped(plain_store, tmp_path):
     assert "<b>x</b>" not in html and "<img src=x>" not in html
     assert "&lt;img src=x&gt;" in html or "&lt;/script&gt;" in html
     assert _page_data(html)["explorers"][0]["names"]["1"] == "<img src=x>"  # intact once parsed
+
+
+def test_reliance_is_judged_against_the_random_region_control():
+    """With the analysis' control (as many random pixels hidden), the "relies on" sentence needs a
+    drop beyond the control's, not beyond the untouched accuracy; without it, before counts."""
+    from xaikit.viz.report_explorer import _ablation
+
+    both = {"fraction": 0.1, "n": 50, "accuracy_before": 0.9, "accuracy_after": 0.5, "score_before": 4.0,
+            "score_after": 2.0}  # fmt: skip
+    assert _ablation(both)["relies"]  # 0.9 -> 0.5, no control: a drop of 0.4
+    shown = _ablation({**both, "accuracy_random": 0.6, "score_random": 2.2})
+    assert not shown["relies"] and shown["sentence"] is None  # the control loses nearly as much
+    assert "(60% with as many random pixels hidden)" in shown["text"]
+    kept = _ablation({**both, "accuracy_random": 0.88, "score_random": 3.9})
+    assert kept["relies"] and kept["sentence"]
+    scores_only = {"fraction": 0.1, "accuracy_before": None, "accuracy_after": None, "score_before": 4.0,
+                   "score_after": 1.0, "score_random": 1.5}  # fmt: skip
+    assert not _ablation(scores_only)["relies"]  # (1.5 - 1.0) / 1.5 < 0.5
+    assert _ablation({**scores_only, "score_random": 3.9})["relies"]

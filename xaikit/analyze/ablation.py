@@ -6,9 +6,13 @@ resampling) to the images' size; ties are broken by pixel order. Each member's i
 sample of at most :data:`~xaikit.analyze.run.ABLATION_SAMPLES`) gets the region filled with its
 own mean colour (per channel, over the whole image). The members go through the model before and
 after (forward only, chunked: :func:`xaikit.xai.internal.forward_scores`) and the cluster gets
-``{"fraction", "n", "accuracy_before", "accuracy_after", "score_before", "score_after"}``: the
-accuracy against the labels (None without labels) and the mean output of the explained class
-(the model's output as it is: a probability for a model that ends in a softmax).
+``{"fraction", "n", "accuracy_before", "accuracy_after", "score_before", "score_after",
+"accuracy_random", "score_random"}``: the accuracy against the labels (None without labels) and
+the mean output of the explained class (the model's output as it is: a probability for a model
+that ends in a softmax). The ``*_random`` figures are the control: the same number of pixels,
+chosen at random (seeded, one draw per cluster), filled the same way. Any image loses something
+when a tenth of it is painted over; a drop well beyond the control's is what says the model
+relies on *this* region. Reliance is not wrongness: the region may be the object itself.
 
 Example:
     >>> region_mask(np.array([[0.0, 1.0], [3.0, 2.0]]), (2, 2), 0.5).astype(int).tolist()
@@ -25,7 +29,7 @@ import numpy as np
 from xaikit.analyze.images import read_images
 from xaikit.analyze.maps import MapTable, area_weights, spatial_layout
 
-__all__ = ["ablate_clusters", "fill_region", "region_mask", "scores"]
+__all__ = ["ablate_clusters", "fill_region", "random_mask", "region_mask", "scores"]
 
 
 def region_mask(mean: np.ndarray, spatial: tuple[int, int], fraction: float) -> np.ndarray:
@@ -36,6 +40,19 @@ def region_mask(mean: np.ndarray, spatial: tuple[int, int], fraction: float) -> 
     count = max(1, math.ceil(fraction * h * w))
     flat = np.zeros(h * w, dtype=bool)
     flat[np.argsort(-up.ravel(), kind="stable")[:count]] = True
+    return flat.reshape(h, w)
+
+
+def random_mask(spatial: tuple[int, int], count: int, rng: np.random.Generator) -> np.ndarray:
+    """(H, W) bool: ``count`` pixels chosen at random (the control region of the check).
+
+    Example:
+        >>> int(random_mask((4, 4), 3, np.random.default_rng(0)).sum())
+        3
+    """
+    h, w = spatial
+    flat = np.zeros(h * w, dtype=bool)
+    flat[rng.choice(h * w, size=min(count, h * w), replace=False)] = True
     return flat.reshape(h, w)
 
 
@@ -110,6 +127,8 @@ def ablate_clusters(
             klass = np.full(len(x), entry["klass"], np.int64)
             s0, p0 = scores(model, x, klass, batch_size, framework)
             s1, p1 = scores(model, fill_region(x, mask, table.spatial), klass, batch_size, framework)
+            control = random_mask(spatial, int(mask.sum()), rng)
+            s2, p2 = scores(model, fill_region(x, control, table.spatial), klass, batch_size, framework)
             lab = np.asarray([labels[int(i)] for i in idx], np.int64)
             has = lab >= 0
             c["ablation"] = {
@@ -119,4 +138,6 @@ def ablate_clusters(
                 "accuracy_after": float((p1[has] == lab[has]).mean()) if has.any() else None,
                 "score_before": float(s0.mean()),
                 "score_after": float(s1.mean()),
+                "accuracy_random": float((p2[has] == lab[has]).mean()) if has.any() else None,
+                "score_random": float(s2.mean()),
             }

@@ -40,7 +40,8 @@ __all__ = ["ANALYSIS_FORMAT", "RELIANCE_DROP", "explorer"]
 ANALYSIS_FORMAT = 1
 #: tiles per row (and rows per sheet) of a sprite sheet
 SHEET_COLUMNS = 32
-#: an ablation accuracy drop (before - after) from which a cluster gets the "relies on" sentence
+#: an ablation accuracy drop (the random-region control's accuracy, or before when there is none,
+#: minus after) from which a cluster gets the "relies on" sentence
 RELIANCE_DROP = 0.2
 #: a sprite format smaller by more than this fraction on one sheet is used for the next ones
 CLEAR_WIN = 0.25
@@ -249,12 +250,20 @@ def _ablation(abl: Any) -> dict[str, Any] | None:
     before, after = abl.get("accuracy_before"), abl.get("accuracy_after")
     sb, sa = abl.get("score_before"), abl.get("score_after")
     num = (int, float)
+    ar, sr = abl.get("accuracy_random"), abl.get("score_random")
     if isinstance(before, num) and isinstance(after, num):
         text = f"accuracy {_pct(before)} → {_pct(after)}"
-        relies = float(before) - float(after) >= RELIANCE_DROP
+        # against the control (as many random pixels filled) when the analysis has it
+        base = float(ar) if isinstance(ar, num) else float(before)
+        relies = base - float(after) >= RELIANCE_DROP
+        if isinstance(ar, num):
+            text += f" ({_pct(ar)} with as many random pixels hidden)"
     elif isinstance(sb, num) and isinstance(sa, num):
         text = f"score {float(sb):.3g} → {float(sa):.3g}"
-        relies = float(sb) > 0 and (float(sb) - float(sa)) / float(sb) >= 0.5
+        base = float(sr) if isinstance(sr, num) else float(sb)
+        relies = base > 0 and (base - float(sa)) / base >= 0.5
+        if isinstance(sr, num):
+            text += f" ({float(sr):.3g} with as many random pixels hidden)"
     else:
         return None
     if isinstance(sb, num) and isinstance(sa, num) and isinstance(before, num):
