@@ -58,7 +58,12 @@ def test_analyze_with_model_and_data_runs_the_ablation(tmp_path: Path) -> None:
     assert "  class 1: 12 samples, accuracy 1.000, k=1: #1: 12 (accuracy 1.000) ablated 1.000->" in res.stdout
     analysis = xk.analyze.open(store)
     assert analysis.has_images and analysis.arrays["thumb_image"].shape == (6, 8, 8, 3)
-    assert analysis.cluster(1).ablation is not None
+    ab = analysis.cluster(1).ablation
+    assert ab is not None
+    assert (
+        f"#1: 12 (accuracy 1.000) ablated {ab['accuracy_before']:.3f}->{ab['accuracy_after']:.3f} "
+        f"(random region: {ab['accuracy_random']:.3f})" in res.stdout
+    )
 
 
 def test_bad_options_are_one_line_with_status_2(tmp_path: Path) -> None:

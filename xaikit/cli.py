@@ -648,6 +648,8 @@ def _analyze_summary(store: str, res: Any) -> None:
             text = f"#{cl.id}: {cl.size}" + ("" if cl.accuracy is None else f" (accuracy {cl.accuracy:.3f})")
             if cl.ablation and cl.ablation.get("accuracy_after") is not None:
                 text += f" ablated {cl.ablation['accuracy_before']:.3f}->{cl.ablation['accuracy_after']:.3f}"
+                if cl.ablation.get("accuracy_random") is not None:
+                    text += f" (random region: {cl.ablation['accuracy_random']:.3f})"
             parts.append(text)
         print(head + f"k={c.k}: " + ", ".join(parts))
     if res.concepts:
