@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.files import records_digest, sha256_of_file
+from xaikit.viz.run_data import read_json
 
 __all__ = ["ANALYSIS_FORMAT", "RELIANCE_DROP", "explorer"]
 
@@ -116,7 +117,7 @@ def _stale(store: Path, doc: Mapping[str, Any]) -> str | None:
     """Why the analysis no longer describes the store (None: it does): another model, method or
     length, other committed shards, or shards redone with other values (``store.records``;
     without it, a shard committed after the analysis was made)."""
-    manifest = _read_json(store / "manifest.json")
+    manifest = read_json(store / "manifest.json")
     found = doc.get("store")
     was: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     if isinstance(manifest, Mapping):
@@ -125,7 +126,7 @@ def _stale(store: Path, doc: Mapping[str, Any]) -> str | None:
                 return f"the store's {key} changed since the analysis"
     records: dict[int, Mapping[str, Any]] = {}
     for p in (store / "shards").glob("*.json") if (store / "shards").is_dir() else []:
-        rec = _read_json(p)
+        rec = read_json(p)
         if isinstance(rec, Mapping) and isinstance(rec.get("shard"), int):
             records[int(rec["shard"])] = rec
     committed = was.get("committed")
@@ -142,13 +143,6 @@ def _stale(store: Path, doc: Mapping[str, Any]) -> str | None:
     if created is not None and any(t is not None and t > created for t in times):
         return "shards of the store were committed again after the analysis"
     return None
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------------------------ pictures

@@ -66,7 +66,7 @@ import numpy as np
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.files import write_text
 from xaikit.viz.report_explorer import explorer
-from xaikit.viz.run_data import EVALUATION_FORMAT, HISTORY_FORMAT, jsonable, load_cells
+from xaikit.viz.run_data import EVALUATION_FORMAT, HISTORY_FORMAT, jsonable, load_cells, read_json
 
 __all__ = ["PIXEL_BUDGET", "THUMB_SIDE", "report"]
 
@@ -101,13 +101,6 @@ def _thumb_uri(path: Path, width: int = 900) -> str | None:
             rgb = rgb.resize((width, max(1, round(rgb.height * width / rgb.width))), Image.Resampling.LANCZOS)
         return _png_uri(np.asarray(rgb))
     except (OSError, UnidentifiedImageError):
-        return None
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
         return None
 
 
@@ -291,7 +284,7 @@ def _summary_charts(history: Any) -> list[dict[str, Any]]:
 
 # ----------------------------------------------------------------------------------- evaluation
 def _evaluation(path: Path, run: Path) -> dict[str, Any] | None:
-    doc = _read_json(path)
+    doc = read_json(path)
     if not isinstance(doc, Mapping) or doc.get("format") != EVALUATION_FORMAT:
         return None
     images = []
@@ -511,7 +504,7 @@ def _read_samples(path: Path) -> _SampleTable | None:
 
 def _store_facts(folder: Path) -> list[tuple[str, str]]:
     """What an ``explain_dataset`` store's ``manifest.json`` says (method, options, samples, ...)."""
-    manifest = _read_json(folder / "manifest.json")
+    manifest = read_json(folder / "manifest.json")
     if not isinstance(manifest, Mapping) or "method" not in manifest:
         return []
     keys = ("model", "method", "options", "length", "target", "seed", "batch_size", "shard_size", "created")
@@ -571,7 +564,7 @@ def _explained(folder: Path, run: Path) -> dict[str, Any] | None:
         for p in picks.values()
         if t.header
     ]
-    manifest = _read_json(folder / "manifest.json")
+    manifest = read_json(folder / "manifest.json")
     names = manifest.get("classes") if isinstance(manifest, Mapping) else None
     return {
         "explorer": explorer(folder, "", [str(n) for n in names] if isinstance(names, list) else None),
@@ -632,7 +625,7 @@ def _collect(run: Path) -> dict[str, Any]:
             groups.setdefault((key, mode), {})[epoch] = path
             with_data.add((key, mode))
         elif ext == "json":
-            doc = _read_json(path)
+            doc = read_json(path)
             if isinstance(doc, Mapping) and doc.get("format") == HISTORY_FORMAT:
                 charts += _history_chart(doc, path.name)
                 with_data.add((key, mode))
@@ -641,7 +634,7 @@ def _collect(run: Path) -> dict[str, Any]:
     for path in sorted(run.rglob("*.png")):
         if not any(part.startswith(".") for part in path.relative_to(run).parts):
             pngs.append(path.relative_to(run).as_posix())
-    summary = _read_json(run / "summary.json")
+    summary = read_json(run / "summary.json")
     summary = summary if isinstance(summary, Mapping) else None
     if summary is not None:
         charts = _summary_charts(summary.get("history")) + charts

@@ -64,6 +64,7 @@ __all__ = [
     "MAX_CELL_SIDE",
     "jsonable",
     "load_cells",
+    "read_json",
     "save_cells",
     "save_history",
     "table_doc",
@@ -74,6 +75,15 @@ HISTORY_FORMAT = "xaikit-history/1"
 EVALUATION_FORMAT = "xaikit-evaluation/1"
 #: images of a cells file are downscaled to at most this many pixels on their longer side
 MAX_CELL_SIDE = 128
+
+
+def read_json(path: Path) -> Any:
+    """The JSON document at ``path``, or None when it cannot be read or parsed (a page section
+    is then left out or noted, never a crash)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def jsonable(value: Any) -> Any:

@@ -169,14 +169,20 @@ def _triangle(u: np.ndarray, v: np.ndarray, r: np.ndarray) -> np.ndarray:
 def _draw(
     y: np.ndarray, size: int, rng: np.random.Generator, n_distractors: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    n = y.shape[0]
     mask = _object_masks(y, size, rng)
+    return _paint(mask, size, rng, n_distractors), mask
+
+
+def _paint(mask: np.ndarray, size: int, rng: np.random.Generator, n_distractors: int) -> np.ndarray:
+    """(n, size, size, 3) uint8 images: a background with distractor blobs, and each object's
+    (n, size, size) ``mask`` in a flat colour far from both."""
+    n = mask.shape[0]
     base = rng.uniform(0.2, 0.8, size=(n, 3))
     obj = _far_colours(rng, base, _MIN_OBJECT_DISTANCE, 0.0, 1.0)
     img = _background(base, size, rng)
     img = _add_blobs(img, obj, size, rng, n_distractors)
     img = np.where(mask[..., None], obj[:, None, None, :], img)
-    return _to_uint8(img, rng), mask
+    return _to_uint8(img, rng)
 
 
 def _background(base: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:

@@ -32,12 +32,8 @@ import numpy as np
 
 from xaikit.checks import check_number
 from xaikit.dataset.data.shapes import (
-    _MIN_OBJECT_DISTANCE,
-    _add_blobs,
-    _background,
     _extent,
-    _far_colours,
-    _to_uint8,
+    _paint,
     label_mapping,
     shape_masks,
 )
@@ -251,9 +247,4 @@ def _draw(
             f"tag too big: {todo.size} objects found no place away from the tag; make tag_size or "
             "gap smaller or image_size larger"
         )
-    base = rng.uniform(0.2, 0.8, size=(n, 3))
-    obj = _far_colours(rng, base, _MIN_OBJECT_DISTANCE, 0.0, 1.0)
-    img = _background(base, size, rng)
-    img = _add_blobs(img, obj, size, rng, n_distractors)
-    img = np.where(mask[..., None], obj[:, None, None, :], img)
-    return _to_uint8(img, rng), mask
+    return _paint(mask, size, rng, n_distractors), mask
