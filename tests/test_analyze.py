@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -379,6 +380,7 @@ def test_concepts_are_called_per_class_with_its_images(
 
     fake = types.ModuleType("xaikit.analyze.craft")
     fake.extract_concepts = fake_extract  # type: ignore[attr-defined]
+    fake.resolve_layer = lambda *a, **kw: ("fake.layer", 4)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "xaikit.analyze.craft", fake)
     res = xk.analyze.dataset(
         store,
@@ -481,3 +483,69 @@ def test_another_model_than_the_stores_is_warned_about(tmp_path: Path) -> None:
         xk.XaikitWarning, match=r"model: its fingerprint sha256:.* is not the store's \(ffffffff"
     ):
         xk.analyze.dataset(store, model=corner_model(), data=x, concepts=0, max_display=0, progress=False)
+
+
+def test_data_of_other_images_is_refused_before_any_work(tmp_path: Path) -> None:
+    """Images of another size than the store's maps, or a non-finite first sample, are named
+    as ``data`` problems up front (not as a model failure in the ablation check)."""
+    pytest.importorskip("torch")
+    x, y, maps = corner_data(16)
+    store = write_store(tmp_path / "s", maps, y, y, model="analyze_stores:corner_model")
+    with pytest.raises(
+        XaikitValueError, match=r"data: expected the images the store explains, of 8 x 8 pixels .*\(1, 4, 4\)"
+    ):
+        xk.analyze.dataset(store, model="analyze_stores:corner_model", data=x[:, :, :4, :4], progress=False)
+    bad = x.copy()
+    bad[0, 0, 0, 0] = np.nan
+    with pytest.raises(XaikitValueError, match="data: sample 0 holds NaN or infinite values"):
+        xk.analyze.dataset(store, model="analyze_stores:corner_model", data=bad, progress=False)
+    assert not (store / "analysis").exists()
+
+
+def test_a_torchscript_model_gets_clusters_and_ablation_and_a_warning_for_concepts(tmp_path: Path) -> None:
+    """A TorchScript file cannot be hooked, so no layer's activations can be read: with
+    ``layer=None`` the concepts are skipped with a warning (recorded in the analysis) and the
+    clusters and the ablation check still run on the loaded model; a named layer is refused."""
+    torch = pytest.importorskip("torch")
+    x, y, maps = corner_data(32)
+    path = tmp_path / "corner.pt"
+    with warnings.catch_warnings():  # torch 2.13 deprecates torch.jit.trace; users still have such files
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.trace(corner_model(), torch.from_numpy(x[:2])).save(str(path))
+    store = write_store(tmp_path / "s", maps, y, y, shard_size=10, model=str(path))
+    kw: dict[str, Any] = {"data": x, "size": 4, "max_display": 0, "min_samples": 4, "fraction": 4 / 64}
+    with pytest.warns(
+        xk.XaikitWarning, match=r"concepts skipped \(the concepts need one layer's activations"
+    ):
+        res = xk.analyze.dataset(store, model=str(path), concepts=2, progress=False, **kw)
+    assert res.concepts == [] and "TorchScript" in res.info["concepts_skipped"]
+    ab = res.classes[1].clusters[0].ablation
+    assert (ab["accuracy_before"], ab["accuracy_after"]) == (1.0, 0.0)  # the corner, as the module reads it
+    with pytest.raises(XaikitValueError, match="layer: the concepts cannot read layer 'conv'"):
+        xk.analyze.dataset(store, model=str(path), concepts=2, layer="conv", progress=False, **kw)
+
+
+def test_a_saved_keras_model_and_a_layer_of_fewer_channels_than_concepts(tmp_path: Path) -> None:
+    """A .keras file loaded again: the ablation check reads the corner as the in-memory model
+    does, and concepts=2 on a one-channel layer gives one concept per class with a warning
+    (before: a rank error after the clustering had run)."""
+    pytest.importorskip("tensorflow")
+    x, y, maps = corner_data(32)
+    x, maps = np.moveaxis(x, 1, -1), np.moveaxis(maps, 1, -1)
+    path = tmp_path / "corner.keras"
+    corner_model_keras().save(str(path))
+    store = write_store(tmp_path / "s", maps, y, y, shard_size=10, model=str(path))
+    with pytest.warns(
+        xk.XaikitWarning, match=r"has 1 channel\(s\): 1 concept\(s\) per class instead of concepts=2"
+    ):
+        res = xk.analyze.dataset(
+            store, model=str(path), data=x, size=4, max_display=0, min_samples=4, fraction=4 / 64, concepts=2,
+            progress=False,
+        )  # fmt: skip
+    assert sorted(c.klass for c in res.concepts) == [0, 1]
+    ab = res.classes[1].clusters[0].ablation
+    assert (ab["accuracy_before"], ab["accuracy_after"], ab["score_before"]) == (
+        1.0,
+        0.0,
+        pytest.approx(5.0, abs=1e-5),
+    )

@@ -30,7 +30,7 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai.internal import Inputs, chunked, find_layer, image_size, prepare, to_chw, upsample
 
-__all__ = ["ConceptSet", "extract_concepts"]
+__all__ = ["ConceptSet", "extract_concepts", "resolve_layer"]
 
 #: the analysis package's logger (NMF that stopped at ``max_iter``, negative activations clipped)
 logger = logging.getLogger("xaikit.analyze")
@@ -193,6 +193,19 @@ def extract_concepts(
         fit_rows=len(data),
         converged=converged and ok,
     )
+
+
+def resolve_layer(
+    model: Any, x_rows: np.ndarray, layer: Any = None, framework: str | None = None
+) -> tuple[str, int]:
+    """``(name, channels)`` of the layer :func:`extract_concepts` would read for ``layer`` on these
+    images (one image is run forward), or the error it would raise: a check before costly work."""
+    from xaikit.backend import get_backend
+
+    bk = get_backend(model, framework)
+    with bk.inference(model):
+        run = _Layer(bk, model, np.asarray(x_rows[:1], dtype=np.float32), 1, layer)
+        return str(run.found.name), int(run.activations(0, 1).shape[1])
 
 
 class _Layer:

@@ -213,6 +213,15 @@ def dataset(
                 f"data: expected the dataset the store explains, of {length} samples (the store's length); "
                 f"got {len(source)} samples"
             )
+        _check_images(source, manifest)
+    built, spec, concepts_skipped = None, None, None
+    if model is not None:
+        from xaikit.xai import ModelSpec
+
+        spec = ModelSpec.of(model, framework)
+        built = spec.build()
+        if concepts:  # before the costly part: a layer that cannot be read is known now
+            concepts, concepts_skipped = _concepts_possible(built, source, layer, framework, concepts)
     records = explanation.store.records()
     t0 = time.perf_counter()
     columns = read_columns(explanation)
@@ -314,12 +323,9 @@ def dataset(
         if len(shown):
             arrays["thumb_image"] = _thumb_images(source, table.index[shown], spatial, thumb, batch_size)
         seconds["thumbnails"] = time.perf_counter() - t3
-        if model is not None:
+        if built is not None and spec is not None:
             from xaikit.analyze.ablation import ablate_clusters
-            from xaikit.xai import ModelSpec
 
-            spec = ModelSpec.of(model, framework)
-            built = spec.build()
             _check_fingerprint(spec, built, manifest)
             t4 = time.perf_counter()
             ablate_clusters(
@@ -354,6 +360,7 @@ def dataset(
         "classes": entries,
         "skipped": dict(table.skipped),
         "has_images": "thumb_image" in arrays,
+        "concepts_skipped": concepts_skipped,
         "seconds": {k: round(v, 4) for k, v in seconds.items()},
     }  # fmt: skip
     write_analysis(explanation.path, arrays, info)
@@ -403,6 +410,56 @@ def _thumb_images(
     for idx, x in read_images(source, index, batch_size):
         out[[position[int(i)] for i in idx]] = thumbnails(x, spatial, side)
     return out
+
+
+def _check_images(source: Any, manifest: dict[str, Any]) -> None:
+    """Refuse ``data`` whose images are not of the maps' height and width (another dataset)."""
+    map_shape = manifest.get("map_shape")
+    if not map_shape:
+        return
+    _, want = spatial_layout(tuple(map_shape))
+    rows = source.get(0, min(1, len(source)))
+    if not len(rows.x):
+        return
+    shape = tuple(int(d) for d in rows.x.shape[1:])
+    if not np.isfinite(rows.x).all():
+        raise XaikitValueError(
+            "data: sample 0 holds NaN or infinite values; pass the images the store explains (finite)"
+        )
+    try:
+        _, got = spatial_layout(shape, want)
+    except XaikitValueError:
+        got = None
+    if got != tuple(want):
+        raise XaikitValueError(
+            f"data: expected the images the store explains, of {want[0]} x {want[1]} pixels (its maps' size); "
+            f"got samples of shape {shape}"
+        )
+
+
+def _concepts_possible(
+    model: Any, source: Any, layer: Any, framework: str | None, concepts: int
+) -> tuple[int, str | None]:
+    """``(concepts, None)`` when the concepts' layer can be read (``concepts`` lowered, with a warning,
+    to the layer's channel count when it has fewer); with ``layer=None`` and a model
+    whose layers cannot be read (a TorchScript module: no hooks), ``(0, why)`` and a warning, so the
+    clusters and the ablation check still run; a ``layer`` given that cannot be read is refused."""
+    from xaikit.analyze.craft import resolve_layer
+
+    try:
+        name, channels = resolve_layer(model, source.get(0, 1).x, layer, framework)
+    except XaikitValueError as err:
+        if layer is not None:
+            raise XaikitValueError(f"layer: the concepts cannot read layer {layer!r}: {err}") from err
+        why = f"the concepts need one layer's activations and none can be read: {err}"
+        warnings.warn(f"xk.analyze.dataset: concepts skipped ({why}); pass concepts=0 to silence this",
+                      XaikitWarning, stacklevel=3)  # fmt: skip
+        return 0, why
+    if channels < concepts:  # NMF cannot find more directions than the layer has channels
+        warnings.warn(f"xk.analyze.dataset: layer {name!r} has {channels} channel(s): {channels} concept(s) per "
+                      f"class instead of concepts={concepts}", XaikitWarning, stacklevel=3)  # fmt: skip
+        return channels, None
+    return concepts, None
 
 
 def _empty_concepts(arrays: dict[str, np.ndarray], side: int) -> None:
