@@ -16,7 +16,7 @@ LAYERS = [
     {"errors", "_lazy"},
     {"layout", "modes", "files", "checks", "summary"},
     {"backend"},
-    {"models", "dataset", "op", "inspect", "denormalize"},
+    {"models", "dataset", "op", "inspect", "denormalize", "targets"},
     {"viz"},
     {"xai"},
     {"trace", "schedule"},

@@ -36,6 +36,7 @@ _SUBPACKAGES = {
     "inspect",
     "op",
     "schedule",
+    "targets",
     "trace",
     "viz",
     "xai",

@@ -178,6 +178,11 @@ class Backend(abc.ABC):
         """A new tensor ``acc`` with ``values[i]`` added to row ``idx[i]`` (duplicates add up)."""
 
     @abc.abstractmethod
+    def pick(self, t: T, idx: T) -> T:
+        """Entry ``idx[r]`` of axis 1 of each row r: ``t[r, idx[r], ...]``, axis 1 dropped
+        (differentiable; ``idx`` int64 (rows,))."""
+
+    @abc.abstractmethod
     def matmul(self, a: T, b: T) -> T:
         """Matrix product of two 2-D tensors, or a batched product over the leading axes of
         3-D tensors (a 2-D operand broadcasts over the batch), as :func:`numpy.matmul`."""
@@ -258,6 +263,11 @@ class Backend(abc.ABC):
         by keyword, as they are (the engine has already cut per-sample values to the rows)."""
 
     @abc.abstractmethod
+    def outputs(self, model: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None = None) -> Any:
+        """What the model returns for ``inputs`` (a tensor, tuple, dict or output object), as it
+        returns it, without gradients, in inference mode (target objects read it)."""
+
+    @abc.abstractmethod
     def scores(
         self,
         model: Any,
@@ -266,8 +276,11 @@ class Backend(abc.ABC):
         output: int | str = 0,
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> T:
-        """Forward only: the target-class score of each row (``targets``: int64 (rows,))."""
+        """Forward only: the target-class score of each row (``targets``: int64 (rows,)); with
+        ``target`` (a :class:`xaikit.targets.Bound`), ``targets`` is the sample of each row and
+        the score is ``target``'s."""
 
     @abc.abstractmethod
     def grad_step(
@@ -278,6 +291,7 @@ class Backend(abc.ABC):
         output: int | str = 0,
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[T, list[T], T]:
         """The fused forward+backward of one chunk of rows.
 
@@ -292,11 +306,15 @@ class Backend(abc.ABC):
             output: which model output to explain when the model returns several.
             xla: compile the step with XLA (TensorFlow; ignored elsewhere).
             model_kwargs: extra keyword arguments of the model's call, already cut to the rows.
+            target: a target object bound to the device (:class:`xaikit.targets.Bound`): its
+                ``scores(bk, raw, rows)`` are differentiated instead of the class scores, and
+                ``targets`` holds the sample of each row.
 
         Returns:
             ``(scores, grads, outputs)``: the differentiated score of each row (rows,), the
             gradient of the sum of scores with respect to each input (one per input, each with
-            its input's shape), and the selected model output (rows, classes).
+            its input's shape), and the selected model output (rows, classes) (with
+            ``target``: the scores again, (rows,)).
         """
 
     # ---- memory and chunking ------------------------------------------------------------------

@@ -73,28 +73,22 @@ def _from_object(out: Any, output: int | str) -> Any:
     )
 
 
-def select_output(out: Any, output: int | str, rows: int) -> Any:
-    """Pick one output of a model call and check that it is (rows, classes) or (rows,).
+def pick_output(out: Any, output: int | str) -> Any:
+    """The one output ``output`` names among what a model call returned, its shape unchecked
+    (:func:`select_output` checks it; a target object, :mod:`xaikit.targets`, reads outputs of
+    any shape: segmentation maps, embeddings).
 
     Args:
         out: what the model returned: a tensor, a tuple/list of tensors, a dict of tensors or an
             object with tensor attributes (e.g. a Hugging Face output with ``.logits``).
         output: index (tuple/list; a dict's keys in order), key (dict) or attribute name
-            (object, named tuple) of the output to explain. The default 0 on an object that is
-            not a tensor, tuple or dict means its ``logits`` attribute.
-        rows: the number of input rows, which the output's first axis must match.
-
-    Returns:
-        The selected (rows, classes) or (rows,) tensor.
-
-    Raises:
-        XaikitValueError: the output is missing or is not a (rows, classes) matrix or (rows,) vector.
-        XaikitTypeError: the model returned something that holds no tensor to explain.
+            (object, named tuple). The default 0 on an object that is not a tensor, tuple or
+            dict means its ``logits`` attribute.
 
     Example:
         >>> import numpy as np
-        >>> select_output({"loss": np.zeros(()), "logits": np.zeros((2, 3))}, "logits", 2).shape
-        (2, 3)
+        >>> pick_output((np.zeros((2, 3, 4, 4)), np.zeros(2)), 0).shape
+        (2, 3, 4, 4)
     """
     if isinstance(out, dict):
         if output not in out:
@@ -126,6 +120,33 @@ def select_output(out: Any, output: int | str, rows: int) -> Any:
             )
     elif out is not None:
         out = _from_object(out, output)
+    return out
+
+
+def select_output(out: Any, output: int | str, rows: int) -> Any:
+    """Pick one output of a model call and check that it is (rows, classes) or (rows,).
+
+    Args:
+        out: what the model returned: a tensor, a tuple/list of tensors, a dict of tensors or an
+            object with tensor attributes (e.g. a Hugging Face output with ``.logits``).
+        output: index (tuple/list; a dict's keys in order), key (dict) or attribute name
+            (object, named tuple) of the output to explain. The default 0 on an object that is
+            not a tensor, tuple or dict means its ``logits`` attribute.
+        rows: the number of input rows, which the output's first axis must match.
+
+    Returns:
+        The selected (rows, classes) or (rows,) tensor.
+
+    Raises:
+        XaikitValueError: the output is missing or is not a (rows, classes) matrix or (rows,) vector.
+        XaikitTypeError: the model returned something that holds no tensor to explain.
+
+    Example:
+        >>> import numpy as np
+        >>> select_output({"loss": np.zeros(()), "logits": np.zeros((2, 3))}, "logits", 2).shape
+        (2, 3)
+    """
+    out = pick_output(out, output)
     shape = getattr(out, "shape", None)
     if shape is None:
         raise XaikitTypeError(

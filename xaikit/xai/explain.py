@@ -66,7 +66,7 @@ def run(
     """
     call = Call(
         inp, method, pinned.targets, seed, max_batch, memory_budget, output, xla,
-        with_delta and method.delta, progress,
+        with_delta and method.delta, progress, pinned.spec,
     )  # fmt: skip
     result = method.runner()(call, **options)
     return result, _check(call, result, pinned, options, where)
@@ -114,7 +114,11 @@ def explain(
         model: a torch or Keras/TF model returning (batch, classes) or (batch,) scores, or several
             outputs (see ``output``).
         x: the input batch (numpy or tensor), or a list of inputs for a multi-input model.
-        target: class per sample (or one class for all); None = the predicted class, pinned.
+        target: class per sample (or one class for all); None = the predicted class, pinned. The
+            gradient sweep methods also take a target object of :mod:`xaikit.targets` (one for
+            the whole batch): ``ClassRegion(k, mask)`` (segmentation), ``Output(index)``
+            (regression), ``Similarity(reference)`` (embeddings) or a callable
+            ``f(outputs) -> (rows,)`` (see ``docs/targets.md``).
         method: any registered method, by name, alias or title (the table in
             ``docs/methods.md`` lists each with its options, cost and what it answers):
             gradient methods (``"vanilla"``, ``"smoothgrad"``, ``"integrated"``, ``"smint"``,
@@ -181,7 +185,14 @@ def explain(
     inp, multi = prepared(model, x, framework, shared.get("model_kwargs"))
     bk = inp.bk
     with bk.inference(model):
-        pinned = pin(inp, target, output, predict=False, in_pass=record.targets == "in_pass")
+        pinned = pin(
+            inp,
+            target,
+            output,
+            predict=False,
+            in_pass=record.targets == "in_pass",
+            objects=record.target_objects,
+        )
         result, _ = run(
             record, inp, pinned, own, seed=fresh_seed() if seed is None else seed, max_batch=max_batch,
             memory_budget=memory_budget, output=output, xla=xla, with_delta=return_delta, progress=progress,

@@ -82,6 +82,9 @@ class Call:
         xla: compile the TensorFlow step with XLA.
         with_delta: the caller wants the completeness delta (only for ``delta=True`` methods).
         progress: report progress (slow methods): True, False or None (after a few seconds).
+        spec: the bound target object (:class:`xaikit.targets.Bound`) of a method that takes
+            them (``Method.target_objects``), when one was given: ``targets`` then holds each
+            sample's index; None otherwise.
     """
 
     inp: Inputs
@@ -94,6 +97,7 @@ class Call:
     xla: bool = False
     with_delta: bool = False
     progress: bool | None = None
+    spec: Any = None
 
     @property
     def bk(self) -> Backend:
@@ -160,6 +164,9 @@ class Method:
         targets: ``"pinned"`` (the classes are fixed from a forward pass of the clean inputs
             before the method runs) or ``"in_pass"`` (without given classes, the method reads
             each row's predicted class off its own pass: no extra forward pass).
+        target_objects: the method takes target objects (:mod:`xaikit.targets`: regions,
+            regression units, similarities, callables) besides class indices; the front door
+            refuses them for the others, with a message naming ``target``.
         core: one of the four methods ``SaliencyNet`` and the ``Saliency`` trace compute.
         slow: reports progress (``progress=``): its cost is more than one fused sweep.
         check: a function that checks the values of the method's own options without a model
@@ -184,6 +191,7 @@ class Method:
     noise: bool = False
     delta: bool = False
     targets: str = "pinned"
+    target_objects: bool = False
     core: bool = False
     slow: bool = False
     check: Check | None = None

@@ -154,6 +154,9 @@ class TFBackend(Backend):
         tf = self.tf
         return acc + tf.math.unsorted_segment_sum(tf.cast(values, acc.dtype), idx, num_segments=acc.shape[0])
 
+    def pick(self, t: T, idx: T) -> T:
+        return self.tf.gather(t, idx, axis=1, batch_dims=1)
+
     def matmul(self, a: T, b: T) -> T:
         return self.tf.linalg.matmul(a, b)
 
@@ -246,6 +249,9 @@ class TFBackend(Backend):
     ) -> T:
         return self.selected(self._call(model, inputs, model_kwargs), output, int(inputs[0].shape[0]))
 
+    def outputs(self, model: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None = None) -> Any:
+        return self._call(model, inputs, model_kwargs)
+
     def _split(self, model_kwargs: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
         """model_kwargs as (tensors and arrays: arguments of the compiled step, the rest: constants
         of the step, part of its cache key, so that any Python value can be passed)."""
@@ -266,10 +272,12 @@ class TFBackend(Backend):
         kind: str,
         xla: bool,
         static: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> Traced:
         """The compiled ``"grad"`` or ``"scores"`` step of ``model``, made once per model, number
-        of inputs, output, XLA flag and constant model arguments, and traced once per input
-        signature (the engine pads chunks to a few row counts)."""
+        of inputs, output, XLA flag, constant model arguments and target kind (a target object's
+        per-sample tensors are arguments of the step), and traced once per input signature (the
+        engine pads chunks to a few row counts)."""
         tf = self.tf
         static = dict(static or {})
         key = (
@@ -278,6 +286,7 @@ class TFBackend(Backend):
             output,
             bool(xla),
             tuple((k, _static_key(v)) for k, v in sorted(static.items())),
+            None if target is None else _static_key(target.static),
         )
         try:
             table = self._steps.setdefault(model, {})
@@ -286,17 +295,24 @@ class TFBackend(Backend):
         if key in table:
             return table[key]
         ref = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
+        # a target's scores run as written (AutoGraph would try to convert a user's callable)
+        scorer = None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
 
-        def scores_of(inputs: list[T], targets: T, kw: dict[str, Any]) -> tuple[T, T]:
+        def scores_of(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> tuple[T, T]:
             out = self._call(ref(), inputs, {**kw, **static})
+            if scorer is not None:
+                scores = scorer(self, out, targets, extra)
+                return scores, scores
             out = as_matrix(self.selected(out, output, int(inputs[0].shape[0])))
             return tf.gather(out, targets, axis=1, batch_dims=1), out
 
-        def grad(inputs: list[T], targets: T, kw: dict[str, Any]) -> tuple[T, list[T], T]:
+        def grad(
+            inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]
+        ) -> tuple[T, list[T], T]:
             with tf.GradientTape() as tape:
                 for x in inputs:
                     tape.watch(x)
-                scores, out = scores_of(inputs, targets, kw)
+                scores, out = scores_of(inputs, targets, kw, extra)
             grads = tape.gradient(scores, inputs)
             missing = [i for i, g in enumerate(grads) if g is None]
             if missing:  # an error for the caller (never a gradient of zeros)
@@ -304,8 +320,8 @@ class TFBackend(Backend):
                 grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
             return scores, grads, out
 
-        def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any]) -> T:
-            return scores_of(inputs, targets, kw)[0]
+        def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> T:
+            return scores_of(inputs, targets, kw, extra)[0]
 
         step = Traced(grad if kind == "grad" else forward_scores, self.trace_counts, (id(model), kind), xla)
         table[key] = step
@@ -319,10 +335,12 @@ class TFBackend(Backend):
         output: int | str = 0,
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> T:
         tensors, static = self._split(model_kwargs)
-        return self._step(model, len(inputs), output, "scores", xla, static).run(
-            list(inputs), targets, tensors
+        extra = {} if target is None else dict(target.tensors)
+        return self._step(model, len(inputs), output, "scores", xla, static, target).run(
+            list(inputs), targets, tensors, extra
         )
 
     def grad_step(
@@ -333,10 +351,12 @@ class TFBackend(Backend):
         output: int | str = 0,
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[T, list[T], T]:
         tensors, static = self._split(model_kwargs)
-        step = self._step(model, len(inputs), output, "grad", xla, static)
-        scores, grads, out = step.run(list(inputs), targets, tensors)
+        extra = {} if target is None else dict(target.tensors)
+        step = self._step(model, len(inputs), output, "grad", xla, static, target)
+        scores, grads, out = step.run(list(inputs), targets, tensors, extra)
         return scores, list(grads), out
 
     def traces(self, model: Any, kind: str = "grad") -> int:

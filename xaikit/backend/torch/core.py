@@ -102,6 +102,10 @@ class TorchBackend(Backend):
     def index_add(self, acc: T, idx: T, values: T) -> T:
         return acc.index_add(0, idx, values.to(acc.dtype))
 
+    def pick(self, t: T, idx: T) -> T:
+        shape = (t.shape[0], 1, *t.shape[2:])
+        return t.gather(1, idx.reshape((-1,) + (1,) * (t.ndim - 1)).expand(shape)).squeeze(1)
+
     def matmul(self, a: T, b: T) -> T:
         return a @ b
 
@@ -180,6 +184,12 @@ class TorchBackend(Backend):
         vector; a half-precision model gets its inputs cast to its dtype (inside the autograd
         graph) and gives its output back in float32."""
         half = self._half(model)
+        out = select_output(self._raw(model, inputs, kw), output, len(inputs[0]))
+        return out.float() if half is not None and out.is_floating_point() else out
+
+    def _raw(self, model: Any, inputs: Sequence[T], kw: dict[str, Any] | None) -> Any:
+        """What ``model(*inputs, **kw)`` returns; a half-precision model gets its inputs cast."""
+        half = self._half(model)
         if half is not None:
             inputs = [x.to(half) if x.is_floating_point() else x for x in inputs]
         try:
@@ -193,8 +203,7 @@ class TorchBackend(Backend):
             if error is None:
                 raise
             raise error from exc
-        out = select_output(raw, output, len(inputs[0]))
-        return out.float() if half is not None and out.is_floating_point() else out
+        return raw
 
     @contextlib.contextmanager
     def forward_only(self) -> Iterator[None]:
@@ -211,6 +220,10 @@ class TorchBackend(Backend):
         with self.torch.no_grad():
             return self._call(model, inputs, output, model_kwargs)
 
+    def outputs(self, model: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None = None) -> Any:
+        with self.torch.no_grad():
+            return self._raw(model, inputs, model_kwargs)
+
     def scores(
         self,
         model: Any,
@@ -219,7 +232,11 @@ class TorchBackend(Backend):
         output: int | str = 0,
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> T:
+        if target is not None:
+            with self.torch.no_grad():
+                return target.scores(self, self._raw(model, inputs, model_kwargs), targets)
         out = as_matrix(self.forward(model, inputs, output, model_kwargs))
         return out.gather(1, targets[:, None]).squeeze(1)
 
@@ -231,6 +248,7 @@ class TorchBackend(Backend):
         output: int | str = 0,
         xla: bool = False,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[T, list[T], T]:
         """One forward+backward; a gradient that does not reach the output or an input is an
         error naming the input and the likely causes (see
@@ -239,8 +257,11 @@ class TorchBackend(Backend):
 
         with self.torch.enable_grad():
             xs = [x.detach().requires_grad_(True) for x in inputs]
-            out = as_matrix(self._call(model, xs, output, model_kwargs))
-            scores = out.gather(1, targets[:, None]).squeeze(1)
+            if target is not None:
+                out = scores = target.scores(self, self._raw(model, xs, model_kwargs), targets)
+            else:
+                out = as_matrix(self._call(model, xs, output, model_kwargs))
+                scores = out.gather(1, targets[:, None]).squeeze(1)
             grads = input_grads(model, scores, xs, output)
         return scores.detach(), grads, out.detach()
 

@@ -187,6 +187,7 @@ def forward_scores(
     model_kwargs: ModelKwargs | None = None,
     batch: int | None = None,
     predicted: list[np.ndarray] | None = None,
+    target: Any = None,
 ) -> T:
     """Target-class scores of ``total`` rows built by ``rows_fn(r0, r1)``: forward only, ``chunk``
     rows at a time, on the device (:func:`run_chunks`); returns a (total,) tensor. An
@@ -194,7 +195,9 @@ def forward_scores(
     given, receives the rows of each chunk).
     ``model_kwargs`` are cut to the rows: row r belongs to sample r % B (the order of every
     caller's row space). ``predicted``, when given, receives each pass's predicted class per row
-    (numpy int64, the argmax of the selected output; the scores then come from the same pass)."""
+    (numpy int64, the argmax of the selected output; the scores then come from the same pass).
+    ``target``, a bound target object (:class:`xaikit.targets.Bound`), scores the rows instead of
+    the classes (``rows_fn``'s second value is then each row's sample index)."""
     pad = bk.pads_chunks()
 
     def step(r0: int, r1: int, size: int) -> tuple[T, np.ndarray | None]:
@@ -204,7 +207,8 @@ def forward_scores(
         n = int(targets.shape[0])
         kw = kwargs_of(model_kwargs, r0, r1, n)
         if predicted is None:
-            scores = model_call(bk, lambda: bk.scores(model, rows, targets, output, xla, **kw), n, batch)
+            call = lambda: bk.scores(model, rows, targets, output, xla, target=target, **kw)  # noqa: E731
+            scores = model_call(bk, call, n, batch)
             return scores[: r1 - r0], None
         out = model_call(bk, lambda: bk.forward(model, rows, output, **kw), n, batch)
         host = bk.to_numpy(as_matrix(out))[: r1 - r0]

@@ -62,10 +62,21 @@ class Job:
     path_base: Callable[[list[T]], list[T]] | None = None
     #: told the rows done after each chunk of the sweep (a progress bar's ``advance_to``); no sync
     progress: Callable[[int], None] | None = None
+    #: a bound target object (:class:`xaikit.targets.Bound`): ``targets`` then holds each
+    #: sample's index, and the backend scores rows through it
+    target: Any = None
 
     @classmethod
     def over(
-        cls, inp: Inputs, targets: T, *, seed: int, output: int | str, max_batch: int | str, xla: bool
+        cls,
+        inp: Inputs,
+        targets: T,
+        *,
+        seed: int,
+        output: int | str,
+        max_batch: int | str,
+        xla: bool,
+        target: Any = None,
     ) -> Job:
         """A job over prepared inputs (their backend, model, tensors, working dtype and model
         keyword arguments) explaining ``targets``: plain gradients at the inputs until the
@@ -81,6 +92,7 @@ class Job:
             dtype=inp.dtype,
             xla=bool(xla),
             model_kwargs=inp.kwargs,
+            target=target,
         )
 
     @property

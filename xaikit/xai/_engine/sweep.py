@@ -280,7 +280,10 @@ def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T
     n = int(targets.shape[0])
     kw = kwargs_of(job.model_kwargs, r0, r1, n)
     return model_call(  # type: ignore[no-any-return]
-        job.bk, lambda: job.bk.grad_step(job.model, rows, targets, job.output, job.xla, **kw), n, job.batch
+        job.bk,
+        lambda: job.bk.grad_step(job.model, rows, targets, job.output, job.xla, target=job.target, **kw),
+        n,
+        job.batch,
     )
 
 
@@ -362,7 +365,7 @@ def endpoint_scores(job: Job, chunk: int) -> tuple[T, T]:
 
     scores = forward_scores(
         bk, job.model, rows_fn, 2 * B * job.n_noise, chunk, job.output, job.xla,
-        model_kwargs=job.model_kwargs, batch=B,
+        model_kwargs=job.model_kwargs, batch=B, target=job.target,
     )  # fmt: skip
     scores = bk.reshape(scores, (job.n_noise, 2, B))
     return scores[:, 0], scores[:, 1]

@@ -3,6 +3,14 @@ once (its predicted class on the clean input, from one forward pass, :func:`logi
 classes given, :func:`check_targets`) before a method runs its noisy or interpolated rows. A
 method that reads the class off its own pass (a gradient CAM, ``targets="in_pass"``) is not
 pinned when no classes are given.
+
+A target object (:mod:`xaikit.targets`) is pinned the same way, by a method whose record takes
+them (``Method.target_objects``): :func:`pin_object` resolves it against the model's output for
+the clean batch (a region's predicted mask is fixed there) and binds its per-sample arrays to
+the device; the engine then carries each row's *sample index* where it carries classes (the
+same slicing, repeating and padding), and the backends score rows through the bound target.
+:class:`~xaikit.targets.Class` is class indices. Everywhere else (metrics, CAMs, ...) another
+target object is refused by :func:`check_targets` with a message naming ``target``.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import numpy as np
 
 from xaikit.backend import Backend, T
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.targets import Bound, Class, Target, is_target, picked, resolve_callable
 from xaikit.xai._engine.chunks import run_chunks
 from xaikit.xai._engine.inputs import Inputs, call_error
 
@@ -50,20 +59,31 @@ class Pinned:
             whole batch, or of its first row when given classes were checked on one row; None
             when nothing was run (what :mod:`xaikit.xai.health` judges maps against).
         n_classes: the output's class count (1 for a (B,) output), when it was read.
+        spec: the bound target object (:class:`xaikit.targets.Bound`) when one was given;
+            ``targets`` then holds each sample's index and ``output`` its (B,) clean scores.
     """
 
     targets: T | None
     predictions: np.ndarray | None = None
     output: np.ndarray | None = None
     n_classes: int | None = None
+    spec: Bound | None = None
 
     def host_targets(self, bk: Backend) -> np.ndarray | None:
-        """The targets as int64 numpy (None when not pinned)."""
-        return None if self.targets is None else np.asarray(bk.to_numpy(self.targets), dtype=np.int64)
+        """The targets as int64 numpy (None when not pinned, or pinned to a target object)."""
+        if self.targets is None or self.spec is not None:
+            return None
+        return np.asarray(bk.to_numpy(self.targets), dtype=np.int64)
 
 
 def pin(
-    inp: Inputs, target: Any, output: int | str = 0, *, predict: bool = True, in_pass: bool = False
+    inp: Inputs,
+    target: Any,
+    output: int | str = 0,
+    *,
+    predict: bool = True,
+    in_pass: bool = False,
+    objects: bool = False,
 ) -> Pinned:
     """The class explained for each sample, fixed once for all of its rows: the one owner of
     that decision (methods, metrics and ``explain_dataset`` all come here).
@@ -80,12 +100,26 @@ def pin(
             second pass of the batch).
         in_pass: the method finds the predicted class in its own pass (a gradient CAM): without
             given classes and ``predict``, nothing is run and the targets are None.
+        objects: the caller takes target objects (:mod:`xaikit.targets`): one is resolved by
+            :func:`pin_object`; otherwise only :class:`~xaikit.targets.Class` is taken.
 
     A model output of one score per row, (B,), is explained as class 0: ``target`` must be None
     or 0.
     """
     bk = inp.bk
     device = getattr(inp.tensors[0], "device", None)
+    if isinstance(target, Class):
+        target = target.k
+    if isinstance(target, (list, tuple)) and any(is_target(t) for t in target):
+        raise XaikitTypeError(
+            f"target must be one target object for the whole batch, not a {type(target).__name__} of "
+            f"them: its fields take one value per sample (e.g. ClassRegion([k0, k1, ...], mask=(B, H, W) "
+            f"masks), Output([i0, i1, ...]), Similarity((B, D) references)); got {describe(target)}"
+        )
+    if is_target(target):
+        if not objects:
+            raise refused(target)
+        return pin_object(inp, target, output)
     if target is None and in_pass and not predict:
         return Pinned(None)
     if target is not None and not predict:
@@ -109,6 +143,34 @@ def pin(
     return Pinned(bk.index(classes, device), predictions, host, n_classes)
 
 
+def pin_object(inp: Inputs, target: Any, output: int | str = 0) -> Pinned:
+    """A target object (or callable) resolved against the model's output for the clean batch
+    (one forward pass; errors name ``target``) and bound to the model's device."""
+    bk = inp.bk
+    device = getattr(inp.tensors[0], "device", None)
+    kw = {"model_kwargs": inp.kwargs.rows(np.arange(inp.batch))} if inp.kwargs else {}
+    try:
+        raw = bk.outputs(inp.model, list(inp.tensors), **kw)
+    except (XaikitTypeError, XaikitValueError):
+        raise
+    except Exception as exc:
+        raise call_error(inp, exc) from exc
+    rows = bk.arange(0, inp.batch, device)
+    if not isinstance(target, Target):  # a callable
+        resolved = resolve_callable(target, np.asarray(bk.to_numpy(target(raw))), output, inp.batch)
+    else:
+        host = np.asarray(bk.to_numpy(picked(raw, output)))
+        layout = bk.model_layout(inp.model)
+        resolved = target.resolve(host, layout.channel_first, output, batch=inp.batch)
+    tensors = {
+        name: bk.index(arr, device) if arr.dtype.kind in "iu" else bk.as_tensor(arr, device, inp.dtype)
+        for name, arr in resolved.arrays.items()
+    }
+    bound = Bound(resolved, tensors)
+    clean = np.asarray(bk.to_numpy(bound.scores(bk, raw, rows)), dtype=np.float64)
+    return Pinned(rows, None, clean, None, bound)
+
+
 def pin_targets(
     inp: Inputs, target: Any, output: int | str = 0, predict: bool = True
 ) -> tuple[T, np.ndarray | None]:
@@ -130,8 +192,23 @@ def predictions_of(scores: np.ndarray) -> np.ndarray:
     return scores.argmax(axis=1).astype(np.int64)
 
 
+def refused(target: Any) -> XaikitValueError:
+    """The error for a target object given to a method or metric that takes class indices only."""
+    return XaikitValueError(
+        f"target={type(target).__name__}(...) (a target object) is taken by the gradient methods of "
+        "xk.xai.explain (vanilla, smoothgrad, integrated, smint, input_x_gradient, vargrad, "
+        "expected_gradients, blur_ig) so far; this method or metric takes class indices: pass "
+        "target= an int or one int per sample (xk.targets.Class(k) is the same)"
+    )
+
+
 def check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.ndarray:
-    """User-given classes as int64 (B,), checked against the batch and the class count."""
+    """User-given classes as int64 (B,), checked against the batch and the class count
+    (:class:`~xaikit.targets.Class` is its classes; another target object is refused)."""
+    if isinstance(target, Class):
+        target = target.k
+    elif is_target(target):
+        raise refused(target)
     host = np.asarray(bk.to_numpy(target) if bk.is_tensor(target) else target)
     if host.dtype.kind not in "iu" and not (host.dtype.kind == "f" and np.all(host == np.round(host))):
         raise XaikitTypeError(f"target must be integer class indices; got {describe(target)}")

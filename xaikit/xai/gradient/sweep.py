@@ -122,6 +122,7 @@ def attribute(
     with_delta: bool = False,
     xla: bool = False,
     memory_budget: int | float = DEFAULT_BUDGET,
+    target: Any = None,
 ) -> Attribution:
     """Run one sweep method on validated inputs and return raw, signed attributions.
 
@@ -135,13 +136,15 @@ def attribute(
     N samples; default: the batch itself). ``steps``, ``max_sigma``, ``grad_step`` and ``sqrt``
     are Blur IG's (see :mod:`xaikit.xai._engine.blur`). ``memory_budget`` caps the rows of a
     ``max_batch="auto"`` chunk (bytes, or a fraction of the available memory; see
-    :class:`xaikit.xai._engine.plan.ChunkPlan`).
+    :class:`xaikit.xai._engine.plan.ChunkPlan`). ``target``, a bound target object
+    (:class:`xaikit.targets.Bound`), is differentiated instead of the class scores (``targets``
+    then holds each sample's index).
     """
     if method not in SWEEP:
         raise XaikitError(f"internal error: {method!r} is not a sweep method ({', '.join(SWEEP)})")
     memory_budget = check_memory_budget(memory_budget)
     bk = inp.bk
-    job = Job.over(inp, targets, seed=seed, output=output, max_batch=max_batch, xla=xla)
+    job = Job.over(inp, targets, seed=seed, output=output, max_batch=max_batch, xla=xla, target=target)
     smoothed = method in ("smoothgrad", "smint", "vargrad")
     if method in ("input_x_gradient", "blur_ig"):  # smoothed only when asked
         smoothed = (nsamples is not None and nsamples != 1) or bool(stdev_spread)
@@ -322,6 +325,7 @@ def run_sweep(call: Call, **options: Any) -> Explained:
         output=call.output,
         with_delta=call.with_delta,
         xla=call.xla,
+        target=call.spec,
         **options,
     )
     return Explained(result.arrays, result.delta, result.chunks)
@@ -341,7 +345,16 @@ _SMOOTH = {"nsamples": None, "stdev_spread": None, "magnitude": None}
 
 def _sweep(name: str, title: str, options: dict[str, Any], **facts: Any) -> Method:
     return register_method(
-        Method(name, "gradient", title, run_sweep, options, check=check_sweep_options, **facts)
+        Method(
+            name,
+            "gradient",
+            title,
+            run_sweep,
+            options,
+            check=check_sweep_options,
+            target_objects=True,
+            **facts,
+        )
     )
 
 

@@ -1,0 +1,392 @@
+"""Target objects: which scalar of a model's output an explanation differentiates, per sample.
+
+``target=`` of :func:`xaikit.xai.explain` takes class indices (an int, or one per sample) or
+one of these objects, for models that are not classifiers:
+
+* :class:`Class` ``(k)``: the class score, exactly what an int ``k`` means.
+* :class:`ClassRegion` ``(k, mask=None, reduce="sum")``: semantic segmentation, the sum (or
+  mean) of class k's logits over a mask of pixels, per sample; no mask = the pixels where the
+  model predicts k on the clean input (fixed once, like a predicted class).
+* :class:`Output` ``(index)``: one unit of a regression output (B,) or (B, K) (any output:
+  ``index`` counts its non-batch elements in row-major order).
+* :class:`Similarity` ``(reference, normalize=True)``: cosine similarity of the model's
+  embedding (B, D) to a reference embedding (D,) or (B, D) (e.g. a CLIP text embedding).
+* a callable ``f(outputs) -> (rows,)``: anything else; it gets what the model returned (a
+  tensor, dict, tuple or output object) for a chunk of rows and returns one differentiable
+  score per row, written with the model's framework.
+
+One object explains the whole batch; its fields may hold one value per sample (a class per
+sample, a (B, H, W) mask, a (B, D) reference). A list of objects is refused. The model's
+output is read as ``output=`` says; for a dict the default is its ``"logits"`` key, for an
+object its ``logits`` attribute.
+
+This module is framework-free: the objects are specs. :meth:`Target.resolve` checks one
+against the model's output for the clean batch (host numpy) and gives a :class:`Resolved`
+(per-sample host arrays); :func:`row_scores` turns that into the (rows,) scores of a chunk of
+rows through the backend's operations, inside the framework's differentiated graph (the
+backends call it from ``scores`` and ``grad_step``). The rows of a chunk are told by their
+sample index (int64 (rows,)), which is what the engine carries in place of class indices.
+
+Example:
+    >>> import numpy as np
+    >>> seg = np.array([[[[0.0, 2.0, 0.0]], [[1.0, 3.0, -1.0]]]])  # (B, K, H, W) = (1, 2, 1, 3)
+    >>> r = ClassRegion(1, reduce="mean").resolve(seg, channel_first=True)  # where 1 is predicted
+    >>> r.arrays["weight"].tolist(), r.arrays["cls"].tolist()
+    ([[[0.5, 0.5, 0.0]]], [1])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xaikit.backend.outputs import pick_output
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+
+__all__ = [
+    "Bound",
+    "Class",
+    "ClassRegion",
+    "Output",
+    "Resolved",
+    "Similarity",
+    "Target",
+    "is_target",
+    "row_scores",
+]
+
+#: added to the squared norm of an embedding before its square root (cosine similarity)
+EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A target checked against the model's output for a batch of B samples.
+
+    Attributes:
+        kind: ``"output"``, ``"region"``, ``"similarity"`` or ``"callable"``.
+        output: the model output read (index, key or attribute name).
+        arrays: per-sample host arrays, each (B, ...): ``"index"`` (int64, output),
+            ``"cls"`` (int64) and ``"weight"`` (float, the mask over the output's spatial axes,
+            divided by its size for ``reduce="mean"``) for a region, ``"reference"`` (float,
+            unit length when normalized) for a similarity.
+        axis: the class axis of a region's output (1 once moved there).
+        normalize: divide a similarity by the embedding's norm.
+        fn: the callable of a ``"callable"`` target.
+        static: what a compiled step is keyed on (no arrays).
+    """
+
+    kind: str
+    output: int | str
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    axis: int = 1
+    normalize: bool = True
+    fn: Callable[[Any], Any] | None = None
+
+    @property
+    def static(self) -> tuple[Any, ...]:
+        return (self.kind, self.output, self.axis, self.normalize, self.fn)
+
+
+class Target:
+    """Base of the target objects (see the module's docstring)."""
+
+    def resolve(
+        self, out: Any, channel_first: bool, output: int | str = 0, raw: Any = None, batch: int | None = None
+    ) -> Resolved:
+        """This target checked against the model's output for the clean batch.
+
+        Args:
+            out: the output the target reads (:func:`picked`), as a host numpy array (B, ...).
+            channel_first: the framework's convention (the class axis of a segmentation
+                output: 1 for torch, the last for Keras, unless the target names it).
+            output: the output's index, key or attribute name (kept for the rows).
+            raw: what the model returned (a callable target reads it).
+            batch: the number of samples (default: ``out``'s first axis).
+        """
+        raise NotImplementedError  # pragma: no cover - every target overrides it
+
+
+def _classes(k: Any, name: str) -> np.ndarray:
+    """``k`` as int64 (1,) or (B,): one class or one per sample (checked later against B)."""
+    arr = np.asarray(k)
+    if isinstance(k, bool) or arr.dtype.kind not in "iu" or arr.ndim > 1 or arr.size == 0:
+        raise XaikitTypeError(
+            f"target={name}(...): its class/index must be an int or a 1-D sequence of ints (one per "
+            f"sample); got {describe(k)}"
+        )
+    return arr.astype(np.int64).reshape(-1)
+
+
+def _per_sample(values: np.ndarray, batch: int, what: str) -> np.ndarray:
+    if values.shape[0] not in (1, batch):
+        raise XaikitValueError(
+            f"target={what}: must give one value for the batch or one per sample ({batch}); got "
+            f"{values.shape[0]} values"
+        )
+    return np.broadcast_to(values, (batch, *values.shape[1:])).copy()
+
+
+def _in_range(values: np.ndarray, n: int, what: str, about: str) -> None:
+    if values.min() < 0 or values.max() >= n:
+        raise XaikitValueError(
+            f"target={what}: {about} must lie in [0, {n - 1}] for this model output; got values "
+            f"{sorted(set(values.tolist()))[:10]}"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Class(Target):
+    """The score of class ``k``: exactly what ``target=k`` means (one class, or one per sample).
+
+    Example:
+        >>> Class(3).k
+        3
+    """
+
+    k: Any
+
+    def __post_init__(self) -> None:
+        _classes(self.k, "Class")
+
+    def resolve(
+        self, out: Any, channel_first: bool, output: int | str = 0, raw: Any = None, batch: int | None = None
+    ) -> Resolved:
+        return Output(self.k).resolve(out, channel_first, output, raw, batch)
+
+
+@dataclass(frozen=True, eq=False)
+class Output(Target):
+    """One unit of the model's output: ``index`` counts the non-batch elements of the output in
+    row-major order (a (B,) output has the one index 0, a (B, K) output K). One index, or one per
+    sample.
+
+    Example:
+        >>> Output(2).resolve(np.zeros((4, 3)), True).arrays["index"].tolist()
+        [2, 2, 2, 2]
+    """
+
+    index: Any
+
+    def __post_init__(self) -> None:
+        _classes(self.index, "Output")
+
+    def resolve(
+        self, out: Any, channel_first: bool, output: int | str = 0, raw: Any = None, batch: int | None = None
+    ) -> Resolved:
+        out = np.asarray(out)
+        batch = int(out.shape[0]) if batch is None else batch
+        index = _per_sample(_classes(self.index, "Output"), batch, f"Output({self.index!r})")
+        _in_range(index, int(np.prod(out.shape[1:], dtype=np.int64)), f"Output({self.index!r})", "index")
+        return Resolved("output", output, {"index": index})
+
+
+@dataclass(frozen=True, eq=False)
+class ClassRegion(Target):
+    """Semantic segmentation: class ``k``'s logits summed (``reduce="sum"``) or averaged
+    (``"mean"``) over ``mask``, per sample.
+
+    Args:
+        k: the class, or one per sample.
+        mask: (H, W) for every sample or (B, H, W), bool or 0/1 (or any weights); None = the
+            pixels where the model predicts k (the argmax over classes of the clean input's
+            output, fixed once for every noisy or interpolated row).
+        reduce: ``"sum"`` or ``"mean"`` (over the mask's pixels).
+        axis: the class axis of the output; None = 1 for torch models (B, K, H, W), the last
+            for Keras models (B, H, W, K).
+    """
+
+    k: Any
+    mask: Any = None
+    reduce: str = "sum"
+    axis: int | None = None
+
+    def __post_init__(self) -> None:
+        _classes(self.k, "ClassRegion")
+        if self.reduce not in ("sum", "mean"):
+            raise XaikitValueError(
+                f"target=ClassRegion(..., reduce=...): reduce must be 'sum' or 'mean'; got {self.reduce!r}"
+            )
+        if self.axis is not None and (isinstance(self.axis, bool) or not isinstance(self.axis, int)):
+            raise XaikitTypeError(
+                f"target=ClassRegion(..., axis=...): axis must be an int or None; got {describe(self.axis)}"
+            )
+
+    def resolve(
+        self, out: Any, channel_first: bool, output: int | str = 0, raw: Any = None, batch: int | None = None
+    ) -> Resolved:
+        what = f"ClassRegion({self.k!r}, ...)"
+        out = np.asarray(out)
+        batch = int(out.shape[0]) if batch is None else batch
+        if out.ndim < 3:
+            raise XaikitValueError(
+                f"target={what} explains a segmentation output (B, K, H, W) or (B, H, W, K); the model "
+                f"output read has shape {out.shape}: pass output= the segmentation logits, or use "
+                "target=<class> / Output(index) for a classifier or regressor"
+            )
+        axis = (1 if channel_first else -1) if self.axis is None else self.axis
+        if not (-out.ndim <= axis < out.ndim) or axis % out.ndim == 0:
+            raise XaikitValueError(
+                f"target={what}: axis {axis} is not a class axis of an output of shape {out.shape}"
+            )
+        moved = np.moveaxis(out, axis % out.ndim, 1)
+        cls = _per_sample(_classes(self.k, "ClassRegion"), batch, what)
+        _in_range(
+            cls, int(moved.shape[1]), what, f"the class (output of shape {out.shape}, classes on axis {axis})"
+        )
+        spatial = moved.shape[2:]
+        if self.mask is None:
+            mask = (moved.argmax(axis=1) == cls.reshape((batch,) + (1,) * len(spatial))).astype(np.float64)
+        else:
+            given = self.mask
+            if hasattr(given, "detach"):
+                given = given.detach().cpu().numpy()
+            elif hasattr(given, "numpy") and not isinstance(given, np.ndarray):
+                given = given.numpy()
+            mask = np.asarray(given)
+            if mask.dtype.kind not in "biuf" or mask.shape not in (spatial, (batch, *spatial)):
+                raise XaikitValueError(
+                    f"target={what}: mask must be {spatial} (every sample) or {(batch, *spatial)} (one per "
+                    f"sample), bool or numbers, matching the output's spatial axes; got {describe(self.mask)}"
+                )
+            mask = np.broadcast_to(mask.astype(np.float64), (batch, *spatial))
+            if not np.all(np.isfinite(mask)):
+                raise XaikitValueError(f"target={what}: mask holds NaN or infinite values")
+        weight = np.array(mask, dtype=np.float64)
+        if self.reduce == "mean":
+            size = weight.reshape(batch, -1).sum(axis=1)
+            weight = weight / np.maximum(size, 1.0).reshape((batch,) + (1,) * len(spatial))
+        return Resolved("region", output, {"cls": cls, "weight": weight}, axis=axis % out.ndim)
+
+
+@dataclass(frozen=True, eq=False)
+class Similarity(Target):
+    """Cosine similarity of the model's embedding (its output flattened per sample, (B, D)) to
+    ``reference`` ((D,) for every sample or (B, D)); ``normalize=False``: the dot product."""
+
+    reference: Any
+    normalize: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.normalize, (bool, np.bool_)):
+            raise XaikitTypeError(
+                f"target=Similarity(..., normalize=...): normalize must be True or False; got {describe(self.normalize)}"
+            )
+
+    def resolve(
+        self, out: Any, channel_first: bool, output: int | str = 0, raw: Any = None, batch: int | None = None
+    ) -> Resolved:
+        out = np.asarray(out)
+        batch = int(out.shape[0]) if batch is None else batch
+        dim = int(np.prod(out.shape[1:], dtype=np.int64))
+        given = self.reference
+        if hasattr(given, "detach"):
+            given = given.detach().cpu().numpy()
+        elif hasattr(given, "numpy") and not isinstance(given, np.ndarray):
+            given = given.numpy()
+        ref = np.asarray(given)
+        if ref.dtype.kind not in "iuf" or ref.shape not in ((dim,), (batch, dim)):
+            raise XaikitValueError(
+                f"target=Similarity(reference): reference must be ({dim},) or ({batch}, {dim}) numbers, the "
+                f"size of the model's embedding (output of shape {out.shape}); got {describe(self.reference)}"
+            )
+        ref = np.broadcast_to(ref.astype(np.float64).reshape(-1, dim), (batch, dim)).copy()
+        norms = np.linalg.norm(ref, axis=1)
+        if not np.all(np.isfinite(ref)) or (self.normalize and np.any(norms == 0)):
+            raise XaikitValueError(
+                "target=Similarity(reference): reference must be finite and, for a cosine similarity, non-zero"
+            )
+        if self.normalize:
+            ref = ref / norms[:, None]
+        return Resolved("similarity", output, {"reference": ref}, normalize=bool(self.normalize))
+
+
+def is_target(value: Any) -> bool:
+    """Whether ``value`` is a target object or a callable target (not class indices)."""
+    return isinstance(value, Target) or (callable(value) and not hasattr(value, "__array__"))
+
+
+def resolve_callable(fn: Callable[[Any], Any], scores: np.ndarray, output: int | str, batch: int) -> Resolved:
+    """A callable target, checked on its scores for the clean batch (host numpy)."""
+    if scores.shape != (batch,) or scores.dtype.kind not in "iuf":
+        raise XaikitValueError(
+            f"target={getattr(fn, '__name__', 'callable')}: a callable target must return one score per "
+            f"row, shape ({batch},) for the {batch} samples; it returned {describe(scores)}"
+        )
+    return Resolved("callable", output, {}, fn=fn)
+
+
+def picked(raw: Any, output: int | str) -> Any:
+    """The output a target object reads: ``output`` of what the model returned; the default 0
+    means a dict's ``"logits"`` key when it has one."""
+    if isinstance(raw, dict) and output == 0 and "logits" in raw:
+        output = "logits"
+    return pick_output(raw, output)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A resolved target with its per-sample arrays as tensors on the model's device: what the
+    engine hands the backend's ``scores`` and ``grad_step`` (``target=``). The backend knows it
+    only through :attr:`static`, :attr:`tensors` and :meth:`scores` (the backend layer does not
+    import this module)."""
+
+    resolved: Resolved
+    tensors: dict[str, Any]
+
+    @property
+    def static(self) -> tuple[Any, ...]:
+        """What a compiled step is keyed on (the tensors are its arguments)."""
+        return self.resolved.static
+
+    def scorer(self) -> Callable[[Any, Any, Any, dict[str, Any]], Any]:
+        """``scores(bk, raw, rows, tensors)`` holding no array (a compiled step keeps it)."""
+        bare = dataclasses.replace(self.resolved, arrays={})
+
+        def scores(bk: Any, raw: Any, rows: Any, tensors: dict[str, Any]) -> Any:
+            return row_scores(bk, raw, rows, bare, tensors)
+
+        return scores
+
+    def scores(self, bk: Any, raw: Any, rows: Any) -> Any:
+        """The (rows,) scores of what the model returned for rows of samples ``rows``."""
+        return row_scores(bk, raw, rows, self.resolved, self.tensors)
+
+
+def row_scores(bk: Any, raw: Any, rows: Any, target: Resolved, tensors: dict[str, Any]) -> Any:
+    """The (rows,) scores of a chunk of rows, differentiable, in the framework's graph.
+
+    Args:
+        bk: the backend (its tensor operations).
+        raw: what the model returned for the rows.
+        rows: int64 (rows,) the sample of each row (indexes ``tensors``).
+        target: the resolved target.
+        tensors: ``target.arrays`` as tensors on the model's device (:meth:`Resolved.arrays`).
+    """
+    if target.kind == "callable":
+        scores = target.fn(raw)  # type: ignore[misc]
+        n = int(rows.shape[0])
+        if tuple(getattr(scores, "shape", ())) != (n,):
+            raise XaikitValueError(
+                f"target={getattr(target.fn, '__name__', 'callable')}: a callable target must return one "
+                f"score per row, shape ({n},) for a chunk of {n} rows; it returned {describe(scores)}"
+            )
+        return scores
+    out = picked(raw, target.output)
+    n = int(out.shape[0])
+    if target.kind == "output":
+        return bk.pick(bk.reshape(out, (n, -1)), bk.gather(tensors["index"], rows))
+    if target.kind == "region":
+        if target.axis != 1:
+            out = bk.moveaxis(out, target.axis, 1)
+        plane = bk.pick(out, bk.gather(tensors["cls"], rows))
+        return bk.sample_sum(plane * bk.gather(tensors["weight"], rows))
+    if target.kind == "similarity":
+        emb = bk.reshape(out, (n, -1))
+        dot = bk.sample_sum(emb * bk.gather(tensors["reference"], rows))
+        return dot / (bk.sample_sum(emb * emb) + EPS) ** 0.5 if target.normalize else dot
+    raise XaikitValueError(f"internal error: unknown target kind {target.kind!r}")  # pragma: no cover
