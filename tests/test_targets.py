@@ -309,3 +309,18 @@ def test_region_on_a_classifier_and_objects_elsewhere_are_refused(images: np.nda
     # Class is class indices everywhere, metrics included
     a = xk.xai.explain(model, x, target=xk.targets.Class(1), method="occlusion")
     assert np.array_equal(a, xk.xai.explain(model, x, target=1, method="occlusion"))
+
+
+def test_keras_step_traced_once_for_new_masks(weights: Any, images: np.ndarray) -> None:
+    """A target's per-sample tensors are arguments of the compiled step: another mask, class or
+    batch of the same shapes reuses it (no retrace); another target kind is its own step."""
+    from xaikit.backend import get_backend
+
+    w, b = weights
+    model = segmenter("tf", w, b)
+    bk = get_backend(model)
+    for k, mask in [(1, MASK), (2, ~MASK), (3, None)]:
+        xk.xai.explain(model, images, target=xk.targets.ClassRegion(k, mask=mask), method="vanilla")
+    assert bk.traces(model, "grad") == 1
+    xk.xai.explain(model, images, target=xk.targets.Output(3), method="vanilla")
+    assert bk.traces(model, "grad") == 2
