@@ -110,18 +110,24 @@ def test_class_region_per_sample_masks_classes_and_mean(
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("method", ["vanilla", "smoothgrad"])
 def test_class_region_without_mask_is_the_predicted_region(
-    framework: str, weights: Any, images: np.ndarray
+    framework: str, method: str, weights: Any, images: np.ndarray
 ) -> None:
+    """The region is where the clean image is predicted k, fixed once: SmoothGrad's noisy copies
+    (whose argmax moves) still differentiate the clean region."""
     w, b = weights
     model = segmenter(framework, w, b)
     predicted = logits_of(framework, model, images).argmax(axis=-1) == 1  # (B, H, W)
     assert predicted.any() and not predicted.all()
+    target = xk.targets.ClassRegion(1)
     a = channel_last(
         framework,
-        xk.xai.explain(model, batch(framework, images), target=xk.targets.ClassRegion(1), method="vanilla"),
+        xk.xai.explain(
+            model, batch(framework, images), target=target, method=method, magnitude=False, stdev_spread=0.5
+        ),
     )
-    np.testing.assert_allclose(a, predicted[..., None] * w[1][None, None, None, :], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(a, predicted[..., None] * w[1][None, None, None, :], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -324,3 +330,35 @@ def test_keras_step_traced_once_for_new_masks(weights: Any, images: np.ndarray) 
     assert bk.traces(model, "grad") == 1
     xk.xai.explain(model, images, target=xk.targets.Output(3), method="vanilla")
     assert bk.traces(model, "grad") == 2
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_model_scores_in_float32(framework: str, dtype: str) -> None:
+    """A float16/bfloat16 model's output is cast to float32 before a target scores it (a float32
+    reference of a Keras mixed-precision model would not multiply a float16 output)."""
+    rng = np.random.default_rng(8)
+    wt = rng.normal(size=(3, 5)).astype(np.float32)
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        lin = torch.nn.Linear(5, 3, bias=False)
+        with torch.no_grad():
+            lin.weight.copy_(torch.as_tensor(wt))
+        model = lin.to(getattr(torch, dtype))
+        rounded = model.weight.detach().float().numpy()
+    else:
+        keras = pytest.importorskip("keras")
+        inp = keras.Input((5,))
+        dense = keras.layers.Dense(3, use_bias=False, dtype=f"mixed_{dtype}")
+        model = keras.Model(inp, dense(inp))
+        dense.set_weights([wt.T])
+        rounded = np.asarray(keras.ops.cast(keras.ops.cast(wt, dtype), "float32"))
+    x = rng.normal(size=(4, 5)).astype(np.float32)
+    ref = rng.normal(size=3)
+    for target, expected in [
+        (xk.targets.Output(2), np.broadcast_to(rounded[2], x.shape)),
+        (xk.targets.Similarity(ref, normalize=False), np.broadcast_to(ref @ rounded, x.shape)),
+    ]:
+        a = xk.xai.explain(model, x, target=target, method="vanilla")
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, expected, rtol=2e-2, atol=2e-2)

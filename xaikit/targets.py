@@ -376,7 +376,7 @@ def row_scores(bk: Any, raw: Any, rows: Any, target: Resolved, tensors: dict[str
                 f"score per row, shape ({n},) for a chunk of {n} rows; it returned {describe(scores)}"
             )
         return scores
-    out = picked(raw, target.output)
+    out = bk.working(picked(raw, target.output))  # a half-precision output in float32
     n = int(out.shape[0])
     if target.kind == "output":
         return bk.pick(bk.reshape(out, (n, -1)), bk.gather(tensors["index"], rows))

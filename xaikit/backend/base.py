@@ -178,6 +178,11 @@ class Backend(abc.ABC):
         """A new tensor ``acc`` with ``values[i]`` added to row ``idx[i]`` (duplicates add up)."""
 
     @abc.abstractmethod
+    def working(self, t: T) -> T:
+        """A float16/bfloat16 tensor cast to float32 (differentiable), any other unchanged: a
+        half-precision model's output before a target object scores it."""
+
+    @abc.abstractmethod
     def pick(self, t: T, idx: T) -> T:
         """Entry ``idx[r]`` of axis 1 of each row r: ``t[r, idx[r], ...]``, axis 1 dropped
         (differentiable; ``idx`` int64 (rows,))."""

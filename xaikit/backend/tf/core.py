@@ -154,6 +154,9 @@ class TFBackend(Backend):
         tf = self.tf
         return acc + tf.math.unsorted_segment_sum(tf.cast(values, acc.dtype), idx, num_segments=acc.shape[0])
 
+    def working(self, t: T) -> T:
+        return self.tf.cast(t, self.tf.float32) if t.dtype.name in HALF_DTYPES else t
+
     def pick(self, t: T, idx: T) -> T:
         return self.tf.gather(t, idx, axis=1, batch_dims=1)
 

@@ -102,6 +102,9 @@ class TorchBackend(Backend):
     def index_add(self, acc: T, idx: T, values: T) -> T:
         return acc.index_add(0, idx, values.to(acc.dtype))
 
+    def working(self, t: T) -> T:
+        return t.float() if t.dtype in (self.torch.float16, self.torch.bfloat16) else t
+
     def pick(self, t: T, idx: T) -> T:
         shape = (t.shape[0], 1, *t.shape[2:])
         return t.gather(1, idx.reshape((-1,) + (1,) * (t.ndim - 1)).expand(shape)).squeeze(1)
