@@ -362,3 +362,18 @@ def test_half_precision_model_scores_in_float32(framework: str, dtype: str) -> N
         a = xk.xai.explain(model, x, target=target, method="vanilla")
         assert a.dtype == np.float32
         np.testing.assert_allclose(a, expected, rtol=2e-2, atol=2e-2)
+
+
+def test_keras_dict_output_reads_its_logits(weights: Any, images: np.ndarray) -> None:
+    keras = pytest.importorskip("keras")
+    w, b = weights
+    inp = keras.Input((H, W, C))
+    conv = keras.layers.Conv2D(K, 1)
+    seg = conv(inp)
+    model = keras.Model(inp, {"aux": keras.layers.GlobalAveragePooling2D()(seg), "logits": seg})
+    conv.set_weights([w.T[None, None], b])
+    a = xk.xai.explain(model, images, target=xk.targets.ClassRegion(2, mask=MASK), method="vanilla")
+    np.testing.assert_allclose(a, np.broadcast_to(MASK[None, :, :, None] * w[2], images.shape), rtol=1e-6)
+    # output= still names another output: the pooled (B, K) scores, as a regression unit
+    pooled = xk.xai.explain(model, images, target=xk.targets.Output(2), method="vanilla", output="aux")
+    np.testing.assert_allclose(pooled, np.broadcast_to(w[2] / (H * W), images.shape), rtol=1e-5)
