@@ -206,9 +206,10 @@ def forward_scores(
             rows, targets = pad_rows(bk, rows, targets, full - (r1 - r0))
         n = int(targets.shape[0])
         kw = kwargs_of(model_kwargs, r0, r1, n)
+        if target is not None:  # class targets call the step as before
+            kw["target"] = target
         if predicted is None:
-            call = lambda: bk.scores(model, rows, targets, output, xla, target=target, **kw)  # noqa: E731
-            scores = model_call(bk, call, n, batch)
+            scores = model_call(bk, lambda: bk.scores(model, rows, targets, output, xla, **kw), n, batch)
             return scores[: r1 - r0], None
         out = model_call(bk, lambda: bk.forward(model, rows, output, **kw), n, batch)
         host = bk.to_numpy(as_matrix(out))[: r1 - r0]

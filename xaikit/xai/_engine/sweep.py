@@ -279,9 +279,11 @@ def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T
     (:func:`~xaikit.xai._engine.chunks.model_call`)."""
     n = int(targets.shape[0])
     kw = kwargs_of(job.model_kwargs, r0, r1, n)
+    if job.target is not None:  # class targets call the step as before
+        kw["target"] = job.target
     return model_call(  # type: ignore[no-any-return]
         job.bk,
-        lambda: job.bk.grad_step(job.model, rows, targets, job.output, job.xla, target=job.target, **kw),
+        lambda: job.bk.grad_step(job.model, rows, targets, job.output, job.xla, **kw),
         n,
         job.batch,
     )
