@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.targets import Bound, Class, Target, is_target, picked, resolve_callable
 from xaikit.xai._engine.chunks import run_chunks
 from xaikit.xai._engine.inputs import Inputs, call_error
@@ -145,13 +145,14 @@ def pin(
 
 def pin_object(inp: Inputs, target: Any, output: int | str = 0) -> Pinned:
     """A target object (or callable) resolved against the model's output for the clean batch
-    (one forward pass; errors name ``target``) and bound to the model's device."""
+    (one forward pass of the whole batch, not chunked yet; errors name ``target``) and bound to
+    the model's device."""
     bk = inp.bk
     device = getattr(inp.tensors[0], "device", None)
     kw = {"model_kwargs": inp.kwargs.rows(np.arange(inp.batch))} if inp.kwargs else {}
     try:
         raw = bk.outputs(inp.model, list(inp.tensors), **kw)
-    except (XaikitTypeError, XaikitValueError):
+    except XaikitError:
         raise
     except Exception as exc:
         raise call_error(inp, exc) from exc
