@@ -236,6 +236,7 @@ def forward_rows(
     memory_budget: int | float,
     xla: bool,
     progress: Callable[[int], None] | None = None,
+    target: Any = None,
 ) -> np.ndarray:
     """Scores of the B x ``per_sample`` rows ``rows_fn(r0, r1)`` builds (row r: sample r % B),
     forward passes only, chunked by a :class:`ChunkPlan` of their own (``forward_only``: their
@@ -246,7 +247,9 @@ def forward_rows(
     the end (the chunk-size probe's rows are not counted). It all runs in the backend's
     :meth:`~xaikit.backend.base.Backend.forward_only` mode (torch: ``inference_mode``), ``rows_fn``
     too: a chunk's row indices are made on the device (:meth:`~xaikit.backend.base.Backend.arange`)
-    and the callers build their masks there, so a chunk copies nothing from the host."""
+    and the callers build their masks there, so a chunk copies nothing from the host.
+    ``target``, a bound target object, scores the rows instead of the classes (``targets`` are
+    then sample indices, gathered by ``r % B`` like classes)."""
     bk, model, B = inp.bk, inp.model, inp.batch
     device = getattr(inp.tensors[0], "device", None)
     total = B * per_sample
@@ -285,7 +288,17 @@ def forward_rows(
         tell: Callable[[int], None] | None = None,
     ) -> T:
         return forward_scores(
-            bk, model, laid(layout, tell), n, size, output, xla, sizes=sizes, model_kwargs=inp.kwargs, batch=B
+            bk,
+            model,
+            laid(layout, tell),
+            n,
+            size,
+            output,
+            xla,
+            sizes=sizes,
+            model_kwargs=inp.kwargs,
+            batch=B,
+            target=target,
         )
 
     def throwaway(size: int, layout: str) -> None:
