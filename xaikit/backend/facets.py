@@ -236,11 +236,14 @@ class CamFacet(abc.ABC):
         targets: T | None,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[T, T, T]:
         """One fused forward+backward of a chunk of rows: ``(A, dA, scores)``, the layer's
         activations, the gradient of the sum of the target scores with respect to them (both in
         the layer's layout, float32 for a half-precision model) and the target scores (rows,).
-        ``targets=None``: each row's highest score (its predicted class, read off this pass)."""
+        ``targets=None``: each row's highest score (its predicted class, read off this pass).
+        ``target``: a bound target object (:class:`xaikit.targets.Bound`); ``targets`` are then
+        each row's sample index and the scores are ``target.scores`` of the model's raw output."""
 
     @abc.abstractmethod
     def activations(
@@ -261,10 +264,12 @@ class CamFacet(abc.ABC):
         targets: T,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> list[T]:
         """Guided backpropagation (Springenberg et al., 2015) of a chunk of rows: the gradient of
         the target scores with respect to each input, where every ReLU the backend can reach
-        passes back only positive gradients (and only where its input was positive)."""
+        passes back only positive gradients (and only where its input was positive). With a
+        bound ``target`` object the rows are sample indices, scored by the target."""
 
 
 class RelevanceFacet(abc.ABC):
@@ -289,13 +294,16 @@ class RelevanceFacet(abc.ABC):
         composite: Any,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[list[T], T]:
         """LRP of a chunk of rows: ``(relevance per input, target scores (rows,))``. The output
         relevance is the target score (one-hot times the output); each layer gets
         ``composite.rule_for(name, kind, first)`` (a
         :class:`~xaikit.xai.rules.spec.Composite`), with BatchNorm merged when
         ``composite.canonize``. Relevance comes back with each input's shape, in the model's
-        layout, float32."""
+        layout, float32. With a bound ``target`` object (:class:`xaikit.targets.Bound`),
+        ``targets`` are each row's sample index and the starting relevance is the target's score
+        of the model's raw output."""
 
     @abc.abstractmethod
     def deeplift_step(
@@ -306,12 +314,14 @@ class RelevanceFacet(abc.ABC):
         targets: T,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[list[T], T, T]:
         """DeepLIFT (Rescale rule) of a chunk of n rows against one baseline row each:
         ``(attributions per input, f(x) target scores, f(baseline) target scores)``; the
         attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``
         where every nonlinearity has a rule. The 2n rows [inputs; baselines] run as one batch,
-        so ``model_kwargs`` are those of the 2n rows (a per-sample value given twice)."""
+        so ``model_kwargs`` are those of the 2n rows (a per-sample value given twice). With a
+        bound ``target`` object, ``targets`` are sample indices: both halves score their sample."""
 
     @abc.abstractmethod
     def modified_step(
@@ -322,7 +332,9 @@ class RelevanceFacet(abc.ABC):
         mode: str,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> list[T]:
         """The gradient of the target scores w.r.t. each input with every ReLU's backward
         modified: ``mode="guided"`` (guided backprop: positive gradients, where the input was
-        positive) or ``"deconvnet"`` (positive gradients, whatever the input)."""
+        positive) or ``"deconvnet"`` (positive gradients, whatever the input). With a bound
+        ``target`` object the rows are sample indices, scored by the target."""

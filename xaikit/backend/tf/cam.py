@@ -136,19 +136,45 @@ class Cam(CamFacet):
 
     # ---- the steps ---------------------------------------------------------------------------
     def _step(
-        self, model: Any, layer: CamLayer | None, output: int | str, kind: str, static: dict[str, Any]
+        self,
+        model: Any,
+        layer: CamLayer | None,
+        output: int | str,
+        kind: str,
+        static: dict[str, Any],
+        target: Any = None,
     ) -> Traced:
+        """The compiled step ``kind`` of ``model``, made once per layer, output, constant model
+        arguments and target kind (``target.static``: a target object's per-sample tensors are
+        an argument of the step, so new masks or references do not retrace it)."""
         from xaikit.backend.tf.core import _static_key
 
         table = self._steps.setdefault(model, {})
         layer_id = None if layer is None else (layer.name, id(layer.obj))
-        key = (kind, layer_id, output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
+        key = (
+            kind,
+            layer_id,
+            output,
+            tuple((k, _static_key(v)) for k, v in sorted(static.items())),
+            None if target is None else _static_key(target.static),
+        )
         if key in table:
             return table[key]
         bk = self.bk
         ref = weakref.ref(model)  # the step is cached under the model (weakly): it must not hold it
         layer_ref = None if layer is None else weakref.ref(layer.obj)
         name = "" if layer is None else layer.name
+        # a target's scores run as written (AutoGraph would try to convert a user's callable)
+        scorer = None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
+
+        def scores_of(out: Any, targets: T | None, extra: dict[str, T], rows: int) -> T:
+            """The rows' target scores of what the model returned."""
+            if scorer is not None:
+                return scorer(bk, out, targets, extra)
+            out = as_matrix(bk.selected(out, output, rows))
+            if targets is None:  # the predicted class: each row's highest score, this pass
+                return tf.reduce_max(out, axis=1)
+            return tf.gather(out, targets, axis=1, batch_dims=1)
 
         def captured(inputs: list[T], kw: dict[str, Any], tape: Any) -> tuple[Any, T]:
             """The model's output and the layer's output (its last call's) in one pass."""
@@ -161,14 +187,12 @@ class Cam(CamFacet):
                 return out, tf.zeros((rows, *(d or 1 for d in layer.shape)))  # type: ignore[union-attr]
             return out, seen[0].outputs[-1]
 
-        def grad(inputs: list[T], targets: T | None, kw: dict[str, Any]) -> tuple[T, T, T]:
+        def grad(
+            inputs: list[T], targets: T | None, kw: dict[str, Any], extra: dict[str, T]
+        ) -> tuple[T, T, T]:
             with tf.GradientTape(watch_accessed_variables=False) as tape:  # records from A on
                 out, a = captured(inputs, kw, tape)
-                out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
-                if targets is None:  # the predicted class: each row's highest score, this pass
-                    scores = tf.reduce_max(out, axis=1)
-                else:
-                    scores = tf.gather(out, targets, axis=1, batch_dims=1)
+                scores = scores_of(out, targets, extra, int(inputs[0].shape[0]))
             da = tape.gradient(scores, a)
             if da is None:  # an error for the caller (never a map of zeros)
                 step.fail(unreachable_layer(ref(), name, output))
@@ -178,13 +202,12 @@ class Cam(CamFacet):
         def acts(inputs: list[T], kw: dict[str, Any]) -> T:
             return _working(captured(inputs, kw, None)[1])
 
-        def guided(inputs: list[T], targets: T, kw: dict[str, Any]) -> list[T]:
+        def guided(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> list[T]:
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 for x in inputs:
                     tape.watch(x)
                 out = bk._call(ref(), inputs, {**kw, **static})
-                out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
-                scores = tf.gather(out, targets, axis=1, batch_dims=1)
+                scores = scores_of(out, targets, extra, int(inputs[0].shape[0]))
             grads = tape.gradient(scores, inputs)
             missing = [i for i, g in enumerate(grads) if g is None]
             if missing:  # an error for the caller (never a gradient of zeros)
@@ -206,10 +229,12 @@ class Cam(CamFacet):
         targets: T | None,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[T, T, T]:
         tensors, static = self.bk._split(model_kwargs)
-        a, da, scores = self._step(model, layer, output, "cam_grad", static).run(
-            list(inputs), targets, tensors
+        extra = {} if target is None else dict(target.tensors)
+        a, da, scores = self._step(model, layer, output, "cam_grad", static, target).run(
+            list(inputs), targets, tensors, extra
         )
         return a, da, scores
 
@@ -231,8 +256,9 @@ class Cam(CamFacet):
         targets: T,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> list[T]:
-        return self.relu_step(model, inputs, targets, "guided", output, model_kwargs)
+        return self.relu_step(model, inputs, targets, "guided", output, model_kwargs, target)
 
     def relu_step(
         self,
@@ -242,16 +268,18 @@ class Cam(CamFacet):
         mode: str,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> list[T]:
         """Input gradients with every reachable ReLU's backward modified: ``mode="guided"``
         (positive gradients where the input was positive) or ``"deconvnet"`` (the ReLU of the
-        gradient)."""
+        gradient); a bound ``target`` object scores the rows (sample indices)."""
         tensors, static = self.bk._split(model_kwargs)
-        step = self._step(model, None, output, mode, static)
+        extra = {} if target is None else dict(target.tensors)
+        step = self._step(model, None, output, mode, static, target)
         # The step is traced (and retraced) only while the ReLUs are swapped, so its graph is
         # always the modified one; the model's own attributes are restored right after.
         with _modified_relus(model, _RELUS[mode]):
-            return list(step.run(list(inputs), targets, tensors))
+            return list(step.run(list(inputs), targets, tensors, extra))
 
 
 def _working(t: T) -> T:

@@ -235,12 +235,20 @@ def deeplift_layers(model: Any) -> Iterator[int]:
         _restore(swapped)
 
 
-def _step(bk: Any, model: Any, n_inputs: int, output: int | str, static: dict[str, Any]) -> Traced:
-    """The compiled DeepLIFT step of ``model``, made once per model, number of inputs, output
-    and constant model arguments, traced (while the rules are swapped in) once per shape."""
+def _step(
+    bk: Any, model: Any, n_inputs: int, output: int | str, static: dict[str, Any], target: Any = None
+) -> Traced:
+    """The compiled DeepLIFT step of ``model``, made once per model, number of inputs, output,
+    constant model arguments and target kind (a target object's tensors are an argument),
+    traced (while the rules are swapped in) once per shape."""
     from xaikit.backend.tf.core import _static_key, _weakrefable
 
-    key = (n_inputs, output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
+    key = (
+        n_inputs,
+        output,
+        tuple((k, _static_key(v)) for k, v in sorted(static.items())),
+        None if target is None else _static_key(target.static),
+    )
     try:
         table = _STEPS.setdefault(model, {})
     except TypeError:  # not weak-referenceable: a step for this call only
@@ -248,15 +256,24 @@ def _step(bk: Any, model: Any, n_inputs: int, output: int | str, static: dict[st
     if key in table:
         return table[key]
     holder = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
+    # a target's scores run as written (AutoGraph would try to convert a user's callable)
+    scorer = None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
 
-    def body(inputs: list[T], baselines: list[T], targets: T, kw: dict[str, Any]) -> tuple[list[T], T, T]:
+    def body(
+        inputs: list[T], baselines: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]
+    ) -> tuple[list[T], T, T]:
         n = int(inputs[0].shape[0])
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             for x in inputs:
                 tape.watch(x)
             rows = [tf.concat([x, tf.cast(b, x.dtype)], 0) for x, b in zip(inputs, baselines)]
-            out = as_matrix(bk.selected(bk._call(holder(), rows, {**kw, **static}), output, 2 * n))
-            picked = tf.gather(out, tf.concat([targets, targets], 0), axis=1, batch_dims=1)
+            raw = bk._call(holder(), rows, {**kw, **static})
+            both = tf.concat([targets, targets], 0)
+            if scorer is not None:
+                picked = scorer(bk, raw, both, extra)
+            else:
+                out = as_matrix(bk.selected(raw, output, 2 * n))
+                picked = tf.gather(out, both, axis=1, batch_dims=1)
             scores = picked[:n]
         grads = tape.gradient(scores, inputs)
         missing = [i for i, g in enumerate(grads) if g is None]
@@ -279,6 +296,7 @@ def deeplift_step(
     targets: T,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
+    target: Any = None,
 ) -> tuple[list[T], T, T]:
     """DeepLIFT (Rescale rule) of n rows against one baseline row each.
 
@@ -291,6 +309,8 @@ def deeplift_step(
         output: the model output explained.
         model_kwargs: keyword arguments of the 2n rows [inputs; baselines] (a per-sample value
             given twice, once for each half).
+        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows of the
+            raw output; ``targets`` are then each row's sample index.
 
     Returns:
         ``(attributions per input, f(x) target scores (n,), f(baseline) target scores (n,))``;
@@ -307,9 +327,10 @@ def deeplift_step(
             f"inputs {[tuple(x.shape) for x in inputs]} and baselines {[tuple(b.shape) for b in baselines]}"
         )
     tensors, static = bk._split(model_kwargs)
-    step = _step(bk, model, len(inputs), output, static)
+    step = _step(bk, model, len(inputs), output, static, target)
+    extra = {} if target is None else dict(target.tensors)
     # The step is traced (and retraced) only while the rules are swapped in, so its graph is
     # always DeepLIFT's; the model's own attributes are restored right after.
     with deeplift_layers(model):
-        attributions, scores, base = step.run(list(inputs), list(baselines), targets, tensors)
+        attributions, scores, base = step.run(list(inputs), list(baselines), targets, tensors, extra)
     return list(attributions), scores, base

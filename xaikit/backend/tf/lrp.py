@@ -334,9 +334,12 @@ def lrp_step(
     composite: Any,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
+    target: Any = None,
 ) -> tuple[list[T], T]:
     """LRP of a chunk of rows: ``(relevance per input (float32, the model's layout), target
-    scores (rows,))`` (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`)."""
+    scores (rows,))`` (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`); a bound
+    ``target`` object scores the raw output (``targets`` are then sample indices; its tensors
+    are an argument of the compiled step)."""
     refuse_exported(model, "LRP")
     if not all(hasattr(composite, a) for a in ("rule_for", "layers", "first", "names", "canonize")):
         raise XaikitTypeError(f"composite must be a Composite (xk.xai.rules.spec); got {describe(composite)}")
@@ -346,15 +349,24 @@ def lrp_step(
     bounds = {
         slot: (tf.constant(r.low, tf.float32), tf.constant(r.high, tf.float32)) for slot, r in zbox.items()
     }
-    step = _step(bk, model, composite, output, static)
-    rel, scores = step.run(list(inputs), targets, tensors, bounds)
+    step = _step(bk, model, composite, output, static, target)
+    extra = {} if target is None else dict(target.tensors)
+    rel, scores = step.run(list(inputs), targets, tensors, bounds, extra)
     return list(rel), scores
 
 
-def _step(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, Any]) -> Traced:
+def _step(
+    bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, Any], target: Any = None
+) -> Traced:
     from xaikit.backend.tf.core import _static_key, _weakrefable
 
-    key = ("lrp", composite_key(comp), output, tuple((k, _static_key(v)) for k, v in sorted(static.items())))
+    key = (
+        "lrp",
+        composite_key(comp),
+        output,
+        tuple((k, _static_key(v)) for k, v in sorted(static.items())),
+        None if target is None else _static_key(target.static),
+    )
     try:
         table = _STEPS.setdefault(model, {})
     except TypeError:  # not weak-referenceable: a step per call
@@ -362,8 +374,12 @@ def _step(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, A
     if key in table:
         return table[key]
     ref = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
+    # a target's scores run as written (AutoGraph would try to convert a user's callable)
+    scorer = None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
 
-    def body(inputs: list[T], targets: T, kw: dict[str, Any], bounds: dict[str, Any]) -> tuple[list[T], T]:
+    def body(
+        inputs: list[T], targets: T, kw: dict[str, Any], bounds: dict[str, Any], extra: dict[str, T]
+    ) -> tuple[list[T], T]:
         m = ref()
         run = _Run(step, Assignment(m, comp), inputs, bounds)
         with tf.GradientTape(watch_accessed_variables=False) as tape:
@@ -371,8 +387,11 @@ def _step(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, A
                 tape.watch(x)
             with _rules_in(run):
                 out = bk._call(m, inputs, {**kw, **static})
-            out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
-            scores = tf.gather(out, targets, axis=1, batch_dims=1)
+            if scorer is not None:
+                scores = scorer(bk, out, targets, extra)
+            else:
+                out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
+                scores = tf.gather(out, targets, axis=1, batch_dims=1)
         grads = tape.gradient(scores, inputs)
         missing = [i for i, g in enumerate(grads) if g is None and not run.direct[i]]
         if missing:  # an error for the caller (never relevance of zeros)
@@ -411,6 +430,7 @@ def modified_step(
     mode: str,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
+    target: Any = None,
 ) -> list[T]:
     """Guided backprop (``mode="guided"``) or deconvnet (``"deconvnet"``) input gradients of a
     chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.modified_step`)."""
@@ -426,5 +446,5 @@ def modified_step(
             "method='vanilla' for that"
         )
     if mode == "guided":
-        return list(bk.cam.guided_step(model, inputs, targets, output, model_kwargs))
-    return list(bk.cam.relu_step(model, inputs, targets, mode, output, model_kwargs))
+        return list(bk.cam.guided_step(model, inputs, targets, output, model_kwargs, target))
+    return list(bk.cam.relu_step(model, inputs, targets, mode, output, model_kwargs, target))

@@ -28,10 +28,11 @@ class Relevance(RelevanceFacet):
         composite: Any,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[list[T], T]:
         from xaikit.backend.tf import lrp
 
-        return lrp.lrp_step(self.bk, model, inputs, targets, composite, output, model_kwargs)
+        return lrp.lrp_step(self.bk, model, inputs, targets, composite, output, model_kwargs, target)
 
     def deeplift_step(
         self,
@@ -41,10 +42,13 @@ class Relevance(RelevanceFacet):
         targets: T,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[list[T], T, T]:
         from xaikit.backend.tf import deeplift
 
-        return deeplift.deeplift_step(self.bk, model, inputs, baselines, targets, output, model_kwargs)
+        return deeplift.deeplift_step(
+            self.bk, model, inputs, baselines, targets, output, model_kwargs, target
+        )
 
     def modified_step(
         self,
@@ -54,7 +58,8 @@ class Relevance(RelevanceFacet):
         mode: str,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> list[T]:
         from xaikit.backend.tf import lrp
 
-        return lrp.modified_step(self.bk, model, inputs, targets, mode, output, model_kwargs)
+        return lrp.modified_step(self.bk, model, inputs, targets, mode, output, model_kwargs, target)

@@ -76,7 +76,13 @@ class Cam(CamFacet):
             box: dict[str, Any] = {}
             with torch.no_grad():
                 self._hooked_call(
-                    model, CamLayer(name, None, ()), lambda t: box.setdefault("a", t), inputs, 0, model_kwargs
+                    model,
+                    CamLayer(name, None, ()),
+                    lambda t: box.setdefault("a", t),
+                    inputs,
+                    0,
+                    model_kwargs,
+                    True,
                 )
             return _checked(name, None, box.get("a"))
         named = [(n, m) for n, m in model.named_modules() if n]
@@ -128,7 +134,7 @@ class Cam(CamFacet):
         handles = [m.register_forward_hook(hook) for m in modules]
         try:
             with torch.no_grad():
-                self.bk._call(_eager(model), list(inputs), 0, model_kwargs)
+                self.bk._raw(_eager(model), list(inputs), model_kwargs)  # any output (a segmenter's)
         finally:
             for h in handles:
                 h.remove()
@@ -161,7 +167,11 @@ class Cam(CamFacet):
         output: int | str,
         model_kwargs: dict[str, Any] | None,
         grad: bool,
+        raw: bool = False,
     ) -> tuple[Any, Any]:
+        """The layer's activations (a leaf that requires grad when ``grad``) and the model's
+        selected output as a matrix, or with ``raw`` what the model returned (a target object
+        reads it)."""
         box: dict[str, Any] = {}
 
         def grab(out: Any) -> Any:
@@ -177,7 +187,8 @@ class Cam(CamFacet):
             return leaf.clone()  # later in-place ops (ReLU(inplace=True)) act on the copy
 
         with torch.enable_grad() if grad else torch.no_grad():
-            out = as_matrix(self._hooked_call(model, layer, grab, inputs, output, model_kwargs))
+            out = self._hooked_call(model, layer, grab, inputs, output, model_kwargs, raw)
+            out = out if raw else as_matrix(out)
         if "a" not in box:
             raise XaikitValueError(_not_called(layer.name))
         return box["a"], out
@@ -190,20 +201,28 @@ class Cam(CamFacet):
         inputs: Sequence[T],
         output: int | str,
         model_kwargs: dict[str, Any] | None,
+        raw: bool = False,
     ) -> Any:
-        """The selected output of the model called with the layer's output replaced by
-        ``fn(output)``: a forward hook on the module, or, in an exported program, a copy of its
-        graph that calls ``fn`` there (:mod:`~xaikit.backend.torch.graph_hooks`)."""
+        """The selected output of the model (``raw``: what it returned) called with the layer's
+        output replaced by ``fn(output)``: a forward hook on the module, or, in an exported
+        program, a copy of its graph that calls ``fn`` there
+        (:mod:`~xaikit.backend.torch.graph_hooks`)."""
+
+        def call(m: Any) -> Any:
+            if raw:
+                return self.bk._raw(m, list(inputs), model_kwargs)
+            return self.bk._call(m, list(inputs), output, model_kwargs)
+
         if is_exported(model):
             gm, tap = graph_hooks.hooked(model, layer.name)
             tap.fn = fn
             try:
-                return self.bk._call(gm, list(inputs), output, model_kwargs)
+                return call(gm)
             finally:
                 tap.fn = _same
         handle = layer.obj.register_forward_hook(lambda _m, _a, out: fn(out))
         try:
-            return self.bk._call(_eager(model), list(inputs), output, model_kwargs)
+            return call(_eager(model))
         finally:
             handle.remove()
 
@@ -215,10 +234,13 @@ class Cam(CamFacet):
         targets: T | None,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[T, T, T]:
-        a, out = self._run(model, layer, inputs, output, model_kwargs, grad=True)
+        a, out = self._run(model, layer, inputs, output, model_kwargs, grad=True, raw=target is not None)
         with torch.enable_grad():
-            if targets is None:  # the predicted class: each row's highest score, from this pass
+            if target is not None:  # a target object: its scores of the raw output, rows = samples
+                scores = target.scores(self.bk, out, targets)
+            elif targets is None:  # the predicted class: each row's highest score, from this pass
                 scores = out.max(dim=1).values
             else:
                 scores = out.gather(1, targets[:, None]).squeeze(1)
@@ -233,7 +255,7 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
     ) -> T:
-        a, _ = self._run(model, layer, inputs, output, model_kwargs, grad=False)
+        a, _ = self._run(model, layer, inputs, output, model_kwargs, grad=False, raw=True)
         return _working(a)
 
     def guided_step(
@@ -243,6 +265,7 @@ class Cam(CamFacet):
         targets: T,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> list[T]:
         if isinstance(model, torch.nn.Module) and not is_exported(model):
             if any(_unhookable(m) for m in model.modules()):
@@ -257,7 +280,7 @@ class Cam(CamFacet):
         # guided for the duration of the pass (xaikit/backend/torch/relevance.py)
         from xaikit.backend.torch.relevance import guided_grads
 
-        return guided_grads(self.bk, _eager(model), inputs, targets, "guided", output, model_kwargs)
+        return guided_grads(self.bk, _eager(model), inputs, targets, "guided", output, model_kwargs, target)
 
 
 def _same(t: Any) -> Any:

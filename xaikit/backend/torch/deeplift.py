@@ -261,6 +261,7 @@ def deeplift_step(
     targets: T,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
+    target: Any = None,
 ) -> tuple[list[T], T, T]:
     """DeepLIFT (Rescale rule) of n rows against one baseline row each.
 
@@ -273,6 +274,8 @@ def deeplift_step(
         output: the model output explained.
         model_kwargs: keyword arguments of the 2n rows [inputs; baselines] (a per-sample value
             given twice, once for each half).
+        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows of the
+            raw output; ``targets`` are then each row's sample index.
 
     Returns:
         ``(attributions per input, f(x) target scores (n,), f(baseline) target scores (n,))``;
@@ -294,9 +297,15 @@ def deeplift_step(
     with torch.enable_grad():
         xs = [x.detach().requires_grad_(True) for x in inputs]
         rows = [torch.cat([x, b.detach().to(x.dtype)]) for x, b in zip(xs, baselines)]
+        both = torch.cat([targets, targets])
         with DeepLiftMode(2 * n):
-            out = as_matrix(bk._call(model, rows, output, model_kwargs))
-        picked = out.gather(1, torch.cat([targets, targets])[:, None]).squeeze(1)
+            if target is not None:
+                raw = bk._raw(model, rows, model_kwargs)
+            else:
+                out = as_matrix(bk._call(model, rows, output, model_kwargs))
+        picked = (
+            target.scores(bk, raw, both) if target is not None else out.gather(1, both[:, None]).squeeze(1)
+        )
         scores, base = picked[:n], picked[n:]
         grads = input_grads(model, scores, xs, output)
     attributions = [(x.detach() - b.to(x.dtype)) * g for x, b, g in zip(xs, baselines, grads)]

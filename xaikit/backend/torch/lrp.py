@@ -416,9 +416,11 @@ def lrp_step(
     composite: Any,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
+    target: Any = None,
 ) -> tuple[list[T], T]:
     """LRP of a chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`):
-    ``(relevance per input (float32, each input's shape), target scores (rows,))``."""
+    ``(relevance per input (float32, each input's shape), target scores (rows,))``; a bound
+    ``target`` object scores the raw output (``targets`` are then sample indices)."""
     _refuse(model)
     inner = compiled_module(model)
     eager = model if inner is None else inner
@@ -433,8 +435,11 @@ def lrp_step(
         handles = run.attach()
         try:
             with TransformerRules():  # AttnLRP's rules for attention, LayerNorm, functional activations
-                out = as_matrix(bk._call(eager, xs, output, model_kwargs))
-            scores = out.gather(1, targets[:, None]).squeeze(1)
+                if target is not None:
+                    scores = target.scores(bk, bk._raw(eager, xs, model_kwargs), targets)
+                else:
+                    out = as_matrix(bk._call(eager, xs, output, model_kwargs))
+                    scores = out.gather(1, targets[:, None]).squeeze(1)
             if not run.ran:
                 raise XaikitValueError(
                     f"{_LRP} assigns its rules to the model's convolution and nn.Linear modules, and the "

@@ -84,10 +84,11 @@ class Relevance(RelevanceFacet):
         composite: Any,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[list[T], T]:
         from xaikit.backend.torch import lrp
 
-        return lrp.lrp_step(self.bk, model, inputs, targets, composite, output, model_kwargs)
+        return lrp.lrp_step(self.bk, model, inputs, targets, composite, output, model_kwargs, target)
 
     def deeplift_step(
         self,
@@ -97,10 +98,13 @@ class Relevance(RelevanceFacet):
         targets: T,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> tuple[list[T], T, T]:
         from xaikit.backend.torch import deeplift
 
-        return deeplift.deeplift_step(self.bk, model, inputs, baselines, targets, output, model_kwargs)
+        return deeplift.deeplift_step(
+            self.bk, model, inputs, baselines, targets, output, model_kwargs, target
+        )
 
     def modified_step(
         self,
@@ -110,10 +114,11 @@ class Relevance(RelevanceFacet):
         mode: str,
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
     ) -> list[T]:
         if mode == "guided":  # Guided Grad-CAM's guided part: the same pass, with its refusals
-            return self.bk.cam.guided_step(model, inputs, targets, output, model_kwargs)
-        return guided_grads(self.bk, model, inputs, targets, mode, output, model_kwargs)
+            return self.bk.cam.guided_step(model, inputs, targets, output, model_kwargs, target)
+        return guided_grads(self.bk, model, inputs, targets, mode, output, model_kwargs, target)
 
 
 def guided_grads(
@@ -124,10 +129,12 @@ def guided_grads(
     mode: str,
     output: int | str = 0,
     model_kwargs: dict[str, Any] | None = None,
+    target: Any = None,
 ) -> list[T]:
     """Input gradients of the target scores with every ReLU's backward modified: ``mode``
     ``"guided"`` or ``"deconvnet"``. A forward pass that calls no ReLU is an error (its map would
-    be the plain gradient, silently)."""
+    be the plain gradient, silently). ``target``: a bound target object scoring the rows
+    (``targets`` are then sample indices)."""
     if mode not in ("guided", "deconvnet"):
         raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {mode!r}")
     refusal = hook_refusal(model, f"{'guided backprop' if mode == 'guided' else 'deconvnet'} maps")
@@ -137,7 +144,7 @@ def guided_grads(
     model = model if inner is None else inner
     relus = ReluMode(_GuidedRelu if mode == "guided" else _DeconvRelu)
     with relus:
-        _, grads, _ = bk.grad_step(model, inputs, targets, output, False, model_kwargs)
+        _, grads, _ = bk.grad_step(model, inputs, targets, output, False, model_kwargs, target=target)
     if not relus.calls:
         name = "guided backprop" if mode == "guided" else "deconvnet"
         raise XaikitValueError(

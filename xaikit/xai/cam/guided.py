@@ -21,15 +21,16 @@ from xaikit.xai.registry import Call, Explained
 
 
 def guided_backprop(
-    inp: Inputs, targets: T, output: int | str = 0, max_batch: int | str = "auto"
+    inp: Inputs, targets: T, output: int | str = 0, max_batch: int | str = "auto", target: Any = None
 ) -> list[np.ndarray]:
     """Guided-backprop gradients of the target scores w.r.t. each input, in the model's layout
-    (see :meth:`~xaikit.backend.facets.CamFacet.guided_step`), chunked like the other methods."""
+    (see :meth:`~xaikit.backend.facets.CamFacet.guided_step`), chunked like the other methods;
+    ``target`` a bound target object (``targets`` then sample indices)."""
     bk = inp.bk
     shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
 
     def step(rows: list[T], tg: T, kw: dict[str, Any] | None) -> np.ndarray:
-        grads = bk.cam.guided_step(inp.model, rows, tg, output, kw)
+        grads = bk.cam.guided_step(inp.model, rows, tg, output, kw, target)
         n = int(tg.shape[0])
         return np.concatenate(
             [np.asarray(bk.to_numpy(g), dtype=np.float32).reshape(n, -1) for g in grads], axis=1
@@ -47,14 +48,15 @@ def guided_gradcam(
     output: int | str = 0,
     max_batch: int | str = "auto",
     reshape: Reshape = None,
+    target: Any = None,
 ) -> tuple[list[np.ndarray], CamResult]:
     """Guided Grad-CAM: guided backprop times the Grad-CAM map upsampled (bilinear) to the image,
     per input in the model's layout (inputs that are not the image keep their guided gradients
-    unscaled), and the Grad-CAM result."""
-    cam = cam_maps(inp, targets, "gradcam", layer, output, max_batch, reshape)
+    unscaled), and the Grad-CAM result; ``target`` a bound target object scoring both."""
+    cam = cam_maps(inp, targets, "gradcam", layer, output, max_batch, reshape, target=target)
     which, size = image_size(inp)
     up = upsample(cam.maps, size)
-    grads = guided_backprop(inp, targets, output, max_batch)
+    grads = guided_backprop(inp, targets, output, max_batch, target)
     g = grads[which]
     if g.ndim == 4:
         up = up[:, None] if inp.channel_axes[which] == 1 else up[..., None]
@@ -77,5 +79,6 @@ def run_guided_gradcam(call: Call, *, layer: Any = None, reshape: Any = None, ra
         call.output,
         check_max_batch(call.max_batch),
         check_reshape(reshape),  # type: ignore[arg-type]
+        call.spec,
     )
     return Explained(inp.to_user(grads))

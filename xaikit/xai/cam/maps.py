@@ -92,6 +92,7 @@ def cam_maps(
     reshape: Reshape = None,
     memory_budget: int | float = DEFAULT_BUDGET,
     progress: bool | None = None,
+    target: Any = None,
 ) -> CamResult:
     """The layer-resolution maps (B, h, w) of one CAM method and the layer's name.
 
@@ -110,9 +111,11 @@ def cam_maps(
             :class:`~xaikit.xai._engine.plan.ChunkPlan`); the one-pass methods run B rows.
         progress: Score-CAM's rows done (True, False or None: shown once the call has run a few
             seconds; :mod:`xaikit.xai._engine.progress`); the one-pass methods have none to report.
+        target: the bound target object (:class:`xaikit.targets.Bound`, ``Call.spec``) when one
+            was given: ``targets`` are then each sample's index and the rows are scored by it.
     """
     result, _ = maps_and_scores(
-        inp, targets, method, layer, output, max_batch, reshape, memory_budget, progress
+        inp, targets, method, layer, output, max_batch, reshape, memory_budget, progress, target
     )
     return result
 
@@ -127,6 +130,7 @@ def maps_and_scores(
     reshape: Reshape,
     memory_budget: int | float = DEFAULT_BUDGET,
     progress: bool | None = None,
+    target: Any = None,
 ) -> tuple[CamResult, np.ndarray | None]:
     """:func:`cam_maps` and, for the one-pass gradient methods, the (B,) explained score of each
     row as their pass read it (None for Eigen-CAM and Score-CAM)."""
@@ -147,11 +151,11 @@ def maps_and_scores(
         all_acts = _layer_values(inp, found, output, max_batch, reshape)
         if targets is None:
             targets = pin(inp, None, output).targets
-        maps = _score_cam(inp, targets, all_acts, output, max_batch, memory_budget, progress)  # type: ignore[arg-type]
+        maps = _score_cam(inp, targets, all_acts, output, max_batch, memory_budget, progress, target)  # type: ignore[arg-type]
         return CamResult(maps, found.name), None
 
     def grads(rows: list[T], tg: T, kw: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
-        a, da, scores = facet.grad_step(inp.model, found, rows, tg, output, kw)
+        a, da, scores = facet.grad_step(inp.model, found, rows, tg, output, kw, target)
         return combine(method, host(a), host(da)), np.asarray(bk.to_numpy(scores), dtype=np.float64)
 
     maps, scores = chunked(inp, targets, max_batch, grads)
@@ -219,6 +223,7 @@ def _score_cam(
     max_batch: int | str,
     memory_budget: int | float = DEFAULT_BUDGET,
     progress: bool | None = None,
+    target: Any = None,
 ) -> np.ndarray:
     """Score-CAM: the B x C masked copies of the image input, scored in chunks of rows
     ``r = c * B + b`` (forward only); each chunk's masks are built from the (small) layer
@@ -251,7 +256,7 @@ def _score_cam(
     with for_method(progress, B * C, "scorecam") as bar:
         scores = forward_rows(
             inp, targets, C, rows_fn, seed=0, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=False, progress=bar.advance_to,
+            memory_budget=memory_budget, xla=False, progress=bar.advance_to, target=target,
         )  # fmt: skip
     s = scores.T  # (B, C): row r = c * B + b
     s = np.exp(s - s.max(axis=1, keepdims=True))

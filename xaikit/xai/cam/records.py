@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import XaikitTypeError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.plan import check_max_batch
 from xaikit.xai.cam.formulas import gradcam, gradcampp, hirescam, layercam, xgradcam
 from xaikit.xai.cam.guided import run_guided_gradcam
@@ -29,9 +29,17 @@ def run_cam(call: Call, *, layer: Any = None, reshape: Any = None, raw: bool = F
     """The runner of the class-activation maps but Guided Grad-CAM: the (B, H, W) map at the
     input's size (bilinear), or with ``raw`` the layer-resolution :class:`CamResult`."""
     inp = call.inp
+    if call.spec is not None and call.method.name == "eigencam":
+        raise XaikitValueError(
+            f"target= a target object (kind {call.spec.resolved.kind!r}): eigencam is "
+            "class-agnostic (the first principal component of the layer's activations, no score and "
+            "no gradient): it has no target to take, and its map would be the same for any region or "
+            "output. Drop target=, or use a gradient CAM (gradcam, hirescam, layercam, ...) or "
+            "scorecam, which explain the target object"
+        )
     result, scores = maps_and_scores(
         inp, call.targets, call.method.name, layer, call.output, check_max_batch(call.max_batch),
-        check_reshape(reshape), call.memory_budget, call.progress,
+        check_reshape(reshape), call.memory_budget, call.progress, call.spec,
     )  # fmt: skip
     if raw:
         maps = result.maps.astype(np.float32)
@@ -45,6 +53,9 @@ _CAM_OPTIONS = {"layer": None, "reshape": None, "raw": False}
 
 def _record(name: str, title: str, **facts: Any) -> None:
     facts.setdefault("run", run_cam)
+    # every CAM scores a bound target object (Eigen-CAM takes it to refuse it by name: it has no
+    # target); with targets="in_pass" an object is pinned all the same (it needs the clean pass)
+    facts.setdefault("target_objects", True)
     register_method(
         Method(
             name,

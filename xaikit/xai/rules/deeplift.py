@@ -91,7 +91,7 @@ def pair_attributions(
         bs = [bk.gather(r, ref_rows) for r in refs]
         kw = inp.kwargs.rows(np.concatenate([samples, samples])) if inp.kwargs else None
         attributions, fx, fb = bk.relevance.deeplift_step(
-            inp.model, xs, bs, bk.gather(targets, picked), call.output, kw
+            inp.model, xs, bs, bk.gather(targets, picked), call.output, kw, call.spec
         )
         own = samples[:n]
         for i, a in enumerate(attributions):
@@ -175,14 +175,14 @@ _SHRIKUMAR = "Shrikumar et al., 2017, https://arxiv.org/abs/1704.02685"
 register_method(
     Method(
         "deeplift", "rules", "DeepLIFT", run_deeplift, {"baseline": "zeros"}, aliases=("deep_lift",),
-        delta=True, check=_check_deeplift, reference=_SHRIKUMAR,
+        delta=True, check=_check_deeplift, reference=_SHRIKUMAR, target_objects=True,
         summary="the score's change from a baseline shared out by Rescale multipliers: sums to f(x) - f(baseline)",
     )
 )  # fmt: skip
 register_method(
     Method(
         "deepliftshap", "rules", "DeepLiftShap", run_deepliftshap, {"baselines": None, "nsamples": None},
-        aliases=("deep_lift_shap", "deepshap", "deep_shap"), noise=True, delta=True, check=_check_deepliftshap,
+        aliases=("deep_lift_shap", "deepshap", "deep_shap"), noise=True, delta=True, check=_check_deepliftshap, target_objects=True,
         reference="Lundberg & Lee, 2017, https://arxiv.org/abs/1705.07874",
         summary="DeepLIFT averaged over reference samples: SHAP values of a network, approximately",
     )

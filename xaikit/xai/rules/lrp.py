@@ -37,14 +37,16 @@ def _bound(inp: Inputs, value: Any, low: bool) -> Any:
 
 
 def relevance(
-    inp: Inputs, targets: Any, comp: Composite, output: int | str, max_batch: int | str
+    inp: Inputs, targets: Any, comp: Composite, output: int | str, max_batch: int | str, target: Any = None
 ) -> list[np.ndarray]:
-    """LRP relevance of each input (B, ...) in the model's layout, chunked like the other methods."""
+    """LRP relevance of each input (B, ...) in the model's layout, chunked like the other methods;
+    ``target`` a bound target object (``targets`` then sample indices) whose score is relevance's
+    start."""
     bk = inp.bk
     shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
 
     def step(rows: list[Any], tg: Any, kw: dict[str, Any] | None) -> np.ndarray:
-        rel, _ = bk.relevance.lrp_step(inp.model, rows, tg, comp, output, kw)
+        rel, _ = bk.relevance.lrp_step(inp.model, rows, tg, comp, output, kw, target)
         n = int(tg.shape[0])
         return np.concatenate(
             [np.asarray(bk.to_numpy(r), dtype=np.float32).reshape(n, -1) for r in rel], axis=1
@@ -85,7 +87,7 @@ def run_lrp(
     comp = spec.composite(
         composite, epsilon=epsilon, gamma=gamma, low=low, high=high, canonize=bool(canonize)
     )
-    values = relevance(call.inp, call.targets, comp, call.output, check_max_batch(call.max_batch))
+    values = relevance(call.inp, call.targets, comp, call.output, check_max_batch(call.max_batch), call.spec)
     return Explained(call.inp.to_user(values))
 
 
@@ -100,14 +102,14 @@ register_method(
         "lrp", "rules", "LRP", run_lrp,
         {"composite": "epsilon_plus_flat", "canonize": True, "epsilon": 1e-6, "gamma": 0.25, "low": None,
          "high": None},
-        aliases=("layerwise_relevance_propagation",), check=_check, reference=_LRP,
+        aliases=("layerwise_relevance_propagation",), check=_check, reference=_LRP, target_objects=True,
         summary="the score redistributed layer by layer by the rules of a composite: which pixels carry the evidence",
     )
 )  # fmt: skip
 register_method(
     Method(
         "lrp_epsilon", "rules", "LRP-ε", run_lrp_epsilon, {"epsilon": 1e-6, "canonize": True},
-        aliases=("lrp_eps", "lrpepsilon"), short="LRP-eps", check=_check, reference=_LRP,
+        aliases=("lrp_eps", "lrpepsilon"), short="LRP-eps", check=_check, reference=_LRP, target_objects=True,
         summary="LRP with the epsilon rule everywhere (epsilon=0: LRP-0, gradient x input of a ReLU net)",
     )
 )  # fmt: skip

@@ -26,7 +26,7 @@ def run_modified(call: Call) -> Explained:
     shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
 
     def step(rows: list[Any], tg: Any, kw: dict[str, Any] | None) -> np.ndarray:
-        grads = bk.relevance.modified_step(inp.model, rows, tg, mode, call.output, kw)
+        grads = bk.relevance.modified_step(inp.model, rows, tg, mode, call.output, kw, call.spec)
         n = int(tg.shape[0])
         return np.concatenate(
             [np.asarray(bk.to_numpy(g), dtype=np.float32).reshape(n, -1) for g in grads], axis=1
@@ -41,13 +41,13 @@ def run_modified(call: Call) -> Explained:
 register_method(
     Method(
         "guided_backprop", "rules", "Guided Backprop", run_modified, aliases=("guided_backpropagation", "guidedbp"),
-        short="Guided BP", reference="Springenberg et al., 2015, https://arxiv.org/abs/1412.6806",
+        short="Guided BP", reference="Springenberg et al., 2015, https://arxiv.org/abs/1412.6806", target_objects=True,
         summary="gradients passed back only where positive through every ReLU: sharp edges of what excites the class",
     )
 )  # fmt: skip
 register_method(
     Method(
-        "deconvnet", "rules", "Deconvnet", run_modified, aliases=("deconvolution",),
+        "deconvnet", "rules", "Deconvnet", run_modified, aliases=("deconvolution",), target_objects=True,
         reference="Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
         summary="the gradient with each ReLU applied to the gradient itself: patterns a unit responds to",
     )
