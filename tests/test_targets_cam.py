@@ -37,6 +37,11 @@ PIXEL = (2, 3)  # Output's unit: class KCLS at this pixel
 
 @pytest.fixture(scope="module")
 def params() -> dict[str, np.ndarray]:
+    return make_params()
+
+
+def make_params() -> dict[str, np.ndarray]:
+    """The weights of :func:`build`, the images and a similarity reference (seeded)."""
     rng = np.random.default_rng(0)
     return {
         "w1": rng.normal(size=(F, C)).astype(np.float32),
