@@ -311,6 +311,14 @@ def test_eigencam_refuses_a_target_object_and_keeps_ignoring_classes(
     np.testing.assert_array_equal(explain(framework, classifier, params, 3, "eigencam", raw=True).maps, none)
 
 
+def test_eigencam_of_a_segmenter_is_the_same_in_torch_and_keras(params: dict[str, np.ndarray]) -> None:
+    """The torch CAM facet finds and reads the layer whatever the model returns (it read a
+    (B, classes) output before, and a segmenter's (B, K, H, W) was refused while probing)."""
+    maps = [explain(fw, build(fw, params), params, None, "eigencam", raw=True).maps for fw in FRAMEWORKS]
+    assert np.abs(maps[0]).max() > 0
+    np.testing.assert_allclose(maps[0], maps[1], rtol=1e-4, atol=1e-5 * np.abs(maps[0]).max())
+
+
 def test_cam_bad_targets_are_refused_naming_target(params: dict[str, np.ndarray]) -> None:
     model = build("torch", params)
     with pytest.raises(XaikitValueError, match=r"target=ClassRegion.*mask must be"):
