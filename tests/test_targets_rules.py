@@ -35,7 +35,6 @@ from tests.test_targets_cam import (
     weights_of,
 )
 
-
 # one pixel (Output) whose ReLU units are all off for a sample has an exactly-0 map (the health
 # check warns); the maps are compared with their analytic values, zeros included
 pytestmark = pytest.mark.filterwarnings("ignore::xaikit.errors.DegenerateMapWarning")
