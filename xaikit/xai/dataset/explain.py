@@ -33,6 +33,7 @@ import numpy as np
 from xaikit.backend import get_backend
 from xaikit.checks import check_int
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
+from xaikit.targets import is_target
 from xaikit.xai import health
 from xaikit.xai._engine.progress import Progress
 from xaikit.xai.dataset._shard import Settings, explain_shard, model_scores, where_samples
@@ -146,7 +147,8 @@ def explain_dataset(
         resume: keep the shards an earlier run of the same settings committed (False: start over).
         seed: the run's seed; shard ``k``'s batch ``j`` runs with a seed derived from ``(seed, k, j)``.
         shard_size: samples per shard, the unit of commit and of work (default 4 batches).
-        target: None (explain each sample's predicted class) or ``"label"`` (its label).
+        target: None (explain each sample's predicted class) or ``"label"`` (its label); target
+            objects (:mod:`xaikit.targets`) are refused: the store cannot record them yet.
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         x_key: the input key of dict samples and NumpyDataset columns.
         label_key: the label key (default: the first of ``y``, ``label``, ``labels``, ``target``).
@@ -199,6 +201,14 @@ def explain_dataset(
         workers = check_int(workers, "workers", 1)
     if not isinstance(resume, bool):
         raise XaikitTypeError(f"resume must be True or False; got {describe(resume)}")
+    if is_target(target):
+        raise XaikitValueError(
+            f"target={type(target).__name__}(...): explain_dataset does not take target objects "
+            "(xk.targets) yet: its store records, per sample, the class it explained, and has no "
+            "place for a region, an output unit, a reference or a callable (a store read back would "
+            "not say what its maps explain). Pass target=None (the predicted class) or 'label', or "
+            "explain batches with xk.xai.explain(model, x, target=...)"
+        )
     if target not in (None, "label"):
         raise XaikitValueError(
             f"target must be None (the predicted class) or 'label'; got {describe(target)}"
