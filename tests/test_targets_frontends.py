@@ -130,20 +130,124 @@ def test_saliency_trace_refuses_an_object_a_column_cannot_take(weights: Any) -> 
         Saliency(segmenter("torch", w, b), "x", "y", target=xk.targets.ClassRegion(1), methods=["gradcam"])
 
 
-def test_explain_dataset_refuses_a_target_object_naming_target(
-    tmp_path: Any, weights: Any, images: np.ndarray
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("kind", ["region_mask", "region_predicted", "output", "similarity"])
+def test_explain_dataset_stores_the_target_and_says_so_when_read_back(
+    framework: str, kind: str, tmp_path: Any, weights: Any, images: np.ndarray
+) -> None:
+    """The store's maps are explain()'s with the same object, batch by batch; its manifest and
+    DatasetExplanation.target say which target; score is the target's clean score."""
+    w, b = weights
+    model = segmenter(framework, w, b)
+    x = layout(framework, np.concatenate([images, images[::-1] * 0.5, images[:1]]))  # 5 samples
+    n_out = H * W * K
+    target = {
+        "region_mask": xk.targets.ClassRegion(2, mask=MASK, reduce="mean"),
+        "region_predicted": xk.targets.ClassRegion(2),
+        "output": xk.targets.Output(7),
+        "similarity": xk.targets.Similarity(np.linspace(-1.0, 1.0, n_out)),
+    }[kind]
+    res = xk.xai.explain_dataset(
+        model, x, method="vanilla", out=str(tmp_path / "s.zarr"), batch_size=2, target=target, progress=False,
+        framework=None,
+    )  # fmt: skip
+    direct = xk.xai.explain(model, x, target=target, method="vanilla")
+    np.testing.assert_allclose(res.attributions[:], direct, rtol=1e-6, atol=1e-7)
+    back = xk.xai.DatasetExplanation.open(tmp_path / "s.zarr").target
+    assert type(back) is type(target)
+    assert res.manifest["target"]["kind"] == type(target).__name__
+    if kind == "region_mask":
+        assert (back.k, back.reduce, back.axis) == (2, "mean", None)
+        np.testing.assert_array_equal(back.mask, MASK.astype(np.float64))
+    if kind == "region_predicted":
+        assert back.mask is None
+    if kind == "output":
+        assert back.index == 7
+    if kind == "similarity":
+        np.testing.assert_array_equal(back.reference, np.linspace(-1.0, 1.0, n_out))
+    table = res.table
+    assert list(table["prediction"]) == [-1] * 5  # a target object is not a class
+    if kind == "region_mask":
+        logits = channel_last(framework, np.asarray(x)) @ w.T + b
+        np.testing.assert_allclose(table["score"], logits[:, MASK, 2].mean(axis=1), rtol=1e-5)
+    # the same store with another target is not resumed silently
+    with pytest.raises(XaikitValueError, match=r"target: stored .*ClassRegion"):
+        xk.xai.explain_dataset(
+            model, x, method="vanilla", out=str(tmp_path / "s.zarr"), batch_size=2,
+            target=xk.targets.ClassRegion(1), progress=False,
+        )  # fmt: skip
+
+
+def test_explain_dataset_class_k_is_the_class(tmp_path: Any, weights: Any, images: np.ndarray) -> None:
+    w, b = weights
+    model = segmenter("torch", w, b, pool=True)
+    x = layout("torch", images)
+    res = xk.xai.explain_dataset(
+        model, x, method="vanilla", out=str(tmp_path / "c.zarr"), target=xk.targets.Class(3), progress=False
+    )
+    np.testing.assert_array_equal(res.attributions[:], xk.xai.explain(model, x, target=3, method="vanilla"))
+    assert res.manifest["target"] == {"kind": "Class", "k": 3}
+    assert list(res.table["prediction"]) == list((images @ w.T + b).mean(axis=(1, 2)).argmax(-1))
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (lambda out: out.sum(dim=(1, 2, 3)), "target=<lambda>: explain_dataset cannot store a callable"),
+        (xk.targets.ClassRegion([1, 2]), r"target=ClassRegion\(k\): explain_dataset takes one"),
+        (
+            xk.targets.ClassRegion(1, mask=np.ones((B, H, W))),
+            r"target=ClassRegion\(k, mask=...\): .*one \(H, W\) mask",
+        ),
+        (
+            xk.targets.Similarity(np.ones((B, H * W * K))),
+            r"target=Similarity\(reference\): .*one \(D,\) reference",
+        ),
+        (xk.targets.Output(H * W * K), r"target=Output.*index must lie"),
+    ],
+)
+def test_explain_dataset_refuses_what_it_cannot_store_naming_target(
+    target: Any, message: str, tmp_path: Any, weights: Any, images: np.ndarray
 ) -> None:
     w, b = weights
-    data = (
-        xk.NumpyDataset({"x": layout("torch", images)})
-        if hasattr(xk, "NumpyDataset")
-        else layout("torch", images)
-    )
-    with pytest.raises(
-        XaikitValueError, match=r"target=ClassRegion\(\.\.\.\): explain_dataset does not take"
-    ):
+    with pytest.raises(XaikitValueError, match=message):
         xk.xai.explain_dataset(
-            segmenter("torch", w, b), data, method="vanilla", out=str(tmp_path / "s.zarr"),
-            target=xk.targets.ClassRegion(1),
+            segmenter("torch", w, b), layout("torch", images), method="vanilla", out=str(tmp_path / "s.zarr"),
+            target=target, progress=False,
         )  # fmt: skip
-    assert not (tmp_path / "s.zarr").exists()
+    assert not (tmp_path / "s.zarr").exists()  # refused before the store is made
+
+
+def test_cli_explain_target_region(tmp_path: Any, weights: Any, images: np.ndarray, capsys: Any) -> None:
+    """``--target region:K`` is ClassRegion(K) (the predicted region), ``class:K`` Class(K); a
+    bad spelling is an argparse error naming --target."""
+    import warnings
+
+    import torch
+
+    from xaikit.cli import main
+
+    w, b = weights
+    model = segmenter("torch", w, b)
+    x = layout("torch", images)
+    np.save(tmp_path / "x.npy", x)
+    path = tmp_path / "seg.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.trace(model, torch.zeros(1, C, H, W)).save(str(path))
+    cmd = ["explain", "--model", str(path), "--data", str(tmp_path / "x.npy"), "--method", "vanilla"]
+    assert main([*cmd, "--out", str(tmp_path / "r.zarr"), "--target", "region:2", "--grid-size", "0"]) == 0
+    res = xk.xai.DatasetExplanation.open(tmp_path / "r.zarr")
+    assert isinstance(res.target, xk.targets.ClassRegion) and res.target.k == 2 and res.target.mask is None
+    expected = xk.xai.explain(model, x, target=xk.targets.ClassRegion(2), method="vanilla")
+    np.testing.assert_allclose(res.attributions[:], expected, rtol=1e-6, atol=1e-7)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main([*cmd, "--out", str(tmp_path / "q.zarr"), "--target", "region:two"])
+    assert (
+        "argument --target: expected predicted, label, class:K, region:K or output:I"
+        in capsys.readouterr().err
+    )
+    # a region of a class the model does not have: the message names the flag
+    assert main([*cmd, "--out", str(tmp_path / "k.zarr"), "--target", f"region:{K}", "--grid-size", "0"]) == 2
+    assert "--target region:4" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import numpy as np
 
 from xaikit.files import write_text
 from xaikit.xai.dataset._store import Store
+from xaikit.xai.dataset.targets import target_from
 
 __all__ = ["DatasetExplanation"]
 
@@ -87,6 +88,13 @@ class DatasetExplanation:
         """The class names of the run (``classes=``, or the model's own), or None."""
         names = self.manifest.get("classes")
         return None if names is None else [str(n) for n in names]
+
+    @property
+    def target(self) -> Any:
+        """What the maps explain: None (each sample's predicted class), ``"label"``, or the
+        target object of the run (:mod:`xaikit.targets`, rebuilt from the manifest); with an
+        object, :attr:`table`'s ``score`` is its clean score and ``prediction`` -1."""
+        return target_from(self.manifest.get("target"))
 
     @property
     def skipped(self) -> list[dict[str, Any]]:
