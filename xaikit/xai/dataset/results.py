@@ -105,7 +105,8 @@ class DatasetExplanation:
     @property
     def table(self) -> Any:
         """A pandas DataFrame of the committed samples (the skipped ones left out): ``index``,
-        ``label`` (-1: none), ``prediction``, ``score`` (the probability of the prediction),
+        ``label`` (-1: none), ``prediction`` (-1 for a target object), ``score`` (the probability
+        of the prediction; a target object's clean score, see :attr:`target`),
         ``delta`` (completeness delta; NaN for methods without one), ``file`` ("" for none) and
         ``map_status`` ("" for a sound map, else ``"non-finite"``, ``"zero"``, ``"constant"`` or
         ``"underflow"``: see :mod:`xaikit.xai.health`); with class names (:attr:`classes`) also
