@@ -56,6 +56,8 @@ NUMERICS_FILES = frozenset(
         "tests/test_model_forms_keras.py",
         "tests/test_model_forms_torch.py",
         "tests/test_real_models.py",
+        "tests/test_targets_agnostic.py",
+        "tests/test_targets_frontends.py",
         "tests/agnostic/test_agnostic_inputs.py",
         "tests/agnostic/test_agnostic_keras.py",
         "tests/agnostic/test_captum_agnostic.py",

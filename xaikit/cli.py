@@ -216,7 +216,14 @@ def _parser() -> _Parser:
         "--shard-size", type=positive, default=None, help="samples per shard (default: 4 batches)"
     )
     exp.add_argument("--seed", type=natural, default=0)
-    exp.add_argument("--target", choices=["predicted", "label"], default="predicted")
+    exp.add_argument(
+        "--target",
+        type=target_arg,
+        default="predicted",
+        help="what each map explains: predicted (the predicted class), label, class:K (class K), "
+        "region:K (a segmentation model's region predicted K: xk.targets.ClassRegion(K)) or "
+        "output:I (unit I of a regression output: xk.targets.Output(I)); default: %(default)s",
+    )
     exp.add_argument(
         "--option",
         "-o",
@@ -369,8 +376,46 @@ EXPLAIN_FLAGS: tuple[tuple[str, str], ...] = (
     (r"\bchannels=(\d)", r"--channels \1"),
     (r"\bchannels=", "--channels"),
     (r'\btarget="label"', "--target label"),
+    (r"\btarget=ClassRegion\((\d+), \.\.\.\)", r"--target region:\1"),
     (r"\bexplain\(method='([^']+)'\)", r"--method \1"),
 )
+
+
+#: ``--target``'s spellings of a target object: prefix -> its class in :mod:`xaikit.targets`
+TARGET_PREFIXES = {"class": "Class", "region": "ClassRegion", "output": "Output"}
+
+
+def target_arg(value: str) -> str:
+    """``--target``: ``predicted``, ``label``, or ``class:K``, ``region:K``, ``output:I`` (K, I
+    integers >= 0), checked as argparse reads it.
+
+    Example:
+        >>> target_arg("region:3"), target_arg("label")
+        ('region:3', 'label')
+    """
+    if value in ("predicted", "label"):
+        return value
+    prefix, _, number = value.partition(":")
+    if prefix not in TARGET_PREFIXES or not number.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"expected predicted, label, class:K, region:K or output:I (K, I integers >= 0); got {value!r}"
+        )
+    return f"{prefix}:{int(number)}"
+
+
+def target_of(value: str) -> Any:
+    """The ``target=`` of ``explain_dataset`` for a checked ``--target`` value.
+
+    Example:
+        >>> target_of("predicted"), target_of("label"), target_of("region:3")
+        (None, 'label', ClassRegion(k=3, mask=None, reduce='sum', axis=None))
+    """
+    if value in ("predicted", "label"):
+        return None if value == "predicted" else "label"
+    from xaikit import targets
+
+    prefix, _, number = value.partition(":")
+    return getattr(targets, TARGET_PREFIXES[prefix])(int(number))
 
 
 def cli_message(message: str, options: Sequence[str] = ()) -> str:
@@ -515,7 +560,7 @@ def _explain(args: argparse.Namespace) -> int:
             resume=args.resume,
             seed=args.seed,
             shard_size=args.shard_size,
-            target="label" if args.target == "label" else None,
+            target=target_of(args.target),
             address=args.ray_address,
             classes=classes,
             **options,

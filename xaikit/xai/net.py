@@ -141,13 +141,15 @@ class SaliencyNet:
         """Vanilla gradients of the target score with respect to each input.
 
         Keyword arguments shared by the three methods: ``target`` (classes to explain instead of
-        the prediction), ``raw`` (signed attributions instead of display masks), ``seed`` (this
+        the prediction, or a target object of :mod:`xaikit.targets`: a region of a segmentation
+        output, a regression unit, an embedding's similarity, a callable), ``raw`` (signed attributions instead of display masks), ``seed`` (this
         call's seed instead of the net's), ``max_batch`` (this call's rows per chunk instead
         of the net's), ``memory_budget`` (this call's budget of an ``"auto"`` chunk) and
         ``model_kwargs`` (this call's extra forward arguments, added to the net's).
 
         Returns:
-            The batch's keys, each ``model_outputs`` key as the predicted class per sample, and
+            The batch's keys, each ``model_outputs`` key as the predicted class per sample (with a
+            target object, the explained output's key holds the target's (B,) clean scores), and
             each mask under its ``outputs`` key: display masks in [0, 1] (or, with ``raw=True``,
             signed gradients with the input's shape).
         """
@@ -281,8 +283,10 @@ class SaliencyNet:
         _, own = record.split_options(options)
         budget = self.memory_budget if memory_budget is None else check_memory_budget(memory_budget)
         with self.bk.inference(self.model):
-            pinned = pin(inp, target, self.output)
-            predictions = _predictions(inp, pinned.predictions, len(self._outputs), self.output)
+            pinned = pin(inp, target, self.output, objects=record.target_objects)
+            # a target object's clean (B,) scores stand for the explained output's predictions
+            explained = pinned.output if pinned.spec is not None else pinned.predictions
+            predictions = _predictions(inp, explained, len(self._outputs), self.output)
             result, self.last_status = run(
                 record, inp, pinned, own, seed=seed, max_batch=self.max_batch if max_batch is None else max_batch,
                 memory_budget=budget, output=self.output, xla=self.xla, with_delta=raw, where=" in SaliencyNet",

@@ -22,6 +22,7 @@ from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import channel_axis_of
+from xaikit.targets import Class, is_target
 from xaikit.trace.base import Data, Trace, to_list
 from xaikit.trace.xai._samples import SampleCollector
 from xaikit.xai import Method, get_method, method_names
@@ -74,6 +75,18 @@ def to_names(value: Any, inverse: Mapping[Any, str]) -> list[str]:
         key = int(v) if isinstance(v, float) and float(v).is_integer() else v
         out.append(inverse.get(key, str(key)))
     return out
+
+
+def _check_target(target: Any, columns: Sequence[_Column]) -> None:
+    """A target object (:mod:`xaikit.targets`) only where every column's method takes one."""
+    if not is_target(target) or isinstance(target, Class):
+        return
+    refusing = [c.method.name for c in columns if not c.method.target_objects]
+    if refusing:
+        raise XaikitValueError(
+            f"target={type(target).__name__}(...) (a target object) is not taken by the method(s) "
+            f"{refusing} of this trace's columns; drop them from methods= or pass target= classes"
+        )
 
 
 def _parse_integrating(integrating: Any, smoothing: int) -> tuple[int, int]:
@@ -342,6 +355,11 @@ class Saliency(Trace):
             built). Column ``"<title> <mask>"`` (e.g. ``"Grad-CAM saliency"``), explaining the
             same predicted class with the trace's ``seed``, ``max_batch``, ``output`` and
             ``model_kwargs``; needs a single model input.
+        target: what every column explains: None (each sample's predicted class), classes (one
+            or one per sample), or a target object of :mod:`xaikit.targets` (a region of a
+            segmentation output, a regression unit, a similarity, a callable; its per-sample
+            fields follow the samples). With an object every column's method must take one, and
+            the explained output's column shows the target's clean score instead of a class.
         denormalize: how to show normalized model inputs: ``(mean, std)`` of their
             normalization (numbers or one per channel), so that the image and overlay columns
             show ``x * std + mean`` (see :mod:`xaikit.denormalize`), or a function images ->
@@ -376,6 +394,7 @@ class Saliency(Trace):
         model_kwargs: Mapping[str, Any] | None = None,
         denormalize: Any = None,
         methods: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
+        target: Any = None,
     ) -> None:
         inputs = to_list(model_inputs, "model_inputs")
         extra = _check_methods(methods, inputs)
@@ -395,6 +414,9 @@ class Saliency(Trace):
         core = _core_columns(int(smoothing), n_int, n_smint if n_int else 0, stdev_spread)
         #: every mask column, left to right: the core gradient methods, then ``methods``
         self.columns: list[_Column] = core + extra
+        _check_target(target, self.columns)
+        #: what every column explains: None (the predicted class), classes, or a target object
+        self.target = target
         #: ``methods=`` as checked: ``{canonical name: its options, defaults filled in}``
         self.methods = {c.method.name: c.options for c in extra}
         self._overlay = _overlay_column(overlay, core, extra, smoothing, integrating)
@@ -503,7 +525,8 @@ class Saliency(Trace):
         seed = fresh_seed() if self.seed is None else self.seed
         columns: dict[str, list[np.ndarray]] = {}
         with bk.inference(self.model):
-            pinned = pin(inp, None, self.output)  # the one forward pass: predictions and classes
+            # the one forward pass: predictions and classes (or the target object resolved)
+            pinned = pin(inp, self.target, self.output, objects=True)
             predictions = self._predictions(inp, pinned)
             for column in self.columns:
                 result, _ = run(
@@ -518,13 +541,20 @@ class Saliency(Trace):
                 columns[column.prefix] = [m.astype(np.float32) for m in shown]
         return predictions, columns
 
+    def _explained_key(self) -> str:
+        """The ``model_outputs`` key of the explained output."""
+        if len(self.model_outputs) == 1:
+            return self.model_outputs[0]
+        return self.model_outputs[self.output] if isinstance(self.output, int) else ""
+
     def _predictions(self, inp: Any, pinned: Any) -> dict[str, np.ndarray]:
         """``{model_outputs key: predictions}``: the explained output's from the pinning pass;
         with several keys, outputs 0, 1, ... (one more forward pass for each other output)."""
+        explained = pinned.output if pinned.spec is not None else pinned.predictions  # a target's scores
         if len(self.model_outputs) == 1:
-            return {self.model_outputs[0]: np.asarray(pinned.predictions)}
+            return {self.model_outputs[0]: np.asarray(explained)}
         return {
-            key: np.asarray(pinned.predictions if k == self.output else pin(inp, None, k).predictions)
+            key: np.asarray(explained if k == self.output else pin(inp, None, k).predictions)
             for k, key in enumerate(self.model_outputs)
         }
 
@@ -547,6 +577,9 @@ class Saliency(Trace):
             labels = _class_ids(samples[self.class_key])
             cols[self.class_key] = to_names(samples[self.class_key], self._inverse)
         for key in self.model_outputs:
+            if is_target(self.target) and not isinstance(self.target, Class) and key == self._explained_key():
+                cols[key] = [f"{v:.4g}" for v in np.asarray(predictions[key], dtype=np.float64)]
+                continue  # a target object's clean score: not a class to compare with the label
             names = to_names(predictions[key], self._inverse)
             if labels is not None:
                 wrong = [bool(w) for w in _class_ids(predictions[key]) != labels]

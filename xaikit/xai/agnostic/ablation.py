@@ -46,6 +46,7 @@ register_method(
         aliases=("ablation",),
         short="Ablation",
         gradients=False,
+        target_objects=True,
         slow=True,
         check=check_common,
         summary="the score's drop when one feature (a patch, a superpixel, a column) is set to a baseline",

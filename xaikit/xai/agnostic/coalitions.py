@@ -153,5 +153,5 @@ def coalition_scores(space: Space, coalitions: np.ndarray, name: str) -> np.ndar
     with for_method(call.progress, B * n, name) as bar:
         return forward_rows(
             inp, call.targets, n, rows_fn, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-            memory_budget=call.memory_budget, xla=call.xla, progress=bar.advance_to,
+            memory_budget=call.memory_budget, xla=call.xla, progress=bar.advance_to, target=call.spec,
         )  # fmt: skip

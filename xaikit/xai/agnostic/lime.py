@@ -138,6 +138,7 @@ register_method(
         lime,
         {**COMMON, "nsamples": None, "kernel_width": 0.25, "alpha": 1.0, "raw": False},
         gradients=False,
+        target_objects=True,
         noise=True,
         slow=True,
         check=_check_lime,

@@ -15,6 +15,7 @@ import numpy as np
 
 from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.targets import Class
 from xaikit.xai import health
 from xaikit.xai._engine.inputs import prepare
 from xaikit.xai._engine.seeds import stream_seed
@@ -23,6 +24,7 @@ from xaikit.xai.dataset._sources import Source
 from xaikit.xai.dataset._store import FORMAT, ShardResult, jsonable
 from xaikit.xai.dataset.options import ENGINE_OPTIONS
 from xaikit.xai.dataset.spec import ModelSpec
+from xaikit.xai.dataset.targets import target_from
 from xaikit.xai.explain import run
 from xaikit.xai.registry import get_method
 
@@ -37,7 +39,8 @@ class Settings:
     batch_size: int
     shard_size: int
     seed: int
-    target: str | None
+    #: None, "label", or a target object's description (:mod:`xaikit.xai.dataset.targets`)
+    target: str | dict[str, Any] | None
     framework: str | None
     fingerprint: str = ""
     #: how the data source reads samples where it changes their values (resize, channels)
@@ -95,12 +98,21 @@ def _softmax_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return p[np.arange(len(p)), classes].astype(np.float32)
 
 
+def _scored_object(settings: Settings) -> Any:
+    """The run's target object when it is scored as one (not ``Class(k)``, a class), else None."""
+    obj = target_from(settings.target)
+    return None if obj is None or isinstance(obj, (str, Class)) else obj
+
+
 def model_scores(model: Any, x: np.ndarray, settings: Settings) -> np.ndarray:
-    """The model's explained output for a batch, forward only: (n, classes) or (n,)."""
+    """The model's explained output for a batch, forward only: (n, classes) or (n,); with a
+    target object, its (n,) clean scores (the object checked against the model's output)."""
     opts = settings.options
     bk = get_backend(model, settings.framework)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=opts.get("model_kwargs"))
     with bk.inference(model):
+        if (obj := _scored_object(settings)) is not None:
+            return np.asarray(pin(inp, obj, opts.get("output", 0), objects=True).output)
         return np.asarray(bk.to_numpy(logits(inp, opts.get("output", 0))))
 
 
@@ -123,12 +135,18 @@ def explain_rows(
     if settings.target == "label" and labels is None:
         raise XaikitValueError('target="label" needs labels, and the dataset has none')
     with bk.inference(model):
-        pinned = pin(inp, None, output)  # the predictions, and the classes explained by default
-        scores = np.asarray(pinned.output)
-        predicted = pinned.host_targets(bk)
-        if settings.target == "label":
+        if (obj := _scored_object(settings)) is not None:  # its clean scores, no class
+            pinned = pin(inp, obj, output, objects=True)
+            scores = np.asarray(pinned.output)
+            predicted: np.ndarray | None = np.full(inp.batch, -1, np.int64)
+        else:
+            pinned = pin(inp, None, output)  # the predictions, and the classes explained by default
+            scores = np.asarray(pinned.output)
+            predicted = pinned.host_targets(bk)
+        given = labels if settings.target == "label" else target_from(settings.target)
+        if isinstance(given, Class) or settings.target == "label":  # Class(k): the class k
             pinned = Pinned(
-                bk.index(check_targets(bk, labels, inp.batch, pinned.n_classes or 1), bk.model_device(model)),
+                bk.index(check_targets(bk, given, inp.batch, pinned.n_classes or 1), bk.model_device(model)),
                 pinned.predictions, pinned.output, pinned.n_classes,
             )  # fmt: skip
         with health.deferred():  # checked below against the whole batch's scores
@@ -142,7 +160,7 @@ def explain_rows(
         )
     attr = np.asarray(result.values[0])
     target = pinned.host_targets(bk)
-    score = _softmax_of(scores, predicted)  # type: ignore[arg-type]
+    score = scores.astype(np.float32) if pinned.spec is not None else _softmax_of(scores, predicted)  # type: ignore[arg-type]
     deltas = (
         np.full(len(x), np.nan, np.float32) if result.delta is None else np.asarray(result.delta, np.float32)
     )

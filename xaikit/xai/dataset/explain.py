@@ -33,14 +33,17 @@ import numpy as np
 from xaikit.backend import get_backend
 from xaikit.checks import check_int
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
+from xaikit.targets import Class, is_target
 from xaikit.xai import health
 from xaikit.xai._engine.progress import Progress
+from xaikit.xai._engine.targets import refused
 from xaikit.xai.dataset._shard import Settings, explain_shard, model_scores, where_samples
 from xaikit.xai.dataset._sources import ImageFilesSource, Rows, Source, as_source
 from xaikit.xai.dataset._store import Store
 from xaikit.xai.dataset.options import check_features, check_method_options, model_classes, read_classes
 from xaikit.xai.dataset.results import DatasetExplanation
 from xaikit.xai.dataset.spec import ModelSpec
+from xaikit.xai.dataset.targets import describe_target
 from xaikit.xai.registry import get_method
 
 __all__ = ["explain_dataset"]
@@ -113,7 +116,7 @@ def explain_dataset(
     *,
     seed: int = 0,
     shard_size: int | None = None,
-    target: str | None = None,
+    target: Any = None,
     framework: str | None = None,
     x_key: str = "x",
     label_key: str | None = None,
@@ -146,7 +149,12 @@ def explain_dataset(
         resume: keep the shards an earlier run of the same settings committed (False: start over).
         seed: the run's seed; shard ``k``'s batch ``j`` runs with a seed derived from ``(seed, k, j)``.
         shard_size: samples per shard, the unit of commit and of work (default 4 batches).
-        target: None (explain each sample's predicted class) or ``"label"`` (its label).
+        target: None (explain each sample's predicted class), ``"label"`` (its label), or a
+            target object of :mod:`xaikit.targets` whose fields hold for every sample
+            (``Class(k)``, ``ClassRegion(k, mask=None or (H, W))``, ``Output(i)``,
+            ``Similarity((D,) reference)``): the store records it (``DatasetExplanation.target``),
+            the table's ``score`` is then its clean score and ``prediction`` -1. A callable or
+            per-sample fields are refused (see :mod:`xaikit.xai.dataset.targets`).
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         x_key: the input key of dict samples and NumpyDataset columns.
         label_key: the label key (default: the first of ``y``, ``label``, ``labels``, ``target``).
@@ -199,7 +207,12 @@ def explain_dataset(
         workers = check_int(workers, "workers", 1)
     if not isinstance(resume, bool):
         raise XaikitTypeError(f"resume must be True or False; got {describe(resume)}")
-    if target not in (None, "label"):
+    stored: Any = target
+    if is_target(target):  # refused (naming target) unless its fields hold for every sample
+        stored = describe_target(target)
+        if not isinstance(target, Class) and not get_method(name).target_objects:
+            raise refused(target)
+    elif target not in (None, "label"):
         raise XaikitValueError(
             f"target must be None (the predicted class) or 'label'; got {describe(target)}"
         )
@@ -231,7 +244,7 @@ def explain_dataset(
     spec = ModelSpec.of(model_or_factory, framework)
     model = spec.build()
     settings = Settings(
-        name, opts, n, batch_size, shard_size, seed, target, framework, data=source.settings()
+        name, opts, n, batch_size, shard_size, seed, stored, framework, data=source.settings()
     )
     n_outputs = None if first is None else _preflight(model, source, first, settings)
     if names is None:

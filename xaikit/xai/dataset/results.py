@@ -13,6 +13,7 @@ import numpy as np
 
 from xaikit.files import write_text
 from xaikit.xai.dataset._store import Store
+from xaikit.xai.dataset.targets import target_from
 
 __all__ = ["DatasetExplanation"]
 
@@ -89,6 +90,13 @@ class DatasetExplanation:
         return None if names is None else [str(n) for n in names]
 
     @property
+    def target(self) -> Any:
+        """What the maps explain: None (each sample's predicted class), ``"label"``, or the
+        target object of the run (:mod:`xaikit.targets`, rebuilt from the manifest); with an
+        object, :attr:`table`'s ``score`` is its clean score and ``prediction`` -1."""
+        return target_from(self.manifest.get("target"))
+
+    @property
     def skipped(self) -> list[dict[str, Any]]:
         """The samples skipped as unreadable files (``skip_bad=True``), by index: ``{"index",
         "file", "error"}`` each; they are not in :attr:`table` and their maps are NaN."""
@@ -97,7 +105,8 @@ class DatasetExplanation:
     @property
     def table(self) -> Any:
         """A pandas DataFrame of the committed samples (the skipped ones left out): ``index``,
-        ``label`` (-1: none), ``prediction``, ``score`` (the probability of the prediction),
+        ``label`` (-1: none), ``prediction`` (-1 for a target object), ``score`` (the probability
+        of the prediction; a target object's clean score, see :attr:`target`),
         ``delta`` (completeness delta; NaN for methods without one), ``file`` ("" for none) and
         ``map_status`` ("" for a sound map, else ``"non-finite"``, ``"zero"``, ``"constant"`` or
         ``"underflow"``: see :mod:`xaikit.xai.health`); with class names (:attr:`classes`) also

@@ -314,13 +314,14 @@ def run(
     xla: bool = False,
     return_delta: bool = False,
     progress: bool | None = None,
+    target: Any = None,
     **options: Any,
 ) -> Any:
     """Guided IG of prepared inputs (``xaikit.xai._engine.inputs.prepare``) for pinned ``targets``.
 
     Args:
         inp: the prepared ``Inputs`` (one model input).
-        targets: int64 (B,) classes on the model's device.
+        targets: int64 (B,) classes on the model's device (each sample's index with ``target``).
         seed: the noise seed (used when ``nsamples`` > 1).
         output: the model output explained, as for ``xaikit.xai.explain``.
         max_batch: rows per chunk of each step's gradient sweep, or ``"auto"``.
@@ -330,6 +331,8 @@ def run(
         progress: report the gradient rows done, ``steps`` x B x ``nsamples`` in all
             (``"guided_ig: 400/1600 rows ..."``): True, False, or None (shown once the call has
             run a few seconds; :mod:`xaikit.xai._engine.progress`).
+        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows instead
+            of the classes (its per-sample arrays are gathered by each path's sample).
         **options: ``steps``, ``fraction``, ``max_dist``, ``baseline``, ``nsamples``,
             ``stdev_spread``, ``magnitude`` (see the module).
 
@@ -387,6 +390,7 @@ def run(
                     dtype=inp.dtype,
                     xla=bool(xla),
                     model_kwargs=_row_kwargs(inp.kwargs, owners),
+                    target=target,
                 )
                 result = sweep(job, memory_budget)
                 chunk = max(chunk, *result.chunks)
@@ -401,7 +405,7 @@ def run(
                 at = np.flatnonzero(noise_ids == s)
                 acc[samples[at]] += attr[at]
             if return_delta and not opts.magnitude:
-                gap += _score_gap(inp, targets, ends, starts, samples, shape, output, xla, chunk)
+                gap += _score_gap(inp, targets, ends, starts, samples, shape, output, xla, chunk, target)
             bar.advance_to(opts.steps * int(rows[-1] + 1))  # constant paths run no step
     result = (acc / S).reshape(batch, *shape).astype(inp.dtype)
     arr = inp.to_user([result])
@@ -424,8 +428,10 @@ def _score_gap(
     output: int | str,
     xla: bool,
     chunk: int,
+    target: Any = None,
 ) -> np.ndarray:
-    """Per sample, the sum over the group's paths of f(end) - f(start): forward passes only."""
+    """Per sample, the sum over the group's paths of f(end) - f(start): forward passes only
+    (``target``: a bound target object scores them)."""
     bk, n = inp.bk, len(samples)
     device = getattr(inp.tensors[0], "device", None)
     owners = np.concatenate([samples, samples])
@@ -437,7 +443,7 @@ def _score_gap(
 
     scores = forward_scores(
         bk, inp.model, rows_fn, 2 * n, max(chunk, 1), output, xla,
-        model_kwargs=_row_kwargs(inp.kwargs, owners), batch=inp.batch,
+        model_kwargs=_row_kwargs(inp.kwargs, owners), batch=inp.batch, target=target,
     )  # fmt: skip
     f = bk.to_numpy(scores).astype(np.float64)
     out = np.zeros(inp.batch, dtype=np.float64)
@@ -450,7 +456,7 @@ def runner(call: Call, **options: Any) -> Explained:
     result = run(
         call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
         memory_budget=call.memory_budget, xla=call.xla, return_delta=call.with_delta,
-        progress=call.progress, **options,
+        progress=call.progress, target=call.spec, **options,
     )  # fmt: skip
     out, delta = result if call.with_delta else (result, None)
     return Explained([out], delta)
@@ -476,6 +482,7 @@ register_method(
         delta=True,
         slow=True,
         check=check_options,
+        target_objects=True,
         summary="IG along an adaptive path that moves the least important features first",
         reference="Kapishnikov et al., 2021, https://arxiv.org/abs/2106.09788",
     )

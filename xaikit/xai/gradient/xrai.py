@@ -244,6 +244,7 @@ def integrated_gradients(
     memory_budget: int | float = DEFAULT_BUDGET,
     xla: bool = False,
     progress: Callable[[int], None] | None = None,
+    target: Any = None,
 ) -> T:
     """The mean over baselines of PAIR's Integrated Gradients, in ONE fused sweep.
 
@@ -251,6 +252,7 @@ def integrated_gradients(
     with ``nsamples``, noise sample ``s // K``: SmoothGrad of the IG part, each noisy copy with
     its own draw); the sweep's mean over ``s`` is then the mean over baselines (and noise).
     ``progress`` is told the rows done after each chunk (B x K x noise samples x steps rows).
+    ``target``, a bound target object, scores the rows (``targets`` are then sample indices).
 
     Returns:
         The attributions in the model's layout, on the model's device, (B, ...).
@@ -266,7 +268,7 @@ def integrated_gradients(
     def baseline(s: int) -> list[T]:
         return makers[s % k](s)  # type: ignore[no-any-return]
 
-    job = Job.over(inp, targets, seed=seed, output=output, max_batch=max_batch, xla=xla)
+    job = Job.over(inp, targets, seed=seed, output=output, max_batch=max_batch, xla=xla, target=target)
     job.n_noise = k * (nsamples or 1)
     job.alphas, job.weights = quadrature("linspace", steps)
     job.baselines = baseline
@@ -517,6 +519,7 @@ def run(
     xla: bool = False,
     return_delta: bool = False,
     progress: bool | None = None,
+    target: Any = None,
     **options: Any,
 ) -> np.ndarray | XraiResult:
     """XRAI maps of a batch of images (``explain(model, x, method="xrai", ...)`` calls this).
@@ -533,6 +536,8 @@ def run(
         progress: report the IG sweep's rows (``"xrai (IG sweep): 200/400 rows ..."``), then the
             images whose regions are ranked (``"xrai (regions): 1/2 images ..."``): True, False,
             or None (each shown once it has run a few seconds; :mod:`xaikit.xai._engine.progress`).
+        target: a bound target object (:class:`xaikit.targets.Bound`) the IG part explains
+            (``targets`` are then sample indices).
         **options: ``steps`` (IG steps, 100), ``baselines`` (None: two constant images, each
             sample's minimum and maximum; or a list of arrays broadcastable to the input in the
             caller's layout, or baseline names such as ``"zeros"``, ``"black"``, ``"blur"``),
@@ -581,7 +586,7 @@ def run(
             attributions = integrated_gradients(
                 inp, targets, opts.baselines, opts.steps, nsamples=opts.nsamples,
                 stdev_spread=opts.stdev_spread, seed=seed, output=output, max_batch=max_batch,
-                memory_budget=memory_budget, xla=xla, progress=bar.advance_to,
+                memory_budget=memory_budget, xla=xla, progress=bar.advance_to, target=target,
             )  # fmt: skip
             attr = bk.to_numpy(attributions)
         if not np.all(np.isfinite(attr)):
@@ -623,7 +628,8 @@ def runner(call: Call, **options: Any) -> Explained:
     """The runner of ``explain(method="xrai")`` (see :mod:`xaikit.xai.registry`)."""
     result = run(
         call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, **options,
+        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, target=call.spec,
+        **options,
     )  # fmt: skip
     if isinstance(result, XraiResult):
         return Explained([result.maps], detail=result)
@@ -650,6 +656,7 @@ register_method(
         result="map",
         slow=True,
         check=_check_options,
+        target_objects=True,
         summary="image regions ranked by their Integrated-Gradients density: which parts matter most",
         reference="Kapishnikov et al., 2019, https://arxiv.org/abs/1906.02825",
     )

@@ -78,12 +78,13 @@ def occlusion(
     memory_budget: int | float = DEFAULT_BUDGET,
     xla: bool = False,
     progress: bool | None = None,
+    target: Any = None,
 ) -> np.ndarray:
     """Occlusion attributions (captum's ``Occlusion`` with a window over all channels).
 
     Args:
         inp: one prepared 4-D image input.
-        targets: the pinned class of each sample.
+        targets: the pinned class of each sample (its sample index with ``target``).
         window: the window's (height, width), or one int for both; default an eighth of each
             side, rounded up (:func:`default_window`).
         stride: the step between windows, an int or (height, width); default half the window
@@ -91,6 +92,8 @@ def occlusion(
         baseline: the value a window is set to (a number; default 0).
         progress: report the rows done (``"occlusion: 120/650 rows ..."``): True, False, or None
             (shown once the call has run a few seconds; see :mod:`xaikit.xai._engine.progress`).
+        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows instead
+            of the classes.
 
     Returns:
         Attributions with the input's shape and layout (the same value on every channel).
@@ -136,7 +139,7 @@ def occlusion(
     with for_method(progress, B * (1 + ny * nx), "occlusion") as bar:
         s = forward_rows(
             inp, targets, 1 + ny * nx, rows_fn, seed=seed, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=xla, progress=bar.advance_to,
+            memory_budget=memory_budget, xla=xla, progress=bar.advance_to, target=target,
         )  # fmt: skip
     drop = (s[0][None, :] - s[1:]).reshape(ny, nx, B)  # score(x) - score(occluded), per window
     ry, rx = rows_y.astype(np.float64), rows_x.astype(np.float64)
@@ -148,7 +151,8 @@ def occlusion(
 def _occlusion(call: Call, **options: Any) -> Explained:
     return Explained([occlusion(
         call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, **options,
+        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, target=call.spec,
+        **options,
     )])  # fmt: skip
 
 
@@ -161,6 +165,7 @@ register_method(
         {"window": None, "stride": None, "baseline": 0.0},
         gradients=False,
         slow=True,
+        target_objects=True,
         summary="the score's drop when a window of the image is set to a baseline",
         reference="Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
     )

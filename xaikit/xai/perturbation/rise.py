@@ -128,16 +128,19 @@ def rise(
     memory_budget: int | float = DEFAULT_BUDGET,
     xla: bool = False,
     progress: bool | None = None,
+    target: Any = None,
 ) -> np.ndarray:
     """RISE saliency maps: sum_i score(x * M_i) M_i / (N p), one (H, W) map per image.
 
     Args:
         inp: one prepared 4-D image input.
-        targets: the pinned class of each sample.
+        targets: the pinned class of each sample (its sample index with ``target``).
         n_masks: N, the number of random masks (default 1000).
         cell: the mask grid's cells per side, s (default 8; at most min(H, W)).
         p: the probability that a grid cell is kept (default 0.5).
         progress: report the rows done, as for :func:`occlusion`.
+        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows instead
+            of the classes.
 
     Returns:
         float (B, H, W) maps, whatever the input's layout (the masks are shared by the channels).
@@ -163,7 +166,7 @@ def rise(
     with for_method(progress, B * n, "rise") as bar:
         scores = forward_rows(
             inp, targets, n, rows_fn, seed=seed, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=xla, progress=bar.advance_to,
+            memory_budget=memory_budget, xla=xla, progress=bar.advance_to, target=target,
         )  # fmt: skip
     # fold on the device, a block of masks at a time (the masks again, as the rows had them)
     weights = bk.as_tensor(np.ascontiguousarray(scores.T), device, bk.dtype_name(x))  # (B, n)
@@ -179,7 +182,8 @@ def rise(
 def _rise(call: Call, **options: Any) -> Explained:
     return Explained([rise(
         call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, **options,
+        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, target=call.spec,
+        **options,
     )])  # fmt: skip
 
 
@@ -202,6 +206,7 @@ register_method(
         noise=True,
         slow=True,
         check=_check_rise,
+        target_objects=True,
         summary="the score of randomly masked copies, averaged per pixel over the masks that keep it",
         reference="Petsiuk et al., 2018, https://arxiv.org/abs/1806.07421",
     )
