@@ -304,7 +304,10 @@ def test_eigencam_refuses_a_target_object_and_keeps_ignoring_classes(
     framework: str, params: dict[str, np.ndarray]
 ) -> None:
     model = build(framework, params)
-    with pytest.raises(XaikitValueError, match=r"target=.*eigencam is class-agnostic"):
+    with pytest.raises(
+        XaikitValueError,
+        match=r"target=ClassRegion\(\.\.\.\) \(a target object\) is not taken by this method.*: vanilla, ",
+    ):
         explain(framework, model, params, xk.targets.ClassRegion(KCLS, mask=MASK), "eigencam")
     classifier = build(framework, params, pool=True)
     none = explain(framework, classifier, params, None, "eigencam", raw=True).maps

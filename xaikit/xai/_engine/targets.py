@@ -194,12 +194,16 @@ def predictions_of(scores: np.ndarray) -> np.ndarray:
 
 
 def refused(target: Any) -> XaikitValueError:
-    """The error for a target object given to a method or metric that takes class indices only."""
+    """The error for a target object given to a method or metric that takes class indices only;
+    it lists the methods that take target objects (read from the registry, so it never drifts)."""
+    from xaikit.xai.registry import method_names  # the registry imports no engine module
+
+    takers = ", ".join(method_names(target_objects=True))
     return XaikitValueError(
-        f"target={type(target).__name__}(...) (a target object) is taken by the gradient methods of "
-        "xk.xai.explain (vanilla, smoothgrad, integrated, smint, input_x_gradient, vargrad, "
-        "expected_gradients, blur_ig) so far; this method or metric takes class indices: pass "
-        "target= an int or one int per sample (xk.targets.Class(k) is the same)"
+        f"target={type(target).__name__}(...) (a target object) is not taken by this method or "
+        f"metric, which takes class indices: pass target= an int or one int per sample "
+        f"(xk.targets.Class(k) is the same). The methods of xk.xai.explain that take target "
+        f"objects: {takers}"
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, describe
 from xaikit.xai._engine.plan import check_max_batch
 from xaikit.xai.cam.formulas import gradcam, gradcampp, hirescam, layercam, xgradcam
 from xaikit.xai.cam.guided import run_guided_gradcam
@@ -29,14 +29,6 @@ def run_cam(call: Call, *, layer: Any = None, reshape: Any = None, raw: bool = F
     """The runner of the class-activation maps but Guided Grad-CAM: the (B, H, W) map at the
     input's size (bilinear), or with ``raw`` the layer-resolution :class:`CamResult`."""
     inp = call.inp
-    if call.spec is not None and call.method.name == "eigencam":
-        raise XaikitValueError(
-            f"target= a target object (kind {call.spec.resolved.kind!r}): eigencam is "
-            "class-agnostic (the first principal component of the layer's activations, no score and "
-            "no gradient): it has no target to take, and its map would be the same for any region or "
-            "output. Drop target=, or use a gradient CAM (gradcam, hirescam, layercam, ...) or "
-            "scorecam, which explain the target object"
-        )
     result, scores = maps_and_scores(
         inp, call.targets, call.method.name, layer, call.output, check_max_batch(call.max_batch),
         check_reshape(reshape), call.memory_budget, call.progress, call.spec,
@@ -53,8 +45,8 @@ _CAM_OPTIONS = {"layer": None, "reshape": None, "raw": False}
 
 def _record(name: str, title: str, **facts: Any) -> None:
     facts.setdefault("run", run_cam)
-    # every CAM scores a bound target object (Eigen-CAM takes it to refuse it by name: it has no
-    # target); with targets="in_pass" an object is pinned all the same (it needs the clean pass)
+    # every CAM scores a bound target object but Eigen-CAM (class-agnostic: no score, no target);
+    # with targets="in_pass" an object is pinned all the same (it needs the clean pass)
     facts.setdefault("target_objects", True)
     register_method(
         Method(
@@ -101,7 +93,7 @@ _record(
     reference="Wang et al., 2020, https://arxiv.org/abs/1910.01279",
 )  # fmt: skip
 _record(
-    "eigencam", "Eigen-CAM", gradients=False, targets="in_pass",
+    "eigencam", "Eigen-CAM", gradients=False, targets="in_pass", target_objects=False,
     summary="the first principal component of a layer's activations: class-agnostic",
     reference="Muhammad & Yeasin, 2020, https://arxiv.org/abs/2008.00299",
 )  # fmt: skip
