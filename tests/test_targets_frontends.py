@@ -126,8 +126,8 @@ def test_saliency_trace_explains_a_region_like_explain(
 
 def test_saliency_trace_refuses_an_object_a_column_cannot_take(weights: Any) -> None:
     w, b = weights
-    with pytest.raises(XaikitValueError, match=r"target=ClassRegion.*\['gradcam'\]"):
-        Saliency(segmenter("torch", w, b), "x", "y", target=xk.targets.ClassRegion(1), methods=["gradcam"])
+    with pytest.raises(XaikitValueError, match=r"target=ClassRegion.*\['eigencam'\]"):
+        Saliency(segmenter("torch", w, b), "x", "y", target=xk.targets.ClassRegion(1), methods=["eigencam"])
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
