@@ -1,13 +1,12 @@
 """The layer a class-activation map reads: :func:`find_layer` resolves ``layer=`` (None: the last
 layer with a spatial output) through the backend's CAM facet and checks that its output can
 become a (B, C, h, w) map; :func:`to_chw` makes it one (channel-last maps transposed, ViT tokens
-(B, N, C) laid out on their square grid, or ``reshape=``).
+(B, N, C) laid out on their square grid by :mod:`xaikit.xai.cam.tokens`, or ``reshape=``).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ from xaikit.backend import T
 from xaikit.backend.facets import CamLayer
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.inputs import Inputs, call_error
+from xaikit.xai.cam.tokens import grid_or_error, token_grid
 
 #: the CAM family's logger (``docs/cam.md``: the layer ``layer=None`` chose is logged here)
 logger = logging.getLogger("xaikit.xai.cam")
@@ -36,24 +36,9 @@ def check_reshape(value: Any) -> Reshape:
     ):
         return (int(value[0]), int(value[1]))
     raise XaikitTypeError(
-        "reshape must be None (4-D layers as they are; ViT tokens (B, 1 + h*w, C) to a square "
-        f"grid), a (h, w) pair of positive ints or a callable; got {describe(value)}"
+        "reshape must be None (4-D layers as they are; ViT tokens (B, k + h*w, C) to a square "
+        f"grid, k <= 5 leading tokens dropped), a (h, w) pair of positive ints or a callable; got {describe(value)}"
     )
-
-
-def token_grid(n: int) -> tuple[int, int] | None:
-    """The square grid of ``n`` ViT tokens: one class token dropped when ``n - 1`` is a square,
-    else all of them when ``n`` is; None when neither is.
-
-    Example:
-        >>> token_grid(197), token_grid(49), token_grid(12)
-        ((14, 14), (7, 7), None)
-    """
-    for m in (n - 1, n):
-        r = math.isqrt(max(m, 0))
-        if m > 1 and r * r == m:
-            return r, r
-    return None
 
 
 def _layer_check(layer: CamLayer, reshape: Reshape, first: bool) -> None:
@@ -84,12 +69,12 @@ def _layer_check(layer: CamLayer, reshape: Reshape, first: bool) -> None:
                     f"{layer.name!r} gives (B, {n}, {shape[1]})"
                 )
             return
-        if n is None or token_grid(n) is None:
+        if n is None:
             raise XaikitValueError(
-                f"layer {layer.name!r} gives tokens (B, {n}, {shape[1]}) that are not a square grid "
-                "(with or without one class token): pass reshape=(h, w) (the last h*w tokens) or a "
-                "callable that returns a 4-D map"
+                f"layer {layer.name!r} gives tokens (B, None, {shape[1]}) of unknown count: pass "
+                "reshape=(h, w) (the last h*w tokens) or a callable that returns a 4-D map"
             )
+        grid_or_error(n, shape[1], layer.name)
         return
     raise XaikitValueError(
         f"layer {layer.name!r} must give a spatial (B, C, h, w) / (B, h, w, C) output, or ViT "
@@ -100,8 +85,8 @@ def _layer_check(layer: CamLayer, reshape: Reshape, first: bool) -> None:
 
 def to_chw(a: np.ndarray, first: bool, reshape: Reshape) -> np.ndarray:
     """A layer's output (numpy, after a callable ``reshape``) as channel-first (B, C, h, w):
-    4-D channel-last maps are transposed, (B, N, C) tokens keep their last h*w (the class
-    token dropped) as an (h, w) grid.
+    4-D channel-last maps are transposed, (B, N, C) tokens keep their last h*w (the class,
+    distillation and register tokens dropped) as an (h, w) grid.
 
     Example:
         >>> tokens = np.arange(2 * 5 * 3.0).reshape(2, 5, 3)  # a class token and a 2x2 grid
