@@ -233,3 +233,67 @@ def test_a_classifier_output_is_refused() -> None:
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(H * W, 3))
     with pytest.raises(XaikitValueError, match=r"target=Box.*explains a detector"):
         vanilla(model, images(), xk.targets.Box([0, 0, 1, 1], 1))
+
+
+def stacked_boxes() -> tuple[np.ndarray, np.ndarray]:
+    """(B=2, T=3, 4) boxes matching anchors 0, 1, 1 of image 0 and 1, 0, 1 of image 1, labels (T,)."""
+    boxes = np.stack([ANCHORS[[0, 1, 1]], ANCHORS[[1, 0, 1]]]) + [0, 0, 0, 0.25]
+    return boxes, np.array([1, 1, 1])
+
+
+@pytest.mark.parametrize(
+    ("method", "opts"),
+    [
+        ("vanilla", {}),
+        ("smoothgrad", {"seed": 3}),
+        ("integrated", {"baseline": "zeros", "return_delta": True}),
+        (
+            "smint",
+            {"seed": 3, "stdev_spread": 0.0, "baseline": "zeros"},
+        ),  # noise draws differ per logical sample: none here
+        ("input_x_gradient", {}),
+    ],
+)
+def test_stacked_boxes_equal_the_looped_calls(method: str, opts: dict[str, Any]) -> None:
+    model, x = Yolo(), images()
+    boxes, k = stacked_boxes()
+    stacked = xk.xai.explain(
+        model, x, target=xk.targets.Box(boxes, k), method=method, magnitude=False, **opts
+    )
+    maps, delta = stacked if opts.get("return_delta") else (stacked, None)
+    assert np.shape(maps) == (2, 3, 1, H, W)
+    for t in range(3):
+        one = xk.xai.explain(
+            model, x, target=xk.targets.Box(boxes[:, t], int(k[t])), method=method, magnitude=False, **opts
+        )
+        if delta is not None:
+            one, one_delta = one
+            np.testing.assert_allclose(delta[:, t], one_delta, atol=1e-6)
+        if method == "smoothgrad":  # other noise draws per row: the linear score's map is the same
+            np.testing.assert_allclose(maps[:, t], one, atol=1e-5)
+        else:
+            np.testing.assert_allclose(maps[:, t], one, rtol=0, atol=1e-6)  # other chunk sums
+    times_x = method in ("integrated", "smint", "input_x_gradient")
+    expected = CW[1] * inside(ANCHORS[0]) * (x[0, 0] if times_x else 1.0)
+    np.testing.assert_allclose(maps[0, 0, 0], expected, atol=1e-5)
+
+
+def test_stacked_keras_equals_torch() -> None:
+    x = images()
+    boxes, k = stacked_boxes()
+    t = vanilla(Yolo(), x, xk.targets.Box(boxes, k))
+    kk = vanilla(keras_yolo(), x.transpose(0, 2, 3, 1), xk.targets.Box(boxes, k))
+    assert kk.shape == (2, 3, H, W, 1)
+    np.testing.assert_allclose(kk[..., 0], t[:, :, 0], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("boxes", "k", "match"),
+    [
+        (np.zeros((3, 2, 4)), 1, r"target=Box\(boxes \(B, T, 4\), k\): stacked boxes must be \(2, T, 4\)"),
+        (np.zeros((2, 2, 4)), [1, 1, 1], r"target=Box\(boxes \(B, T, 4\), k\): k must be one label, \(2,\)"),
+    ],
+)
+def test_stacked_refusals_name_target(boxes: np.ndarray, k: Any, match: str) -> None:
+    with pytest.raises(XaikitValueError, match=match):
+        vanilla(Yolo(), images(), xk.targets.Box(boxes, k))

@@ -466,8 +466,13 @@ class Box(Target):
     with the best IoU with ``box``, which must be >= ``iou``; no match is an error naming
     ``target`` with the best IoU found.
 
+    Several boxes per image in one call (stacked): ``box`` (B, T, 4) and ``k`` one label, (T,)
+    or (B, T); ``explain`` then returns maps (B, T, ...) (see :func:`unstack`): the images are
+    repeated T times and explained as B*T samples in large chunks, much faster than T calls.
+
     Args:
-        box: (4,) for every image or (B, 4), (x0, y0, x1, y1); None with ``top``.
+        box: (4,) for every image or (B, 4), (x0, y0, x1, y1); (B, T, 4) stacked; None with
+            ``top``.
         k: the label, or one per image.
         iou: the IoU threshold of a match.
         top: instead of ``box``, the model's own ``top`` highest-scoring detections of class
@@ -637,3 +642,40 @@ def box_scores(bk: Any, raw: Any, rows: Any, target: Resolved, tensors: dict[str
         else:
             out.append(bk.reshape(zero, (1,)))
     return bk.cat(out)
+
+
+# ---- stacked targets: several targets per image in one call --------------------------------
+
+
+def unstack(target: Any, batch: int) -> tuple[Any, int] | None:
+    """A stacked target (T targets per image: a :class:`Box` whose ``box`` is (B, T, 4)) as the
+    target of B*T logical samples (sample ``b * T + t`` is image b's target t) and T; None for
+    any other target. The caller repeats each image T times and reshapes the (B*T, ...) maps
+    to (B, T, ...).
+
+    Example:
+        >>> t, n = unstack(Box(np.zeros((2, 3, 4)), [0, 1, 2]), 2)
+        >>> n, np.asarray(t.box).shape, np.asarray(t.k).tolist()
+        (3, (6, 4), [0, 1, 2, 0, 1, 2])
+    """
+    if not isinstance(target, Box) or target.box is None:
+        return None
+    given = target.box.detach().cpu().numpy() if hasattr(target.box, "detach") else target.box
+    boxes = np.asarray(given)
+    if boxes.ndim != 3:
+        return None
+    what = "Box(boxes (B, T, 4), k)"
+    if boxes.shape[0] != batch or boxes.shape[2] != 4 or boxes.shape[1] == 0 or boxes.dtype.kind not in "iuf":
+        raise XaikitValueError(
+            f"target={what}: stacked boxes must be ({batch}, T, 4) numbers (T boxes for each of the {batch} "
+            f"images); got {describe(target.box)}"
+        )
+    n = int(boxes.shape[1])
+    k = np.asarray(target.k)
+    if k.dtype.kind not in "iu" or isinstance(target.k, bool) or k.shape not in ((), (n,), (batch, n)):
+        raise XaikitValueError(
+            f"target={what}: k must be one label, ({n},) labels (one per box) or ({batch}, {n}); got "
+            f"{describe(target.k)}"
+        )
+    labels = np.broadcast_to(k.astype(np.int64), (batch, n)).reshape(-1)
+    return Box(boxes.reshape(batch * n, 4), labels, iou=target.iou), n
