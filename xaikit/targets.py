@@ -490,7 +490,8 @@ class Box(Target):
     top: int | None = None
 
     def __post_init__(self) -> None:
-        _classes(self.k, "Box")
+        stacked = self.box is not None and np.ndim(self.box) == 3 and np.ndim(self.k) == 2
+        _classes(np.asarray(self.k).reshape(-1) if stacked else self.k, "Box")  # (B, T) when stacked
         if isinstance(self.iou, bool) or not isinstance(self.iou, (int, float)) or not 0 <= self.iou <= 1:
             raise XaikitValueError(
                 f"target=Box(..., iou=...): iou must be a number in [0, 1]; got {describe(self.iou)}"
