@@ -210,6 +210,7 @@ JOBS: tuple[Job, ...] = (
         quick=("--epochs", "1", "--n-train", "256", "--n", "16", "--show", "3", "--nsamples", "2"),
         frameworks=("torch",),
     ),
+    Job("tasks", "tasks_box.png", frameworks=("torch",)),
 )
 
 #: gallery scripts that paint nothing, and why

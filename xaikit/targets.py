@@ -49,6 +49,7 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 __all__ = [
     "Bound",
+    "Box",
     "Class",
     "ClassRegion",
     "Output",
@@ -376,6 +377,8 @@ def row_scores(bk: Any, raw: Any, rows: Any, target: Resolved, tensors: dict[str
                 f"score per row, shape ({n},) for a chunk of {n} rows; it returned {describe(scores)}"
             )
         return scores
+    if target.kind.startswith("box"):
+        return box_scores(bk, raw, rows, target, tensors)
     out = bk.working(picked(raw, target.output))  # a half-precision output in float32
     n = int(out.shape[0])
     if target.kind == "output":
@@ -390,3 +393,290 @@ def row_scores(bk: Any, raw: Any, rows: Any, target: Resolved, tensors: dict[str
         dot = bk.sample_sum(emb * bk.gather(tensors["reference"], rows))
         return dot / (bk.sample_sum(emb * emb) + EPS) ** 0.5 if target.normalize else dot
     raise XaikitValueError(f"internal error: unknown target kind {target.kind!r}")  # pragma: no cover
+
+
+# ---- detection: Box -------------------------------------------------------------------------
+
+
+def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of boxes ``a`` (..., 4) and ``b`` (..., 4), (x0, y0, x1, y1), broadcast (host numpy).
+
+    Example:
+        >>> box_iou(np.array([0.0, 0.0, 2.0, 2.0]), np.array([[1.0, 0.0, 3.0, 2.0]])).tolist()
+        [0.3333333333333333]
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    w = np.clip(np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]), 0, None)
+    h = np.clip(np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]), 0, None)
+    inter = w * h
+    area = lambda t: (t[..., 2] - t[..., 0]) * (t[..., 3] - t[..., 1])  # noqa: E731
+    union = area(a) + area(b) - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+
+
+def cxcywh_to_xyxy(boxes: np.ndarray) -> np.ndarray:
+    """(cx, cy, w, h) boxes (DETR/YOLOS ``pred_boxes``) as (x0, y0, x1, y1), same units."""
+    c, s = boxes[..., :2], boxes[..., 2:4]
+    return np.concatenate([c - s / 2, c + s / 2], axis=-1)
+
+
+def _field(raw: Any, name: str) -> Any:
+    if isinstance(raw, dict):
+        return raw.get(name)
+    return getattr(raw, name, None)
+
+
+def _is_box_list(raw: Any) -> bool:
+    return (
+        isinstance(raw, (list, tuple))
+        and len(raw) > 0
+        and all(isinstance(d, dict) and {"boxes", "scores", "labels"} <= set(d) for d in raw)
+    )
+
+
+def _tensor_max(a: Any, b: Any) -> Any:
+    return (a + b + abs(a - b)) / 2
+
+
+def _tensor_min(a: Any, b: Any) -> Any:
+    return (a + b - abs(a - b)) / 2
+
+
+@dataclass(frozen=True, eq=False)
+class Box(Target):
+    """Object detection: the score of the detection that matches ``box`` with label ``k``.
+
+    Three kinds of detector output are read:
+
+    * a torchvision-style list of per-image dicts ``{"boxes": (N, 4) x0y0x1y1, "scores": (N,),
+      "labels": (N,)}`` (N varies per image, non-maximum suppression inside the model): the
+      score of a row is recomputed on every pass, as pytorch-grad-cam's
+      ``FasterRCNNBoxScoreTarget``: the prediction with the best IoU with ``box``; if that IoU
+      is > ``iou`` and its label is ``k``, IoU + its score, else 0.
+    * a Hugging Face DETR/YOLOS-style output (object or dict) with ``logits`` (B, Q, K+1, the
+      last class "no object") and ``pred_boxes`` (B, Q, 4) as (cx, cy, w, h) normalised to
+      [0, 1]: converted to (x0, y0, x1, y1) fractions of the image, so ``box`` is given in
+      fractions of the image's width and height too. Fixed query slots: the slot matched on
+      the clean input is pinned (like a predicted class), a row's score is the class-``k``
+      logit of that slot.
+    * a YOLO-style tensor (B, N, 4 + K): (x0, y0, x1, y1) then K class scores per anchor;
+      fixed slots as above, the score is the class-``k`` score of the pinned anchor.
+
+    Matching (fixed slots): among the slots whose predicted class (argmax) is ``k``, the one
+    with the best IoU with ``box``, which must be >= ``iou``; no match is an error naming
+    ``target`` with the best IoU found.
+
+    Several boxes per image in one call (stacked): ``box`` (B, T, 4) and ``k`` one label, (T,)
+    or (B, T); ``explain`` then returns maps (B, T, ...) (see :func:`unstack`): the images are
+    repeated T times and explained as B*T samples in large chunks, much faster than T calls.
+
+    Args:
+        box: (4,) for every image or (B, 4), (x0, y0, x1, y1); (B, T, 4) stacked; None with
+            ``top``.
+        k: the label, or one per image.
+        iou: the IoU threshold of a match.
+        top: instead of ``box``, the model's own ``top`` highest-scoring detections of class
+            ``k`` (fixed slots only), their scores summed.
+
+    Example:
+        >>> out = np.zeros((1, 2, 6)); out[0, 1, :4] = [0, 0, 4, 4]; out[0, 1, 5] = 3.0
+        >>> Box([0, 0, 4, 5], 1).resolve(out, True).arrays["index"].tolist()  # anchor 1, class 1
+        [[11]]
+    """
+
+    box: Any
+    k: Any
+    iou: float = 0.5
+    top: int | None = None
+
+    def __post_init__(self) -> None:
+        stacked = self.box is not None and np.ndim(self.box) == 3 and np.ndim(self.k) == 2
+        _classes(np.asarray(self.k).reshape(-1) if stacked else self.k, "Box")  # (B, T) when stacked
+        if isinstance(self.iou, bool) or not isinstance(self.iou, (int, float)) or not 0 <= self.iou <= 1:
+            raise XaikitValueError(
+                f"target=Box(..., iou=...): iou must be a number in [0, 1]; got {describe(self.iou)}"
+            )
+        if self.top is not None and (
+            isinstance(self.top, bool) or not isinstance(self.top, int) or self.top < 1
+        ):
+            raise XaikitValueError(
+                f"target=Box(..., top=...): top must be None or an int >= 1; got {describe(self.top)}"
+            )
+        if (self.box is None) == (self.top is None):
+            raise XaikitValueError(
+                "target=Box(box, k, top=...): give either box (x0, y0, x1, y1) or top=n (the model's "
+                f"own top-n detections), not {'both' if self.top is not None else 'neither'}"
+            )
+
+    def _boxes(self, batch: int) -> np.ndarray:
+        given = self.box
+        if hasattr(given, "detach"):
+            given = given.detach().cpu().numpy()
+        arr = np.asarray(given)
+        if arr.dtype.kind not in "iuf" or arr.shape not in ((4,), (batch, 4)) or not np.all(np.isfinite(arr)):
+            raise XaikitValueError(
+                f"target=Box(box, ...): box must be (4,) or ({batch}, 4) finite numbers (x0, y0, x1, y1); "
+                f"got {describe(self.box)}"
+            )
+        return np.broadcast_to(arr.astype(np.float64).reshape(-1, 4), (batch, 4)).copy()
+
+    def resolve_raw(self, bk: Any, raw: Any, output: int | str, batch: int) -> Resolved:
+        """This target checked against what the detector returned for the clean batch (the
+        engine's entry: the output is read here, not through ``output=``'s default)."""
+        if _is_box_list(raw):
+            host = [
+                {key: np.asarray(bk.to_numpy(d[key])) for key in ("boxes", "scores", "labels")} for d in raw
+            ]
+            return self.resolve(host, True, output, raw=host, batch=batch)
+        if _field(raw, "pred_boxes") is not None and _field(raw, "logits") is not None:
+            host2 = {key: np.asarray(bk.to_numpy(_field(raw, key))) for key in ("logits", "pred_boxes")}
+            return self.resolve(host2, True, output, raw=host2, batch=batch)
+        return self.resolve(np.asarray(bk.to_numpy(picked(raw, output))), True, output, batch=batch)
+
+    def resolve(
+        self, out: Any, channel_first: bool, output: int | str = 0, raw: Any = None, batch: int | None = None
+    ) -> Resolved:
+        what = (
+            f"Box({self.box!r}, {self.k!r})" if self.top is None else f"Box(None, {self.k!r}, top={self.top})"
+        )
+        if _is_box_list(out):
+            batch = len(out) if batch is None else batch
+            if self.top is not None:
+                raise XaikitValueError(
+                    f"target={what}: top= needs fixed detection slots (DETR/YOLO outputs); for a "
+                    "torchvision list of dicts give the boxes (e.g. the model's own out[i]['boxes'][:n])"
+                )
+            if len(out) != batch:
+                raise XaikitValueError(
+                    f"target={what}: the model returned {len(out)} dicts for {batch} images"
+                )
+            cls = _per_sample(_classes(self.k, "Box"), batch, what)
+            boxes = self._boxes(batch)
+            return Resolved(
+                "box_list", output, {"box": boxes, "cls": cls, "iou": np.full(batch, float(self.iou))}
+            )
+        name: int | str
+        if isinstance(out, dict) and "pred_boxes" in out:
+            logits = np.asarray(out["logits"], dtype=np.float64)
+            pred = cxcywh_to_xyxy(np.asarray(out["pred_boxes"], dtype=np.float64))
+            scores, n_cls, offset, name = logits[..., :-1], logits.shape[-1] - 1, 0, "logits"
+        else:
+            arr = np.asarray(out, dtype=np.float64)
+            if arr.ndim != 3 or arr.shape[-1] < 5:
+                raise XaikitValueError(
+                    f"target={what} explains a detector: a list of per-image dicts (boxes, scores, labels), "
+                    f"an output with logits and pred_boxes, or a (B, N, 4 + K) tensor; the output read has "
+                    f"shape {arr.shape}"
+                )
+            pred, scores, n_cls, offset, name = arr[..., :4], arr[..., 4:], arr.shape[-1] - 4, 4, output
+            logits = arr
+        batch = int(scores.shape[0]) if batch is None else batch
+        cls = _per_sample(_classes(self.k, "Box"), batch, what)
+        _in_range(cls, n_cls, what, "the label")
+        width = logits.shape[-1]
+        labels = scores.argmax(axis=-1)
+        slots = []
+        for b in range(batch):
+            ok = labels[b] == cls[b]
+            if self.top is not None:
+                order = np.argsort(-np.where(ok, scores[b, :, cls[b]], -np.inf), kind="stable")[: self.top]
+                if ok.sum() < self.top:
+                    raise XaikitValueError(
+                        f"target={what}: image {b} has {int(ok.sum())} detections of class {cls[b]}, fewer "
+                        f"than top={self.top}"
+                    )
+                slots.append(order)
+                continue
+            ious = box_iou(self._boxes(batch)[b], pred[b])
+            cand = np.where(ok, ious, -1.0)
+            best = int(cand.argmax())
+            if cand[best] < self.iou:
+                raise XaikitValueError(
+                    f"target={what}: image {b}: no detection of class {cls[b]} has IoU >= {self.iou} with the "
+                    f"box; the best IoU found is {max(float(cand[best]), 0.0):.3f} (of class {cls[b]}) and "
+                    f"{float(ious.max()):.3f} (any class): lower iou= or check the box's coordinates"
+                    + (" (fractions of the image for pred_boxes outputs)" if name == "logits" else "")
+                )
+            slots.append(np.array([best]))
+        index = np.stack(slots).astype(np.int64) * width + offset + cls[:, None]
+        return Resolved("box_slots", name, {"index": index})
+
+
+def box_scores(bk: Any, raw: Any, rows: Any, target: Resolved, tensors: dict[str, Any]) -> Any:
+    """The (rows,) scores of a :class:`Box` target (see :func:`row_scores`)."""
+    if target.kind == "box_slots":
+        out = bk.working(picked(raw, target.output))
+        flat = bk.reshape(out, (int(out.shape[0]), -1))
+        index = bk.gather(tensors["index"], rows)
+        total = bk.pick(flat, index[:, 0])
+        for j in range(1, int(index.shape[1])):
+            total = total + bk.pick(flat, index[:, j])
+        return total
+    if not _is_box_list(raw):
+        raise XaikitValueError(
+            f"target=Box(...): the model returned {describe(raw)} on a chunk of rows, not the list of "
+            "per-image dicts (boxes, scores, labels) it returned on the clean input"
+        )
+    which = np.asarray(bk.to_numpy(rows)).astype(np.int64)
+    boxes = np.asarray(bk.to_numpy(tensors["box"]))
+    cls = np.asarray(bk.to_numpy(tensors["cls"]))
+    thr = np.asarray(bk.to_numpy(tensors["iou"]))
+    out = []
+    for r, d in enumerate(raw):
+        s = which[r]
+        pb, ps = d["boxes"], bk.working(d["scores"])
+        zero = bk.working(pb).sum() * 0.0 + ps.sum() * 0.0
+        if int(pb.shape[0]) == 0:
+            out.append(bk.reshape(zero, (1,)))
+            continue
+        ious = box_iou(boxes[s], np.asarray(bk.to_numpy(pb), dtype=np.float64))
+        j = int(ious.argmax())
+        label = int(np.asarray(bk.to_numpy(d["labels"])).reshape(-1)[j])
+        if ious[j] > thr[s] and label == int(cls[s]):
+            p = bk.working(pb[j])
+            q = bk.working(tensors["box"][s])
+            w = _tensor_max(_tensor_min(p[2], q[2]) - _tensor_max(p[0], q[0]), 0.0 * p[0])
+            h = _tensor_max(_tensor_min(p[3], q[3]) - _tensor_max(p[1], q[1]), 0.0 * p[0])
+            inter = w * h
+            union = (p[2] - p[0]) * (p[3] - p[1]) + (q[2] - q[0]) * (q[3] - q[1]) - inter
+            out.append(bk.reshape(inter / union + ps[j] + zero, (1,)))
+        else:
+            out.append(bk.reshape(zero, (1,)))
+    return bk.cat(out)
+
+
+# ---- stacked targets: several targets per image in one call --------------------------------
+
+
+def unstack(target: Any, batch: int) -> tuple[Any, int] | None:
+    """A stacked target (T targets per image: a :class:`Box` whose ``box`` is (B, T, 4)) as the
+    target of B*T logical samples (sample ``b * T + t`` is image b's target t) and T; None for
+    any other target. The caller repeats each image T times and reshapes the (B*T, ...) maps
+    to (B, T, ...).
+
+    Example:
+        >>> t, n = unstack(Box(np.zeros((2, 3, 4)), [0, 1, 2]), 2)
+        >>> n, np.asarray(t.box).shape, np.asarray(t.k).tolist()
+        (3, (6, 4), [0, 1, 2, 0, 1, 2])
+    """
+    if not isinstance(target, Box) or target.box is None:
+        return None
+    given = target.box.detach().cpu().numpy() if hasattr(target.box, "detach") else target.box
+    boxes = np.asarray(given)
+    if boxes.ndim != 3:
+        return None
+    what = "Box(boxes (B, T, 4), k)"
+    if boxes.shape[0] != batch or boxes.shape[2] != 4 or boxes.shape[1] == 0 or boxes.dtype.kind not in "iuf":
+        raise XaikitValueError(
+            f"target={what}: stacked boxes must be ({batch}, T, 4) numbers (T boxes for each of the {batch} "
+            f"images); got {describe(target.box)}"
+        )
+    n = int(boxes.shape[1])
+    k = np.asarray(target.k)
+    if k.dtype.kind not in "iu" or isinstance(target.k, bool) or k.shape not in ((), (n,), (batch, n)):
+        raise XaikitValueError(
+            f"target={what}: k must be one label, ({n},) labels (one per box) or ({batch}, {n}); got "
+            f"{describe(target.k)}"
+        )
+    labels = np.broadcast_to(k.astype(np.int64), (batch, n)).reshape(-1)
+    return Box(boxes.reshape(batch * n, 4), labels, iou=target.iou), n

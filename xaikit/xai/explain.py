@@ -11,6 +11,7 @@ from what the call has read already.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.errors import XaikitValueError
+from xaikit.targets import unstack
 from xaikit.xai import health
 from xaikit.xai._engine.inputs import Inputs, prepare
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, check_memory_budget
@@ -117,7 +119,8 @@ def explain(
         target: class per sample (or one class for all); None = the predicted class, pinned. The
             gradient sweep methods also take a target object of :mod:`xaikit.targets` (one for
             the whole batch): ``ClassRegion(k, mask)`` (segmentation), ``Output(index)``
-            (regression), ``Similarity(reference)`` (embeddings) or a callable
+            (regression), ``Similarity(reference)`` (embeddings), ``Box(box, k)`` (detection;
+            ``box`` (B, T, 4): T boxes per image, maps (B, T, ...)) or a callable
             ``f(outputs) -> (rows,)`` (see ``docs/targets.md``).
         method: any registered method, by name, alias or title (the table in
             ``docs/methods.md`` lists each with its options, cost and what it answers):
@@ -184,6 +187,7 @@ def explain(
     memory_budget = check_memory_budget(memory_budget)
     inp, multi = prepared(model, x, framework, shared.get("model_kwargs"))
     bk = inp.bk
+    inp, target, stacked = expanded(inp, target)
     with bk.inference(model):
         pinned = pin(
             inp,
@@ -207,7 +211,29 @@ def explain(
     if result.detail is not None:
         return result.detail
     values: Any = result.values if multi and record.result == "input" else result.values[0]
-    return (values, result.delta) if return_delta else values
+    delta = result.delta
+    if stacked > 1:  # (B*T, ...) logical samples -> (B, T, ...)
+        regroup = lambda a: np.asarray(a).reshape(-1, stacked, *np.shape(a)[1:])  # noqa: E731
+        values = [regroup(v) for v in values] if isinstance(values, list) else regroup(values)
+        delta = None if delta is None else regroup(delta)
+    return (values, delta) if return_delta else values
+
+
+def expanded(inp: Inputs, target: Any) -> tuple[Inputs, Any, int]:
+    """``(inputs, target, T)``: a stacked target (T targets per image, :func:`xaikit.targets.unstack`)
+    becomes B*T logical samples, each image repeated T times, so one call explains them all in
+    large chunks; any other target passes as it is (T = 1)."""
+    split = unstack(target, inp.batch)
+    if split is None:
+        return inp, target, 1
+    if inp.kwargs:
+        raise XaikitValueError(
+            "target=Box(boxes (B, T, 4), ...): stacked targets do not take model_kwargs yet; loop over "
+            "the T boxes (one Box per call) instead"
+        )
+    flat, n = split
+    idx = inp.bk.index(np.repeat(np.arange(inp.batch), n), getattr(inp.tensors[0], "device", None))
+    return dataclasses.replace(inp, tensors=[inp.bk.gather(t, idx) for t in inp.tensors]), flat, n
 
 
 def _delta_methods() -> list[str]:

@@ -157,7 +157,9 @@ def pin_object(inp: Inputs, target: Any, output: int | str = 0) -> Pinned:
     except Exception as exc:
         raise call_error(inp, exc) from exc
     rows = bk.arange(0, inp.batch, device)
-    if not isinstance(target, Target):  # a callable
+    if hasattr(target, "resolve_raw"):  # a detection target reads the raw output itself
+        resolved = target.resolve_raw(bk, raw, output, inp.batch)
+    elif not isinstance(target, Target):  # a callable
         resolved = resolve_callable(target, np.asarray(bk.to_numpy(target(raw))), output, inp.batch)
     else:
         host = np.asarray(bk.to_numpy(picked(raw, output)))
