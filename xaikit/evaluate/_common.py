@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -211,7 +212,8 @@ def maps_alone_or_explain(
     """``(maps, targets)`` for a metric of maps alone (``saliency`` first, ``model=``, ``x=``
     optional): the maps as given, with no model settings beside them (targets None), or, for a
     method name, the method's maps computed on ``model`` and ``x`` with the settings ``run`` for
-    the classes ``target`` (None: the model's predictions, pinned), and those classes (B,)."""
+    the classes ``target`` (None: the model's predictions, pinned), and those classes (B,); a
+    target object of :mod:`xaikit.targets` is explained as it resolved on ``x`` (classes -1)."""
     model_kwargs, method_options, framework, output = (
         run.model_kwargs,
         run.method_options,
@@ -242,15 +244,88 @@ def maps_alone_or_explain(
         )
     from xaikit.backend import get_backend
     from xaikit.xai import explain
-    from xaikit.xai.internal import pin_targets, prepare
+    from xaikit.xai.internal import pin, prepare
 
     bk = get_backend(model, framework)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     with bk.inference(model):
-        pinned, _ = pin_targets(inp, target, output, predict=target is None)
-    targets = bk.to_numpy(pinned).astype(np.int64)
+        pinned = pin(inp, target, output, predict=target is None, objects=True)
+    if pinned.spec is not None:  # a target object: its maps, no class (-1)
+        explained: Any = fixed_object(target, pinned.spec)
+        targets = np.full(inp.batch, -1, dtype=np.int64)
+    else:
+        targets = bk.to_numpy(pinned.targets).astype(np.int64)
+        explained = targets
     maps = explain(
-        model, x, target=targets, method=method, framework=framework, output=output, model_kwargs=model_kwargs,
+        model, x, target=explained, method=method, framework=framework, output=output, model_kwargs=model_kwargs,
         seed=run.seed, max_batch=run.max_batch, **options,
     )  # fmt: skip
     return maps, np.broadcast_to(targets.reshape(-1), (int(np.shape(maps)[0]),)).copy()
+
+
+def pin_scored(inp: Any, target: Any, output: int | str = 0) -> tuple[Any, Any, np.ndarray]:
+    """``(targets, spec, reported)`` of a metric that scores rows: the pinned row targets on the
+    device (classes, or each sample's index when ``target`` is a target object of
+    :mod:`xaikit.targets`), the bound object to score them with (``forward_scores(target=spec)``;
+    None for classes) and the classes reported in the result, int64 (B,) (-1 per sample for a
+    target object: it names no class)."""
+    from xaikit.xai.internal import pin
+
+    pinned = pin(inp, target, output, objects=True)
+    bk = inp.bk
+    if pinned.spec is not None:
+        return pinned.targets, pinned.spec, np.full(inp.batch, -1, dtype=np.int64)
+    return pinned.targets, None, np.asarray(bk.to_numpy(pinned.targets), dtype=np.int64)
+
+
+def refuse_object(target: Any, metric: str, why: str) -> None:
+    """Refuse a target object (other than :class:`~xaikit.targets.Class`) in a metric that cannot
+    honour it, naming ``target`` and why; class indices and None pass."""
+    from xaikit.targets import Class, is_target
+
+    if is_target(target) and not isinstance(target, Class):
+        raise XaikitValueError(
+            f"target={type(target).__name__}(...) (a target object) is not taken by {metric}: {why}; "
+            "pass target= class indices (or None) instead"
+        )
+
+
+def fixed_object(target: Any, spec: Any) -> Any:
+    """The target object to re-explain with so that every map explains the same thing as the
+    clean, pinned pass: a :class:`~xaikit.targets.ClassRegion` with ``mask=None`` becomes the
+    region it resolved to on the clean input (its classes and weights, summed), so that a
+    randomized or shifted model explains the region the original model predicted; every other
+    object does not depend on the model's prediction and is returned as it is."""
+    from xaikit.targets import ClassRegion
+
+    if isinstance(target, ClassRegion) and target.mask is None and spec is not None:
+        arrays = spec.resolved.arrays
+        return dataclasses.replace(target, k=arrays["cls"].copy(), mask=arrays["weight"].copy(), reduce="sum")
+    return target
+
+
+def classes_of(targets: Any, batch: int) -> np.ndarray:
+    """The classes a result reports, int64 (B,): ``targets`` as given, or -1 per sample for a
+    target object of :mod:`xaikit.targets` (it names no class)."""
+    if isinstance(targets, np.ndarray):
+        return targets
+    return np.full(batch, -1, dtype=np.int64)
+
+
+def tile_object(target: Any, spec: Any, copies: int) -> Any:
+    """The target object for ``copies`` stacked copies of the batch (row r: sample r % B), from
+    what it resolved to on the clean batch (``spec``): per-sample classes, masks, indices and
+    references tiled; a ``ClassRegion(mask=None)`` keeps the clean input's region on every
+    noisy copy; a callable is returned as it is (it scores whatever rows it is given)."""
+    from xaikit.targets import ClassRegion, Output, Similarity
+
+    resolved = spec.resolved
+    arrays = {name: np.concatenate([arr] * copies, axis=0) for name, arr in resolved.arrays.items()}
+    if resolved.kind == "region":
+        axis = target.axis if isinstance(target, ClassRegion) else None
+        return ClassRegion(arrays["cls"], mask=arrays["weight"], reduce="sum", axis=axis)
+    if resolved.kind == "output":
+        return Output(arrays["index"])
+    if resolved.kind == "similarity":
+        return Similarity(arrays["reference"], normalize=resolved.normalize)
+    return target

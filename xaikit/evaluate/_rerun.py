@@ -13,7 +13,7 @@ import numpy as np
 from xaikit.backend import Backend, get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
-from xaikit.evaluate._common import check_method_options, host, input_layout
+from xaikit.evaluate._common import check_method_options, fixed_object, host, input_layout
 from xaikit.evaluate._conventions import check_method
 from xaikit.evaluate._options import RunSettings
 from xaikit.evaluate.randomization import layer_rng, select_layers
@@ -41,8 +41,11 @@ class MethodRun(RunSettings):
 
 def start(
     model: Any, x: Any, method: Any, *, target: Any, run: RunSettings
-) -> tuple[Backend, MethodRun, np.ndarray, int]:
-    """Checked arguments: ``(backend, the method's run, targets (B,), class count)``."""
+) -> tuple[Backend, MethodRun, Any, int]:
+    """Checked arguments: ``(backend, the method's run, targets, class count)``: the targets are
+    the classes (B,) or, for a target object of :mod:`xaikit.targets`, the object every re-run
+    explains (:func:`~xaikit.evaluate._common.fixed_object`: a ``ClassRegion(mask=None)`` keeps
+    the region the original model predicts; the class count is then 1)."""
     method = check_method(method)
     check_int(run.seed, "seed", 0)
     check_max_batch(run.max_batch)
@@ -52,8 +55,10 @@ def start(
     input_layout(x, bk)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=run.model_kwargs)
     with bk.inference(model):  # given classes: one row tells the class count
-        pinned = pin(inp, target, checked_output, predict=False)
+        pinned = pin(inp, target, checked_output, predict=False, objects=True)
     rerun = MethodRun.of_settings(run, method, options)
+    if pinned.spec is not None:
+        return bk, rerun, fixed_object(target, pinned.spec), 1
     return bk, rerun, pinned.host_targets(bk), int(pinned.n_classes or 1)  # type: ignore[return-value]
 
 

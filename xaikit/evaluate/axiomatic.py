@@ -24,7 +24,7 @@ import numpy as np
 from xaikit.backend import T, get_backend
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitValueError
-from xaikit.evaluate._common import check_method_options, input_layout
+from xaikit.evaluate._common import check_method_options, fixed_object, input_layout, pin_scored
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.complexity import _check_bool, _normalized
@@ -36,7 +36,6 @@ from xaikit.xai.internal import (
     check_baseline,
     default_rows,
     forward_scores,
-    pin_targets,
     prepare,
 )
 
@@ -196,7 +195,7 @@ def non_sensitivity(
     sizes: list[int] = []
 
     with bk.inference(model):
-        targets, _ = pin_targets(job.inp, target, settings.output)
+        targets, spec, _ = pin_scored(job.inp, target, settings.output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
@@ -216,7 +215,7 @@ def non_sensitivity(
             )
             return [rows], bk.gather(targets, idx)
 
-        flat = _stash_scores(job, model, rows_fn, total, settings.output, sizes)
+        flat = _stash_scores(job, model, rows_fn, total, settings.output, sizes, spec=spec)
     per_group = np.abs(flat[batch:].reshape(max(rounds, 0), batch).T - flat[:batch, None])  # (B, rounds)
     deltas = np.take_along_axis(per_group, groups, axis=1) if n else np.zeros((batch, 0))
     changed = ~(deltas < output_eps)
@@ -269,7 +268,9 @@ class InputInvarianceResult:
 _PREMISE_RTOL = 1e-3
 
 
-def _target_scores(bk: Any, model: Any, inp: Any, targets: T, settings: RunSettings) -> np.ndarray:
+def _target_scores(
+    bk: Any, model: Any, inp: Any, targets: T, settings: RunSettings, spec: Any = None
+) -> np.ndarray:
     """(B,) the target scores of the prepared input, in chunked forward passes."""
     xt = inp.tensors[0]
     batch = int(xt.shape[0])
@@ -293,6 +294,7 @@ def _target_scores(bk: Any, model: Any, inp: Any, targets: T, settings: RunSetti
         settings.output,
         model_kwargs=inp.kwargs,
         batch=batch,
+        target=spec,
     )
     return bk.to_numpy(flat).astype(np.float64)
 
@@ -374,33 +376,33 @@ def input_invariance(
     inp = prepare(bk, model, [x], ["x"], model_kwargs=settings.model_kwargs)
     shifted_inp = prepare(bk, model, [shifted_x], ["x"], model_kwargs=settings.model_kwargs)
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, settings.output)
-        before = _target_scores(bk, model, inp, targets, settings)
-    classes = bk.to_numpy(targets).astype(np.int64)
+        targets, spec, classes = pin_scored(inp, target, settings.output)
+        before = _target_scores(bk, model, inp, targets, settings, spec)
+    explained = classes if spec is None else fixed_object(target, spec)
 
     def explain_on(data: Any) -> np.ndarray:
         maps = explain(
-            model, data, target=classes, method=name, framework=settings.framework, output=settings.output,
+            model, data, target=explained, method=name, framework=settings.framework, output=settings.output,
             model_kwargs=settings.model_kwargs, seed=settings.seed, max_batch=settings.max_batch, **options,
         )  # fmt: skip
         return np.asarray(bk.to_numpy(maps) if not isinstance(maps, np.ndarray) else maps, dtype=np.float64)
 
     maps = explain_on(x)
     n = len(maps)
+    kw = {"model_kwargs": inp.kwargs.span(0, n, n) if inp.kwargs else None}
     saved = bk.eval.snapshot(model)
     try:
         with bk.inference(model):
             layer = bk.eval.absorb_shift(
                 model,
                 shift,
-                lambda: bk.forward(
-                    model,
-                    inp.tensors,
-                    settings.output,
-                    model_kwargs=inp.kwargs.span(0, n, n) if inp.kwargs else None,
+                lambda: (
+                    bk.outputs(model, list(inp.tensors), **kw)  # a target object reads any output
+                    if spec is not None
+                    else bk.forward(model, inp.tensors, settings.output, **kw)
                 ),
             )
-            after = _target_scores(bk, model, shifted_inp, targets, settings)
+            after = _target_scores(bk, model, shifted_inp, targets, settings, spec)
         output_diff = np.abs(after - before)
         if np.any(output_diff > _PREMISE_RTOL * (1.0 + np.abs(before))):
             worst = int(np.argmax(output_diff))

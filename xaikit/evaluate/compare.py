@@ -49,8 +49,10 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import (
     check_method_options,
+    fixed_object,
     host,
     input_layout,
+    pin_scored,
     spatial_shape,
     spearman,
     to_spatial,
@@ -60,7 +62,7 @@ from xaikit.evaluate._rerun import randomized_maps
 from xaikit.evaluate.agreement import MIN_METHODS, MetricAgreement, metric_agreement
 from xaikit.evaluate.completeness import PATH_METHODS
 from xaikit.evaluate.registry import FAMILIES, METRICS, Metric, MetricContext, _has_weights
-from xaikit.xai.internal import check_max_batch, pin_targets, prepare
+from xaikit.xai.internal import check_max_batch, prepare
 from xaikit.xai.registry import canonical, method_names
 
 __all__ = [
@@ -159,7 +161,7 @@ class CompareResult:
         return paint_comparison(
             image[:n], {m: d[:n] for m, d in self.display.items()}, save_path=path, dpi=dpi,
             cell_size=cell_size, scores=scores,
-            row_titles=[f"#{i}, class {int(c)}" for i, c in enumerate(self.targets[:n])],
+            row_titles=[f"#{i}" + (f", class {int(c)}" if c >= 0 else "") for i, c in enumerate(self.targets[:n])],
             map_label="|map|, scaled per sample (1 = its 99th percentile)",
         )  # fmt: skip
 
@@ -391,7 +393,7 @@ def _random_baseline(ctx: MetricContext) -> np.ndarray:
     bk = get_backend(ctx.model, ctx.framework)
     copies = [
         randomized_maps(
-            bk, ctx.model, ctx.x, ctx.targets, ctx.method_run(ctx.seed + k), layers=None, noise_seed=ctx.seed
+            bk, ctx.model, ctx.x, ctx.target, ctx.method_run(ctx.seed + k), layers=None, noise_seed=ctx.seed
         )[0]
         for k in (1, 2)
     ]
@@ -476,8 +478,9 @@ def compare(
             )
     inp = prepare(bk, model, [x], ["x"])
     with bk.inference(model):
-        pinned, _ = pin_targets(inp, target, 0)
-    targets = bk.to_numpy(pinned).astype(np.int64)
+        _, spec, targets = pin_scored(inp, target, 0)
+    # a target object: every method and metric explains and scores what it resolved to here
+    explained = None if spec is None else fixed_object(target, spec)
     x_host = host(x, "x")
 
     maps: dict[str, np.ndarray] = {}
@@ -493,15 +496,15 @@ def compare(
             raw = host(custom, f"methods[{label!r}]")
         else:
             out = explain(
-                model, x, target=targets, method=name, framework=framework, seed=seed, max_batch=max_batch,
-                return_delta=name in PATH_METHODS, **opts,
+                model, x, target=targets if explained is None else explained, method=name, framework=framework,
+                seed=seed, max_batch=max_batch, return_delta=name in PATH_METHODS, **opts,
             )  # fmt: skip
             raw, delta = out if name in PATH_METHODS else (out, None)
             raw = np.asarray(raw)
         seconds[label] = time.perf_counter() - t0
         ctx = MetricContext(
             model, x, name, label, raw, targets, spatial, channels, masks, seed, max_batch, framework,
-            dict(opts), None if delta is None else np.asarray(delta),
+            dict(opts), None if delta is None else np.asarray(delta), explained,
         )  # fmt: skip
         try:
             magnitudes = ctx.magnitudes

@@ -34,14 +34,14 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import host
+from xaikit.evaluate._common import host, pin_scored
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.faithfulness import _Run, _spatial_map, _start, _stash_scores
 from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
 from xaikit.layout import move
 from xaikit.xai.agnostic.features import feature_ids
-from xaikit.xai.internal import baseline_values, check_baseline, pin_targets
+from xaikit.xai.internal import baseline_values, check_baseline
 
 __all__ = ["CURVE_BASELINES", "RegionCurveResult", "irof", "patch_grid", "region_perturbation", "selectivity"]
 
@@ -196,7 +196,7 @@ def _curve(
     total = (steps + 1) * batch
     sizes: list[int] = []
     with bk.inference(model):
-        targets, _ = pin_targets(run.inp, target, output)
+        targets, spec, reported = pin_scored(run.inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
@@ -211,8 +211,8 @@ def _curve(
             )
             return [rows], bk.gather(targets, idx)
 
-        flat = _stash_scores(run, model, rows_fn, total, output, sizes)
-    return flat.reshape(steps + 1, batch).T, bk.to_numpy(targets).astype(np.int64), sizes
+        flat = _stash_scores(run, model, rows_fn, total, output, sizes, spec=spec)
+    return flat.reshape(steps + 1, batch).T, reported, sizes
 
 
 def _rank_of(order: np.ndarray) -> np.ndarray:

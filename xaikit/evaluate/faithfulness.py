@@ -27,7 +27,7 @@ import numpy as np
 from xaikit.backend import Backend, T, get_backend
 from xaikit.checks import check_floats, check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
+from xaikit.evaluate._common import host, input_layout, maps_or_explain, pin_scored, spatial_shape, to_spatial
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
@@ -39,7 +39,6 @@ from xaikit.xai.internal import (
     check_baseline,
     default_rows,
     forward_scores,
-    pin_targets,
     prepare,
 )
 
@@ -163,10 +162,11 @@ def _stash_scores(
     output: int | str,
     sizes: list[int],
     predicted: list[np.ndarray] | None = None,
+    spec: Any = None,
 ) -> np.ndarray:
     flat = forward_scores(
         run.bk, model, rows_fn, total, run.chunk(total), output, sizes=sizes, model_kwargs=run.inp.kwargs,
-        batch=run.batch, predicted=predicted,
+        batch=run.batch, predicted=predicted, target=spec,
     )  # fmt: skip
     return run.bk.to_numpy(flat).astype(np.float64)
 
@@ -254,7 +254,8 @@ class ROADCurve:
         scores: (B, F) the target class's score (the model's output as it returns it) after
             removing each fraction of the pixels.
         correct: (B, F) whether the model still predicts the target class (Quantus's ROAD
-            output, before its mean over samples).
+            output, before its mean over samples); False throughout for a target object of
+            :mod:`xaikit.targets` (it names no class to predict: read ``scores``).
     """
 
     order: str
@@ -439,7 +440,7 @@ def road(
         return out
 
     with job.bk.inference(model):
-        targets, _ = pin_targets(job.inp, target, output)
+        targets, spec, classes = pin_scored(job.inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             for k, o in enumerate(orders):
@@ -447,9 +448,11 @@ def road(
             idx = job.bk.index(np.arange(r0, r1) % batch, job.device)
             return [job.upload(images(r0, r1))], job.bk.gather(targets, idx)
 
-        flat_scores = _stash_scores(job, model, rows_fn, total, output, sizes, predicted)
-    classes = job.bk.to_numpy(targets).astype(np.int64)
-    predictions = np.concatenate(predicted)
+        # a target object names no class: its rows are scored, not predicted (correct stays False)
+        flat_scores = _stash_scores(
+            job, model, rows_fn, total, output, sizes, None if spec is not None else predicted, spec=spec
+        )
+    predictions = np.concatenate(predicted) if predicted else np.full(total, -2, dtype=np.int64)
     curves: dict[str, ROADCurve] = {}
     for k, o in enumerate(orders):
         rows = slice(k * per_order, (k + 1) * per_order)
@@ -617,7 +620,7 @@ def infidelity(
         return (bk.cat(blocks) if len(blocks) > 1 else blocks[0]) * stdev
 
     with bk.inference(model):
-        targets, _ = pin_targets(job.inp, target, output)
+        targets, spec, classes = pin_scored(job.inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
@@ -634,7 +637,7 @@ def infidelity(
                 dots[r0] = (r1, bk.sample_sum(bk.gather(attr_t, idx) * pert))
             return [xs], bk.gather(targets, idx)
 
-        flat = _stash_scores(job, model, rows_fn, total, output, sizes)
+        flat = _stash_scores(job, model, rows_fn, total, output, sizes, spec=spec)
     dot_rows = np.zeros(total)
     for r0, (r1, d) in dots.items():
         dot_rows[r0:r1] = bk.to_numpy(d).astype(np.float64)[: r1 - r0]
@@ -647,7 +650,7 @@ def infidelity(
     else:
         beta = np.ones(batch)
     scores = ((beta[:, None] * ai - deltas) ** 2).mean(axis=1)
-    return InfidelityResult(scores, beta, ai, deltas, bk.to_numpy(targets).astype(np.int64), sizes, normalize)
+    return InfidelityResult(scores, beta, ai, deltas, classes, sizes, normalize)
 
 
 # ---- faithfulness correlation -------------------------------------------------------------------------------
@@ -777,7 +780,7 @@ def faithfulness_correlation(
     sizes: list[int] = []
 
     with bk.inference(model):
-        targets, _ = pin_targets(job.inp, target, output)
+        targets, spec, classes = pin_scored(job.inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
@@ -800,11 +803,9 @@ def faithfulness_correlation(
             )
             return [rows], bk.gather(targets, idx)
 
-        flat = _stash_scores(job, model, rows_fn, total, output, sizes)
+        flat = _stash_scores(job, model, rows_fn, total, output, sizes, spec=spec)
     deltas = (flat[None, :batch] - flat[batch:].reshape(nsamples, batch)).T
-    return FaithfulnessCorrelationResult(
-        _pearson(sums, deltas), sums, deltas, pixel_sets, bk.to_numpy(targets).astype(np.int64), sizes
-    )
+    return FaithfulnessCorrelationResult(_pearson(sums, deltas), sums, deltas, pixel_sets, classes, sizes)
 
 
 def _check_subsets(subsets: Any, batch: int, n_pixels: int) -> np.ndarray:

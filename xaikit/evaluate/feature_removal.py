@@ -34,7 +34,7 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, spearman
+from xaikit.evaluate._common import host, pin_scored, refuse_object, spearman
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.faithfulness import (
@@ -100,7 +100,7 @@ def _removal_scores(
     n_pixels = int(np.prod(job.spatial))
     x_host = job.x_host() if callable(base) else None
     with bk.inference(model):
-        targets, _ = pin_targets(job.inp, target, output)
+        targets, spec, classes = pin_scored(job.inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
@@ -131,8 +131,8 @@ def _removal_scores(
             )
             return [rows], bk.gather(targets, idx)
 
-        flat = _stash_scores(job, model, rows_fn, total, output, sizes)
-    return flat[:batch], flat[batch:].reshape(n_pert, batch), bk.to_numpy(targets).astype(np.int64)
+        flat = _stash_scores(job, model, rows_fn, total, output, sizes, spec=spec)
+    return flat[:batch], flat[batch:].reshape(n_pert, batch), classes
 
 
 def _groups(smap: np.ndarray, step: int, descending: bool) -> np.ndarray:
@@ -727,6 +727,12 @@ def sufficiency(
         raise XaikitTypeError(
             f"distance must be a metric name such as 'seuclidean'; got {describe(distance)}"
         )
+    refuse_object(
+        target,
+        "sufficiency",
+        "it asks whether samples with nearby explanations get the same predicted class, and a target "
+        "object names no class",
+    )
     settings = RunSettings.of(run).checked()
     job = _start(model, x, saliency, target, settings)
     maps = _spatial_map(job, absolute=True).reshape(job.batch, -1)

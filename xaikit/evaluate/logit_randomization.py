@@ -17,7 +17,15 @@ import numpy as np
 
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, spatial_shape, spearman, ssim, to_spatial
+from xaikit.evaluate._common import (
+    host,
+    input_layout,
+    refuse_object,
+    spatial_shape,
+    spearman,
+    ssim,
+    to_spatial,
+)
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate._rerun import explain_rows, start, tile_kwargs
@@ -134,6 +142,12 @@ def random_logit(
             else f"similarity must be one of {', '.join(map(repr, SIMILARITIES))} or a callable; "
             f"got {describe(similarity)}"
         )
+    refuse_object(
+        target,
+        "random_logit",
+        "it compares the map of the target class with the map of another class drawn at random, and a "
+        "target object (a region, an output index, a similarity, a callable) has no other class to draw",
+    )
     bk, rerun, targets, n_classes = start(model, x, method, target=target, run=RunSettings.of(run))
     if n_classes < 2:
         raise XaikitValueError(

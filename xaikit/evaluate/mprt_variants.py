@@ -23,11 +23,12 @@ import numpy as np
 
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, spatial_shape
+from xaikit.evaluate._common import classes_of, host, input_layout, spatial_shape, tile_object
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate._rerun import explain_rows, randomized_maps, start, tile_kwargs
 from xaikit.evaluate.randomization import layer_rng, select_layers, similarity_tables
+from xaikit.xai.internal import pin, prepare
 
 __all__ = [
     "LAYER_ORDERS",
@@ -56,7 +57,7 @@ class EfficientMPRTResult:
             (NaN where ``H_original`` is 0: a map that is one constant).
         complexity_original: (B,) the discrete entropy of each original map.
         complexity_randomized: (B,) the discrete entropy of each map of the fully randomized model.
-        targets: (B,) the explained classes.
+        targets: (B,) the explained classes (-1 for a target object).
         layers: the layers re-drawn.
         n_bins: bins of the histograms.
         maps: raw attributions, ``{"original": ..., "randomized": ...}``.
@@ -96,7 +97,7 @@ class SmoothMPRTResult:
             :func:`~xaikit.evaluate.randomization_test`.
         per_sample: the same per sample (long format).
         maps: the denoised maps, ``{"original": ..., "<layer>": ...}`` in step order.
-        targets: (B,) the explained classes.
+        targets: (B,) the explained classes (-1 for a target object).
         order: the layer order.
         nsamples: noisy copies averaged per map (the last one noise-free).
         stdev_spread: the noise's standard deviation as a fraction of each sample's value range.
@@ -216,7 +217,7 @@ def efficient_mprt(
     randomized, chosen = randomized_maps(bk, model, x, targets, rerun, layers=layers)
     scores, entropy_original, entropy_randomized = complexity_rise(original, randomized, n_bins)
     return EfficientMPRTResult(
-        scores, entropy_original, entropy_randomized, targets, chosen, n_bins,
+        scores, entropy_original, entropy_randomized, classes_of(targets, len(original)), chosen, n_bins,
         {"original": original, "randomized": randomized}, rerun.method,
     )  # fmt: skip
 
@@ -311,7 +312,13 @@ def smooth_mprt(
     chosen = select_layers(available, layers)
     index = {name: i for i, (name, _) in enumerate(available)}
     rows = _noisy_copies(host(x, "x"), nsamples, float(stdev_spread), rerun.seed)
-    tiled = np.tile(targets, nsamples)
+    if isinstance(targets, np.ndarray):
+        tiled: Any = np.tile(targets, nsamples)
+    else:  # a target object, resolved on the clean batch and stacked for the noisy copies
+        inp = prepare(bk, model, [x], ["x"], model_kwargs=rerun.model_kwargs)
+        with bk.inference(model):
+            spec = pin(inp, target, rerun.output, objects=True).spec
+        tiled = tile_object(target, spec, nsamples)
     tiled_run = replace(rerun, model_kwargs=tile_kwargs(rerun.model_kwargs, nsamples, batch))
 
     def mean_maps() -> np.ndarray:
@@ -336,5 +343,13 @@ def smooth_mprt(
     )
     last = per_sample[per_sample["step"] == len(steps)]["spearman_abs"].to_numpy(dtype=np.float64)
     return SmoothMPRTResult(
-        last, table, per_sample, maps, targets, order, nsamples, float(stdev_spread), rerun.method
+        last,
+        table,
+        per_sample,
+        maps,
+        classes_of(targets, batch),
+        order,
+        nsamples,
+        float(stdev_spread),
+        rerun.method,
     )

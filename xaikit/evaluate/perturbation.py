@@ -23,7 +23,7 @@ from xaikit.backend import T, get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, maps_or_explain, spatial_shape, to_spatial
+from xaikit.evaluate._common import host, input_layout, maps_or_explain, pin_scored, spatial_shape, to_spatial
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.layout import move, move_back
@@ -34,7 +34,6 @@ from xaikit.xai.internal import (
     check_max_batch,
     default_rows,
     forward_scores,
-    pin_targets,
     prepare,
 )
 
@@ -272,7 +271,7 @@ def _curve(
     ndim = len(shape)
     sizes: list[int] = []
     with bk.inference(model):
-        targets, _ = pin_targets(inp, target, output)
+        targets, spec, classes = pin_scored(inp, target, output)
 
         def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
             r = np.arange(r0, r1)
@@ -288,9 +287,18 @@ def _curve(
             return [rows], bk.gather(targets, idx)
 
         flat = forward_scores(
-            bk, model, rows_fn, total, chunk, output, sizes=sizes, model_kwargs=inp.kwargs, batch=batch
+            bk,
+            model,
+            rows_fn,
+            total,
+            chunk,
+            output,
+            sizes=sizes,
+            model_kwargs=inp.kwargs,
+            batch=batch,
+            target=spec,
         )
     scores = bk.to_numpy(flat).astype(np.float64).reshape(steps + 1, batch).T
     fractions = counts / float(n_pixels)
     auc = np.asarray(np.trapezoid(scores, fractions, axis=1))
-    return CurveResult(kind, fractions, scores, auc, bk.to_numpy(targets).astype(np.int64), sizes, rank_by)
+    return CurveResult(kind, fractions, scores, auc, classes, sizes, rank_by)

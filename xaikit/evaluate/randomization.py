@@ -34,15 +34,17 @@ from xaikit.backend import get_backend
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import (
     check_method_options,
+    fixed_object,
     host,
     input_layout,
+    pin_scored,
     spatial_shape,
     spearman,
     ssim,
     to_spatial,
 )
 from xaikit.evaluate._conventions import check_method, public
-from xaikit.xai.internal import explain, health, pin_targets, prepare, to_display
+from xaikit.xai.internal import explain, health, prepare, to_display
 
 __all__ = ["RandomBaseline", "RandomizationResult", "model_layers", "randomization_test"]
 
@@ -284,15 +286,17 @@ def randomization_test(
     x_host = host(x, "x")
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     with bk.inference(model):
-        pinned, _ = pin_targets(inp, target, output)
-        targets = bk.to_numpy(pinned).astype(np.int64)
+        _, spec, targets = pin_scored(inp, target, output)
+    # a target object: every model (the randomized ones too) explains the region the original
+    # model predicts, not one it would re-resolve (ClassRegion(mask=None))
+    explained = targets if spec is None else fixed_object(target, spec)
 
     def run() -> np.ndarray:
         return np.asarray(
             explain(
                 model,
                 x,
-                target=targets,
+                target=explained,
                 method=method,
                 framework=framework,
                 seed=seed,

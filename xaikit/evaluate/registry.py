@@ -99,6 +99,8 @@ class MetricContext:
         framework: ``"torch"``, ``"tf"`` or None (the model's own).
         method_options: the options the method's maps were computed with.
         delta: (B,) the completeness delta of a path method's maps (None for other methods).
+        explained: the target object of :mod:`xaikit.targets` every metric explains and scores
+            (as it resolved on the clean inputs; ``targets`` is then -1 per sample), or None.
     """
 
     model: Any
@@ -115,6 +117,7 @@ class MetricContext:
     framework: str | None = None
     method_options: dict[str, Any] = field(default_factory=dict)
     delta: np.ndarray | None = None
+    explained: Any = None
     _magnitudes: np.ndarray | None = field(default=None, repr=False)
     _randomized: np.ndarray | None = field(default=None, repr=False)
 
@@ -122,6 +125,11 @@ class MetricContext:
     def batch(self) -> int:
         """The number of samples."""
         return int(self.targets.shape[0])
+
+    @property
+    def target(self) -> Any:
+        """What the metrics take as ``target=``: the target object, or the classes."""
+        return self.targets if self.explained is None else self.explained
 
     @property
     def magnitudes(self) -> np.ndarray:
@@ -140,7 +148,7 @@ class MetricContext:
 
             run = self.method_run(self.seed)  # first: custom maps are named before the model is touched
             bk = get_backend(self.model, self.framework)
-            self._randomized, _ = randomized_maps(bk, self.model, self.x, self.targets, run, layers=None)
+            self._randomized, _ = randomized_maps(bk, self.model, self.x, self.target, run, layers=None)
         return self._randomized
 
     def method_run(self, seed: int) -> MethodRun:
@@ -221,7 +229,7 @@ def maps_adapter(
 
     def score(ctx: MetricContext) -> np.ndarray:
         result = fn(
-            ctx.model, ctx.x, ctx.maps, target=ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            ctx.model, ctx.x, ctx.maps, target=ctx.target, seed=ctx.seed, max_batch=ctx.max_batch,
             framework=ctx.framework, **settings,
         )  # fmt: skip
         return _scores(result, attr)
@@ -244,7 +252,7 @@ def method_adapter(
         if ctx.method is None:
             return ctx.nan()
         result = fn(
-            ctx.model, ctx.x, ctx.method, target=ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            ctx.model, ctx.x, ctx.method, target=ctx.target, seed=ctx.seed, max_batch=ctx.max_batch,
             framework=ctx.framework, method_options=dict(ctx.method_options), **settings,
         )  # fmt: skip
         return _scores(result, attr)
@@ -307,7 +315,7 @@ def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
     paper's and Quantus's subset size at 224x224)."""
     pixels = int(np.prod(ctx.spatial))
     result = faithfulness_correlation(
-        ctx.model, ctx.x, ctx.maps, target=ctx.targets, subset_size=max(1, min(224, pixels // 8)),
+        ctx.model, ctx.x, ctx.maps, target=ctx.target, subset_size=max(1, min(224, pixels // 8)),
         nsamples=50, seed=ctx.seed, max_batch=ctx.max_batch, framework=ctx.framework,
     )  # fmt: skip
     return _scores(result, "scores")
@@ -318,7 +326,7 @@ def _selectivity(ctx: MetricContext) -> np.ndarray:
     patch is a forward pass per sample, 785 of them at 224x224 with 8x8 patches."""
     patch = max(8, -(-max(ctx.spatial) // 8))
     result = selectivity(
-        ctx.model, ctx.x, ctx.maps, target=ctx.targets, patch_size=patch, seed=ctx.seed,
+        ctx.model, ctx.x, ctx.maps, target=ctx.target, patch_size=patch, seed=ctx.seed,
         max_batch=ctx.max_batch, framework=ctx.framework,
     )  # fmt: skip
     return _scores(result, "scores")
@@ -352,7 +360,7 @@ def _input_invariance(ctx: MetricContext) -> np.ndarray:
         return ctx.nan()
     try:
         result = input_invariance(
-            ctx.model, ctx.x, ctx.method, target=ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            ctx.model, ctx.x, ctx.method, target=ctx.target, seed=ctx.seed, max_batch=ctx.max_batch,
             framework=ctx.framework, method_options=dict(ctx.method_options),
         )  # fmt: skip
     except (XaikitValueError, XaikitTypeError) as exc:
@@ -378,7 +386,7 @@ def _robust(
         values = host(ctx.x, "x")
         span = float(np.max(values) - np.min(values)) or 1.0
         result = fn(
-            ctx.model, ctx.x, ctx.method, target=ctx.targets, seed=ctx.seed, max_batch=ctx.max_batch,
+            ctx.model, ctx.x, ctx.method, target=ctx.target, seed=ctx.seed, max_batch=ctx.max_batch,
             framework=ctx.framework, method_options=dict(ctx.method_options),
             **{scale_name: fraction * span}, **settings,
         )  # fmt: skip

@@ -31,10 +31,10 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import check_method_options, host, input_layout
+from xaikit.evaluate._common import check_method_options, host, input_layout, tile_object
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import BaseRunOptions, RunSettings, Unpack
-from xaikit.xai.internal import check_max_batch, pin_targets, prepare
+from xaikit.xai.internal import check_max_batch, pin, prepare
 
 __all__ = [
     "GROUP_BYTES",
@@ -414,19 +414,31 @@ def explain_copies(
     batch = shape[0]
     inp = prepare(bk, model, [x], ["x"])
     with bk.inference(model):
-        pinned, _ = pin_targets(inp, target, output, predict=target is None)  # given: no forward pass
-    targets = bk.to_numpy(pinned).astype(np.int64)
+        pinned = pin(inp, target, output, predict=target is None, objects=True)  # given: no forward pass
+    spec = pinned.spec
+    targets = (
+        np.full(batch, -1, dtype=np.int64)
+        if spec is not None
+        else bk.to_numpy(pinned.targets).astype(np.int64)
+    )
     del inp
 
-    def maps_of(rows: Any, tgt: np.ndarray, s: int) -> np.ndarray:
+    def explained(copies: int) -> Any:
+        """What ``copies`` stacked copies of the batch explain: the classes, or the target object
+        as it resolved on the clean batch (a region fixed by the clean prediction)."""
+        if spec is None:
+            return np.tile(targets, copies)
+        return tile_object(target, spec, copies)
+
+    def maps_of(rows: Any, tgt: Any, s: int) -> np.ndarray:
         out = explain(
             model, rows, target=tgt, method=name, framework=framework, seed=s, max_batch=max_batch,
             output=output, **options,
         )  # fmt: skip
-        flat = np.asarray(out, dtype=np.float32).reshape(tgt.shape[0], -1)
+        flat = np.asarray(out, dtype=np.float32).reshape(int(np.shape(rows)[0]), -1)
         return _normalized(flat) if normalize else flat
 
-    clean = maps_of(x, targets, seed).astype(np.float64)
+    clean = maps_of(x, explained(1), seed).astype(np.float64)
     per_sample = int(np.prod(shape))  # elements of the whole batch, one noise sample
     group = max(1, min(nsamples, GROUP_BYTES // max(1, 24 * per_sample)))
     groups: list[int] = []
@@ -435,7 +447,7 @@ def explain_copies(
         g = k1 - k0
         xs = perturb(k0, k1)
         rows = xs.astype(np.float32, copy=False).reshape((g * batch, *shape[1:]))
-        maps = maps_of(rows, np.tile(targets, g), seed + 1 + j).reshape(g, batch, -1)
+        maps = maps_of(rows, explained(g), seed + 1 + j).reshape(g, batch, -1)
         groups.append(g * batch)
         visit(clean, k0, xs, maps)
     return Explained(clean, targets, groups, name)

@@ -33,11 +33,12 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import as_matrix, check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, maps_or_explain
+from xaikit.evaluate._common import host, input_layout, maps_or_explain, refuse_object
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import BaseRunOptions, RunOptions, RunSettings, Unpack
 from xaikit.evaluate.robustness import Perturb, explain_copies
-from xaikit.xai.internal import check_max_batch, chunked, prepare
+from xaikit.targets import Class, is_target
+from xaikit.xai.internal import check_max_batch, chunked, pin, prepare
 
 __all__ = [
     "ConsistencyResult",
@@ -114,21 +115,30 @@ def _relative(a: np.ndarray, b: np.ndarray, eps_min: float) -> np.ndarray:
     return np.asarray(np.linalg.norm((a64 - b64) / np.where(a64 == 0, eps_min, a64), axis=1))
 
 
-def _forward(model: Any, rows: Any, settings: RunSettings, layer: Any) -> tuple[np.ndarray, np.ndarray, str]:
-    """Chunked forward passes over ``rows``: the model's output (rows, classes) and, when
-    ``layer`` is not False, that layer's output flattened (rows, features) and its name (else
-    (rows, 0) and "")."""
+def _forward(
+    model: Any, rows: Any, settings: RunSettings, layer: Any, spec: Any = None, batch: int = 0
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """Chunked forward passes over ``rows``: the model's output (rows, classes), or with
+    ``spec`` (a bound target object of the ``batch`` clean samples; row r is sample r % batch)
+    its score (rows, 1), and, when ``layer`` is not False, that layer's output flattened
+    (rows, features) and its name (else (rows, 0) and "")."""
     bk = get_backend(model, settings.framework)
     output = check_output(settings.output)
     inp = prepare(bk, model, [rows], ["x"], model_kwargs=settings.model_kwargs)
     with bk.inference(model):
 
-        def scores(r: list[Any], _t: Any, kw: dict[str, Any] | None) -> np.ndarray:
+        def scores(r: list[Any], t: Any, kw: dict[str, Any] | None) -> np.ndarray:
+            if spec is not None:
+                picked = bk.scores(model, r, t, output, model_kwargs=kw, target=spec)
+                return np.asarray(bk.to_numpy(picked), dtype=np.float64).reshape(-1, 1)
             return np.asarray(
                 bk.to_numpy(as_matrix(bk.forward(model, r, output, model_kwargs=kw))), dtype=np.float64
             )
 
-        out = chunked(inp, None, check_max_batch(settings.max_batch), scores, forward_only=True)
+        samples = None
+        if spec is not None:
+            samples = bk.index(np.arange(inp.batch) % batch, getattr(inp.tensors[0], "device", None))
+        out = chunked(inp, samples, check_max_batch(settings.max_batch), scores, forward_only=True)
         if layer is False:
             return out, np.empty((out.shape[0], 0)), ""
         facet = bk.cam
@@ -204,7 +214,13 @@ def _relative_stability(
     batch = shape[0]
     perturb, nsamples = _draws(x, shape, nsamples, radius, perturbations, seed)
     want = layer if kind == "representation" else False
-    logits, rep, layer_name = _forward(model, x, settings, want)
+    spec = None
+    if is_target(target) and not isinstance(target, Class):
+        # a target object: the output compared is its score, and no class is kept (every copy counts)
+        inp = prepare(bk, model, [x], ["x"], model_kwargs=settings.model_kwargs)
+        with bk.inference(model):
+            spec = pin(inp, target, check_output(settings.output), objects=True).spec
+    logits, rep, layer_name = _forward(model, x, settings, want, spec, batch)
     predicted = logits.argmax(axis=1)
     x_flat = np.asarray(host(x, "x"), dtype=np.float64).reshape(batch, -1)
     ratios = np.empty((batch, nsamples), dtype=np.float64)
@@ -212,7 +228,7 @@ def _relative_stability(
     def visit(clean: np.ndarray, k0: int, xs: np.ndarray, maps: np.ndarray) -> None:
         g = maps.shape[0]
         rows = np.asarray(xs, dtype=np.float32).reshape((g * batch, *shape[1:]))
-        out, rep_p, _ = _forward(model, rows, settings, want)
+        out, rep_p, _ = _forward(model, rows, settings, want, spec, batch)
         out, kept = out.reshape(g, batch, -1), out.argmax(axis=1).reshape(g, batch) == predicted[None]
         for k in range(g):
             num = _relative(clean, maps[k], eps_min)
@@ -665,6 +681,12 @@ def consistency(
     bk = get_backend(model, settings.framework)
     shape, _ = input_layout(x, bk)
     batch = shape[0]
+    refuse_object(
+        target,
+        "consistency",
+        "it asks whether samples with the same discretized explanation get the same predicted class, "
+        "and a target object names no class",
+    )
     maps = host(maps_or_explain(model, x, saliency, target, settings), "saliency").astype(np.float64)
     if maps.ndim == 0 or maps.shape[0] != batch:
         raise XaikitValueError(f"saliency must have one map per sample ({batch}); got {describe(maps)}")
