@@ -382,3 +382,28 @@ def test_keras_dict_output_reads_its_logits(weights: Any, images: np.ndarray) ->
     # output= still names another output: the pooled (B, K) scores, as a regression unit
     pooled = xk.xai.explain(model, images, target=xk.targets.Output(2), method="vanilla", output="aux")
     np.testing.assert_allclose(pooled, np.broadcast_to(w[2] / (H * W), images.shape), rtol=1e-5)
+
+
+def test_forward_scores_refuses_predicted_classes_with_a_target_object() -> None:
+    """A target object names no class: asking for per-row predicted classes beside its scores is
+    refused by name instead of failing inside the model call."""
+    torch = pytest.importorskip("torch")
+    from xaikit.backend import get_backend
+    from xaikit.xai._engine.chunks import forward_scores
+    from xaikit.xai.internal import pin, prepare
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    x = torch.rand(2, 4)
+    bk = get_backend(model)
+    pinned = pin(prepare(bk, model, [x], ["x"]), xk.targets.Output(1), objects=True)
+    with pytest.raises(XaikitValueError, match=r"target= a target object \(kind 'output'\) with predicted"):
+        forward_scores(
+            bk,
+            model,
+            lambda r0, r1: ([x[r0:r1]], pinned.targets[r0:r1]),
+            2,
+            2,
+            predicted=[],
+            target=pinned.spec,
+        )

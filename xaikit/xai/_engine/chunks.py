@@ -198,6 +198,11 @@ def forward_scores(
     (numpy int64, the argmax of the selected output; the scores then come from the same pass).
     ``target``, a bound target object (:class:`xaikit.targets.Bound`), scores the rows instead of
     the classes (``rows_fn``'s second value is then each row's sample index)."""
+    if predicted is not None and target is not None:  # a target object names no class to predict
+        raise XaikitValueError(
+            f"target= a target object (kind {target.resolved.kind!r}) with predicted classes per row: "
+            "the predicted class is defined for class targets only; score the target without predicted="
+        )
     pad = bk.pads_chunks()
 
     def step(r0: int, r1: int, size: int) -> tuple[T, np.ndarray | None]:
