@@ -173,8 +173,11 @@ def test_metric_scores_the_target_object(metric: str, kind: str) -> None:
     got = _values(METRICS[metric](model, x, target))
     want = _values(METRICS[metric](wrapped, x, None))
     assert len(got) == len(want)
+    # relative stabilities divide by small float32 differences of two computation paths (the
+    # object's score vs a wrapper's): 3.7e-4 apart under SSE4.1 oneDNN kernels (within 2e-4 under AVX2)
+    rtol = 2e-3 if metric.startswith("relative_") else 2e-4
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5, equal_nan=True)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=2e-5, equal_nan=True)
     for p, q in zip(model.parameters(), before, strict=True):  # the model is left unchanged
         assert torch.equal(p, q)
 
