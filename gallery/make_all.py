@@ -211,6 +211,7 @@ JOBS: tuple[Job, ...] = (
         frameworks=("torch",),
     ),
     Job("tasks", "tasks_box.png", frameworks=("torch",)),
+    Job("tasks_segmentation", "tasks_segmentation.png", frameworks=("torch",)),
 )
 
 #: gallery scripts that paint nothing, and why
