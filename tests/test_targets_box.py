@@ -289,6 +289,16 @@ def test_stacked_keras_equals_torch() -> None:
     np.testing.assert_allclose(kk[..., 0], t[:, :, 0], atol=1e-6)
 
 
+def test_one_stacked_box_keeps_its_box_axis() -> None:
+    """boxes (B, 1, 4) are a stack of one: maps (B, 1, ...) equal to the single-box call's (B, ...),
+    so code written for T boxes does not break when T happens to be 1."""
+    model, x = Yolo(), images()
+    boxes, k = stacked_boxes()
+    maps = vanilla(model, x, xk.targets.Box(boxes[:, :1], k[:1]))
+    assert maps.shape == (2, 1, 1, H, W)
+    np.testing.assert_array_equal(maps[:, 0], vanilla(model, x, xk.targets.Box(boxes[:, 0], int(k[0]))))
+
+
 @pytest.mark.parametrize(
     ("boxes", "k", "match"),
     [

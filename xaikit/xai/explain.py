@@ -212,7 +212,7 @@ def explain(
         return result.detail
     values: Any = result.values if multi and record.result == "input" else result.values[0]
     delta = result.delta
-    if stacked > 1:  # (B*T, ...) logical samples -> (B, T, ...)
+    if stacked:  # (B*T, ...) logical samples -> (B, T, ...), T = 1 included
         regroup = lambda a: np.asarray(a).reshape(-1, stacked, *np.shape(a)[1:])  # noqa: E731
         values = [regroup(v) for v in values] if isinstance(values, list) else regroup(values)
         delta = None if delta is None else regroup(delta)
@@ -222,10 +222,10 @@ def explain(
 def expanded(inp: Inputs, target: Any) -> tuple[Inputs, Any, int]:
     """``(inputs, target, T)``: a stacked target (T targets per image, :func:`xaikit.targets.unstack`)
     becomes B*T logical samples, each image repeated T times, so one call explains them all in
-    large chunks; any other target passes as it is (T = 1)."""
+    large chunks; any other target passes as it is (T = 0: nothing to regroup)."""
     split = unstack(target, inp.batch)
     if split is None:
-        return inp, target, 1
+        return inp, target, 0
     if inp.kwargs:
         raise XaikitValueError(
             "target=Box(boxes (B, T, 4), ...): stacked targets do not take model_kwargs yet; loop over "
