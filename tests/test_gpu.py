@@ -26,11 +26,12 @@ torch = pytest.importorskip("torch")
 
 import xaikit as xk  # noqa: E402
 from tests.test_model_forms_torch import OPTIONS, images, make_net  # noqa: E402
-from xaikit.xai.registry import get_method, method_names  # noqa: E402
+from xaikit.xai.registry import family, get_method, method_names  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
-ALL_METHODS = method_names()
+#: the attention methods read transformers' attentions only (tests/test_attention_methods.py)
+ALL_METHODS = tuple(m for m in method_names() if family(m) != "transformer")
 #: settings at which each seeded method really draws (Guided IG draws only with nsamples > 1;
 #: Expected Gradients draws its references from a set apart from x, so no draw is x itself)
 DRAWING: dict[str, dict[str, Any]] = {

@@ -25,9 +25,11 @@ tf = pytest.importorskip("tensorflow")
 import xaikit as xk  # noqa: E402
 from tests.agnostic.fast_options import FAST  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
-from xaikit.xai.registry import method_names  # noqa: E402
+from xaikit.xai.registry import family, method_names  # noqa: E402
 
-ALL_METHODS, CAM_METHODS = method_names(), method_names("cam")
+#: the attention methods read transformers' attentions only (tests/test_attention_methods.py)
+ALL_METHODS = tuple(m for m in method_names() if family(m) != "transformer")
+CAM_METHODS = method_names("cam")
 #: the methods that read the model's layers: refused on an exported model
 LAYER_METHODS = (
     *CAM_METHODS,

@@ -333,7 +333,7 @@ def test_records_pickle(toy: Method) -> None:
     ("change", "error", "message"),
     [
         ({"name": "Toy"}, XaikitValueError, r"^Method name must be a non-empty lower-case str; got 'Toy'$"),
-        ({"family": "gradients"}, XaikitValueError, r"^Method 'toy_gradient': family must be one of \('gradient', 'cam', 'perturbation', 'rules', 'agnostic'\); got str 'gradients'$"),
+        ({"family": "gradients"}, XaikitValueError, r"^Method 'toy_gradient': family must be one of \('gradient', 'cam', 'perturbation', 'rules', 'agnostic', 'transformer'\); got str 'gradients'$"),
         ({"title": " "}, XaikitTypeError, r"^Method 'toy_gradient': title must be a non-empty str; got str ' '$"),
         ({"summary": None}, XaikitTypeError, r"^Method 'toy_gradient': summary must be a str; got NoneType None$"),
         ({"aliases": "toy"}, XaikitTypeError, r"^Method 'toy_gradient': aliases must be a tuple of non-empty str, e.g. \('ig',\); got str 'toy'$"),

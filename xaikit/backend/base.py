@@ -40,7 +40,7 @@ import numpy as np
 from xaikit.layout import ModelLayout
 
 if TYPE_CHECKING:
-    from xaikit.backend.facets import CamFacet, EvalFacet, RelevanceFacet, TrainFacet
+    from xaikit.backend.facets import AttentionFacet, CamFacet, EvalFacet, RelevanceFacet, TrainFacet
     from xaikit.backend.inspector import Inspector
 
 T = Any  # a framework tensor; kept loose so that no framework is imported for typing
@@ -94,6 +94,11 @@ class Backend(abc.ABC):
     def relevance(self) -> RelevanceFacet:
         """LRP, DeepLIFT and modified-ReLU backward passes (:class:`~xaikit.backend.facets.RelevanceFacet`)."""
         return self._facet_module("relevance").Relevance(self)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def attention(self) -> AttentionFacet:
+        """A transformer's attention probabilities and their gradients (:class:`~xaikit.backend.facets.AttentionFacet`)."""
+        return self._facet_module("attention").Attention(self)  # type: ignore[no-any-return]
 
     def inspector(self, model: Any, root_name: str = "model") -> Inspector:
         """A hookable view of ``model`` for :mod:`xaikit.inspect` (see :class:`~xaikit.backend.inspector.Inspector`)."""

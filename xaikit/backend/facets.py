@@ -338,3 +338,25 @@ class RelevanceFacet(abc.ABC):
         modified: ``mode="guided"`` (guided backprop: positive gradients, where the input was
         positive) or ``"deconvnet"`` (positive gradients, whatever the input). With a bound
         ``target`` object the rows are sample indices, scored by the target."""
+
+
+class AttentionFacet(abc.ABC):
+    """What the attention methods of :mod:`xaikit.xai.transformer` read from a vision
+    transformer: every block's attention probabilities (B, heads, N, N) for a batch, and, for
+    gradient-weighted relevance, their gradients with respect to the target scores, from one
+    forward (+ backward) pass. The model is left as it was, also when a call raises."""
+
+    @abc.abstractmethod
+    def attentions(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str,
+        gradients: bool,
+        model_kwargs: dict[str, Any] | None = None,
+        target: Any = None,
+    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        """``(attentions, grads)``: per block, host float64 (B, heads, N, N) attention
+        probabilities and (with ``gradients``) the gradient of the summed target scores (class
+        ``targets``, or the bound ``target`` object) with respect to them (else None)."""

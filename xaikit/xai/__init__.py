@@ -20,7 +20,7 @@ Example:
 from typing import Any
 
 # the family packages register the built-in methods' records when imported
-from xaikit.xai import agnostic, cam, gradient, perturbation, rules  # noqa: F401
+from xaikit.xai import agnostic, cam, gradient, perturbation, rules, transformer  # noqa: F401
 from xaikit.xai.dataset import DatasetExplanation, ModelSpec, StoreLockedError, explain_dataset
 from xaikit.xai.explain import explain
 from xaikit.xai.net import SaliencyNet

@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: the method families, in the order of tables and docs
-FAMILIES = ("gradient", "cam", "perturbation", "rules", "agnostic")
+FAMILIES = ("gradient", "cam", "perturbation", "rules", "agnostic", "transformer")
 #: options every method takes besides its own: which model output to explain and extra forward
 #: arguments (checked by :func:`xaikit.backend.outputs.check_output` / ``xai/_engine/kwargs.py``)
 SHARED_OPTIONS = ("output", "model_kwargs")

@@ -1,0 +1,139 @@
+"""Attention rollout and transformer attribution (gradient-weighted attention relevance) on
+Hugging Face ViT / DeiT built from configs (random weights; nothing downloads): equal to a
+direct computation from the attentions the model returns and their torch autograd gradients;
+the model is left as it was (weights and attention implementation); refusals name the argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import xaikit as xk  # noqa: E402
+from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
+
+B, SIZE, PATCH = 2, 32, 8
+GRID = SIZE // PATCH
+
+
+def vit(deit: bool = False) -> Any:
+    torch.manual_seed(0)
+    kw: dict[str, Any] = {
+        "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 2, "intermediate_size": 64,
+        "image_size": SIZE, "patch_size": PATCH, "num_labels": 3, "initializer_range": 0.3,
+    }  # fmt: skip
+    if deit:
+        return transformers.DeiTForImageClassificationWithTeacher(transformers.DeiTConfig(**kw)).eval()
+    return transformers.ViTForImageClassification(transformers.ViTConfig(**kw)).eval()
+
+
+def images() -> Any:
+    return torch.rand(B, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(1))
+
+
+def direct(model: Any, x: Any, gradient: bool, cls: Any = None) -> np.ndarray:
+    """The map computed here from the model's own attentions, with numpy and torch only."""
+    impl = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        out = model(x, output_attentions=True)
+        atts = out.attentions
+        n = atts[0].shape[-1]
+        if gradient:
+            logits = out.logits
+            k = logits.argmax(1) if cls is None else torch.full((B,), cls)
+            grads = torch.autograd.grad(logits.gather(1, k[:, None]).sum(), atts)
+            r = np.broadcast_to(np.eye(n), (B, n, n)).copy()
+            for a, g in zip(atts, grads, strict=True):
+                r = r + np.maximum((a * g).detach().double().numpy(), 0).mean(axis=1) @ r
+        else:
+            r = np.eye(n)
+            for a in atts:
+                hat = 0.5 * a.detach().double().numpy().mean(axis=1) + 0.5 * np.eye(n)
+                r = (hat / hat.sum(axis=-1, keepdims=True)) @ r
+    finally:
+        model.set_attn_implementation(impl)
+    lead = n - GRID * GRID
+    grid = torch.tensor(r[:, 0, lead:].reshape(B, 1, GRID, GRID))
+    return torch.nn.functional.interpolate(grid, size=(SIZE, SIZE), mode="bilinear")[:, 0].numpy()
+
+
+@pytest.mark.parametrize("deit", [False, True], ids=["vit", "deit"])
+@pytest.mark.parametrize("method", ["attention_rollout", "transformer_attribution"])
+def test_maps_equal_the_direct_computation(method: str, deit: bool) -> None:
+    model, x = vit(deit), images()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    impl = model.config._attn_implementation
+    got = np.asarray(xk.xai.explain(model, x, method=method))
+    assert got.shape == (B, SIZE, SIZE)
+    want = direct(model, x, method == "transformer_attribution")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.abs(got).max() > 0 and not np.allclose(got[0], got[0].mean())  # a map, not a constant
+    assert model.config._attn_implementation == impl  # switched back
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+
+
+def test_rollout_is_class_agnostic_and_attribution_is_not() -> None:
+    model, x = vit(), images()
+    r = [np.asarray(xk.xai.explain(model, x, method="attention_rollout", target=k)) for k in (0, 2)]
+    np.testing.assert_array_equal(r[0], r[1])
+    t = [np.asarray(xk.xai.explain(model, x, method="transformer_attribution", target=k)) for k in (0, 2)]
+    assert np.abs(t[0] - t[1]).max() > 1e-3
+    np.testing.assert_allclose(t[1], direct(model, x, True, cls=2), rtol=1e-5, atol=1e-6)
+
+
+def test_attribution_takes_target_objects() -> None:
+    model, x = vit(), images()
+    plain = np.asarray(xk.xai.explain(model, x, method="transformer_attribution", target=1))
+    for target in (xk.targets.Class(1), lambda out: out.logits[:, 1]):
+        got = np.asarray(xk.xai.explain(model, x, method="transformer_attribution", target=target))
+        np.testing.assert_array_equal(got, plain)
+
+
+def test_head_fusion_max() -> None:
+    model, x = vit(), images()
+    mean = np.asarray(xk.xai.explain(model, x, method="attention_rollout"))
+    most = np.asarray(xk.xai.explain(model, x, method="attention_rollout", head_fusion="max"))
+    assert most.shape == mean.shape and np.abs(most - mean).max() > 0
+
+
+def test_refusals_name_the_argument() -> None:
+    x = images()
+    flat = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * SIZE * SIZE, 3))
+    with pytest.raises(XaikitTypeError, match=r"model: the attention methods .* Hugging Face transformers"):
+        xk.xai.explain(flat, x, method="attention_rollout")
+    with pytest.raises(
+        XaikitValueError, match=r"head_fusion must be one of \('mean', 'max', 'min'\); got 'sum'"
+    ):
+        xk.xai.explain(vit(), x, method="attention_rollout", head_fusion="sum")
+    with pytest.raises(XaikitValueError, match=r"target=.* not taken by this method"):
+        xk.xai.explain(vit(), x, method="attention_rollout", target=xk.targets.Output(0))
+
+
+def test_a_failing_call_switches_the_attention_back() -> None:
+    """The model raises inside the attention pass (after the clean pass pinned the class): the
+    error comes through and the attention implementation is switched back all the same."""
+    model, x = vit(), images()
+    impl, forward = model.config._attn_implementation, model.forward
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("output_attentions"):
+            raise RuntimeError("boom in the attention pass")
+        return forward(*args, **kwargs)
+
+    model.forward = failing
+    with pytest.raises(RuntimeError, match="boom in the attention pass"):
+        xk.xai.explain(model, x, method="transformer_attribution")
+    assert model.config._attn_implementation == impl
+
+
+def test_keras_models_are_refused_by_name() -> None:
+    keras = pytest.importorskip("keras")
+    inp = keras.Input((8, 8, 3))
+    model = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Flatten()(inp)))
+    with pytest.raises(XaikitTypeError, match=r"model: the attention methods .* Keras model is not read yet"):
+        xk.xai.explain(model, np.zeros((1, 8, 8, 3), np.float32), method="attention_rollout")

@@ -1,0 +1,131 @@
+"""Attention rollout and gradient-weighted attention relevance of vision transformers.
+
+Both read every block's attention probabilities ``A_l`` (B, heads, N, N) from one pass
+(:class:`~xaikit.backend.facets.AttentionFacet`) and propagate a token-to-token relevance
+``R`` (B, N, N) from the input tokens up through the blocks; the map is the class token's row
+of ``R`` over the patch tokens, laid on the patch grid (:func:`~xaikit.xai.cam.tokens.token_grid`:
+class, distillation and register tokens dropped) and upsampled to the image (bilinear).
+
+* ``attention_rollout`` (Abnar & Zuidema, 2020): ``R = Â_L ... Â_1`` with
+  ``Â_l = rownorm(0.5 * fuse_heads(A_l) + 0.5 * I)`` (the residual connection as the identity).
+  Class-agnostic: the same map for every target.
+* ``transformer_attribution`` (Chefer, Gur & Wolf, 2021, "Generic attention-model
+  explainability"): ``R = I``, then per block ``R = R + mean_heads(max(dS/dA_l * A_l, 0)) @ R``,
+  with ``S`` the target score: class-specific.
+
+Everything after the backend's pass is float64 numpy on the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.xai.cam.resize import image_size, upsample
+from xaikit.xai.cam.tokens import grid_candidates
+from xaikit.xai.registry import Call, Explained, Method, register_method
+
+#: how the heads of a block are fused in the rollout
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def rollout(attentions: list[np.ndarray], head_fusion: str = "mean") -> np.ndarray:
+    """Attention rollout ``R = Â_L ... Â_1`` (B, N, N) of per-block (B, heads, N, N) attentions.
+
+    Example:
+        >>> a = np.array([[[[0.0, 1.0], [1.0, 0.0]]]])  # (1 sample, 1 head, 2 tokens)
+        >>> rollout([a]).round(3).tolist()
+        [[[0.5, 0.5], [0.5, 0.5]]]
+    """
+    r: np.ndarray | None = None
+    for a in attentions:
+        eye = np.eye(a.shape[-1])
+        fused = (
+            a.mean(axis=1)
+            if head_fusion == "mean"
+            else a.max(axis=1)
+            if head_fusion == "max"
+            else a.min(axis=1)
+        )
+        hat = 0.5 * fused + 0.5 * eye
+        hat = hat / hat.sum(axis=-1, keepdims=True)
+        r = hat if r is None else hat @ r
+    if r is None:
+        raise XaikitValueError(
+            "model: no attention blocks were read; the attention methods need at least one"
+        )
+    return r
+
+
+def gradient_weighted(attentions: list[np.ndarray], grads: list[np.ndarray]) -> np.ndarray:
+    """Chefer et al.'s relevance: ``R = I``, ``R += mean_heads(max(grad * A, 0)) @ R`` per block.
+
+    Example:
+        >>> a = np.array([[[[0.5, 0.5], [0.0, 1.0]]]])
+        >>> g = np.array([[[[2.0, -1.0], [0.0, 1.0]]]])
+        >>> gradient_weighted([a], [g]).tolist()
+        [[[2.0, 0.0], [0.0, 2.0]]]
+    """
+    n = attentions[0].shape[-1]
+    r = np.broadcast_to(np.eye(n), (attentions[0].shape[0], n, n)).copy()
+    for a, g in zip(attentions, grads, strict=True):
+        weighted = np.maximum(a * g, 0.0).mean(axis=1)
+        r = r + weighted @ r
+    return r
+
+
+def class_row_map(relevance: np.ndarray) -> np.ndarray:
+    """The class token's row of a (B, N, N) relevance over the patch tokens, on their square
+    grid (B, h, w); a token count without exactly one grid after a leading class token is refused."""
+    n = relevance.shape[-1]
+    grids = [(h, w) for h, w in grid_candidates(n) if n - h * w >= 1]
+    if len(grids) != 1:
+        raise XaikitValueError(
+            f"model: the attention methods read the class token's row over the patch tokens, laid on a "
+            f"square grid after 1 to 5 leading tokens; {n} tokens give "
+            f"{'no such grid' if not grids else 'several: ' + str(grids)} (a model without a class token, "
+            "or non-square patch grids, are not read yet)"
+        )
+    h, w = grids[0]
+    return relevance[:, 0, n - h * w :].reshape(-1, h, w)
+
+
+def run_attention(call: Call, *, head_fusion: str = "mean") -> Explained:
+    """The runner of ``attention_rollout`` and ``transformer_attribution``: (B, H, W) maps."""
+    inp, bk = call.inp, call.inp.bk
+    gradient = call.method.name == "transformer_attribution"
+    kw = inp.kwargs.rows(np.arange(inp.batch)) if inp.kwargs else None
+    atts, grads = bk.attention.attentions(
+        inp.model, inp.tensors, call.targets, call.output, gradient, model_kwargs=kw, target=call.spec
+    )
+    relevance = gradient_weighted(atts, grads or []) if gradient else rollout(atts, head_fusion)
+    _, size = image_size(inp)
+    return Explained([upsample(class_row_map(relevance), size).astype(np.float32)])
+
+
+def _check(options: dict[str, Any]) -> None:
+    fusion = options.get("head_fusion", "mean")
+    if not isinstance(fusion, str):
+        raise XaikitTypeError(f"head_fusion must be one of {HEAD_FUSIONS}; got {describe(fusion)}")
+    if fusion not in HEAD_FUSIONS:
+        raise XaikitValueError(f"head_fusion must be one of {HEAD_FUSIONS}; got {fusion!r}")
+
+
+register_method(
+    Method(
+        "attention_rollout", "transformer", "Attention rollout", run_attention, {"head_fusion": "mean"},
+        result="map", gradients=False, check=_check, short="Rollout",
+        summary="how much each patch flows into the class token through every block's attention: class-agnostic",
+        reference="Abnar & Zuidema, 2020, https://arxiv.org/abs/2005.00928",
+    )
+)  # fmt: skip
+register_method(
+    Method(
+        "transformer_attribution", "transformer", "Transformer attribution", run_attention, {},
+        result="map", target_objects=True, short="Chefer",
+        summary="attention weighted by its gradient of the target score, propagated through the blocks",
+        reference="Chefer, Gur & Wolf, 2021, https://arxiv.org/abs/2103.15679",
+    )
+)  # fmt: skip
