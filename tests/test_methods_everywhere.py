@@ -18,7 +18,7 @@ from xaikit.xai._engine.display import to_display
 # ---- the registry ------------------------------------------------------------------------------
 def test_every_method_has_one_canonical_name_family_and_title() -> None:
     every = names.method_names()
-    assert len(set(every)) == len(every) == 32
+    assert len(set(every)) == len(every) == 34
     for m in every:
         assert names.canonical(m) == m
         assert names.canonical(names.title(m).upper()) == m  # a title names its method too
@@ -48,16 +48,14 @@ def test_every_method_has_one_canonical_name_family_and_title() -> None:
         "LIME": "lime",
         "Sobol": "sobol",
         "HSIC": "hsic",
+        "Attention rollout": "attention_rollout",
+        "TRANSFORMER ATTRIBUTION": "transformer_attribution",
     }
     for alias, name in aliases.items():
         assert names.canonical(alias) == name
-    assert [names.family(m) for m in ("smint", "layercam", "occlusion", "lrp", "kernel_shap")] == [
-        "gradient",
-        "cam",
-        "perturbation",
-        "rules",
-        "agnostic",
-    ]
+    assert [
+        names.family(m) for m in ("smint", "layercam", "occlusion", "lrp", "kernel_shap", "attention_rollout")
+    ] == ["gradient", "cam", "perturbation", "rules", "agnostic", "transformer"]
     with pytest.raises(
         XaikitValueError,
         match=r"method must be one of 'vanilla'.*'rise', 'lrp'.*'lime'.*; got 'no_such_method'",
