@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 import xaikit as xk
 from gallery.evaluate_methods import load, train_torch
 from xaikit.dataset.data import shapes
-from xaikit.xai.registry import method_names, title
+from xaikit.xai.registry import family, method_names, title
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 MARKER = "methods_side_by_side"
@@ -71,9 +71,12 @@ def options(method: str, size: int, n_masks: int, light: bool = False) -> dict[s
 def explain_all(
     model: Any, x: np.ndarray, size: int, n_masks: int, light: bool = False
 ) -> dict[str, tuple[np.ndarray, float]]:
-    """``{method: (maps, seconds)}`` for every method, in the order of ``xk.xai.METHODS``."""
+    """``{method: (maps, seconds)}`` for every method, in the order of ``xk.xai.METHODS``, but
+    the attention methods: they read vision transformers only (LeNet and ResNet18 here)."""
     out = {}
     for method in method_names():
+        if family(method) == "transformer":
+            continue
         t0 = time.perf_counter()
         opts = options(method, size, n_masks, light)
         maps = np.asarray(xk.xai.explain(model, x, method=method, seed=0, **opts))
