@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from target_models import batch, channel_last, linear_segmenter
 
 import xaikit as xk
 from xaikit.errors import XaikitError, XaikitValueError
@@ -31,32 +32,7 @@ def images() -> np.ndarray:
 
 def segmenter(framework: str, w: np.ndarray, b: np.ndarray) -> Any:
     """A 1x1 convolution C -> K: class k's logit at a pixel is w[k] . x[pixel] + b[k]."""
-    if framework == "torch":
-        torch = pytest.importorskip("torch")
-        conv = torch.nn.Conv2d(C, K, 1)
-        with torch.no_grad():
-            conv.weight.copy_(torch.as_tensor(w[:, :, None, None]))
-            conv.bias.copy_(torch.as_tensor(b))
-        return conv
-    keras = pytest.importorskip("keras")
-    inp = keras.Input((H, W, C))
-    layer = keras.layers.Conv2D(K, 1)
-    model = keras.Model(inp, layer(inp))
-    layer.set_weights([w.T[None, None], b])
-    return model
-
-
-def batch(framework: str, x: np.ndarray) -> Any:
-    """The (B, H, W, C) images in the framework's layout and type."""
-    if framework == "torch":
-        import torch
-
-        return torch.as_tensor(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
-    return x
-
-
-def channel_last(framework: str, a: np.ndarray) -> np.ndarray:
-    return a.transpose(0, 2, 3, 1) if framework == "torch" else a
+    return linear_segmenter(framework, w, b, (H, W))
 
 
 def logits_of(framework: str, model: Any, x: np.ndarray) -> np.ndarray:

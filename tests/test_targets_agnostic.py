@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from target_models import batch, channel_last, linear_segmenter
 
 import xaikit as xk
 from xaikit.errors import XaikitError
@@ -46,34 +47,7 @@ def reference() -> np.ndarray:
 
 
 def segmenter(framework: str, w: np.ndarray, b: np.ndarray, pool: bool = False) -> Any:
-    """A 1x1 convolution C -> K (class k's logit at a pixel: w[k] . x[pixel] + b[k]); with
-    ``pool`` its logits averaged over the image: a linear classifier."""
-    if framework == "torch":
-        torch = pytest.importorskip("torch")
-        conv = torch.nn.Conv2d(C, K, 1)
-        with torch.no_grad():
-            conv.weight.copy_(torch.as_tensor(w[:, :, None, None]))
-            conv.bias.copy_(torch.as_tensor(b))
-        return torch.nn.Sequential(conv, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()) if pool else conv
-    keras = pytest.importorskip("keras")
-    inp = keras.Input((H, W, C))
-    layer = keras.layers.Conv2D(K, 1)
-    out = layer(inp)
-    model = keras.Model(inp, keras.layers.GlobalAveragePooling2D()(out) if pool else out)
-    layer.set_weights([w.T[None, None], b])
-    return model
-
-
-def batch(framework: str, x: np.ndarray) -> Any:
-    if framework == "torch":
-        import torch
-
-        return torch.as_tensor(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
-    return x
-
-
-def channel_last(framework: str, a: np.ndarray) -> np.ndarray:
-    return a.transpose(0, 2, 3, 1) if framework == "torch" and a.ndim == 4 else a
+    return linear_segmenter(framework, w, b, (H, W), pool)
 
 
 def target_of(kind: str, framework: str, ref: np.ndarray) -> Any:

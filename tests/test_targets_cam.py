@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from target_models import batch, channel_last
 
 import xaikit as xk
 from xaikit.errors import XaikitValueError
@@ -82,19 +83,6 @@ def build(framework: str, p: dict[str, np.ndarray], pool: bool = False) -> Any:
 
 def layer_of(framework: str) -> str:
     return "1" if framework == "torch" else "relu"
-
-
-def batch(framework: str, x: np.ndarray) -> Any:
-    if framework == "torch":
-        import torch
-
-        return torch.as_tensor(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
-    return x
-
-
-def channel_last(framework: str, a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a)
-    return a.transpose(0, 2, 3, 1) if framework == "torch" and a.ndim == 4 else a
 
 
 def forward(p: dict[str, np.ndarray], x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
