@@ -5,6 +5,7 @@ stays complete for a region; bad targets are refused with messages naming ``targ
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -383,3 +384,30 @@ def test_forward_scores_refuses_predicted_classes_with_a_target_object() -> None
             predicted=[],
             target=pinned.spec,
         )
+
+
+def test_an_empty_region_is_named_before_its_zero_maps() -> None:
+    """Class k predicted nowhere on a sample (mask=None), or an empty mask: its region score is 0
+    whatever the input, so its map is 0; a warning names target, the samples and the reason."""
+    torch = pytest.importorskip("torch")
+    w = np.eye(K, C, dtype=np.float32)
+    b = np.array([0.0, 0.0, -50.0, 0.0], np.float32)  # class 2 never wins
+    model = linear_segmenter("torch", w, b, (H, W))
+    x = torch.rand(B, C, H, W)
+    with pytest.warns(
+        xk.XaikitWarning,
+        match=r"target=ClassRegion\(2, \.\.\.\): class 2 is predicted nowhere on samples \[0, 1\] of 2",
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", xk.DegenerateMapWarning)
+            maps = np.asarray(xk.xai.explain(model, x, method="vanilla", target=xk.targets.ClassRegion(2)))
+    assert not maps.any()
+    mask = np.zeros((B, H, W), bool)
+    mask[0, 1, 1] = True
+    with pytest.warns(xk.XaikitWarning, match=r"the mask is empty on samples \[1\] of 2"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", xk.DegenerateMapWarning)
+            maps = np.asarray(
+                xk.xai.explain(model, x, method="vanilla", target=xk.targets.ClassRegion(0, mask=mask))
+            )
+    assert maps[0].any() and not maps[1].any()

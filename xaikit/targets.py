@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend.outputs import pick_output
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, XaikitWarning, describe
 
 __all__ = [
     "Bound",
@@ -257,6 +258,18 @@ class ClassRegion(Target):
             mask = np.broadcast_to(mask.astype(np.float64), (batch, *spatial))
             if not np.all(np.isfinite(mask)):
                 raise XaikitValueError(f"target={what}: mask holds NaN or infinite values")
+        empty = np.flatnonzero(~np.any(mask.reshape(batch, -1) != 0, axis=1))
+        if empty.size:  # their score is 0 whatever the input: their maps are 0, say why
+            where = (
+                f"class {cls[empty[0]]} is predicted nowhere" if self.mask is None else "the mask is empty"
+            )
+            warnings.warn(
+                f"target={what}: {where} on samples {empty.tolist()[:10]}"
+                f"{' ...' if empty.size > 10 else ''} of {batch}: their region score is 0 whatever the input, "
+                "so their maps are 0; give mask= or a class the model predicts there",
+                XaikitWarning,
+                stacklevel=2,
+            )
         weight = np.array(mask, dtype=np.float64)
         if self.reduce == "mean":
             size = weight.reshape(batch, -1).sum(axis=1)
