@@ -237,13 +237,20 @@ class CamFacet(abc.ABC):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
         target: Any = None,
+        spread: T | None = None,
     ) -> tuple[T, T, T]:
         """One fused forward+backward of a chunk of rows: ``(A, dA, scores)``, the layer's
         activations, the gradient of the sum of the target scores with respect to them (both in
         the layer's layout, float32 for a half-precision model) and the target scores (rows,).
         ``targets=None``: each row's highest score (its predicted class, read off this pass).
         ``target``: a bound target object (:class:`xaikit.targets.Bound`); ``targets`` are then
-        each row's sample index and the scores are ``target.scores`` of the model's raw output."""
+        each row's sample index and the scores are ``target.scores`` of the model's raw output.
+        ``spread``: int (rows,) the input row each row reads (several targets of one image):
+        the layers below the layer run on ``inputs`` once, the layer's output is gathered by
+        ``spread`` and the rest of the model runs on the gathered rows, so ``A``, ``dA`` and the
+        scores have ``len(spread)`` rows; a model whose rows above the layer do not follow the
+        layer's (one that reads the input's batch size or a tensor from below the layer) is an
+        error (the caller runs the repeated rows instead)."""
 
     @abc.abstractmethod
     def activations(

@@ -222,7 +222,10 @@ def explain(
 def expanded(inp: Inputs, target: Any) -> tuple[Inputs, Any, int]:
     """``(inputs, target, T)``: a stacked target (T targets per image, :func:`xaikit.targets.unstack`)
     becomes B*T logical samples, each image repeated T times, so one call explains them all in
-    large chunks; any other target passes as it is (T = 0: nothing to regroup)."""
+    large chunks; the inputs declare the groups (``Inputs.repeats = T``), so that a method can run
+    the part of its work that does not depend on the target once per image (the gradient CAMs run
+    the layers below their layer on the B images only). Any other target passes as it is (T = 0:
+    nothing to regroup)."""
     split = unstack(target, inp.batch)
     if split is None:
         return inp, target, 0
@@ -233,7 +236,8 @@ def expanded(inp: Inputs, target: Any) -> tuple[Inputs, Any, int]:
         )
     flat, n = split
     idx = inp.bk.index(np.repeat(np.arange(inp.batch), n), getattr(inp.tensors[0], "device", None))
-    return dataclasses.replace(inp, tensors=[inp.bk.gather(t, idx) for t in inp.tensors]), flat, n
+    tensors = [inp.bk.gather(t, idx) for t in inp.tensors]
+    return dataclasses.replace(inp, tensors=tensors, repeats=n), flat, n
 
 
 def _delta_methods() -> list[str]:

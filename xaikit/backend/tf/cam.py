@@ -176,15 +176,22 @@ class Cam(CamFacet):
                 return tf.reduce_max(out, axis=1)
             return tf.gather(out, targets, axis=1, batch_dims=1)
 
-        def captured(inputs: list[T], kw: dict[str, Any], tape: Any) -> tuple[Any, T]:
-            """The model's output and the layer's output (its last call's) in one pass."""
+        def captured(
+            inputs: list[T], kw: dict[str, Any], tape: Any, spread: T | None = None
+        ) -> tuple[Any, T]:
+            """The model's output and the layer's output (its last call's) in one pass; with
+            ``spread``, the layer's output rows gathered by it (and the rest of the model run
+            on those)."""
             m, la = ref(), layer_ref() if layer_ref is not None else None
-            with _capture([la], tape) as seen:
+            spreading = None if spread is None else (lambda t: tf.gather(t, spread))
+            with _capture([la], tape, spreading) as seen:
                 out = bk._call(m, inputs, {**kw, **static})
             if not seen[0].outputs:  # resolve() saw it run: the model takes another path here
                 step.fail(f"layer {name!r} was not called by the forward pass of this {model_form(m)}")
                 rows = int(inputs[0].shape[0])
                 return out, tf.zeros((rows, *(d or 1 for d in layer.shape)))  # type: ignore[union-attr]
+            if spread is not None and len(seen[0].outputs) > 1:
+                step.fail(f"layer {name!r} runs twice in one pass: its rows cannot be spread")
             return out, seen[0].outputs[-1]
 
         def grad(
@@ -195,6 +202,22 @@ class Cam(CamFacet):
                 scores = scores_of(out, targets, extra, int(inputs[0].shape[0]))
             da = tape.gradient(scores, a)
             if da is None:  # an error for the caller (never a map of zeros)
+                step.fail(unreachable_layer(ref(), name, output))
+                da = tf.zeros_like(a)
+            return _working(a), _working(da), scores
+
+        def spread_grad(
+            inputs: list[T], targets: T | None, spread: T, kw: dict[str, Any], extra: dict[str, T]
+        ) -> tuple[T, T, T]:
+            rows = int(spread.shape[0])
+            with tf.GradientTape(watch_accessed_variables=False) as tape:
+                out, a = captured(inputs, kw, tape, spread)
+                scores = scores_of(out, targets, extra, rows)
+            if int(a.shape[0]) != rows or scores.shape[:1] != (rows,):
+                step.fail(f"the model's rows above layer {name!r} do not follow the layer's rows")
+                return tf.zeros((rows, *a.shape[1:])), tf.zeros((rows, *a.shape[1:])), tf.zeros((rows,))
+            da = tape.gradient(scores, a)
+            if da is None:
                 step.fail(unreachable_layer(ref(), name, output))
                 da = tf.zeros_like(a)
             return _working(a), _working(da), scores
@@ -215,7 +238,8 @@ class Cam(CamFacet):
             return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
         bodies: dict[str, Callable[..., Any]] = {
-            "cam_grad": grad, "cam_acts": acts, "guided": guided, "deconvnet": guided
+            "cam_grad": grad, "cam_spread": spread_grad, "cam_acts": acts, "guided": guided,
+            "deconvnet": guided,
         }  # fmt: skip
         step = Traced(bodies[kind], bk.trace_counts, (id(model), kind))
         table[key] = step
@@ -230,9 +254,21 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
         target: Any = None,
+        spread: T | None = None,
     ) -> tuple[T, T, T]:
+        """See :meth:`CamFacet.grad_step`. With ``spread`` (stacked targets) the layer's captured
+        output is gathered by it inside the swapped ``call``, so the layers above it run on the
+        spread rows, whatever the form of the model (functional, Sequential, loaded, subclassed;
+        a head model ``keras.Model(layer.output, model.outputs)`` would miss the loaded and
+        subclassed forms, see above). A model whose layers above read a tensor from below the
+        layer (a skip connection around it) or the input's batch size does not take the spread
+        rows: its step fails, and the caller runs the repeated rows instead (correct, slower)."""
         tensors, static = self.bk._split(model_kwargs)
         extra = {} if target is None else dict(target.tensors)
+        if spread is not None:
+            step = self._step(model, layer, output, "cam_spread", static, target)
+            a, da, scores = step.run(list(inputs), targets, spread, tensors, extra)
+            return a, da, scores
         a, da, scores = self._step(model, layer, output, "cam_grad", static, target).run(
             list(inputs), targets, tensors, extra
         )
@@ -359,10 +395,12 @@ def _call_attr(layer: Any) -> str:
 
 
 @contextlib.contextmanager
-def _capture(layers: Sequence[Any], tape: Any = None) -> Iterator[_Capture]:
+def _capture(
+    layers: Sequence[Any], tape: Any = None, transform: Callable[[T], T] | None = None
+) -> Iterator[_Capture]:
     """Swap, for the duration of the block, the ``call`` of each layer for a wrapper that runs
     the layer's own ``call``, records its output (watched by ``tape`` when one is given) and
-    hands it on unchanged; restore the layers' own attributes in a ``finally`` block. Keras looks
+    hands it on unchanged (``transform(output)`` when one is given); restore the layers' own attributes in a ``finally`` block. Keras looks
     ``self.call`` up on every call, for every form of model (functional, Sequential, loaded,
     cloned, subclassed)."""
     seen = _Capture(len(layers))
@@ -371,6 +409,8 @@ def _capture(layers: Sequence[Any], tape: Any = None) -> Iterator[_Capture]:
     def wrap(i: int, own_call: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             out = own_call(*args, **kwargs)
+            if transform is not None:
+                out = transform(out)
             if tape is not None and tf.is_tensor(out) and out.dtype.is_floating:
                 tape.watch(out)
             seen[i].outputs.append(out)

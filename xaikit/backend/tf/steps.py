@@ -29,6 +29,7 @@ KINDS = {
     "grad": "scores and input gradients of a chunk of rows (the gradient methods)",
     "scores": "forward scores of a chunk of rows (perturbation methods, probes)",
     "cam_grad": "a layer's activations and the scores' gradient with respect to them (Grad-CAM family)",
+    "cam_spread": "the same, the layer's output spread to several targets' rows (stacked targets)",
     "cam_acts": "a layer's activations (Eigen-CAM, Score-CAM)",
     "guided": "guided-backpropagation input gradients (Guided Grad-CAM)",
     "deeplift": "DeepLIFT attributions of a chunk of rows and their baseline rows",

@@ -168,10 +168,12 @@ class Cam(CamFacet):
         model_kwargs: dict[str, Any] | None,
         grad: bool,
         raw: bool = False,
+        spread: Any = None,
     ) -> tuple[Any, Any]:
         """The layer's activations (a leaf that requires grad when ``grad``) and the model's
         selected output as a matrix, or with ``raw`` what the model returned (a target object
-        reads it)."""
+        reads it). ``spread``: the layer's output rows are gathered by it (see
+        :meth:`CamFacet.grad_step`); a second call of the layer in one pass is then an error."""
         box: dict[str, Any] = {}
 
         def grab(out: Any) -> Any:
@@ -179,6 +181,12 @@ class Cam(CamFacet):
                 raise XaikitValueError(
                     f"layer {layer.name!r} must output one tensor; it gives {describe(out)}"
                 )
+            if spread is not None:
+                if "a" in box:
+                    raise XaikitValueError(
+                        f"layer {layer.name!r} runs twice in one pass: its rows cannot be spread"
+                    )
+                out = out.index_select(0, spread)
             if not grad:
                 box["a"] = out.detach()
                 return out
@@ -235,8 +243,10 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
         target: Any = None,
+        spread: T | None = None,
     ) -> tuple[T, T, T]:
-        a, out = self._run(model, layer, inputs, output, model_kwargs, grad=True, raw=target is not None)
+        raw = target is not None
+        a, out = self._run(model, layer, inputs, output, model_kwargs, grad=True, raw=raw, spread=spread)
         with torch.enable_grad():
             if target is not None:  # a target object: its scores of the raw output, rows = samples
                 scores = target.scores(self.bk, out, targets)
@@ -244,6 +254,13 @@ class Cam(CamFacet):
                 scores = out.max(dim=1).values
             else:
                 scores = out.gather(1, targets[:, None]).squeeze(1)
+            if spread is not None and (
+                tuple(scores.shape) != (len(spread),) or (not raw and len(out) != len(spread))
+            ):
+                raise XaikitValueError(
+                    f"the model's rows above layer {layer.name!r} do not follow the layer's rows (it reads "
+                    "the input's batch size or a tensor from below the layer): its rows cannot be spread"
+                )
             da = layer_grad(model, layer.name, scores, a, output)
         return _working(a.detach()), _working(da), _working(scores.detach())
 

@@ -28,7 +28,12 @@ class Inputs:
     ``channel_axes`` are the channel axes of ``tensors`` (the model's layout). ``dtype`` is the
     dtype the tensors, the rows built from them and the accumulators are held in: the model's
     compute dtype, or float32 for a float16/bfloat16 model (``compute_dtype``; the backend casts
-    each chunk to it). ``kwargs`` are the call's checked ``model_kwargs``.
+    each chunk to it). ``kwargs`` are the call's checked ``model_kwargs``. ``repeats`` says that
+    the rows come in groups of ``repeats`` copies of one image (stacked targets,
+    :func:`xaikit.xai.explain.expanded`: row ``r`` is image ``r // repeats`` explained for its own
+    target); a method may then run the work that does not depend on the target once per image
+    (the gradient CAMs' layers below the CAM layer, :func:`xaikit.xai.cam.maps.chunked`). 1: every
+    row is its own image.
     """
 
     bk: Backend
@@ -40,6 +45,7 @@ class Inputs:
     moves: list[Move | None]
     compute_dtype: str = "float32"
     kwargs: ModelKwargs | None = None
+    repeats: int = 1
 
     @property
     def batch(self) -> int:

@@ -146,12 +146,19 @@ def pin(
 def pin_object(inp: Inputs, target: Any, output: int | str = 0) -> Pinned:
     """A target object (or callable) resolved against the model's output for the clean batch
     (one forward pass of the whole batch, not chunked yet; errors name ``target``) and bound to
-    the model's device."""
+    the model's device. Stacked targets (``inp.repeats > 1``): each image runs once and its
+    output is repeated for its targets (:func:`spread_output`)."""
     bk = inp.bk
     device = getattr(inp.tensors[0], "device", None)
     kw = {"model_kwargs": inp.kwargs.rows(np.arange(inp.batch))} if inp.kwargs else {}
+    raw = None
     try:
-        raw = bk.outputs(inp.model, list(inp.tensors), **kw)
+        if inp.repeats > 1 and not inp.kwargs:  # stacked targets: each image once, its output repeated
+            images = bk.index(np.arange(0, inp.batch, inp.repeats), device)
+            once = bk.outputs(inp.model, [bk.gather(t, images) for t in inp.tensors])
+            raw = spread_output(bk, once, inp.batch // inp.repeats, inp.repeats)
+        if raw is None:
+            raw = bk.outputs(inp.model, list(inp.tensors), **kw)
     except XaikitError:
         raise
     except Exception as exc:
@@ -172,6 +179,28 @@ def pin_object(inp: Inputs, target: Any, output: int | str = 0) -> Pinned:
     bound = Bound(resolved, tensors)
     clean = np.asarray(bk.to_numpy(bound.scores(bk, raw, rows)), dtype=np.float64)
     return Pinned(rows, None, clean, None, bound)
+
+
+def spread_output(bk: Any, raw: Any, images: int, repeats: int) -> Any:
+    """What a model returned for ``images`` images, each image's rows repeated ``repeats`` times
+    in a row (as :func:`xaikit.xai.explain.expanded` repeats the images): a tensor, a list of
+    per-image dicts (torchvision detectors) or a dict / output object of tensors, each with one
+    row per image; None for anything else (the caller runs the repeated rows)."""
+    if bk.is_tensor(raw):
+        if not len(raw.shape) or int(raw.shape[0]) != images:
+            return None
+        return bk.gather(raw, bk.index(np.repeat(np.arange(images), repeats), getattr(raw, "device", None)))
+    if isinstance(raw, (list, tuple)) and len(raw) == images and all(isinstance(d, dict) for d in raw):
+        return [d for d in raw for _ in range(repeats)]
+    if isinstance(raw, dict) and raw:
+        values = {k: spread_output(bk, v, images, repeats) for k, v in raw.items()}
+        if any(v is None for v in values.values()):
+            return None
+        try:
+            return type(raw)(**values)
+        except TypeError:  # an output class that cannot be rebuilt from its fields
+            return None
+    return None
 
 
 def pin_targets(

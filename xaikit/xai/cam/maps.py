@@ -33,17 +33,33 @@ class CamResult(NamedTuple):
 
 
 Step = Callable[[list[T], T, "dict[str, Any] | None"], Any]
+#: a step whose rows are the chunk's distinct images and whose last argument ``spread`` is the
+#: image (index into those rows) of each of the chunk's rows (see :meth:`CamFacet.grad_step`)
+SharedStep = Callable[[list[T], T, "dict[str, Any] | None", T], Any]
 
 
 def chunked(
-    inp: Inputs, targets: T | None, max_batch: int | str, step: Step, forward_only: bool = False
+    inp: Inputs,
+    targets: T | None,
+    max_batch: int | str,
+    step: Step,
+    forward_only: bool = False,
+    shared: SharedStep | None = None,
 ) -> Any:
     """``step(rows, targets, model_kwargs)`` over the batch in chunks of ``max_batch`` rows
     (``"auto"``: the engine's default), halving the chunk on out-of-memory (the engine's one
     chunk loop, :func:`~xaikit.xai._engine.chunks.run_chunks`); the results stacked
     (a step that returns a tuple of arrays gets a tuple of stacked arrays).
     For a framework whose compiled step retraces on each new shape (TF) a short chunk is padded
-    with copies of its last row, as the engine pads (its results are cut off)."""
+    with copies of its last row, as the engine pads (its results are cut off).
+
+    ``shared``: for inputs whose rows come in groups of copies of one image
+    (``inp.repeats > 1``, stacked targets), each chunk runs ``shared(images, targets,
+    model_kwargs, spread)`` instead: ``images`` are the chunk's distinct images (once each, a
+    chunk boundary may fall inside a group) and ``spread`` the image of each of its rows, so
+    the work that does not depend on the target runs once per image. When the first chunk's
+    shared step raises anything but an out-of-memory error (a model that does not let its rows
+    be spread), the call runs ``step`` on the repeated rows instead: the same result, slower."""
     bk = inp.bk
     device = bk.model_device(inp.model)
     if max_batch == "auto":
@@ -59,9 +75,35 @@ def chunked(
         n = r1 - r0
         return np.minimum(np.arange(r0, r0 + (padded_rows(n, size) if pad else n)), r1 - 1)
 
+    group = inp.repeats if shared is not None else 1
+    state = {"shared": group > 1, "ran": False}
+
+    def spread_run(idx: np.ndarray) -> Any:
+        """``shared`` on the distinct images of rows ``idx`` (padded to a fixed count, as the
+        rows are, for a framework that retraces on each new shape)."""
+        images = idx // group
+        first = np.unique(images)
+        spread = np.searchsorted(first, images)
+        if pad:  # a chunk of len(idx) rows spans at most this many images
+            first = np.concatenate([first, np.repeat(first[-1], len(idx) // group + 2 - len(first))])
+        rows = bk.index(first * group, where)
+        tg = None if targets is None else bk.gather(targets, bk.index(idx, where))
+        kw = inp.kwargs.rows(first * group) if inp.kwargs else None
+        return shared([bk.gather(t, rows) for t in inp.tensors], tg, kw, bk.index(spread, where))  # type: ignore[misc]
+
     def run(r0: int, r1: int, size: int) -> Any:
         n = r1 - r0
         idx = rows_of(r0, r1, size)
+        if state["shared"]:
+            try:
+                out = spread_run(idx)
+            except Exception as exc:
+                if state["ran"] or bk.is_oom(exc):  # a real error (a later chunk), or halve the chunk
+                    raise
+                state["shared"] = False  # this model does not let its rows be spread: repeat them
+            else:
+                state["ran"] = True
+                return tuple(o[:n] for o in out) if isinstance(out, tuple) else out[:n]
         if len(idx) == n:
             rows, tg = [t[r0:r1] for t in inp.tensors], None if targets is None else targets[r0:r1]
         else:
@@ -154,11 +196,14 @@ def maps_and_scores(
         maps = _score_cam(inp, targets, all_acts, output, max_batch, memory_budget, progress, target)  # type: ignore[arg-type]
         return CamResult(maps, found.name), None
 
-    def grads(rows: list[T], tg: T, kw: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
-        a, da, scores = facet.grad_step(inp.model, found, rows, tg, output, kw, target)
+    def grads(
+        rows: list[T], tg: T, kw: dict[str, Any] | None, spread: T | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        a, da, scores = facet.grad_step(inp.model, found, rows, tg, output, kw, target, spread)
         return combine(method, host(a), host(da)), np.asarray(bk.to_numpy(scores), dtype=np.float64)
 
-    maps, scores = chunked(inp, targets, max_batch, grads)
+    # stacked targets (inp.repeats > 1): the layers below the layer run once per image
+    maps, scores = chunked(inp, targets, max_batch, grads, shared=grads)
     return CamResult(maps, found.name), scores
 
 
