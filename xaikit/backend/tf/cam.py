@@ -11,6 +11,10 @@ on the layer, and all-zero maps), cloned, or subclassed (no ``model.inputs`` at 
 nested inside a sub-model can be chosen too. A gradient that does not reach the layer is an
 error, never zeros. The steps are cached per model, layer, output and constant model
 arguments (:class:`~xaikit.backend.tf.steps.Traced`); the model itself is left as it was.
+For stacked targets the wrapper also gathers the layer's output to the targets' rows
+(``spread``, step ``"cam_spread"``): the layers below the layer run once per image, whatever the
+form of the model; one whose layers above read a tensor from below the layer cannot take the
+spread rows and runs the repeated rows (see :meth:`Cam.grad_step`).
 
 Guided backpropagation swaps, inside a ``try``/``finally``, the ReLU activation of each layer
 that has one (``activation="relu"``, ``Activation("relu")``, plain ``ReLU()`` layers, nested

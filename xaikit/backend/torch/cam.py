@@ -25,6 +25,12 @@ instead.
 A gradient that does not reach the hooked layer is an error (:func:`~xaikit.backend.torch.grads.layer_grad`),
 never a map of zeros.
 
+Stacked targets (``spread`` of :meth:`Cam.grad_step`): the hook also gathers the layer's output
+to the targets' rows (``index_select``), so the layers below it run once per image and the
+leaf, the layers above and the gradient are per target; a model whose rows above the layer do
+not follow the layer's (it reads ``x.shape[0]``, or a tensor from below the layer) is an error
+that the caller answers by running the repeated rows.
+
 Every hook is removed in a ``finally`` block: the model is left as it was, also when the call
 raises. Loaded the first time a CAM method runs (never at ``import xaikit`` time).
 """

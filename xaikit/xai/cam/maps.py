@@ -4,6 +4,11 @@ backend's CAM facet (``bk.cam``, which returns a layer's activations ``A`` and t
 (:mod:`xaikit.xai.cam.formulas`); Eigen-CAM reads the activations alone
 (:func:`layer_activations`), Score-CAM scores the B x C masked images through the engine's
 forward-only plan.
+
+Stacked targets (``inp.repeats = T``: each image's rows repeated T times, one per target): the
+gradient CAMs run the layers below the layer once per image and spread the layer's output to
+the T targets' rows (:func:`chunked`'s ``shared`` step, ``spread`` of
+:meth:`~xaikit.backend.facets.CamFacet.grad_step`); Score-CAM and Eigen-CAM run the repeated rows.
 """
 
 from __future__ import annotations
