@@ -24,9 +24,10 @@ ANCHORS = np.array([[0, 0, 4, 4], [4, 0, 8, 4], [0, 4, 4, 8], [4, 4, 8, 8]], dty
 class ConvYolo(torch.nn.Module):
     """(B, 1, 8, 8) -> (B, 4 anchors, 4 + K): a conv trunk (the CAM layer ``trunk``, 4x4), a 1x1
     head pooled to the 2x2 anchors. ``batch_of_x``: the boxes take x's batch size (so the rows
-    above the layer cannot be spread); ``limit``: the head raises on more rows than that."""
+    above the layer cannot be spread); ``limit``: the head raises on more rows than that;
+    ``skip``: the stem's output is added above the layer."""
 
-    def __init__(self, batch_of_x: bool = False, limit: int | None = None) -> None:
+    def __init__(self, batch_of_x: bool = False, limit: int | None = None, skip: bool = False) -> None:
         super().__init__()
         torch.manual_seed(1)
         self.stem = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU())
@@ -35,10 +36,13 @@ class ConvYolo(torch.nn.Module):
         with torch.no_grad():  # positive evidence: no map is clipped to zero everywhere
             self.head.weight.abs_()
         self.register_buffer("anchors", torch.tensor(ANCHORS))
-        self.batch_of_x, self.limit = batch_of_x, limit
+        self.batch_of_x, self.limit, self.skip = batch_of_x, limit, skip
 
     def forward(self, x: Any) -> Any:
-        a = self.trunk(self.stem(x))
+        h = self.stem(x)
+        a = self.trunk(h)
+        if self.skip:  # a tensor from below the layer reaches the head (broadcast for one image)
+            a = a + torch.nn.functional.avg_pool2d(h, 2)[:, :1]
         if self.limit is not None and a.shape[0] > self.limit:
             raise RuntimeError("the head takes at most limit rows")
         s = torch.nn.functional.avg_pool2d(self.head(a), 2).flatten(2).transpose(1, 2)  # (B, 4, K)
@@ -173,6 +177,18 @@ def test_rows_that_cannot_be_spread_run_repeated() -> None:
     close(maps, looped(model, x, boxes, labels, "gradcam", layer="trunk"))
 
 
+@pytest.mark.parametrize("max_batch", [2, 3, "auto"])
+def test_a_skip_around_the_layer_runs_repeated_from_the_chunk_that_fails(max_batch: Any) -> None:
+    """A chunk of one image broadcasts the skip (its rows spread, equal to the repeated ones); the
+    first chunk of two images fails and it and the rest run repeated; the maps are the same."""
+    model = ConvYolo(skip=True)
+    x, boxes, labels = torch_case(model)
+    maps = xk.xai.explain(
+        model, x, target=xk.targets.Box(boxes, labels), method="gradcam", layer="trunk", max_batch=max_batch
+    )
+    close(maps, looped(model, x, boxes, labels, "gradcam", layer="trunk"))
+
+
 def state(model: Any) -> dict[str, np.ndarray]:
     return {k: v.detach().clone().numpy() for k, v in model.state_dict().items()}
 
@@ -242,10 +258,11 @@ def test_keras_stacked_equals_looped(method: str) -> None:
     assert get_backend(model).traces(model, "cam_grad") == 1  # the looped calls only
 
 
-@pytest.mark.parametrize("max_batch", [3, 5])
-def test_keras_chunks_inside_groups(max_batch: int) -> None:
-    """Chunks that end inside an image's group, the last one padded (TF pads a short chunk)."""
-    model = keras_yolo()
+@pytest.mark.parametrize(("max_batch", "skip"), [(3, False), (5, False), (3, True)])
+def test_keras_chunks_inside_groups(max_batch: int, skip: bool) -> None:
+    """Chunks that end inside an image's group, the last one padded (TF pads a short chunk);
+    with a skip around the layer the one-image chunks spread and the others run repeated."""
+    model = keras_yolo(skip)
     x, boxes, labels = keras_case(model)
     target = xk.targets.Box(boxes, labels)
     whole = xk.xai.explain(model, x, target=target, method="xgradcam", layer="trunk")

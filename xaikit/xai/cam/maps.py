@@ -62,9 +62,10 @@ def chunked(
     (``inp.repeats > 1``, stacked targets), each chunk runs ``shared(images, targets,
     model_kwargs, spread)`` instead: ``images`` are the chunk's distinct images (once each, a
     chunk boundary may fall inside a group) and ``spread`` the image of each of its rows, so
-    the work that does not depend on the target runs once per image. When the first chunk's
-    shared step raises anything but an out-of-memory error (a model that does not let its rows
-    be spread), the call runs ``step`` on the repeated rows instead: the same result, slower."""
+    the work that does not depend on the target runs once per image. When a chunk's shared step
+    raises anything but an out-of-memory error (a model that does not let its rows be spread),
+    that chunk and the rest run ``step`` on the repeated rows instead: the same result, slower
+    (an error of the model itself is raised by ``step``)."""
     bk = inp.bk
     device = bk.model_device(inp.model)
     if max_batch == "auto":
@@ -81,7 +82,7 @@ def chunked(
         return np.minimum(np.arange(r0, r0 + (padded_rows(n, size) if pad else n)), r1 - 1)
 
     group = inp.repeats if shared is not None else 1
-    state = {"shared": group > 1, "ran": False}
+    state = {"shared": group > 1}
 
     def spread_run(idx: np.ndarray) -> Any:
         """``shared`` on the distinct images of rows ``idx`` (padded to a fixed count, as the
@@ -103,11 +104,13 @@ def chunked(
             try:
                 out = spread_run(idx)
             except Exception as exc:
-                if state["ran"] or bk.is_oom(exc):  # a real error (a later chunk), or halve the chunk
+                if bk.is_oom(exc):  # halve the chunk
                     raise
-                state["shared"] = False  # this model does not let its rows be spread: repeat them
+                # this model does not let its rows be spread (a chunk of one image may have, by
+                # broadcasting, equal to the repeated rows): repeat them from here on; an error of
+                # the model itself comes again from the repeated rows
+                state["shared"] = False
             else:
-                state["ran"] = True
                 return tuple(o[:n] for o in out) if isinstance(out, tuple) else out[:n]
         if len(idx) == n:
             rows, tg = [t[r0:r1] for t in inp.tensors], None if targets is None else targets[r0:r1]
