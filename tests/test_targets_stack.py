@@ -280,3 +280,28 @@ def test_keras_skip_around_the_layer_runs_the_repeated_rows() -> None:
     close(maps, looped(model, x, boxes, labels, "gradcam", layer="trunk"))
     assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights()))
     assert "call" not in model.get_layer("trunk").__dict__  # the swapped call is put back
+
+
+@pytest.mark.parametrize("form", ["yolo", "detr", "listed"])
+def test_pinning_runs_each_image_once_for_every_output_form(form: str) -> None:
+    """A tensor, a dict (DETR-style) and a torchvision list of dicts: the clean pass that pins
+    the boxes runs the 2 images, not the 6 (image, box) rows, and the maps equal the loop."""
+    from tests.test_targets_box import ANCHORS as BOX_ANCHORS
+    from tests.test_targets_box import Detr, Listed, Yolo
+    from tests.test_targets_box import images as box_images
+
+    model = {"yolo": Yolo, "detr": Detr, "listed": Listed}[form]()
+    x = box_images()
+    boxes = (np.stack([BOX_ANCHORS[[0, 1, 1]], BOX_ANCHORS[[1, 0, 1]]]) + [0, 0, 0, 0.25]) / (
+        8 if form == "detr" else 1
+    )
+    labels = np.ones((2, 3), np.int64)
+    seen, handle = rows_through(model.cls)
+    try:
+        maps = xk.xai.explain(
+            model, x, target=xk.targets.Box(boxes, labels), method="vanilla", magnitude=False
+        )
+    finally:
+        handle.remove()
+    assert seen[0] == 2 and seen[1:] == [6], seen  # pinning, then the 6 rows' gradients
+    close(maps, looped(model, x, boxes, labels, "vanilla", magnitude=False))
