@@ -25,9 +25,12 @@ class ConvYolo(torch.nn.Module):
     """(B, 1, 8, 8) -> (B, 4 anchors, 4 + K): a conv trunk (the CAM layer ``trunk``, 4x4), a 1x1
     head pooled to the 2x2 anchors. ``batch_of_x``: the boxes take x's batch size (so the rows
     above the layer cannot be spread); ``limit``: the head raises on more rows than that;
-    ``skip``: the stem's output is added above the layer."""
+    ``skip``: the stem's output is added above the layer; ``pair``: returns a tuple (the
+    detections and the scores), which a stacked call cannot repeat row by row."""
 
-    def __init__(self, batch_of_x: bool = False, limit: int | None = None, skip: bool = False) -> None:
+    def __init__(
+        self, batch_of_x: bool = False, limit: int | None = None, skip: bool = False, pair: bool = False
+    ) -> None:
         super().__init__()
         torch.manual_seed(1)
         self.stem = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU())
@@ -36,7 +39,7 @@ class ConvYolo(torch.nn.Module):
         with torch.no_grad():  # positive evidence: no map is clipped to zero everywhere
             self.head.weight.abs_()
         self.register_buffer("anchors", torch.tensor(ANCHORS))
-        self.batch_of_x, self.limit, self.skip = batch_of_x, limit, skip
+        self.batch_of_x, self.limit, self.skip, self.pair = batch_of_x, limit, skip, pair
 
     def forward(self, x: Any) -> Any:
         h = self.stem(x)
@@ -47,7 +50,8 @@ class ConvYolo(torch.nn.Module):
             raise RuntimeError("the head takes at most limit rows")
         s = torch.nn.functional.avg_pool2d(self.head(a), 2).flatten(2).transpose(1, 2)  # (B, 4, K)
         n = x.shape[0] if self.batch_of_x else s.shape[0]
-        return torch.cat([self.anchors.expand(n, -1, -1), s], dim=-1)
+        out = torch.cat([self.anchors.expand(n, -1, -1), s], dim=-1)
+        return (out, s) if self.pair else out
 
 
 def images(batch: int = 3, seed: int = 0) -> np.ndarray:
@@ -305,3 +309,54 @@ def test_pinning_runs_each_image_once_for_every_output_form(form: str) -> None:
         handle.remove()
     assert seen[0] == 2 and seen[1:] == [6], seen  # pinning, then the 6 rows' gradients
     close(maps, looped(model, x, boxes, labels, "vanilla", magnitude=False))
+
+
+@pytest.mark.parametrize("max_batch", ["auto", 5])
+def test_torch_scorecam_scores_every_box_from_one_masked_pass(max_batch: Any) -> None:
+    """The B x C masked images run once (3 x 6 rows through the stem, not 12 x 6), each pass's
+    output scored by the image's 4 boxes; maps equal the loop's."""
+    model = ConvYolo()
+    x, boxes, labels = torch_case(model)
+    seen, handle = rows_through(model.stem)
+    try:
+        maps = xk.xai.explain(
+            model,
+            x,
+            target=xk.targets.Box(boxes, labels),
+            method="scorecam",
+            layer="trunk",
+            max_batch=max_batch,
+        )
+    finally:
+        handle.remove()
+    assert sum(seen) == 3 + 1 + 3 + 3 * 6, seen  # pinning, the layer, its activations, the masked rows
+    close(maps, looped(model, x, boxes, labels, "scorecam", layer="trunk"), 1e-5)
+
+
+def test_keras_scorecam_stacked_equals_looped() -> None:
+    model = keras_yolo()
+    x, boxes, labels = keras_case(model)
+    maps = xk.xai.explain(model, x, target=xk.targets.Box(boxes, labels), method="scorecam", layer="trunk")
+    close(maps, looped(model, x, boxes, labels, "scorecam", layer="trunk"), 1e-5)
+
+
+def test_scorecam_of_an_output_that_cannot_be_repeated_runs_every_box() -> None:
+    """A tuple output: pinning and the masked passes fall back to the 12 repeated rows (every
+    box's masked images, 12 x 6), with the same maps."""
+    model = ConvYolo(pair=True)
+    x = images()
+    with torch.no_grad():
+        out = model(torch.tensor(x))[0].numpy()
+    boxes, labels = stacked(out, PICKS)
+    seen, handle = rows_through(model.stem)
+    try:
+        maps = xk.xai.explain(
+            model, x, target=xk.targets.Box(boxes, labels), method="scorecam", layer="trunk"
+        )
+    finally:
+        handle.remove()
+    # pinning tries the 3 images, then runs the 12 rows; the layer; the activations of the 3
+    # images and their 18 masked rows, which cannot be repeated: the 12 rows' activations and
+    # their 72 masked rows (and the forward-only plan's probe rows)
+    assert seen[:6] == [3, 12, 1, 3, 18, 12] and sum(seen[6:]) >= 12 * 6, seen
+    close(maps, looped(model, x, boxes, labels, "scorecam", layer="trunk"), 1e-5)

@@ -8,11 +8,14 @@ forward-only plan.
 Stacked targets (``inp.repeats = T``: each image's rows repeated T times, one per target): the
 gradient CAMs run the layers below the layer once per image and spread the layer's output to
 the T targets' rows (:func:`chunked`'s ``shared`` step, ``spread`` of
-:meth:`~xaikit.backend.facets.CamFacet.grad_step`); Score-CAM and Eigen-CAM run the repeated rows.
+:meth:`~xaikit.backend.facets.CamFacet.grad_step`); Score-CAM runs each image's masked passes
+once and scores them by its T targets (:func:`_shared_score_cam`); Eigen-CAM runs the repeated
+rows (it has no target).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -198,6 +201,11 @@ def maps_and_scores(
         maps = relu(eigen_projection(_layer_values(inp, found, output, max_batch, reshape)))
         return CamResult(maps, found.name), None
     if method == "scorecam":
+        if inp.repeats > 1 and target is not None and not inp.kwargs:  # stacked targets
+            maps = _shared_score_cam(
+                inp, targets, found, output, max_batch, reshape, progress, target, memory_budget
+            )
+            return CamResult(maps, found.name), None
         all_acts = _layer_values(inp, found, output, max_batch, reshape)
         if targets is None:
             targets = pin(inp, None, output).targets
@@ -284,6 +292,28 @@ def _score_cam(
     the working dtype), so memory stays one chunk whatever C is. The chunk is
     the engine's forward-only plan (:func:`~xaikit.xai._engine.chunks.forward_rows`: ``max_batch``,
     ``memory_budget``, halving on out-of-memory)."""
+    B, C = acts.shape[:2]
+    rows_fn = _masked_rows(inp, acts)
+    with for_method(progress, B * C, "scorecam") as bar:
+        scores = forward_rows(
+            inp, targets, C, rows_fn, seed=0, output=output, max_batch=max_batch,
+            memory_budget=memory_budget, xla=False, progress=bar.advance_to, target=target,
+        )  # fmt: skip
+    return _weighted(scores.T, acts)  # (B, C): row r = c * B + b
+
+
+def _weighted(scores: np.ndarray, acts: np.ndarray) -> np.ndarray:
+    """Score-CAM's maps (B, h, w): the ReLU of the activations (B, C, h, w) weighted by the
+    softmax over the channels of the masked images' scores (B, C)."""
+    s = np.exp(scores - scores.max(axis=1, keepdims=True))
+    w = s / s.sum(axis=1, keepdims=True)
+    return relu(np.einsum("bc,bchw->bhw", w, acts))
+
+
+def _masked_rows(inp: Inputs, acts: np.ndarray) -> Callable[[int, int], list[T]]:
+    """``rows(r0, r1)``: rows [r0, r1) of Score-CAM's B x C masked copies of the image input
+    (row ``r = c * B + b``: image b masked by its upsampled, min-max scaled channel c), built on
+    the device from the activations ``acts`` (B, C, h, w) in the working dtype."""
     bk = inp.bk
     B, C = acts.shape[:2]
     which, (H, W) = image_size(inp)
@@ -306,12 +336,75 @@ def _score_cam(
         idx = bk.arange(r0, r1, device) % B
         return [bk.gather(t, idx) * m if i == which else bk.gather(t, idx) for i, t in enumerate(inp.tensors)]
 
-    with for_method(progress, B * C, "scorecam") as bar:
-        scores = forward_rows(
-            inp, targets, C, rows_fn, seed=0, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=False, progress=bar.advance_to, target=target,
-        )  # fmt: skip
-    s = scores.T  # (B, C): row r = c * B + b
-    s = np.exp(s - s.max(axis=1, keepdims=True))
-    w = s / s.sum(axis=1, keepdims=True)
-    return relu(np.einsum("bc,bchw->bhw", w, acts))
+    return rows_fn
+
+
+def _shared_score_cam(
+    inp: Inputs,
+    targets: T,
+    found: CamLayer,
+    output: int | str,
+    max_batch: int | str,
+    reshape: Reshape,
+    progress: bool | None,
+    target: Any,
+    memory_budget: int | float = DEFAULT_BUDGET,
+) -> np.ndarray:
+    """Score-CAM of stacked targets (``inp.repeats = T`` rows per image, a bound target object):
+    the masks depend on the image only, so the layer's activations and the Bu x C masked images
+    run once per image (Bu = B / T), and each masked pass's output, repeated T times
+    (:func:`~xaikit.xai._engine.targets.spread_output`), is scored by the image's T targets.
+    Chunks of ``max_batch`` masked rows (``"auto"``: the engine's forward-only default; the
+    ``memory_budget`` plan of the unstacked passes is not used), halving on out-of-memory.
+    A model output that cannot be repeated row by row runs the repeated rows (every target's
+    masked passes) as the unstacked Score-CAM does."""
+    from xaikit.xai._engine.targets import spread_output
+
+    bk, group = inp.bk, inp.repeats
+    device = getattr(inp.tensors[0], "device", None)
+    first = bk.index(np.arange(0, inp.batch, group), device)
+    once = dataclasses.replace(inp, tensors=[bk.gather(t, first) for t in inp.tensors], repeats=1)
+    acts = _layer_values(once, found, output, max_batch, reshape)  # (Bu, C, h, w)
+    Bu, C = acts.shape[:2]
+    rows_fn = _masked_rows(once, acts)
+    model_device = bk.model_device(inp.model)
+    if max_batch == "auto":
+        chunk = default_rows(bk, model_device, sum(int(np.prod(t.shape[1:])) for t in inp.tensors), True)
+    else:
+        chunk = int(max_batch)
+    per_row = np.arange(group)
+    samples = np.asarray(bk.to_numpy(targets)).reshape(-1)
+
+    with for_method(progress, Bu * C, "scorecam") as bar, bk.forward_only():
+
+        def run(r0: int, r1: int, _size: int) -> np.ndarray:
+            bar.advance_to(r0)
+            raw = bk.outputs(inp.model, rows_fn(r0, r1))
+            spread = spread_output(bk, raw, r1 - r0, group)
+            if spread is None:
+                raise _Unspreadable
+            # row r = c * Bu + b: image b's targets are the samples b * T + t
+            rows = (np.arange(r0, r1) % Bu)[:, None] * group + per_row
+            which = bk.index(samples[rows.reshape(-1)], device)
+            return np.asarray(bk.to_numpy(target.scores(bk, spread, which)), dtype=np.float64).reshape(
+                -1, group
+            )
+
+        def unspreadable(exc: Exception, r0: int, r1: int, _size: int) -> Exception | None:
+            return None if isinstance(exc, _Unspreadable) else chunk_error(exc, r1 - r0, Bu * C, bk)
+
+        try:
+            parts = run_chunks(bk, model_device, Bu * C, chunk, run, error=unspreadable).results
+        except _Unspreadable:
+            parts = []
+        bar.advance_to(Bu * C)
+    if not parts:  # every target's masked passes, as without a stack
+        every = _layer_values(inp, found, output, max_batch, reshape)
+        return _score_cam(inp, targets, every, output, max_batch, memory_budget, progress, target)
+    scores = np.concatenate(parts).reshape(C, Bu, group).transpose(1, 2, 0)  # (Bu, T, C)
+    maps = _weighted(scores.reshape(Bu * group, C), np.repeat(acts, group, axis=0))
+    return maps  # (Bu * T, h, w): sample b * T + t
+
+
+class _Unspreadable(Exception):
+    """A masked pass's output that :func:`spread_output` cannot repeat row by row."""
