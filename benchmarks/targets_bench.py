@@ -6,7 +6,8 @@ large chunks) against 8 calls with ``Box(boxes[:, t], k)``. Prints a markdown ta
 of ``--repeats`` timings after a warm-up call).
 
 The gradient CAMs (Grad-CAM, HiResCAM, ... on the backbone's output) run the backbone once per
-image and the head once per box; the gradient sweep runs every (image, box) row. The last line
+image and the head once per box, Score-CAM its masked passes once per image; the gradient sweep
+runs every (image, box) row. The last line
 gives the one-pass figures F and B of this model and the bound they put on sharing the forward
 pass in a gradient sweep.
 
@@ -76,7 +77,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--methods", default="vanilla,smoothgrad,integrated,gradcam,hirescam")
+    parser.add_argument("--methods", default="vanilla,smoothgrad,integrated,gradcam,hirescam,scorecam")
     args = parser.parse_args()
     model, anchors = detector(args.size, 16, 5)
     warnings.filterwarnings("ignore", category=xk.DegenerateMapWarning)  # random weights: timings only
