@@ -360,3 +360,23 @@ def test_scorecam_of_an_output_that_cannot_be_repeated_runs_every_box() -> None:
     # their 72 masked rows (and the forward-only plan's probe rows)
     assert seen[:6] == [3, 12, 1, 3, 18, 12] and sum(seen[6:]) >= 12 * 6, seen
     close(maps, looped(model, x, boxes, labels, "scorecam", layer="trunk"), 1e-5)
+
+
+@pytest.mark.parametrize("method", ["gradcam", "xrai"])
+def test_raw_results_of_a_stack_are_regrouped_per_image(method: str) -> None:
+    """``raw=True`` with stacked boxes gives the method's full result with every per-row field
+    regrouped (B, T, ...), as the maps are; before, it came back with B*T rows."""
+    model = ConvYolo()
+    x, boxes, labels = torch_case(model, batch=2)
+    target = xk.targets.Box(boxes, labels)
+    kw: dict[str, Any] = {"layer": "trunk"} if method == "gradcam" else {"steps": 4}
+    raw = xk.xai.explain(model, x, target=target, method=method, raw=True, **kw)
+    assert raw.maps.shape[:2] == (2, 4)
+    for t in (0, 3):  # each box's raw maps are those of its own single-box call
+        one = xk.xai.explain(
+            model, x, target=xk.targets.Box(boxes[:, t], labels[:, t]), method=method, raw=True, **kw
+        )
+        close(raw.maps[:, t : t + 1], one.maps[:, None], tol=1e-5)
+    if method == "xrai":
+        assert len(raw.regions) == 2 and all(len(r) == 4 for r in raw.regions)
+        assert raw.gains[1][3].shape == one.gains[1].shape

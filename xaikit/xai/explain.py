@@ -209,7 +209,7 @@ def explain(
             "so they do not add up to f(x) - f(baseline). Pass magnitude=False to get the delta"
         )
     if result.detail is not None:
-        return result.detail
+        return regrouped_detail(result.detail, stacked, inp.batch) if stacked else result.detail
     values: Any = result.values if multi and record.result == "input" else result.values[0]
     delta = result.delta
     if stacked:  # (B*T, ...) logical samples -> (B, T, ...), T = 1 included
@@ -217,6 +217,37 @@ def explain(
         values = [regroup(v) for v in values] if isinstance(values, list) else regroup(values)
         delta = None if delta is None else regroup(delta)
     return (values, delta) if return_delta else values
+
+
+def regrouped_detail(detail: Any, per_image: int, rows: int) -> Any:
+    """A method's full result (``raw=True``: a ``CamResult``, an ``XraiResult``, a
+    ``LimeResult``) of ``rows`` = B*T stacked logical samples, with every per-row field regrouped
+    per image: an array whose first axis is ``rows`` becomes (B, T, ...), a list of ``rows``
+    items a list of B lists of T; other fields are kept.
+
+    Example:
+        >>> from typing import NamedTuple
+        >>> class R(NamedTuple):
+        ...     maps: np.ndarray
+        ...     layer: str
+        >>> out = regrouped_detail(R(np.zeros((6, 2, 2)), "conv"), 3, 6)
+        >>> out.maps.shape, out.layer
+        ((2, 3, 2, 2), 'conv')
+    """
+
+    def regroup(v: Any) -> Any:
+        if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == rows:
+            return v.reshape(-1, per_image, *v.shape[1:])
+        if isinstance(v, list) and len(v) == rows:
+            return [v[i : i + per_image] for i in range(0, rows, per_image)]
+        return v
+
+    if dataclasses.is_dataclass(detail) and not isinstance(detail, type):
+        fields = {f.name: regroup(getattr(detail, f.name)) for f in dataclasses.fields(detail)}
+        return dataclasses.replace(detail, **fields)
+    if isinstance(detail, tuple) and hasattr(detail, "_replace"):
+        return detail._replace(**{k: regroup(v) for k, v in detail._asdict().items()})
+    return detail
 
 
 def expanded(inp: Inputs, target: Any) -> tuple[Inputs, Any, int]:
