@@ -229,7 +229,7 @@ class _Layer:
 
     def host(self, t: Any) -> np.ndarray:
         """A layer tensor on the host, channel-first."""
-        return to_chw(np.asarray(self.bk.to_numpy(t), dtype=np.float64), self.chw, None)
+        return to_chw(np.asarray(self.bk.to_numpy(t), dtype=np.float64), self.chw, None, self.size)
 
     def activations(self, r0: int, r1: int) -> np.ndarray:
         """The layer's activations of a block (forward only)."""
