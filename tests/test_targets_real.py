@@ -9,9 +9,10 @@ by hand from the model's outputs and differentiated with ``torch.autograd``, Gra
 hooked layer reshaped by hand, the deletion curve's end points as the region's score on the
 image and on the baseline. Models are left exactly as they were.
 
-Budget (2 CPU cores, load ~3.4): the whole file 50 s in one process (Segformer 17 s for both
-regions, DETR 1.7 s, YOLOS 1.3 s, CLIP 1.1 s, Swin / ViT grids 5 s, the Keras U-Net 20 s of
-which 8 s import TensorFlow: marked slow)."""
+Budget (2 CPU cores): the whole file 29 s in one process at load ~1.5, 50 s at load ~3.4;
+at load ~1.5: Segformer 8 s for both regions (most of it the first explain call's imports),
+DETR 0.3 s, YOLOS 0.1 s, CLIP 0.1 s, Swin / ViT grids 0.3 s, the Keras U-Net 17 s of which
+8 s import TensorFlow (marked slow); the rest is importing transformers."""
 
 from __future__ import annotations
 
@@ -211,8 +212,9 @@ def _picks(model: Any, x: np.ndarray, queries: list[int]) -> tuple[np.ndarray, n
 @pytest.mark.parametrize("name", ["detr", "yolos"])
 def test_box_reads_the_matched_querys_logit(name: str) -> None:
     """DETR builds from a ResNetConfig backbone without timm; Box's score is the class logit of
-    the query whose box it names (vanilla gradient equals autograd of that logit picked by
-    hand); stacked (B, T, 4) boxes equal the T single calls. ~2 s each."""
+    the query whose box it names (the deletion curve's first point equals that logit picked by
+    hand, the vanilla gradient equals its autograd); stacked (B, T, 4) boxes equal the T single
+    calls. ~2 s each."""
     model = _detr() if name == "detr" else _yolos()
     assert name == "yolos" or not model.config.use_timm_backbone
     x = _images((2, 3, 32, 32), seed=3)
@@ -227,6 +229,11 @@ def test_box_reads_the_matched_querys_logit(name: str) -> None:
             return out.logits[torch.arange(2), torch.as_tensor(q), torch.as_tensor(lab)]
 
         _close(ours, _autograd(model, x, logit), rtol=1e-3 if name == "detr" else 1e-4)
+        # the score itself: a deletion curve's first point is the box's score on the image
+        r = xk.evaluate.deletion(model, x, np.asarray(ours)[:, 0], target=target, steps=1)
+        with torch.no_grad():
+            hand = logit(model(torch.as_tensor(x))).numpy()
+        np.testing.assert_allclose(r.scores[:, 0], hand, rtol=1e-4, atol=1e-6)  # float32 batching
         singles.append((boxes, labels, np.asarray(ours)))
     stacked_box = np.stack([s[0] for s in singles], axis=1)  # (B, T=2, 4)
     stacked_k = np.stack([s[1] for s in singles], axis=1)  # (B, T)
@@ -437,6 +444,28 @@ def test_non_square_token_count_that_fits_no_grid_is_refused_by_name() -> None:
         model_kwargs=kw,
     )
     assert hand.maps.shape == (1, 4, 5)
+
+
+def test_token_input_without_an_image_keeps_the_square_grid() -> None:
+    """A model fed tokens (B, 17, 4) directly has no 4-D image whose ratio a grid could follow:
+    its token layer is read as before, 1 leading token + a 4x4 grid (not a 17:4 one)."""
+
+    class Tokens(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.mix = torch.nn.Linear(4, 4)
+            self.head = torch.nn.Linear(4, K)
+
+        def forward(self, t: Any) -> Any:
+            return self.head(torch.tanh(self.mix(t)).mean(dim=1))
+
+    torch.manual_seed(0)
+    model, x = Tokens().eval(), _images((2, 17, 4), seed=7)
+    kw: dict[str, Any] = {"target": np.array([0, 1]), "method": "gradcam", "layer": "mix", "raw": True}
+    r = xk.xai.explain(model, x, **kw)
+    hand = xk.xai.explain(model, x, reshape=(4, 4), **kw)
+    assert r.maps.shape == (2, 4, 4)
+    np.testing.assert_array_equal(r.maps, hand.maps)
 
 
 # --------------------------------------------------------------------------------------------
