@@ -446,6 +446,17 @@ def test_non_square_token_count_that_fits_no_grid_is_refused_by_name() -> None:
     assert hand.maps.shape == (1, 4, 5)
 
 
+def test_concepts_on_a_non_square_swin_stage() -> None:
+    """CRAFT's layer reader lays a Swin stage of a 32 x 48 image on its 4 x 6 grid too."""
+    model = _swin()
+    x = np.abs(_images((4, 3, 32, 48), seed=8))
+    before = _state(model)
+    found = xk.analyze.extract_concepts(model, x, 1, layer="swin.layernorm", rank=2, batch_size=2)
+    assert found.coefficients.shape == (4, 4, 6, 2) and found.heatmaps.shape[2:] == (32, 48)
+    assert np.all(np.isfinite(found.coefficients)) and found.coefficients.max() > 0
+    _unchanged(model, before)
+
+
 def test_token_input_without_an_image_keeps_the_square_grid() -> None:
     """A model fed tokens (B, 17, 4) directly has no 4-D image whose ratio a grid could follow:
     its token layer is read as before, 1 leading token + a 4x4 grid (not a 17:4 one)."""
