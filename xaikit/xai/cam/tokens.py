@@ -86,8 +86,14 @@ def grid_or_error(n: int, channels: object, layer: str, size: Size = None) -> tu
             f"grid: {fits}; pass reshape=(h, w) (the last h*w tokens) or a callable that returns a "
             "4-D map"
         )
+    hint = (
+        ""
+        if size is None or size[0] == size[1]
+        else " (an image side that is no multiple of the patch, or a model that resizes its input "
+        "inside, gives a grid of another ratio)"
+    )
     raise XaikitValueError(
         f"layer {layer!r} gives tokens (B, {n}, {channels}) that are not a {shape} patch grid after "
-        f"dropping at most {MAX_EXTRA} leading class / distillation / register tokens: pass "
+        f"dropping at most {MAX_EXTRA} leading class / distillation / register tokens{hint}: pass "
         "reshape=(h, w) (the last h*w tokens) or a callable that returns a 4-D map"
     )
