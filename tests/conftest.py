@@ -62,6 +62,7 @@ NUMERICS_FILES = frozenset(
         "tests/test_targets_metrics.py",
         "tests/test_targets_rules.py",
         "tests/test_targets_stack.py",
+        "tests/test_targets_real.py",
         "tests/test_transformers.py",
         "tests/test_targets_agnostic.py",
         "tests/test_targets_frontends.py",

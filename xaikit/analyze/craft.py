@@ -28,7 +28,7 @@ import numpy as np
 
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.xai.internal import Inputs, chunked, find_layer, image_size, prepare, to_chw, upsample
+from xaikit.xai.internal import Inputs, chunked, find_layer, grid_size, image_size, prepare, to_chw, upsample
 
 __all__ = ["ConceptSet", "extract_concepts", "resolve_layer"]
 
@@ -220,6 +220,7 @@ class _Layer:
         self.first = prepare(bk, model, [x[: self.blocks[0][1]]], ["x_rows"])
         self.found = find_layer(self.first, layer)
         self.size = image_size(self.first)[1]
+        self.tokens_on = grid_size(self.first)  # the image a token layer's grid follows
         self.chw = bk.cam.channel_first(model)
         self.grid = (0, 0)  # the layer's (h, w), once pass 1 has run
 
@@ -229,7 +230,7 @@ class _Layer:
 
     def host(self, t: Any) -> np.ndarray:
         """A layer tensor on the host, channel-first."""
-        return to_chw(np.asarray(self.bk.to_numpy(t), dtype=np.float64), self.chw, None)
+        return to_chw(np.asarray(self.bk.to_numpy(t), dtype=np.float64), self.chw, None, self.tokens_on)
 
     def activations(self, r0: int, r1: int) -> np.ndarray:
         """The layer's activations of a block (forward only)."""

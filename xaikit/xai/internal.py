@@ -18,7 +18,7 @@ from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_row
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai._engine.targets import Pinned, pin, pin_targets
 from xaikit.xai.cam.formulas import combine, eigen_components
-from xaikit.xai.cam.layers import find_layer, to_chw
+from xaikit.xai.cam.layers import find_layer, grid_size, to_chw
 from xaikit.xai.cam.maps import chunked, layer_activations
 from xaikit.xai.cam.resize import image_size, upsample
 from xaikit.xai.dataset._grids import save_grids
@@ -43,6 +43,7 @@ __all__ = [
     "find_layer",
     "forward_scores",
     "fresh_seed",
+    "grid_size",
     "health",
     "image_size",
     "layer_activations",

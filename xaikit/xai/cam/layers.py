@@ -1,7 +1,8 @@
 """The layer a class-activation map reads: :func:`find_layer` resolves ``layer=`` (None: the last
 layer with a spatial output) through the backend's CAM facet and checks that its output can
 become a (B, C, h, w) map; :func:`to_chw` makes it one (channel-last maps transposed, ViT tokens
-(B, N, C) laid out on their square grid by :mod:`xaikit.xai.cam.tokens`, or ``reshape=``).
+(B, N, C) laid out on their patch grid by :mod:`xaikit.xai.cam.tokens`, square or with the image's
+aspect ratio (:func:`grid_size`), or ``reshape=``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,24 @@ from xaikit.backend import T
 from xaikit.backend.facets import CamLayer
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.inputs import Inputs, call_error
-from xaikit.xai.cam.tokens import grid_or_error, token_grid
+from xaikit.xai.cam.tokens import Size, grid_or_error, token_grid
 
 #: the CAM family's logger (``docs/cam.md``: the layer ``layer=None`` chose is logged here)
 logger = logging.getLogger("xaikit.xai.cam")
 
 
 Reshape = Callable[[T], T] | tuple[int, int] | None
+
+
+def grid_size(inp: Inputs) -> Size:
+    """The (H, W) of the first 4-D image input, (B, C, H, W) or (B, H, W, C), whose aspect ratio
+    a token layer's patch grid follows (:mod:`xaikit.xai.cam.tokens`); None (a square grid, as
+    before) when no input is 4-D: a 3-D input may be tokens (B, N, C) rather than an image."""
+    for t, axis in zip(inp.tensors, inp.channel_axes):
+        shape = tuple(int(d) for d in t.shape)
+        if len(shape) == 4:
+            return (shape[2], shape[3]) if axis == 1 else (shape[1], shape[2])
+    return None
 
 
 def check_reshape(value: Any) -> Reshape:
@@ -41,7 +53,7 @@ def check_reshape(value: Any) -> Reshape:
     )
 
 
-def _layer_check(layer: CamLayer, reshape: Reshape, first: bool) -> None:
+def _layer_check(layer: CamLayer, reshape: Reshape, first: bool, size: Size = None) -> None:
     """Raise when ``layer``'s output cannot become a (B, C, h, w) map with ``reshape``."""
     if callable(reshape):
         return
@@ -74,7 +86,7 @@ def _layer_check(layer: CamLayer, reshape: Reshape, first: bool) -> None:
                 f"layer {layer.name!r} gives tokens (B, None, {shape[1]}) of unknown count: pass "
                 "reshape=(h, w) (the last h*w tokens) or a callable that returns a 4-D map"
             )
-        grid_or_error(n, shape[1], layer.name)
+        grid_or_error(n, shape[1], layer.name, size)
         return
     raise XaikitValueError(
         f"layer {layer.name!r} must give a spatial (B, C, h, w) / (B, h, w, C) output, or ViT "
@@ -83,21 +95,25 @@ def _layer_check(layer: CamLayer, reshape: Reshape, first: bool) -> None:
     )
 
 
-def to_chw(a: np.ndarray, first: bool, reshape: Reshape) -> np.ndarray:
+def to_chw(a: np.ndarray, first: bool, reshape: Reshape, size: Size = None) -> np.ndarray:
     """A layer's output (numpy, after a callable ``reshape``) as channel-first (B, C, h, w):
     4-D channel-last maps are transposed, (B, N, C) tokens keep their last h*w (the class,
-    distillation and register tokens dropped) as an (h, w) grid.
+    distillation and register tokens dropped) as an (h, w) grid, square or with the aspect ratio
+    of the image ``size`` = (H, W).
 
     Example:
         >>> tokens = np.arange(2 * 5 * 3.0).reshape(2, 5, 3)  # a class token and a 2x2 grid
         >>> to_chw(tokens, True, None)[0, 0]
         array([[ 3.,  6.],
                [ 9., 12.]])
+        >>> to_chw(np.arange(7.0).reshape(1, 7, 1), True, None, (32, 48))[0, 0]  # 1 + 2x3 tokens
+        array([[1., 2., 3.],
+               [4., 5., 6.]])
     """
     if a.ndim == 4:
         return a if first else a.transpose(0, 3, 1, 2)
     if a.ndim == 3:
-        grid = reshape if isinstance(reshape, tuple) else token_grid(a.shape[1])
+        grid = reshape if isinstance(reshape, tuple) else token_grid(a.shape[1], size)
         if grid is None:  # pragma: no cover - checked by _layer_check
             raise XaikitValueError(f"cannot reshape tokens {a.shape} to a grid: pass reshape=(h, w)")
         h, w = grid
@@ -109,7 +125,8 @@ def to_chw(a: np.ndarray, first: bool, reshape: Reshape) -> np.ndarray:
 
 def find_layer(inp: Inputs, layer: Any = None, reshape: Reshape = None) -> CamLayer:
     """The layer a CAM explains (see :meth:`~xaikit.backend.facets.CamFacet.resolve`), checked
-    to give a map with ``reshape``; the layer found for ``layer=None`` is logged."""
+    to give a map with ``reshape`` (tokens: on a grid with the image's aspect ratio); the layer
+    found for ``layer=None`` is logged."""
     facet = inp.bk.cam
     kw0 = inp.kwargs.rows(np.arange(1)) if inp.kwargs else None
     try:  # the first call of the model on these inputs: a shape the model cannot take shows here
@@ -118,7 +135,7 @@ def find_layer(inp: Inputs, layer: Any = None, reshape: Reshape = None) -> CamLa
         raise
     except Exception as exc:
         raise call_error(inp, exc) from exc
-    _layer_check(found, reshape, facet.channel_first(inp.model))
+    _layer_check(found, reshape, facet.channel_first(inp.model), grid_size(inp))
     if layer is None:
         logger.info("class-activation map: layer=None chose layer %r (output %s)", found.name, found.shape)
     return found

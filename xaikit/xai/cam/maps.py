@@ -29,7 +29,7 @@ from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_row
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.targets import pin
 from xaikit.xai.cam.formulas import combine, eigen_projection, relu
-from xaikit.xai.cam.layers import Reshape, check_reshape, find_layer, to_chw
+from xaikit.xai.cam.layers import Reshape, check_reshape, find_layer, grid_size, to_chw
 from xaikit.xai.cam.resize import bilinear_matrix, image_size
 
 
@@ -191,11 +191,12 @@ def maps_and_scores(
     facet = bk.cam
     found = find_layer(inp, layer, reshape)
     first = facet.channel_first(inp.model)
+    size = grid_size(inp)
 
     def host(t: T) -> np.ndarray:
         if callable(reshape):
             t = reshape(t)
-        return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape)
+        return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape, size)
 
     if method == "eigencam":
         maps = relu(eigen_projection(_layer_values(inp, found, output, max_batch, reshape)))
@@ -266,12 +267,13 @@ def _layer_values(
     passes only, chunked (what Eigen-CAM, Score-CAM and :func:`layer_activations` read)."""
     bk, facet = inp.bk, inp.bk.cam
     first = facet.channel_first(inp.model)
+    size = grid_size(inp)
 
     def acts(rows: list[T], _tg: T, kw: dict[str, Any] | None) -> np.ndarray:
         t = facet.activations(inp.model, found, rows, output, kw)
         if callable(reshape):
             t = reshape(t)
-        return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape)
+        return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape, size)
 
     return chunked(inp, None, max_batch, acts, forward_only=True)
 
