@@ -160,11 +160,14 @@ def explain_dataset(
         seed: the run's seed; shard ``k``'s batch ``j`` runs with a seed derived from ``(seed, k, j)``.
         shard_size: samples per shard, the unit of commit and of work (default 4 batches).
         target: None (explain each sample's predicted class), ``"label"`` (its label), or a
-            target object of :mod:`xaikit.targets` whose fields hold for every sample
-            (``Class(k)``, ``ClassRegion(k, mask=None or (H, W))``, ``Output(i)``,
-            ``Similarity((D,) reference)``): the store records it (``DatasetExplanation.target``),
-            the table's ``score`` is then its clean score and ``prediction`` -1. A callable or
-            per-sample fields are refused (see :mod:`xaikit.xai.dataset.targets`).
+            target object of :mod:`xaikit.targets` (``Class(k)``, ``ClassRegion(k, mask)``,
+            ``Output(i)``, ``Similarity(reference)``, ``Box(box, k)``) whose fields are one
+            value for every sample, one per dataset sample (``mask`` (N, H, W), ``box`` (N, 4),
+            ``k`` (N,)) or the name of a dataset key read with each batch
+            (``Box(box="box", k="label")``): the store records it and the per-sample values
+            (``DatasetExplanation.target`` / ``targets_of(indices)``), the table's ``score`` is
+            then its clean score and ``prediction`` -1. A callable and stacked boxes are
+            refused (see :mod:`xaikit.xai.dataset.targets`).
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         x_key: the input key of dict samples and NumpyDataset columns.
         label_key: the label key (default: the first of ``y``, ``label``, ``labels``, ``target``).
