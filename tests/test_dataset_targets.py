@@ -318,11 +318,15 @@ def test_ray_gives_the_local_bits(tmp_path: Path) -> None:
     model, (x, boxes, labels) = Yolo(), det_data()
     table = NumpyDataset({"x": x, "box": boxes, "label": labels})
     local = run(model, table, tmp_path / "l.zarr", xk.targets.Box(box="box", k="label"))
+    seg, (xs, k, masks) = segmenter(), seg_data()
+    region = xk.targets.ClassRegion(k, mask=masks, reduce="mean")  # per-sample arrays, shipped
+    seg_local = run(seg, xs, tmp_path / "sl.zarr", region)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         remote = run(
             model, table, tmp_path / "r.zarr", xk.targets.Box(box="box", k="label"), engine="ray", workers=2
         )
+        seg_remote = run(seg, xs, tmp_path / "sr.zarr", region, engine="ray", workers=2)
     finally:
         ray.shutdown()
         if saved is None:
@@ -334,3 +338,5 @@ def test_ray_gives_the_local_bits(tmp_path: Path) -> None:
     np.testing.assert_array_equal(root_r["target_box"][:], root_l["target_box"][:])
     np.testing.assert_array_equal(root_r["target_k"][:], labels)
     assert remote.complete and {r["worker"].split(":")[0] for r in remote.store.records().values()} == {"ray"}
+    np.testing.assert_array_equal(seg_remote.attributions[:], seg_local.attributions[:])
+    np.testing.assert_array_equal(seg_remote.targets_of(np.arange(N)).mask, masks)
