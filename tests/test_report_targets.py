@@ -131,3 +131,42 @@ def test_region_outline_and_unmarked_stores(tmp_path: Path) -> None:
     for other in (None, "label", {"kind": "Class", "k": 1}, {"kind": "ClassRegion", "k": 1, "mask": None}):
         (store / "manifest.json").write_text(json.dumps({"target": other, "map_shape": [3, 16, 16]}))
         assert marked_thumbnails(store, np.array([0]), thumbs[:1]) is None
+
+
+def test_the_store_grids_draw_the_box_and_the_region_outline(tmp_path: Path) -> None:
+    """``xaikit explain``'s grids (embedded by the report) draw each sample's box on the image
+    and on the overlay; a ClassRegion store's mask outline likewise; a class store nothing."""
+    from target_models import layout, linear_segmenter
+
+    from xaikit.xai.dataset._grids import dataset_grid, save_grids
+    from xaikit.xai.dataset._sources import as_source
+
+    store, x, boxes = box_store(tmp_path)
+    res = xk.xai.DatasetExplanation.open(store)
+    idx = np.array([4, 1])
+    grid = dataset_grid(res, as_source(x), idx, "t")
+    assert grid is not None and grid.kinds("image") == ["image", "contour"]
+    assert grid.kinds("overlay") == ["image", "image", "contour"]
+    np.testing.assert_array_equal(grid["image"][1], np.stack([frame(boxes[i]) for i in idx]))
+    np.testing.assert_array_equal(grid["overlay"][2], grid["image"][1])
+    assert len(save_grids(res, as_source(x), tmp_path / "grids", n=2)) == 3
+    # a segmentation store with per-sample masks: their outlines
+    rng = np.random.default_rng(3)
+    w, b = rng.normal(size=(4, 3)).astype(np.float32), rng.normal(size=4).astype(np.float32)
+    xs = layout("torch", rng.normal(size=(3, 8, 8, 3)).astype(np.float32))
+    masks = np.zeros((3, 8, 8), bool)
+    masks[:, 2:6, 1:5] = True
+    masks[1, 0, 0] = True
+    seg = xk.xai.explain_dataset(
+        linear_segmenter("torch", w, b, (8, 8)), xs, method="vanilla", out=tmp_path / "seg.zarr",
+        target=xk.targets.ClassRegion(np.array([0, 1, 2]), mask=masks), progress=False,
+    )  # fmt: skip
+    grid = dataset_grid(seg, as_source(xs), np.array([1, 2]), "t")
+    assert grid is not None and grid.kinds("image") == ["image", "contour"]
+    np.testing.assert_array_equal(grid["image"][1], outline(masks[[1, 2]]))
+    plain = xk.xai.explain_dataset(
+        linear_segmenter("torch", w, b, (8, 8)), xs, method="vanilla", out=tmp_path / "c.zarr",
+        target=xk.targets.Output(3), progress=False,
+    )  # fmt: skip
+    grid = dataset_grid(plain, as_source(xs), np.array([0]), "t")
+    assert grid is not None and grid.kinds("image") == ["image"]

@@ -9,7 +9,7 @@ import pytest
 
 from xaikit.errors import XaikitValueError
 from xaikit.viz import Contour, ImgData
-from xaikit.viz.contour import outline, paint_box, paint_outline
+from xaikit.viz.contour import box_pixels, outline, paint_box, paint_outline
 
 S = 16
 
@@ -99,6 +99,12 @@ def test_thumbnail_painters() -> None:
     frame[1, 2:6] = frame[4, 2:6] = frame[1:5, 2] = frame[1:5, 5] = True
     np.testing.assert_array_equal(boxed.any(axis=-1), frame)
     assert boxed[1, 2].tolist() == [0, 255, 255] and not rgb.any()  # a copy
+    # the grids draw a box as the outline of the pixels it touches: the same frame
+    np.testing.assert_array_equal(outline(box_pixels(np.array([[2, 1, 6, 5]]), (8, 8)))[0], frame)
+    jittered = np.array([2.2, 1.1, 5.7, 4.9])
+    np.testing.assert_array_equal(
+        outline(box_pixels(jittered, (8, 8)))[0], paint_box(rgb, jittered).any(axis=-1)
+    )
     half = paint_box(rgb, [4, 2, 12, 10], scale=(0.5, 0.5))
     np.testing.assert_array_equal(half.any(axis=-1), frame)
     assert not paint_box(rgb, [np.nan, 0, 1, 1]).any()

@@ -22,7 +22,7 @@ import numpy as np
 from xaikit.backend import to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
-__all__ = ["Contour", "outline", "paint_box", "paint_outline"]
+__all__ = ["Contour", "box_pixels", "outline", "paint_box", "paint_outline"]
 
 #: RGB of the outlines and boxes drawn on report thumbnails
 MARK_RGB = (0, 255, 255)
@@ -83,6 +83,22 @@ def paint_outline(rgb: np.ndarray, mask: np.ndarray, color: tuple[int, int, int]
     out = np.array(rgb, copy=True)
     out[outline(mask)] = color
     return out
+
+
+def box_pixels(boxes: Any, hw: tuple[int, int]) -> np.ndarray:
+    """(n, H, W) bool: the pixels each (x0, y0, x1, y1) box of ``boxes`` (n, 4) touches (pixel
+    column c when c + 1 > x0 and c < x1, rows likewise); its :func:`outline` is the frame
+    :func:`paint_box` draws.
+
+    Example:
+        >>> box_pixels(np.array([[1.2, 0.0, 3.0, 1.5]]), (3, 4)).astype(int)[0].tolist()
+        [[0, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 0]]
+    """
+    b = np.asarray(boxes, np.float64).reshape(-1, 4)
+    rows, cols = np.arange(hw[0], dtype=np.float64), np.arange(hw[1], dtype=np.float64)
+    inside_y = (rows + 1 > b[:, 1:2]) & (rows < b[:, 3:4])
+    inside_x = (cols + 1 > b[:, 0:1]) & (cols < b[:, 2:3])
+    return inside_y[:, :, None] & inside_x[:, None, :]
 
 
 def paint_box(
