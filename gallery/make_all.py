@@ -58,6 +58,7 @@ _TUTORIAL = (
 
 JOBS: tuple[Job, ...] = (
     Job("imgdata_grid", "imgdata_grid.png"),
+    Job("imgdata_contour", "imgdata_contour.png"),
     Job("degenerate_maps", "degenerate_maps.png", frameworks=("torch",)),
     Job("history_plot", "history_plot.png"),
     Job("inspect_stats", "inspect_stats.png", quick=("--steps", "9", "--every", "2"), frameworks=("torch",)),

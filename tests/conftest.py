@@ -51,6 +51,7 @@ NUMERICS_FILES = frozenset(
         "tests/test_evaluate_randomization.py",
         "tests/test_evaluate_randomization_more.py",
         "tests/test_evaluate_robustness.py",
+        "tests/test_dataset_targets.py",
         "tests/test_explain_dataset.py",
         "tests/test_methods_everywhere.py",
         "tests/test_model_forms_keras.py",

@@ -1,6 +1,7 @@
 """Target objects (``xk.targets``) through the front ends: ``SaliencyNet(...).get_*_masks(target=)``
 and the ``Saliency`` trace (``target=``) explain a region of a 1x1-convolution segmenter exactly
-as ``explain`` does, torch and Keras; ``explain_dataset`` refuses them, naming ``target``."""
+as ``explain`` does, torch and Keras; ``explain_dataset`` stores them, and refuses what it cannot
+store (a callable, per-sample fields of another length), naming ``target``."""
 
 from __future__ import annotations
 
@@ -150,7 +151,7 @@ def test_explain_dataset_stores_the_target_and_says_so_when_read_back(
         logits = channel_last(framework, np.asarray(x)) @ w.T + b
         np.testing.assert_allclose(table["score"], logits[:, MASK, 2].mean(axis=1), rtol=1e-5)
     # the same store with another target is not resumed silently
-    with pytest.raises(XaikitValueError, match=r"target: stored .*ClassRegion"):
+    with pytest.raises(XaikitValueError, match=r"target(: stored .*ClassRegion| field 'k': stored 2, now 1)"):
         xk.xai.explain_dataset(
             model, x, method="vanilla", out=str(tmp_path / "s.zarr"), batch_size=2,
             target=xk.targets.ClassRegion(1), progress=False,
@@ -173,14 +174,18 @@ def test_explain_dataset_class_k_is_the_class(tmp_path: Any, weights: Any, image
     ("target", "message"),
     [
         (lambda out: out.sum(dim=(1, 2, 3)), "target=<lambda>: explain_dataset cannot store a callable"),
-        (xk.targets.ClassRegion([1, 2]), r"target=ClassRegion\(k\): explain_dataset takes one"),
+        # per-sample fields must have one value per dataset sample (B here), not B + 1
         (
-            xk.targets.ClassRegion(1, mask=np.ones((B, H, W))),
-            r"target=ClassRegion\(k, mask=...\): .*one \(H, W\) mask",
+            xk.targets.ClassRegion([1, 2, 3]),
+            r"target=ClassRegion\(k, mask\): explain_dataset takes k as one value for every sample",
         ),
         (
-            xk.targets.Similarity(np.ones((B, H * W * K))),
-            r"target=Similarity\(reference\): .*one \(D,\) reference",
+            xk.targets.ClassRegion(1, mask=np.ones((B + 1, H, W))),
+            r"target=ClassRegion\(k, mask\): .*takes mask as .*\(\(H, W\)\), one per dataset sample \(2, \.\.\.\)",
+        ),
+        (
+            xk.targets.Similarity(np.ones((B + 1, H * W * K))),
+            r"target=Similarity\(reference\): .*takes reference as .*\(\(D,\)\), one per dataset sample",
         ),
         (xk.targets.Output(H * W * K), r"target=Output.*index must lie"),
     ],

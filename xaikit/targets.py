@@ -115,6 +115,11 @@ class Target:
 
 def _classes(k: Any, name: str) -> np.ndarray:
     """``k`` as int64 (1,) or (B,): one class or one per sample (checked later against B)."""
+    if isinstance(k, str):
+        raise XaikitTypeError(
+            f"target={name}(...): {k!r} names a dataset key, which only explain_dataset reads (the values "
+            "of each batch); pass the values: an int or one per sample"
+        )
     arr = np.asarray(k)
     if isinstance(k, bool) or arr.dtype.kind not in "iu" or arr.ndim > 1 or arr.size == 0:
         raise XaikitTypeError(
@@ -122,6 +127,12 @@ def _classes(k: Any, name: str) -> np.ndarray:
             f"sample); got {describe(k)}"
         )
     return arr.astype(np.int64).reshape(-1)
+
+
+def _check_classes(k: Any, name: str) -> None:
+    """Check ``k`` at construction; a str names a dataset key (read by ``explain_dataset``)."""
+    if not isinstance(k, str):
+        _classes(k, name)
 
 
 def _per_sample(values: np.ndarray, batch: int, what: str) -> np.ndarray:
@@ -153,7 +164,7 @@ class Class(Target):
     k: Any
 
     def __post_init__(self) -> None:
-        _classes(self.k, "Class")
+        _check_classes(self.k, "Class")
 
     def resolve(
         self, out: Any, channel_first: bool, output: int | str = 0, raw: Any = None, batch: int | None = None
@@ -175,7 +186,7 @@ class Output(Target):
     index: Any
 
     def __post_init__(self) -> None:
-        _classes(self.index, "Output")
+        _check_classes(self.index, "Output")
 
     def resolve(
         self, out: Any, channel_first: bool, output: int | str = 0, raw: Any = None, batch: int | None = None
@@ -208,7 +219,7 @@ class ClassRegion(Target):
     axis: int | None = None
 
     def __post_init__(self) -> None:
-        _classes(self.k, "ClassRegion")
+        _check_classes(self.k, "ClassRegion")
         if self.reduce not in ("sum", "mean"):
             raise XaikitValueError(
                 f"target=ClassRegion(..., reduce=...): reduce must be 'sum' or 'mean'; got {self.reduce!r}"
@@ -504,7 +515,7 @@ class Box(Target):
 
     def __post_init__(self) -> None:
         stacked = self.box is not None and np.ndim(self.box) == 3 and np.ndim(self.k) == 2
-        _classes(np.asarray(self.k).reshape(-1) if stacked else self.k, "Box")  # (B, T) when stacked
+        _check_classes(np.asarray(self.k).reshape(-1) if stacked else self.k, "Box")  # (B, T) when stacked
         if isinstance(self.iou, bool) or not isinstance(self.iou, (int, float)) or not 0 <= self.iou <= 1:
             raise XaikitValueError(
                 f"target=Box(..., iou=...): iou must be a number in [0, 1]; got {describe(self.iou)}"

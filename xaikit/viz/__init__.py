@@ -15,9 +15,19 @@ from __future__ import annotations
 from xaikit.denormalize import denormalize
 from xaikit.viz._image import display_range
 from xaikit.viz._save import save_figure
+from xaikit.viz.contour import Contour
 from xaikit.viz.history import plot_history
 from xaikit.viz.img_data import ImgData
 from xaikit.viz.overlay import overlay
 from xaikit.viz.report_page import report
 
-__all__ = ["ImgData", "denormalize", "display_range", "overlay", "plot_history", "report", "save_figure"]
+__all__ = [
+    "Contour",
+    "ImgData",
+    "denormalize",
+    "display_range",
+    "overlay",
+    "plot_history",
+    "report",
+    "save_figure",
+]

@@ -5,6 +5,7 @@ Kinds, decided per value (see :class:`~xaikit.viz.ImgData`):
 * strings, bytes, numbers and ``(B,)`` / ``(B, N)`` arrays → text, one string per row;
 * ``(B, N, 4|5)`` → bounding boxes;
 * ``(B, H, W)``, ``(B, H, W, C)``, ``(B, C, H, W)`` → images;
+* a :class:`~xaikit.viz.contour.Contour` → mask outlines (``"contour"``), drawn over the images;
 * a 2-D *float* array ``(H, W)`` is one greyscale image (a batch of 1) instead of ``H`` rows of
   text when the column is named in an image-only option, or when its ``H`` is no other
   column's batch size and either another column has a batch of 1 or both sides are at least
@@ -22,6 +23,7 @@ import numpy as np
 from xaikit.backend import prefers_channel_first, to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.viz._image import Range, cell_range, to_channels_last
+from xaikit.viz.contour import Contour
 
 __all__ = ["MIN_FLAT_IMAGE", "Layer", "fmt", "is_scalar", "parse_columns"]
 
@@ -34,12 +36,15 @@ MIN_FLAT_IMAGE = 8
 class Layer:
     """One overlay element of a column, prepared for painting."""
 
-    kind: str  # "text" | "boxes" | "image"
-    data: Any  # text: list[str]; boxes: (B, N, 4|5); image: (B, H, W) or (B, H, W, 3)
+    kind: str  # "text" | "boxes" | "image" | "contour"
+    data: (
+        Any  # text: list[str]; boxes: (B, N, 4|5); image: (B, H, W) or (B, H, W, 3); contour: (B, H, W) bool
+    )
     batch: int
     fixed: Range | str | None = None  # the batch range of the image array (see viz._image.cell_range)
     flat: tuple[int, int] | None = None  # text read from a 2-D numeric array of this shape
     flat_float: bool = False  # ... of floats
+    color: str | None = None  # a contour's colour
 
 
 def fmt(value: Any) -> str:
@@ -83,6 +88,9 @@ def parse_layer(
     """
     if is_scalar(value):
         return Layer("text", [fmt(value)], 1)
+    if isinstance(value, Contour):
+        edges = value.outlines(f"column {name!r}: Contour")
+        return Layer("contour", edges, int(edges.shape[0]), color=value.color)
     prefer_first = prefers_channel_first(value)
     try:
         arr = to_number(value)

@@ -86,7 +86,7 @@ def plan_group(
     specs: list[dict[str, Any]] = []
     for col in cols:
         base = columns[col][0]
-        if base.kind == "image":
+        if base.kind in ("image", "contour"):
             h, w = base.data.shape[1:3]
             content = row_h * float(np.clip(w / h, 0.25, 4.0))
         elif base.kind == "boxes":

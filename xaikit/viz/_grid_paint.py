@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from matplotlib import colormaps as _mpl_colormaps
 from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -96,6 +97,11 @@ def _paint_cell(
             _paint_text(ax, layer.data[row], width, height, overlay=depth > 0, color=color)
         elif layer.kind == "boxes":
             _paint_boxes(ax, layer.data[row], depth, extent)
+        elif layer.kind == "contour":
+            edges = layer.data[row]
+            if extent is None:
+                extent = (0.0, float(edges.shape[1]), float(edges.shape[0]), 0.0)
+            _paint_contour(ax, edges, layer.color or BOX_COLORS[depth % len(BOX_COLORS)], extent)
         else:
             image = layer.data[row]
             if extent is None:
@@ -155,6 +161,13 @@ def _paint_boxes(ax: Axes, boxes: np.ndarray, depth: int, extent: Extent | None)
             ax.set_xlim(x_lo - pad, x_hi + pad)
             ax.set_ylim(y_hi + pad, y_lo - pad)
         ax.set_aspect("equal")
+
+
+def _paint_contour(ax: Axes, edges: np.ndarray, color: str, extent: Extent) -> None:
+    """The outline pixels ``edges`` (H, W) in ``color``, opaque; every other pixel transparent."""
+    rgba = np.zeros((*edges.shape, 4), np.float32)
+    rgba[edges] = to_rgba(color)
+    ax.imshow(rgba, interpolation="nearest", extent=extent)
 
 
 def _paint_image(

@@ -69,8 +69,11 @@ class ImgData:
     * ``(B, H, W)``, ``(B, H, W, C)`` or ``(B, C, H, W)`` with 1 or 3 channels → images. The
       channel axis is detected (an ambiguous shape is read channel-first for torch tensors,
       channel-last otherwise) unless ``channel_axis`` says where it is.
+    * :class:`~xaikit.viz.Contour` ``(masks)`` → the outlines of ``(B, H, W)`` bool or integer
+      masks (the region's border pixels, opaque in its colour; the inside and outside left
+      alone), e.g. a segmentation target over its image: ``x=[images, Contour(masks)]``.
     * a list of such values → overlays: the first is the base, the later ones are drawn on top
-      half-transparent (images) or as outlines (boxes).
+      half-transparent (images) or as outlines (boxes, contours).
 
     Values may be numpy arrays, torch tensors or TF tensors. Image values map to colours by the
     display-range rule of :func:`xaikit.viz.display_range`: integers as uint8, colour floats in
@@ -178,7 +181,8 @@ class ImgData:
         return key in self._columns
 
     def kinds(self, column: str) -> list[str]:
-        """The cell kind of each overlay element of ``column``: ``"text"``, ``"boxes"`` or ``"image"``."""
+        """The cell kind of each overlay element of ``column``: ``"text"``, ``"boxes"``, ``"image"``
+        or ``"contour"``."""
         return [layer.kind for layer in self._layers(column)]
 
     def _layers(self, column: str) -> list[Layer]:

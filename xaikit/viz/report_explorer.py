@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.files import records_digest, sha256_of_file
+from xaikit.viz.report_targets import marked_thumbnails
 from xaikit.viz.run_data import read_json
 
 __all__ = ["ANALYSIS_FORMAT", "RELIANCE_DROP", "explorer"]
@@ -307,6 +308,9 @@ def _build(
     pos_of = {int(index[r]): p for p, r in enumerate(shown)}
     names = _names(classes, doc)
     has_img = "thumb_image" in a
+    marked = marked_thumbnails(store, a["thumb_index"], a["thumb_image"]) if has_img else None
+    if marked is not None:  # the explained box or region drawn on every thumbnail
+        a = {**a, "thumb_image": marked}
     # sprites hold the tiles of the shown points, in their order (a point without a thumbnail
     # gets a blank tile, flagged by tile = -1)
     safe = np.where(tile >= 0, tile, 0)
@@ -364,6 +368,7 @@ def _build(
             "n": len(index),
             "shown": len(shown),
             "has_images": has_img,
+            "marked": marked is not None,
             "layer": doc.get("layer"),
             "settings": [(str(k), json.dumps(v)) for k, v in settings.items()] if settings else [],
             "skipped": [(str(k), int(v)) for k, v in skipped.items() if isinstance(v, int) and v],

@@ -1,6 +1,8 @@
 """Grids of a dataset explanation: the first samples, the most and the least confident (by the
 stored ``score``), each row the sample, the image, its map (with a colorbar) and the map laid
-over the image.
+over the image; for a run that explains a box (``Box``) or a masked region (``ClassRegion``
+with a mask), fixed or per sample, the box or the mask's outline is drawn on the image and
+the overlay.
 
 :func:`pick_samples` chooses the samples, :func:`dataset_grid` builds one grid (an
 :class:`~xaikit.viz.ImgData`; painting is ``viz``'s), :func:`save_grids` writes the PNGs of
@@ -15,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from xaikit.errors import XaikitError
 from xaikit.layout import channel_axis_of
+from xaikit.targets import Box, ClassRegion
 from xaikit.xai._engine.display import to_display
 from xaikit.xai.dataset._sources import Source
 from xaikit.xai.registry import title as method_title
@@ -109,14 +113,42 @@ def dataset_grid(
         colors.append("red" if wrong else None)
     image = display_images(x)
     column = method_title(result.manifest["method"])
+    marks = target_marks(result, idx, image.shape[1:3])
+    drawn = [] if marks is None else [marks]
     return ImgData(
-        {"sample": text, "image": image, column: mask, "overlay": [image, mask]},
+        {"sample": text, "image": [image, *drawn], column: mask, "overlay": [image, mask, *drawn]},
         colormaps={column: "inferno", "overlay": "inferno"},
         vranges={"image": (0.0, 1.0), column: (0.0, 1.0), "overlay": (0.0, 1.0)},
         colorbars={column},
         text_colors={"sample": colors},
         figure_title=title,
     )
+
+
+def target_marks(result: Any, idx: np.ndarray, hw: tuple[int, ...]) -> Any:
+    """What the grid draws of the explained target of samples ``idx`` on (H, W) = ``hw``
+    images, as a :class:`~xaikit.viz.Contour`: a ``ClassRegion``'s masks, or a ``Box``'s boxes
+    as the pixels they touch (:func:`~xaikit.viz.contour.box_pixels`; a box all in [0, 1] is
+    read as fractions of the image), so the frame is drawn on the image's pixels as the
+    report's thumbnails draw it; None for any other target."""
+    from xaikit.viz import Contour
+    from xaikit.viz.contour import box_pixels
+
+    try:
+        target = result.targets_of(idx)
+    except (XaikitError, AttributeError, KeyError, ValueError):
+        return None
+    n = len(idx)
+    if isinstance(target, Box) and target.box is not None:
+        boxes = np.broadcast_to(np.asarray(target.box, np.float64).reshape(-1, 4), (n, 4)).copy()
+        if boxes.size and np.all((boxes >= 0) & (boxes <= 1)):
+            boxes *= np.array([hw[1], hw[0], hw[1], hw[0]], np.float64)
+        return Contour(box_pixels(boxes, (int(hw[0]), int(hw[1]))))
+    if isinstance(target, ClassRegion) and target.mask is not None:
+        masks = np.asarray(target.mask)
+        masks = np.broadcast_to(masks, (n, *masks.shape[-2:])) != 0
+        return Contour(masks)
+    return None
 
 
 def _class(index: Any, names: list[str] | None) -> str:

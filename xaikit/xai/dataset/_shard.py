@@ -24,7 +24,7 @@ from xaikit.xai.dataset._sources import Source
 from xaikit.xai.dataset._store import FORMAT, ShardResult, jsonable
 from xaikit.xai.dataset.options import ENGINE_OPTIONS
 from xaikit.xai.dataset.spec import ModelSpec
-from xaikit.xai.dataset.targets import target_from
+from xaikit.xai.dataset.targets import batch_target, batch_values, per_sample_fields
 from xaikit.xai.explain import run
 from xaikit.xai.registry import get_method
 
@@ -45,6 +45,8 @@ class Settings:
     fingerprint: str = ""
     #: how the data source reads samples where it changes their values (resize, channels)
     data: dict[str, Any] | None = None
+    #: the values of the target's per-sample fields given as arrays: ``{field: (N, ...)}``
+    target_arrays: dict[str, np.ndarray] | None = None
 
     @property
     def n_shards(self) -> int:
@@ -98,26 +100,34 @@ def _softmax_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return p[np.arange(len(p)), classes].astype(np.float32)
 
 
-def _scored_object(settings: Settings) -> Any:
-    """The run's target object when it is scored as one (not ``Class(k)``, a class), else None."""
-    obj = target_from(settings.target)
-    return None if obj is None or isinstance(obj, (str, Class)) else obj
+def batch_object(settings: Settings, values: dict[str, np.ndarray] | None = None) -> Any:
+    """The target of a batch: None, ``"label"`` or the run's target object with the batch's
+    per-sample ``values`` (``{field: (n, ...)}``, :func:`~xaikit.xai.dataset.targets.batch_values`)."""
+    if not isinstance(settings.target, dict):
+        return settings.target
+    return batch_target(settings.target, values or {})
 
 
-def model_scores(model: Any, x: np.ndarray, settings: Settings) -> np.ndarray:
+def _scored_object(target: Any) -> Any:
+    """The batch's target object when it is scored as one (not ``Class(k)``, a class), else None."""
+    return None if target is None or isinstance(target, (str, Class)) else target
+
+
+def model_scores(model: Any, x: np.ndarray, settings: Settings, target: Any = None) -> np.ndarray:
     """The model's explained output for a batch, forward only: (n, classes) or (n,); with a
-    target object, its (n,) clean scores (the object checked against the model's output)."""
+    target object (``target``, the batch's: :func:`batch_object`), its (n,) clean scores (the
+    object checked against the model's output)."""
     opts = settings.options
     bk = get_backend(model, settings.framework)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=opts.get("model_kwargs"))
     with bk.inference(model):
-        if (obj := _scored_object(settings)) is not None:
+        if (obj := _scored_object(target)) is not None:
             return np.asarray(pin(inp, obj, opts.get("output", 0), objects=True).output)
         return np.asarray(bk.to_numpy(logits(inp, opts.get("output", 0))))
 
 
 def explain_rows(
-    model: Any, x: np.ndarray, labels: np.ndarray | None, settings: Settings, seed: int
+    model: Any, x: np.ndarray, labels: np.ndarray | None, settings: Settings, seed: int, target: Any = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(attributions, predictions, scores, deltas, map_status)`` of one batch: the predicted
     class and its probability (the model's output where it gives probabilities, else its softmax;
@@ -125,7 +135,8 @@ def explain_rows(
     with ``target="label"``) and their status (:func:`xaikit.xai.health.map_status`, judged
     against the explained scores of this batch's output; reported once, by
     :func:`explain_dataset`). The batch is prepared once and its classes pinned by the one
-    forward pass that also gives the table's predictions and scores."""
+    forward pass that also gives the table's predictions and scores. ``target``: the batch's
+    target (:func:`batch_object`; None for the predicted class)."""
     method = get_method(settings.method)
     shared, own = method.split_options({k: v for k, v in settings.options.items() if k not in ENGINE_OPTIONS})
     engine = {k: settings.options[k] for k in ENGINE_OPTIONS if k in settings.options}
@@ -135,7 +146,7 @@ def explain_rows(
     if settings.target == "label" and labels is None:
         raise XaikitValueError('target="label" needs labels, and the dataset has none')
     with bk.inference(model):
-        if (obj := _scored_object(settings)) is not None:  # its clean scores, no class
+        if (obj := _scored_object(target)) is not None:  # its clean scores, no class
             pinned = pin(inp, obj, output, objects=True)
             scores = np.asarray(pinned.output)
             predicted: np.ndarray | None = np.full(inp.batch, -1, np.int64)
@@ -143,7 +154,7 @@ def explain_rows(
             pinned = pin(inp, None, output)  # the predictions, and the classes explained by default
             scores = np.asarray(pinned.output)
             predicted = pinned.host_targets(bk)
-        given = labels if settings.target == "label" else target_from(settings.target)
+        given = labels if settings.target == "label" else target
         if isinstance(given, Class) or settings.target == "label":  # Class(k): the class k
             pinned = Pinned(
                 bk.index(check_targets(bk, given, inp.batch, pinned.n_classes or 1), bk.model_device(model)),
@@ -193,6 +204,8 @@ def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> Sha
     batches: list[tuple[np.ndarray, tuple[np.ndarray, ...] | None]] = []
     labels: list[np.ndarray] = []
     files: list[str] = []
+    fields = per_sample_fields(settings.target)
+    targets: dict[str, list[np.ndarray]] = {name: [] for name in fields}
     skipped: list[dict[str, Any]] = []
     has_labels = has_files = True
     for j, b0 in enumerate(range(start, stop, settings.batch_size)):
@@ -202,6 +215,16 @@ def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> Sha
             raise XaikitValueError(f"data gave {len(rows.x)} samples for indices {b0}..{b1 - 1}")
         read = rows.read
         part = None
+        try:
+            values = (
+                batch_values(settings.target, settings.target_arrays, rows.fields, b0, b1)  # type: ignore[arg-type]
+                if fields
+                else {}
+            )
+        except XaikitValueError as exc:
+            raise XaikitValueError(f"{exc}; in {where_samples(b0, b1, rows.files, k)}") from exc
+        for name, vals in values.items():
+            targets[name].append(vals)
         if read.any():
             try:
                 part = explain_rows(
@@ -210,6 +233,7 @@ def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> Sha
                     None if rows.labels is None else rows.labels[read],
                     settings,
                     stream_seed(settings.seed, k, j),
+                    batch_object(settings, {name: vals[read] for name, vals in values.items()}),
                 )
             except (XaikitValueError, XaikitTypeError) as exc:
                 # the engine's message counts samples within the batch: say where the batch is
@@ -240,6 +264,7 @@ def explain_shard(model: Any, source: Source, settings: Settings, k: int) -> Sha
         time.perf_counter() - t0,
         skipped,
         status,
+        {name: np.concatenate(parts) for name, parts in targets.items()},
     )
 
 

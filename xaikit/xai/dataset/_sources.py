@@ -1,8 +1,9 @@
 """Data sources of ``explain_dataset``: one uniform view of many kinds of datasets.
 
 A :class:`Source` has a length and ``get(start, stop)`` -> :class:`Rows` (a float32 batch as
-the dataset gives it, labels or None, file names or None, and the files skipped as unreadable
-when the source skips them). No framework is imported here:
+the dataset gives it, labels or None, file names or None, the files skipped as unreadable
+when the source skips them, and the values of the dataset keys it was asked to read with
+:meth:`Source.read_keys`: a target's per-sample fields, e.g. ``Box(box="box", k="label")``). No framework is imported here:
 torch datasets are read by index (``__len__`` + ``__getitem__``; their tensors become numpy
 through ``__array__``), tf.data datasets through ``skip``/``take``/``as_numpy_iterator``.
 """
@@ -39,6 +40,8 @@ class Rows:
     labels: np.ndarray | None = None
     files: list[str] | None = None
     skipped: dict[int, str] = field(default_factory=dict)
+    #: the values of the keys the source reads (:meth:`Source.read_keys`): ``{key: (n, ...)}``
+    fields: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def read(self) -> np.ndarray:
@@ -53,6 +56,18 @@ class Source:
     """A dataset of known length read by ranges of indices."""
 
     kind = "source"
+    #: the dataset keys read with every range (:meth:`read_keys`)
+    keys: tuple[str, ...] = ()
+
+    def read_keys(self, keys: tuple[str, ...], what: str) -> None:
+        """Read the dataset keys ``keys`` with every range (into :attr:`Rows.fields`); a source
+        without named fields refuses, naming ``what`` (the target field that asked)."""
+        if keys:
+            raise XaikitValueError(
+                f"{what} names the dataset key {keys[0]!r}, and {self.kind} data has no named fields: pass "
+                "a NumpyDataset or a dataset of dict samples, or give the values as an array with one "
+                "value per sample"
+            )
 
     def __len__(self) -> int:  # pragma: no cover - every source overrides it
         raise NotImplementedError
@@ -130,6 +145,15 @@ class NumpyDatasetSource(Source):
         self.label_key = label_key or next((k for k in _LABEL_KEYS if k in keys), None)
         self.file_key = next((k for k in _FILE_KEYS if k in keys), None)
 
+    def read_keys(self, keys: tuple[str, ...], what: str) -> None:
+        missing = [k for k in keys if k not in self.ds.keys()]
+        if missing:
+            raise XaikitValueError(
+                f"{what} names the key {missing[0]!r}, which is not a column of the NumpyDataset; its "
+                f"columns: {self.ds.keys()}"
+            )
+        self.keys = tuple(keys)
+
     def __len__(self) -> int:
         return len(self.ds)
 
@@ -137,11 +161,23 @@ class NumpyDatasetSource(Source):
         cols = self.ds.data
         labels = None if self.label_key is None else _labels(cols[self.label_key][start:stop], "labels")
         files = None if self.file_key is None else [str(f) for f in cols[self.file_key][start:stop]]
-        return Rows(_float32(cols[self.x_key][start:stop], f"column {self.x_key!r}"), labels, files)
+        rows = Rows(_float32(cols[self.x_key][start:stop], f"column {self.x_key!r}"), labels, files)
+        rows.fields = {k: np.asarray(cols[k][start:stop]) for k in self.keys}
+        return rows
 
 
-def _split_sample(item: Any, x_key: str, label_key: str | None, where: str) -> tuple[Any, Any]:
+def _split_sample(
+    item: Any, x_key: str, label_key: str | None, where: str, keys: tuple[str, ...] = ()
+) -> tuple[Any, Any]:
     """(input, label or None) of one sample: an array, an ``(x, y, ...)`` tuple or a dict."""
+    if keys:
+        missing = [k for k in keys if not isinstance(item, Mapping) or k not in item]
+        if missing:
+            got = f"dicts with keys {list(item)}" if isinstance(item, Mapping) else describe(item)
+            raise XaikitValueError(
+                f"target: the dataset key {missing[0]!r} (a per-sample target field) is not in the {where} "
+                f"samples; they are {got}: give dict samples with that key, or the values as an array"
+            )
     if isinstance(item, Mapping):
         if x_key not in item:
             raise XaikitValueError(
@@ -154,6 +190,20 @@ def _split_sample(item: Any, x_key: str, label_key: str | None, where: str) -> t
             raise XaikitValueError(f"data: {where} gave an empty sample")
         return item[0], (item[1] if len(item) > 1 else None)
     return item, None
+
+
+def _fields(items: list[Any], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The values of ``keys`` of dict samples, stacked: ``{key: (n, ...)}`` (an object array of
+    the values when their shapes differ, refused by the target's check)."""
+    out: dict[str, np.ndarray] = {}
+    for key in keys:
+        values = [np.asarray(item[key]) for item in items]
+        if len({v.shape for v in values}) == 1:
+            out[key] = np.stack(values)
+        else:
+            out[key] = np.empty(len(values), dtype=object)
+            out[key][:] = values
+    return out
 
 
 def _stack(samples: list[Any], labels: list[Any], where: str) -> Rows:
@@ -180,9 +230,15 @@ class IndexedSource(Source):
     def __len__(self) -> int:
         return len(self.ds)
 
+    def read_keys(self, keys: tuple[str, ...], what: str) -> None:
+        self.keys = tuple(keys)  # checked on each sample (a dict with the keys)
+
     def get(self, start: int, stop: int) -> Rows:
-        pairs = [_split_sample(self.ds[i], self.x_key, self.label_key, self.kind) for i in range(start, stop)]
-        return _stack([p[0] for p in pairs], [p[1] for p in pairs], self.kind)
+        items = [self.ds[i] for i in range(start, stop)]
+        pairs = [_split_sample(item, self.x_key, self.label_key, self.kind, self.keys) for item in items]
+        rows = _stack([p[0] for p in pairs], [p[1] for p in pairs], self.kind)
+        rows.fields = _fields(items, self.keys)
+        return rows
 
 
 class TFDataSource(Source):
@@ -224,8 +280,13 @@ class TFDataSource(Source):
                 f"data: the tf.data.Dataset gave {len(items)} samples for indices {start}..{stop - 1}; "
                 f"its cardinality says {self.n}"
             )
-        pairs = [_split_sample(item, self.x_key, self.label_key, self.kind) for item in items]
-        return _stack([p[0] for p in pairs], [p[1] for p in pairs], self.kind)
+        pairs = [_split_sample(item, self.x_key, self.label_key, self.kind, self.keys) for item in items]
+        rows = _stack([p[0] for p in pairs], [p[1] for p in pairs], self.kind)
+        rows.fields = _fields(items, self.keys)
+        return rows
+
+    def read_keys(self, keys: tuple[str, ...], what: str) -> None:
+        self.keys = tuple(keys)  # checked on each sample (a dict with the keys)
 
 
 #: Pillow modes read as one channel (16-bit and float modes are scaled by each image's maximum)

@@ -6,6 +6,9 @@ Layout of ``<out>/``::
     manifest.json      format version, model fingerprint, method, options, length, shard size, ...
     attributions/      (N, *map shape) float32, one chunk per shard along axis 0
     index/ label/ prediction/ score/ delta/ file/    (N,) columns, one chunk per shard
+    target_<field>/    (N, ...) the per-sample fields of the run's target object (e.g.
+                       target_box (N, 4), target_mask (N, H, W)), one chunk per shard, written
+                       with the shard and under its checksum
     shards/<k>.json    the completion record of shard k (written last, atomically); it lists
                        the samples of the shard that were skipped as unreadable and, under
                        ``map_status``, its degenerate maps by dataset index
@@ -89,6 +92,8 @@ class ShardResult:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     #: per sample: "" for a sound map, else its status (:mod:`xaikit.xai.health`)
     map_status: np.ndarray | None = None
+    #: the per-sample fields of the target object: ``{field: (stop - start, ...)}``
+    targets: dict[str, np.ndarray] = field(default_factory=dict)
 
     def columns(self) -> dict[str, np.ndarray]:
         return {
@@ -100,16 +105,59 @@ class ShardResult:
         }
 
 
-def checksum(attributions: np.ndarray | None, columns: Mapping[str, np.ndarray], files: list[str]) -> str:
+def target_columns(manifest: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The store arrays of the target's per-sample fields: ``{"target_<field>": (one sample's
+    shape, dtype)}`` (see :mod:`xaikit.xai.dataset.targets`), by name."""
+    described = manifest.get("target")
+    if not isinstance(described, Mapping):
+        return {}
+    return {
+        f"target_{name}": (tuple(int(d) for d in entry["shape"]), str(entry["dtype"]))
+        for name, entry in sorted(described.items())
+        if isinstance(entry, Mapping) and "per_sample" in entry
+    }
+
+
+def checksum(
+    attributions: np.ndarray | None,
+    columns: Mapping[str, np.ndarray],
+    files: list[str],
+    targets: Mapping[str, np.ndarray] | None = None,
+) -> str:
     """SHA-256 of a shard's values as stored (float32 maps, unless None: a shard with no maps,
-    the columns in ``COLUMNS`` order, the file names joined by newlines)."""
+    the columns in ``COLUMNS`` order, the file names joined by newlines, then the target's
+    per-sample fields by name, ``targets``: ``{"target_<field>": values}``)."""
     digest = hashlib.sha256()
     if attributions is not None:
         digest.update(np.ascontiguousarray(attributions, dtype=np.float32).tobytes())
     for name, (dtype, _) in COLUMNS.items():
         digest.update(np.ascontiguousarray(columns[name], dtype=dtype).tobytes())
     digest.update("\n".join(files).encode("utf-8"))
+    for name in sorted(targets or {}):
+        digest.update(name.encode("utf-8"))
+        digest.update(np.ascontiguousarray((targets or {})[name]).tobytes())
     return digest.hexdigest()
+
+
+def _difference(key: str, old: Any, new: Any) -> str:
+    """How a setting differs, for a message; a target object's fields are named one by one."""
+    if (
+        key == "target"
+        and isinstance(old, Mapping)
+        and isinstance(new, Mapping)
+        and old.get("kind") == new.get("kind")
+    ):
+        fields = [f for f in sorted(set(old) | set(new)) if old.get(f) != new.get(f)]
+        return "; ".join(
+            f"target field {f!r}{' (per sample)' if _per_sample(old.get(f)) or _per_sample(new.get(f)) else ''}: "
+            f"stored {json.dumps(old.get(f))[:160]}, now {json.dumps(new.get(f))[:160]}"
+            for f in fields
+        )
+    return f"{key}: stored {json.dumps(old)[:120]}, now {json.dumps(new)[:120]}"
+
+
+def _per_sample(entry: Any) -> bool:
+    return isinstance(entry, Mapping) and "per_sample" in entry
 
 
 def jsonable(value: Any) -> Any:
@@ -236,10 +284,7 @@ class Store:
                 self._clear()  # (a run that committed nothing left nothing to keep)
             else:
                 if differ:
-                    lines = "; ".join(
-                        f"{k}: stored {json.dumps(old.get(k))[:120]}, now {json.dumps(manifest.get(k))[:120]}"
-                        for k in differ
-                    )
+                    lines = "; ".join(_difference(k, old.get(k), manifest.get(k)) for k in differ)
                     raise XaikitValueError(
                         f"out: the store {str(self.path)!r} was written with other settings ({lines}); "
                         "pass another out=, or resume=False to overwrite it"
@@ -257,6 +302,9 @@ class Store:
         for name, (dtype, fill) in COLUMNS.items():
             root.create_array(name, shape=(n,), chunks=(size,), dtype=dtype, fill_value=fill)
         root.create_array("file", shape=(n,), chunks=(size,), dtype=str)
+        for name, (shape, kind) in target_columns(manifest).items():
+            zero = False if np.dtype(kind) == bool else 0
+            root.create_array(name, shape=(n, *shape), chunks=(size, *shape), dtype=kind, fill_value=zero)
         root.attrs["xaikit_manifest"] = manifest
         (self.path / "shards").mkdir(exist_ok=True)
         write_json(self.manifest_path, manifest)
@@ -313,11 +361,14 @@ class Store:
         for name in COLUMNS:
             root[name][sl] = cols[name]
         root["file"][sl] = np.array(files, dtype=object)
+        targets = {f"target_{name}": values for name, values in result.targets.items()}
+        for name, values in targets.items():
+            root[name][sl] = values
         record = {
             "shard": result.shard,
             "start": result.start,
             "stop": result.stop,
-            "sha256": checksum(maps, cols, files),
+            "sha256": checksum(maps, cols, files, targets),
             "seconds": round(result.seconds, 4),
             "worker": worker,
             "host": socket.gethostname(),
@@ -356,9 +407,10 @@ class Store:
             attributions = root["attributions"][sl] if record.get("maps", True) else None
             cols = {name: root[name][sl] for name in COLUMNS}
             files = [str(f) for f in root["file"][sl]]
+            targets = {name: root[name][sl] for name in target_columns(self.manifest())}
         except Exception:  # a chunk that does not decode: not committed
             return False
-        return bool(checksum(attributions, cols, files) == record.get("sha256"))
+        return bool(checksum(attributions, cols, files, targets) == record.get("sha256"))
 
     def committed(self, n_shards: int, shard_range: Any) -> set[int]:
         """The shards whose records exist, match their ranges and verify; a record that fails is

@@ -37,13 +37,13 @@ from xaikit.targets import Class, is_target
 from xaikit.xai import health
 from xaikit.xai._engine.progress import Progress
 from xaikit.xai._engine.targets import refused
-from xaikit.xai.dataset._shard import Settings, explain_shard, model_scores, where_samples
+from xaikit.xai.dataset._shard import Settings, batch_object, explain_shard, model_scores, where_samples
 from xaikit.xai.dataset._sources import ImageFilesSource, Rows, Source, as_source
 from xaikit.xai.dataset._store import Store
 from xaikit.xai.dataset.options import check_features, check_method_options, model_classes, read_classes
 from xaikit.xai.dataset.results import DatasetExplanation
 from xaikit.xai.dataset.spec import ModelSpec
-from xaikit.xai.dataset.targets import describe_target
+from xaikit.xai.dataset.targets import batch_values, complete_keys, describe_target, per_sample_fields
 from xaikit.xai.registry import get_method
 
 __all__ = ["explain_dataset"]
@@ -63,6 +63,16 @@ def _first_readable(source: Source, limit: int) -> tuple[int, Rows] | None:
     return None
 
 
+def _first_target(first: tuple[int, Rows], settings: Settings) -> Any:
+    """The target of the first sample read (its per-sample values from the given arrays or
+    its dataset keys)."""
+    if not per_sample_fields(settings.target):
+        return batch_object(settings)
+    i, rows = first
+    values = batch_values(settings.target, settings.target_arrays, rows.fields, i, i + 1)  # type: ignore[arg-type]
+    return batch_object(settings, values)
+
+
 def _channel_hint(model: Any, source: Source, x: np.ndarray, settings: Settings) -> str | None:
     """For image files the model cannot be called on: ``"the images have 1 channel, the model
     expects 3 ..."`` when the model reads the other channel count (its first convolution says
@@ -77,7 +87,7 @@ def _channel_hint(model: Any, source: Source, x: np.ndarray, settings: Settings)
     if expects is None:
         other = np.repeat(x, 3, axis=-1) if have == 1 else x[..., :1]
         try:
-            model_scores(model, other, settings)
+            model_scores(model, other, settings, _first_target((0, Rows(other)), settings))
         except XaikitError:
             return None
     elif expects != want:
@@ -94,7 +104,7 @@ def _preflight(model: Any, source: Source, first: tuple[int, Rows], settings: Se
     the number of the model's outputs (None for a one-score model)."""
     i, rows = first
     try:
-        scores = model_scores(model, rows.x, settings)
+        scores = model_scores(model, rows.x, settings, _first_target(first, settings))
     except (XaikitValueError, XaikitTypeError) as exc:
         hint = _channel_hint(model, source, rows.x, settings)
         where = where_samples(
@@ -150,11 +160,14 @@ def explain_dataset(
         seed: the run's seed; shard ``k``'s batch ``j`` runs with a seed derived from ``(seed, k, j)``.
         shard_size: samples per shard, the unit of commit and of work (default 4 batches).
         target: None (explain each sample's predicted class), ``"label"`` (its label), or a
-            target object of :mod:`xaikit.targets` whose fields hold for every sample
-            (``Class(k)``, ``ClassRegion(k, mask=None or (H, W))``, ``Output(i)``,
-            ``Similarity((D,) reference)``): the store records it (``DatasetExplanation.target``),
-            the table's ``score`` is then its clean score and ``prediction`` -1. A callable or
-            per-sample fields are refused (see :mod:`xaikit.xai.dataset.targets`).
+            target object of :mod:`xaikit.targets` (``Class(k)``, ``ClassRegion(k, mask)``,
+            ``Output(i)``, ``Similarity(reference)``, ``Box(box, k)``) whose fields are one
+            value for every sample, one per dataset sample (``mask`` (N, H, W), ``box`` (N, 4),
+            ``k`` (N,)) or the name of a dataset key read with each batch
+            (``Box(box="box", k="label")``): the store records it and the per-sample values
+            (``DatasetExplanation.target`` / ``targets_of(indices)``), the table's ``score`` is
+            then its clean score and ``prediction`` -1. A callable and stacked boxes are
+            refused (see :mod:`xaikit.xai.dataset.targets`).
         framework: ``"torch"`` or ``"tf"`` for a model that is a plain function.
         x_key: the input key of dict samples and NumpyDataset columns.
         label_key: the label key (default: the first of ``y``, ``label``, ``labels``, ``target``).
@@ -208,8 +221,7 @@ def explain_dataset(
     if not isinstance(resume, bool):
         raise XaikitTypeError(f"resume must be True or False; got {describe(resume)}")
     stored: Any = target
-    if is_target(target):  # refused (naming target) unless its fields hold for every sample
-        stored = describe_target(target)
+    if is_target(target):  # described once the dataset's length is known
         if not isinstance(target, Class) and not get_method(name).target_objects:
             raise refused(target)
     elif target not in (None, "label"):
@@ -236,7 +248,15 @@ def explain_dataset(
     n = len(source)
     if n == 0:
         raise XaikitValueError("data must hold at least one sample; got an empty dataset")
+    arrays: dict[str, np.ndarray] = {}
+    if is_target(target):  # refused (naming target) unless each field is fixed, per sample or a key
+        stored, arrays = describe_target(target, n)
+        keys = {e["key"]: f for f, e in per_sample_fields(stored).items() if e["per_sample"] == "key"}
+        if keys:
+            source.read_keys(tuple(keys), f"target={type(target).__name__}({next(iter(keys.values()))}=...)")
     first = _first_readable(source, batch_size)
+    if first is not None and isinstance(stored, dict):
+        stored = complete_keys(stored, first[1].fields)
     if first is not None:
         check_features(name, opts, tuple(int(d) for d in first[1].x.shape[1:]))
     if target == "label" and first is not None and first[1].labels is None:
@@ -244,8 +264,9 @@ def explain_dataset(
     spec = ModelSpec.of(model_or_factory, framework)
     model = spec.build()
     settings = Settings(
-        name, opts, n, batch_size, shard_size, seed, stored, framework, data=source.settings()
-    )
+        name, opts, n, batch_size, shard_size, seed, stored, framework, data=source.settings(),
+        target_arrays=arrays or None,
+    )  # fmt: skip
     n_outputs = None if first is None else _preflight(model, source, first, settings)
     if names is None:
         names = model_classes(model, n_outputs)

@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.errors import XaikitValueError, describe
 from xaikit.files import write_text
 from xaikit.xai.dataset._store import Store
-from xaikit.xai.dataset.targets import target_from
+from xaikit.xai.dataset.targets import per_sample_fields, target_from
 
 __all__ = ["DatasetExplanation"]
 
@@ -93,8 +94,47 @@ class DatasetExplanation:
     def target(self) -> Any:
         """What the maps explain: None (each sample's predicted class), ``"label"``, or the
         target object of the run (:mod:`xaikit.targets`, rebuilt from the manifest); with an
-        object, :attr:`table`'s ``score`` is its clean score and ``prediction`` -1."""
-        return target_from(self.manifest.get("target"))
+        object, :attr:`table`'s ``score`` is its clean score and ``prediction`` -1. A target
+        with per-sample fields comes with every sample's values read from the store (for a few
+        samples, :meth:`targets_of` reads only theirs)."""
+        described = self.manifest.get("target")
+        if not per_sample_fields(described):
+            return target_from(described)
+        return self.targets_of(np.arange(int(self.manifest["length"])))
+
+    @property
+    def per_sample_target(self) -> bool:
+        """Whether the run's target object has per-sample fields (one value per sample, given as
+        an array or read from a dataset key), stored as ``target_<field>`` arrays."""
+        return bool(per_sample_fields(self.manifest.get("target")))
+
+    def targets_of(self, indices: Any) -> Any:
+        """The target object of the samples ``indices`` (ints, in any order): its per-sample
+        fields hold those samples' values (read from the store), the fixed ones as stored. It is
+        what ``xk.xai.explain(model, x[indices], target=...)`` takes to give their maps; None or
+        ``"label"`` for a run without a target object.
+
+        Example:
+            >>> import tempfile, numpy as np, torch, xaikit as xk
+            >>> out = tempfile.mkdtemp() + "/x.zarr"
+            >>> res = xk.xai.explain_dataset(torch.nn.Linear(4, 3), np.ones((5, 4), np.float32), method="vanilla",
+            ...     out=out, target=xk.targets.Class(np.array([0, 1, 2, 1, 0])), progress=False)
+            >>> res.targets_of([4, 1]).k.tolist()
+            [0, 1]
+        """
+        described = self.manifest.get("target")
+        fields = per_sample_fields(described)
+        if not fields:
+            return target_from(described)
+        n = int(self.manifest["length"])
+        idx = np.asarray(indices)
+        if idx.ndim != 1 or idx.dtype.kind not in "iu" or (idx.size and (idx.min() < 0 or idx.max() >= n)):
+            raise XaikitValueError(
+                f"indices must be a 1-D sequence of sample indices in [0, {n - 1}]; got {describe(indices)}"
+            )
+        root = self.store.group(writable=False)
+        values = {name: np.asarray(root[f"target_{name}"].oindex[idx.astype(np.int64)]) for name in fields}
+        return target_from(described, values)
 
     @property
     def skipped(self) -> list[dict[str, Any]]:
