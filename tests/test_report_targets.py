@@ -149,6 +149,8 @@ def test_the_store_grids_draw_the_box_and_the_region_outline(tmp_path: Path) -> 
     assert grid.kinds("overlay") == ["image", "image", "contour"]
     np.testing.assert_array_equal(grid["image"][1], np.stack([frame(boxes[i]) for i in idx]))
     np.testing.assert_array_equal(grid["overlay"][2], grid["image"][1])
+    # the captions say what was explained: the box's class and the object's score, not "pred -1"
+    assert [t.split(" (")[0] for t in grid["sample"][0]] == ["#4 box 1", "#1 box 1"]
     assert len(save_grids(res, as_source(x), tmp_path / "grids", n=2)) == 3
     # a segmentation store with per-sample masks: their outlines
     rng = np.random.default_rng(3)
@@ -163,6 +165,7 @@ def test_the_store_grids_draw_the_box_and_the_region_outline(tmp_path: Path) -> 
     )  # fmt: skip
     grid = dataset_grid(seg, as_source(xs), np.array([1, 2]), "t")
     assert grid is not None and grid.kinds("image") == ["image", "contour"]
+    assert [t.split(" (")[0] for t in grid["sample"][0]] == ["#1 region 1", "#2 region 2"]
     np.testing.assert_array_equal(grid["image"][1], outline(masks[[1, 2]]))
     plain = xk.xai.explain_dataset(
         linear_segmenter("torch", w, b, (8, 8)), xs, method="vanilla", out=tmp_path / "c.zarr",
@@ -170,3 +173,4 @@ def test_the_store_grids_draw_the_box_and_the_region_outline(tmp_path: Path) -> 
     )  # fmt: skip
     grid = dataset_grid(plain, as_source(xs), np.array([0]), "t")
     assert grid is not None and grid.kinds("image") == ["image"]
+    assert grid["sample"][0][0].startswith("#0 output 3 (")

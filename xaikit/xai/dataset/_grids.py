@@ -101,12 +101,19 @@ def dataset_grid(
     rows = (result.table if table is None else table).set_index("index").loc[idx]
     names = result.manifest.get("classes")
     text, colors = [], []
-    for i, p, s, y, f in zip(idx, rows["prediction"], rows["score"], rows["label"], rows["file"]):
-        wrong = y >= 0 and y != p
+    explained = target_captions(result, idx, names)
+    for j, (i, p, s, y, f) in enumerate(
+        zip(idx, rows["prediction"], rows["score"], rows["label"], rows["file"])
+    ):
+        wrong = y >= 0 and p >= 0 and y != p
         name = os.path.basename(str(f))
         name = name if len(name) <= 24 else "…" + name[-23:]
         text.append(
-            f"#{i} pred {_class(p, names)} ({s:.2f})"
+            (
+                f"#{i} pred {_class(p, names)} ({s:.2f})"
+                if explained is None
+                else f"#{i} {explained[j]} ({s:.2f})"
+            )
             + (f"\n{name}" if name else "")
             + (f"\nlabel {_class(y, names)}" if wrong else "")
         )
@@ -149,6 +156,27 @@ def target_marks(result: Any, idx: np.ndarray, hw: tuple[int, ...]) -> Any:
         masks = np.broadcast_to(masks, (n, *masks.shape[-2:])) != 0
         return Contour(masks)
     return None
+
+
+def target_captions(result: Any, idx: np.ndarray, names: list[str] | None) -> list[str] | None:
+    """What each of samples ``idx`` explains, for the grid's text, when the run explained a
+    target object (its table's ``prediction`` is then -1 and its ``score`` the object's score):
+    ``"box <class>"``, ``"region <class>"``, ``"class <class>"``, ``"output <index>"`` or
+    ``"similarity"``; None for a run that explained classes."""
+    described = result.manifest.get("target")
+    if not isinstance(described, dict):
+        return None
+    target = result.targets_of(idx)
+    kind = type(target).__name__
+    if kind == "Output":
+        return [f"output {v}" for v in np.broadcast_to(np.asarray(target.index), (len(idx),))]
+    if kind not in ("Class", "ClassRegion", "Box"):
+        return ["similarity" if kind == "Similarity" else kind.lower()] * len(idx)
+    word = {"Class": "class", "ClassRegion": "region", "Box": "box"}[kind]
+    k = np.asarray(target.k)
+    if k.ndim > 1:  # never for a store (stacked boxes are refused); one word rather than a guess
+        return [word] * len(idx)
+    return [f"{word} {_class(v, names)}" for v in np.broadcast_to(k, (len(idx),))]
 
 
 def _class(index: Any, names: list[str] | None) -> str:
