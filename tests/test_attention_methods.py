@@ -137,3 +137,38 @@ def test_keras_models_are_refused_by_name() -> None:
     model = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Flatten()(inp)))
     with pytest.raises(XaikitTypeError, match=r"model: the attention methods .* Keras model is not read yet"):
         xk.xai.explain(model, np.zeros((1, 8, 8, 3), np.float32), method="attention_rollout")
+
+
+@pytest.mark.parametrize("method", ["attention_rollout", "transformer_attribution"])
+def test_non_square_images_lay_the_class_row_on_their_grid(method: str) -> None:
+    """A ViT fed 32x48 images (positions interpolated) has 1 + 4*6 tokens: the class row is laid
+    on the 4x6 grid, equal to the direct computation; before, 25 tokens were refused as having
+    no square grid."""
+    model = vit()
+    x = torch.rand(B, 3, 32, 48, generator=torch.Generator().manual_seed(2))
+    kw = {"interpolate_pos_encoding": True}
+    got = np.asarray(xk.xai.explain(model, x, method=method, model_kwargs=kw))
+    assert got.shape == (B, 32, 48)
+    impl = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        out = model(x, output_attentions=True, **kw)
+        atts = out.attentions
+        n = atts[0].shape[-1]
+        assert n == 25
+        if method == "transformer_attribution":
+            k = out.logits.argmax(1)
+            grads = torch.autograd.grad(out.logits.gather(1, k[:, None]).sum(), atts)
+            r = np.broadcast_to(np.eye(n), (B, n, n)).copy()
+            for a, g in zip(atts, grads, strict=True):
+                r = r + np.maximum((a * g).detach().double().numpy(), 0).mean(axis=1) @ r
+        else:
+            r = np.eye(n)
+            for a in atts:
+                hat = 0.5 * a.detach().double().numpy().mean(axis=1) + 0.5 * np.eye(n)
+                r = (hat / hat.sum(axis=-1, keepdims=True)) @ r
+    finally:
+        model.set_attn_implementation(impl)
+    grid = torch.tensor(r[:, 0, 1:].reshape(B, 1, 4, 6))
+    want = torch.nn.functional.interpolate(grid, size=(32, 48), mode="bilinear")[:, 0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

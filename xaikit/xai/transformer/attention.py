@@ -76,17 +76,20 @@ def gradient_weighted(attentions: list[np.ndarray], grads: list[np.ndarray]) -> 
     return r
 
 
-def class_row_map(relevance: np.ndarray) -> np.ndarray:
-    """The class token's row of a (B, N, N) relevance over the patch tokens, on their square
-    grid (B, h, w); a token count without exactly one grid after a leading class token is refused."""
+def class_row_map(relevance: np.ndarray, size: tuple[int, int] | None = None) -> np.ndarray:
+    """The class token's row of a (B, N, N) relevance over the patch tokens, on their grid
+    (B, h, w): square, or with the aspect ratio of the image ``size`` = (H, W) (a ViT fed
+    non-square images, :func:`~xaikit.xai.cam.tokens.grid_candidates`); a token count without
+    exactly one grid after a leading class token is refused."""
     n = relevance.shape[-1]
-    grids = [(h, w) for h, w in grid_candidates(n) if n - h * w >= 1]
+    grids = [(h, w) for h, w in grid_candidates(n, size) if n - h * w >= 1]
     if len(grids) != 1:
+        shape = "square" if size is None or size[0] == size[1] else f"{size[0]}:{size[1]}"
         raise XaikitValueError(
             f"model: the attention methods read the class token's row over the patch tokens, laid on a "
-            f"square grid after 1 to 5 leading tokens; {n} tokens give "
-            f"{'no such grid' if not grids else 'several: ' + str(grids)} (a model without a class token, "
-            "or non-square patch grids, are not read yet)"
+            f"{shape} grid after 1 to 5 leading tokens; {n} tokens give "
+            f"{'no such grid' if not grids else 'several: ' + str(grids)} (a model without a class token "
+            "is not read; an image side that is not a multiple of the patch size gives no grid)"
         )
     h, w = grids[0]
     return relevance[:, 0, n - h * w :].reshape(-1, h, w)
@@ -102,7 +105,7 @@ def run_attention(call: Call, *, head_fusion: str = "mean") -> Explained:
     )
     relevance = gradient_weighted(atts, grads or []) if gradient else rollout(atts, head_fusion)
     _, size = image_size(inp)
-    return Explained([upsample(class_row_map(relevance), size).astype(np.float32)])
+    return Explained([upsample(class_row_map(relevance, size), size).astype(np.float32)])
 
 
 def _check(options: dict[str, Any]) -> None:
