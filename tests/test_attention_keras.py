@@ -17,7 +17,7 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
 import xaikit as xk  # noqa: E402
-from xaikit.architecture.tensorflow import vit  # noqa: E402
+from xaikit.architecture.tensorflow import TokenEmbedding, vit  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
 
 B, SIZE, PATCH, DEPTH = 2, 32, 8, 3
@@ -134,6 +134,78 @@ def test_nested_and_subclassed_models_are_read() -> None:
         want = direct(inner, x, method == "transformer_attribution", cls=1)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     untouched(inner, inner.get_weights())
+
+
+class Block(keras.layers.Layer):  # type: ignore[misc]
+    """A pre-norm attention block holding its MultiHeadAttention as an attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = keras.layers.LayerNormalization()
+        self.attn = keras.layers.MultiHeadAttention(2, 8)
+
+    def call(self, t: Any, scores: bool = False) -> Any:
+        h = self.norm(t)
+        if scores:
+            h, a = self.attn(h, h, return_attention_scores=True)
+            return t + h, a
+        return t + self.attn(h, h)
+
+
+class Tiny(keras.Model):  # type: ignore[misc]
+    """A subclassed ViT: the MHA layers live inside custom layers, not in ``model.layers``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = keras.layers.Conv2D(16, PATCH, strides=PATCH)
+        self.tokens = TokenEmbedding()
+        self.blocks = [Block(), Block()]
+        self.head = keras.layers.Dense(3)
+
+    def call(self, x: Any, scores: bool = False) -> Any:
+        t = self.tokens(tf.reshape(self.embed(x), (-1, GRID * GRID, 16)))
+        atts = []
+        for block in self.blocks:
+            if scores:
+                t, a = block(t, scores=True)
+                atts.append(a)
+            else:
+                t = block(t)
+        out = self.head(t[:, 0])
+        return (out, atts) if scores else out
+
+
+def test_mha_inside_custom_layers_of_a_subclassed_model_is_read() -> None:
+    keras.utils.set_random_seed(0)
+    model, x = Tiny(), images()
+    model(x)
+    got = np.asarray(xk.xai.explain(model, x, method="attention_rollout"))
+    _, atts = model(tf.constant(x), scores=True)
+    n = atts[0].shape[-1]
+    r = np.eye(n)
+    for a in atts:
+        hat = 0.5 * a.numpy().astype(np.float64).mean(axis=1) + 0.5 * np.eye(n)
+        r = (hat / hat.sum(axis=-1, keepdims=True)) @ r
+    np.testing.assert_allclose(got, upsampled(r), rtol=1e-5, atol=1e-5)
+    assert all("_compute_attention" not in b.attn.__dict__ for b in model.blocks)
+
+
+def test_an_instance_override_of_the_attention_is_kept() -> None:
+    """A user's own instance-level ``_compute_attention`` is called through and put back."""
+    model, x = model_(), images()
+    layer = model.get_layer("block0_attn")
+    calls: list[int] = []
+    original = layer._compute_attention
+
+    def own(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    layer.__dict__["_compute_attention"] = own
+    got = np.asarray(xk.xai.explain(model, x, method="transformer_attribution", target=1))
+    assert calls and layer.__dict__["_compute_attention"] is own
+    del layer.__dict__["_compute_attention"]
+    np.testing.assert_allclose(got, direct(model, x, True, cls=1), rtol=1e-5, atol=1e-5)
 
 
 def test_a_failing_pass_leaves_the_model_as_it_was() -> None:
