@@ -208,6 +208,24 @@ def test_an_instance_override_of_the_attention_is_kept() -> None:
     np.testing.assert_allclose(got, direct(model, x, True, cls=1), rtol=1e-5, atol=1e-5)
 
 
+def test_a_compiled_call_is_refused_naming_tf_function() -> None:
+    """A model whose call is a tf.function runs its traced graph: no eager attention to read."""
+    inner, x = model_(), images()
+
+    class Compiled(keras.Model):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = inner
+
+        @tf.function
+        def call(self, t: Any) -> Any:
+            return self.body(t)
+
+    with pytest.raises(XaikitValueError, match=r"in an eager pass; no call was seen .* tf.function"):
+        xk.xai.explain(Compiled(), x, method="attention_rollout")
+    untouched(inner, inner.get_weights())
+
+
 def test_a_failing_pass_leaves_the_model_as_it_was() -> None:
     model, x = model_(), images()
     weights = model.get_weights()

@@ -120,11 +120,18 @@ class Attention(AttentionFacet):
                     scores = tf.gather(out, targets, axis=1, batch_dims=1)
                 total = tf.reduce_sum(scores)
         atts = list(seen)
-        if not atts or any(a is None or len(a.shape) != 4 for a in atts):
+        if not atts or any(not hasattr(a, "numpy") for a in atts):
+            raise XaikitValueError(
+                f"model: {_METHODS} read the attention probabilities of each MultiHeadAttention call in "
+                f"an eager pass; {'no call was seen' if not atts else 'the calls ran in a graph'} (the "
+                "model's call runs inside a tf.function, or its MultiHeadAttention layers are not called). "
+                "Call the model eagerly (no @tf.function on its call)"
+            )
+        if any(len(a.shape) != 4 for a in atts):
             raise XaikitValueError(
                 f"model: {_METHODS} need the per-block attention probabilities (B, heads, N, N) of its "
-                f"MultiHeadAttention layers; the forward pass gave {describe(atts)} (a layer not "
-                "called, or attention over several axes?)"
+                f"MultiHeadAttention layers; they have shapes {[tuple(a.shape) for a in atts]} "
+                "(attention over several axes, attention_axes=..., is not read)"
             )
         if gradients:
             grads = tape.gradient(total, atts)
