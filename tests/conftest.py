@@ -38,6 +38,7 @@ def _cuda_available() -> bool:
 NUMERICS_FILES = frozenset(
     {
         "tests/test_analyze.py",
+        "tests/test_attention_keras.py",
         "tests/test_analyze_concepts.py",
         "tests/test_evaluate_axiomatic.py",
         "tests/test_evaluate_complexity.py",

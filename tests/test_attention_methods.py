@@ -131,11 +131,13 @@ def test_a_failing_call_switches_the_attention_back() -> None:
     assert model.config._attn_implementation == impl
 
 
-def test_keras_models_are_refused_by_name() -> None:
+def test_keras_models_without_attention_layers_are_refused_by_name() -> None:
     keras = pytest.importorskip("keras")
     inp = keras.Input((8, 8, 3))
     model = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Flatten()(inp)))
-    with pytest.raises(XaikitTypeError, match=r"model: the attention methods .* Keras model is not read yet"):
+    with pytest.raises(
+        XaikitTypeError, match=r"model: the attention methods .*MultiHeadAttention layers; .* has none"
+    ):
         xk.xai.explain(model, np.zeros((1, 8, 8, 3), np.float32), method="attention_rollout")
 
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError
 
-__all__ = ["LeNet", "calibrate_batchnorm"]
+__all__ = ["ClassTokenOf", "LeNet", "TokenEmbedding", "calibrate_batchnorm", "vit"]
 
 
 def LeNet(
@@ -124,3 +124,104 @@ def calibrate_batchnorm(model: tf.keras.Model, x: object, batch_size: int = 32) 
         for d, rate in zip(drops, rates, strict=True):
             d.rate = rate
     return model
+
+
+@tf.keras.utils.register_keras_serializable(package="xaikit")
+class TokenEmbedding(tf.keras.layers.Layer):
+    """Prepends a learned class token to (B, N, C) patch tokens and adds learned position
+    embeddings (1, N + 1, C): the embedding step of a ViT."""
+
+    def build(self, input_shape: Sequence[int | None]) -> None:
+        n, dim = int(input_shape[1]), int(input_shape[2])  # type: ignore[arg-type]
+        init = tf.keras.initializers.TruncatedNormal(stddev=0.02)
+        self.cls_token = self.add_weight(name="cls_token", shape=(1, 1, dim), initializer=init)
+        self.position = self.add_weight(name="position", shape=(1, n + 1, dim), initializer=init)
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        cls = tf.repeat(tf.cast(self.cls_token, x.dtype), tf.shape(x)[0], axis=0)
+        return tf.concat([cls, x], axis=1) + tf.cast(self.position, x.dtype)
+
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
+        n = input_shape[1]
+        return (input_shape[0], None if n is None else n + 1, input_shape[2])
+
+
+@tf.keras.utils.register_keras_serializable(package="xaikit")
+class ClassTokenOf(tf.keras.layers.Layer):
+    """The class token (the first) of (B, N, C) tokens: (B, C)."""
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        return x[:, 0]
+
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
+        return (input_shape[0], input_shape[2])
+
+
+def vit(
+    image_size: int = 32,
+    patch: int = 8,
+    dim: int = 64,
+    depth: int = 4,
+    heads: int = 4,
+    classes: int = 10,
+    channels: int = 3,
+    mlp_dim: int | None = None,
+    norm_epsilon: float = 1e-6,
+) -> tf.keras.Model:
+    """A small Keras vision transformer (ViT-style, random weights), channel-last ``(B, H, W, C)``.
+
+    Patch embedding (``Conv2D`` with kernel and stride ``patch``), a learned class token and
+    learned position embeddings (:class:`TokenEmbedding`), ``depth`` pre-norm blocks
+    (``LayerNormalization`` -> ``keras.layers.MultiHeadAttention`` -> residual add, then
+    ``LayerNormalization`` -> ``Dense(mlp_dim, gelu)`` -> ``Dense(dim)`` -> residual add), a
+    final ``LayerNormalization`` and a ``Dense`` head on the class token (logits). Layer names:
+    ``patch_embed``, ``embeddings``, ``block{i}_norm1``, ``block{i}_attn``, ``block{i}_norm2``,
+    ``block{i}_fc1``, ``block{i}_fc2``, ``block{i}`` (the block's output tokens, (B, N, dim):
+    a token layer for a CAM), ``norm``, ``head``. Same layout as Hugging Face's
+    ``ViTForImageClassification`` (which uses ``norm_epsilon=1e-12``). Saves and loads as
+    ``.keras`` (the custom layers are registered under the package ``xaikit``).
+
+    Args:
+        image_size: height and width of the (square) images.
+        patch: patch size; must divide ``image_size``.
+        dim: token width; must be a multiple of ``heads``.
+        depth: number of transformer blocks.
+        heads: attention heads per block.
+        classes: number of classes.
+        channels: image channels.
+        mlp_dim: hidden width of the MLPs (default ``4 * dim``).
+        norm_epsilon: epsilon of every ``LayerNormalization``.
+
+    Example:
+        >>> model = vit(image_size=16, patch=4, dim=32, depth=2, heads=2, classes=3)
+        >>> tuple(model.output_shape), tuple(model.get_layer("block1").output.shape)
+        ((None, 3), (None, 17, 32))
+    """
+    for name, value in (("image_size", image_size), ("patch", patch), ("dim", dim), ("depth", depth),
+                        ("heads", heads), ("classes", classes), ("channels", channels)):  # fmt: skip
+        check_int(value, name, low=1)
+    if image_size % patch:
+        raise XaikitValueError(
+            f"patch must divide image_size; got patch={patch}, image_size={image_size}. "
+            "Pick a patch size that tiles the image"
+        )
+    if dim % heads:
+        raise XaikitValueError(f"dim must be a multiple of heads; got dim={dim}, heads={heads}")
+    hidden = 4 * dim if mlp_dim is None else check_int(mlp_dim, "mlp_dim", low=1)
+    layers = tf.keras.layers
+    grid = image_size // patch
+    inp = layers.Input(shape=(image_size, image_size, channels))
+    x = layers.Conv2D(dim, patch, strides=patch, name="patch_embed")(inp)
+    x = layers.Reshape((grid * grid, dim), name="patch_tokens")(x)
+    x = TokenEmbedding(name="embeddings")(x)
+    for i in range(depth):
+        h = layers.LayerNormalization(epsilon=norm_epsilon, name=f"block{i}_norm1")(x)
+        h = layers.MultiHeadAttention(heads, dim // heads, name=f"block{i}_attn")(h, h)
+        x = layers.Add(name=f"block{i}_res1")([x, h])
+        h = layers.LayerNormalization(epsilon=norm_epsilon, name=f"block{i}_norm2")(x)
+        h = layers.Dense(hidden, activation="gelu", name=f"block{i}_fc1")(h)
+        h = layers.Dense(dim, name=f"block{i}_fc2")(h)
+        x = layers.Add(name=f"block{i}")([x, h])
+    x = layers.LayerNormalization(epsilon=norm_epsilon, name="norm")(x)
+    out = layers.Dense(classes, name="head")(ClassTokenOf(name="class_token")(x))
+    return tf.keras.Model(inp, out, name="vit")
