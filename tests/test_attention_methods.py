@@ -174,3 +174,28 @@ def test_non_square_images_lay_the_class_row_on_their_grid(method: str) -> None:
     grid = torch.tensor(r[:, 0, 1:].reshape(B, 1, 4, 6))
     want = torch.nn.functional.interpolate(grid, size=(32, 48), mode="bilinear")[:, 0].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["attention_rollout", "transformer_attribution"])
+@pytest.mark.parametrize("max_batch", [1, 3])
+def test_chunks_equal_one_pass(method: str, max_batch: int) -> None:
+    """The maps of 5 images in chunks of 1 or 3 rows (the engine's chunk loop) equal one pass,
+    with per-sample classes and with a target object whose fields differ per sample."""
+    model = vit()
+    x = torch.rand(5, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(3))
+    for target in ([0, 2, 1, 1, 0], xk.targets.Class(np.array([2, 0, 1, 2, 1]))):
+        whole = np.asarray(xk.xai.explain(model, x, target=target, method=method, max_batch=5))
+        seen: list[int] = []
+        hook = model.vit.embeddings.register_forward_hook(
+            lambda _m, a, _o, seen=seen: seen.append(int(a[0].shape[0]))
+        )
+        try:
+            parts = np.asarray(xk.xai.explain(model, x, target=target, method=method, max_batch=max_batch))
+        finally:
+            hook.remove()
+        assert max(seen) == max_batch  # really in chunks (a first one-row pass may check the input)
+        assert seen[-(5 // max_batch + (5 % max_batch > 0)) :] == ([1] * 5 if max_batch == 1 else [3, 2])
+        np.testing.assert_allclose(parts, whole, rtol=1e-6, atol=1e-7)
+    if method == "transformer_attribution":  # the classes reach their own rows
+        one = np.asarray(xk.xai.explain(model, x[3:4], target=2, method=method))
+        np.testing.assert_allclose(parts[3:4], one, rtol=1e-6, atol=1e-7)

@@ -246,7 +246,7 @@ def regrouped_detail(detail: Any, per_image: int, rows: int) -> Any:
         fields = {f.name: regroup(getattr(detail, f.name)) for f in dataclasses.fields(detail)}
         return dataclasses.replace(detail, **fields)
     if isinstance(detail, tuple) and hasattr(detail, "_replace"):
-        return detail._replace(**{k: regroup(v) for k, v in detail._asdict().items()})
+        return detail._replace(**{k: regroup(v) for k, v in detail._asdict().items()})  # type: ignore[attr-defined]
     return detail
 
 

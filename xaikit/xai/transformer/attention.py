@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.xai._engine.chunks import run_chunks
 from xaikit.xai.cam.resize import image_size, upsample
 from xaikit.xai.cam.tokens import grid_candidates
 from xaikit.xai.registry import Call, Explained, Method, register_method
@@ -95,17 +96,34 @@ def class_row_map(relevance: np.ndarray, size: tuple[int, int] | None = None) ->
     return relevance[:, 0, n - h * w :].reshape(-1, h, w)
 
 
+#: rows per chunk of an ``max_batch="auto"`` call: the host holds every block's (rows, heads,
+#: N, N) float64 attentions (and gradients) of a chunk; 16 rows of ViT-B/16 at 224 px are about
+#: 0.7 GB of them
+AUTO_ROWS = 16
+
+
 def run_attention(call: Call, *, head_fusion: str = "mean") -> Explained:
-    """The runner of ``attention_rollout`` and ``transformer_attribution``: (B, H, W) maps."""
+    """The runner of ``attention_rollout`` and ``transformer_attribution``: (B, H, W) maps, in
+    chunks of ``max_batch`` rows (``"auto"``: :data:`AUTO_ROWS`) through the engine's chunk loop,
+    which halves a chunk that runs out of memory."""
     inp, bk = call.inp, call.inp.bk
     gradient = call.method.name == "transformer_attribution"
-    kw = inp.kwargs.rows(np.arange(inp.batch)) if inp.kwargs else None
-    atts, grads = bk.attention.attentions(
-        inp.model, inp.tensors, call.targets, call.output, gradient, model_kwargs=kw, target=call.spec
-    )
-    relevance = gradient_weighted(atts, grads or []) if gradient else rollout(atts, head_fusion)
     _, size = image_size(inp)
-    return Explained([upsample(class_row_map(relevance, size), size).astype(np.float32)])
+    targets = call.targets
+
+    def step(r0: int, r1: int, _size: int) -> np.ndarray:
+        kw = inp.kwargs.rows(np.arange(r0, r1)) if inp.kwargs else None
+        atts, grads = bk.attention.attentions(
+            inp.model, [t[r0:r1] for t in inp.tensors], None if targets is None else targets[r0:r1],
+            call.output, gradient, model_kwargs=kw, target=call.spec,
+        )  # fmt: skip
+        relevance = gradient_weighted(atts, grads or []) if gradient else rollout(atts, head_fusion)
+        return upsample(class_row_map(relevance, size), size).astype(np.float32)
+
+    rows = call.max_batch if isinstance(call.max_batch, int) else AUTO_ROWS
+    device = bk.model_device(inp.model)
+    parts = run_chunks(bk, device, inp.batch, rows, step).results
+    return Explained([np.concatenate(parts)])
 
 
 def _check(options: dict[str, Any]) -> None:
