@@ -213,6 +213,7 @@ JOBS: tuple[Job, ...] = (
     ),
     Job("tasks", "tasks_box.png", frameworks=("torch",)),
     Job("tasks_segmentation", "tasks_segmentation.png", frameworks=("torch",)),
+    Job("vit_attention", "transformers_vit.png", quick=("--quick",), frameworks=("torch",)),
 )
 
 #: gallery scripts that paint nothing, and why
