@@ -65,6 +65,13 @@ class Chunks(Generic[R]):
     size: int = 1
 
 
+def halves_on(bk: Backend, exc: Exception) -> bool:
+    """Whether :func:`run_chunks` halves the chunk on ``exc`` (an out-of-memory error). A step
+    that falls back to another path on other errors re-raises these, so that the one chunk loop
+    stays the one place that decides what halves."""
+    return bool(bk.is_oom(exc))
+
+
 def run_chunks(
     bk: Backend,
     device: Any,

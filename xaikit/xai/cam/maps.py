@@ -23,7 +23,7 @@ import numpy as np
 
 from xaikit.backend import T
 from xaikit.backend.facets import CamLayer
-from xaikit.xai._engine.chunks import chunk_error, forward_rows, padded_rows, run_chunks
+from xaikit.xai._engine.chunks import chunk_error, forward_rows, halves_on, padded_rows, run_chunks
 from xaikit.xai._engine.inputs import Inputs, call_error, prepare
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_rows
 from xaikit.xai._engine.progress import for_method
@@ -107,7 +107,7 @@ def chunked(
             try:
                 out = spread_run(idx)
             except Exception as exc:
-                if bk.is_oom(exc):  # halve the chunk
+                if halves_on(bk, exc):  # run_chunks halves the chunk
                     raise
                 # this model does not let its rows be spread (a chunk of one image may have, by
                 # broadcasting, equal to the repeated rows): repeat them from here on; an error of
