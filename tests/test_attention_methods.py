@@ -35,12 +35,13 @@ def images() -> Any:
     return torch.rand(B, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(1))
 
 
-def direct(model: Any, x: Any, gradient: bool, cls: Any = None) -> np.ndarray:
-    """The map computed here from the model's own attentions, with numpy and torch only."""
+def direct(model: Any, x: Any, gradient: bool, cls: Any = None, **kw: Any) -> np.ndarray:
+    """The map computed here from the model's own attentions, with numpy and torch only; the
+    patch grid is the image's (H / PATCH, W / PATCH); ``kw`` go to the model's call."""
     impl = model.config._attn_implementation
     model.set_attn_implementation("eager")
     try:
-        out = model(x, output_attentions=True)
+        out = model(x, output_attentions=True, **kw)
         atts = out.attentions
         n = atts[0].shape[-1]
         if gradient:
@@ -57,9 +58,9 @@ def direct(model: Any, x: Any, gradient: bool, cls: Any = None) -> np.ndarray:
                 r = (hat / hat.sum(axis=-1, keepdims=True)) @ r
     finally:
         model.set_attn_implementation(impl)
-    lead = n - GRID * GRID
-    grid = torch.tensor(r[:, 0, lead:].reshape(B, 1, GRID, GRID))
-    return torch.nn.functional.interpolate(grid, size=(SIZE, SIZE), mode="bilinear")[:, 0].numpy()
+    h, w = x.shape[2] // PATCH, x.shape[3] // PATCH
+    grid = torch.tensor(r[:, 0, n - h * w :].reshape(B, 1, h, w))
+    return torch.nn.functional.interpolate(grid, size=tuple(x.shape[2:]), mode="bilinear")[:, 0].numpy()
 
 
 @pytest.mark.parametrize("deit", [False, True], ids=["vit", "deit"])
@@ -151,28 +152,9 @@ def test_non_square_images_lay_the_class_row_on_their_grid(method: str) -> None:
     kw = {"interpolate_pos_encoding": True}
     got = np.asarray(xk.xai.explain(model, x, method=method, model_kwargs=kw))
     assert got.shape == (B, 32, 48)
-    impl = model.config._attn_implementation
-    model.set_attn_implementation("eager")
-    try:
-        out = model(x, output_attentions=True, **kw)
-        atts = out.attentions
-        n = atts[0].shape[-1]
-        assert n == 25
-        if method == "transformer_attribution":
-            k = out.logits.argmax(1)
-            grads = torch.autograd.grad(out.logits.gather(1, k[:, None]).sum(), atts)
-            r = np.broadcast_to(np.eye(n), (B, n, n)).copy()
-            for a, g in zip(atts, grads, strict=True):
-                r = r + np.maximum((a * g).detach().double().numpy(), 0).mean(axis=1) @ r
-        else:
-            r = np.eye(n)
-            for a in atts:
-                hat = 0.5 * a.detach().double().numpy().mean(axis=1) + 0.5 * np.eye(n)
-                r = (hat / hat.sum(axis=-1, keepdims=True)) @ r
-    finally:
-        model.set_attn_implementation(impl)
-    grid = torch.tensor(r[:, 0, 1:].reshape(B, 1, 4, 6))
-    want = torch.nn.functional.interpolate(grid, size=(32, 48), mode="bilinear")[:, 0].numpy()
+    with torch.no_grad():
+        assert model.vit.embeddings(x, interpolate_pos_encoding=True).shape[1] == 25  # 1 + 4 * 6 tokens
+    want = direct(model, x, method == "transformer_attribution", **kw)  # laid on 4 x 6
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
