@@ -19,7 +19,10 @@ from typing import Any
 
 from _device import Device
 
-FORMATS = ("contiguous", "channels_last")
+#: the memory formats the bound searches: contiguous rows and model; channels-last rows and a
+#: channels-last copy of the model; channels-last rows and the model as given (what xaikit can
+#: do, since it never changes the user's model)
+FORMATS = ("contiguous", "channels_last", "channels_last_rows")
 #: the name of the profiler range around each call of the model's forward
 FORWARD = "model.forward"
 
@@ -46,8 +49,9 @@ def forward_loop(
     chunk = x.index_select(0, idx) * mask
     t = torch.as_tensor(targets, device=x.device).index_select(0, idx)
     m = model
-    if fmt == "channels_last":
+    if fmt in ("channels_last", "channels_last_rows"):
         chunk = chunk.contiguous(memory_format=torch.channels_last)
+    if fmt == "channels_last":
         m = cl_model if cl_model is not None else channels_last_copy(model)
 
     def run() -> Any:

@@ -112,6 +112,9 @@ class Settings:
     occ_ppe: tuple[int, ...] = (1, 16, 64, 256)
     score_peer_batches: tuple[int, ...] = (16, 64, 128)  # pytorch-grad-cam ScoreCAM batch_size
     bound_sizes: tuple[int, ...] = (16, 32, 64, 128, 256)
+    #: extra xaikit lines of the forward-only cases at these fixed max_batch (--sizes): where the
+    #: plan's own choice stands among fixed chunk sizes
+    xaikit_sizes: tuple[int, ...] = ()
     calib: int = 32
     reps: int = 2
     device: str = "cpu"
@@ -356,6 +359,16 @@ def bound_line(case: str, model: Any, x: Any, targets: list[int], rows: int, st:
     return line
 
 
+def sized_lines(case: str, rows: int, st: Settings, call: Callable[[int], Any]) -> list[Line]:
+    """xaikit's ``case`` at each fixed ``max_batch`` of ``--sizes`` below the rows (kind
+    ``xaikit-size``: shown in the table, not used by the targets)."""
+    return [
+        Line(case, case, f"xaikit {case} max_batch={mb}", rows, lambda mb=mb: call(mb), "xaikit-size")
+        for mb in st.xaikit_sizes
+        if mb < rows
+    ]
+
+
 def scorecam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
     import xaikit as xk
 
@@ -373,6 +386,12 @@ def scorecam_lines(st: Settings, gradcam: dict[str, Any] | None) -> list[Line]:
             "xaikit",
         ),
     ]
+    lines += sized_lines(
+        "scorecam",
+        rows,
+        st,
+        lambda mb: xk.xai.explain(model, x, target=targets, method="scorecam", layer=LAYER, max_batch=mb),
+    )
     if gradcam is not None and "scorecam" in gradcam:
         from _gradcam import class_target
 
@@ -462,9 +481,9 @@ def rise_lines(st: Settings) -> tuple[list[Line], Callable[[int], list[Line]]]:
     B, N = st.rise_batch, st.rise_masks
     model, x, targets = build(st, B, seed=30)
 
-    def ours(n: int) -> Callable[[], Any]:
+    def ours(n: int, **kw: Any) -> Callable[[], Any]:
         return lambda: xk.xai.explain(
-            model, x, target=targets, method="rise", n_masks=n, cell=st.rise_cell, p=st.rise_p
+            model, x, target=targets, method="rise", n_masks=n, cell=st.rise_cell, p=st.rise_p, **kw
         )
 
     def theirs(n: int) -> Callable[[], Any]:
@@ -475,6 +494,7 @@ def rise_lines(st: Settings) -> tuple[list[Line], Callable[[int], list[Line]]]:
         Line("rise", "rise", f'xaikit rise N={N} max_batch="auto"', B * N, ours(N), "xaikit"),
         Line("rise", "rise", f"reference RISE N={N} (authors' style, batch {st.rise_ref_batch})", B * N, theirs(N), "peer"),
     ]  # fmt: skip
+    lines += sized_lines("rise", B * N, st, lambda mb: ours(N, max_batch=mb)())
 
     def sweep(n: int) -> list[Line]:
         return [
@@ -536,6 +556,10 @@ def occlusion_lines(st: Settings) -> list[Line]:
             "xaikit",
         ),
     ]
+    lines += sized_lines(
+        "occlusion", rows, st,
+        lambda mb: xk.xai.explain(model, x, target=targets, method="occlusion", window=w, stride=s, max_batch=mb),
+    )  # fmt: skip
     for ppe in st.occ_ppe:
 
         def theirs(ppe: int = ppe) -> Any:
@@ -844,7 +868,8 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
                 "batch repeated times a random mask, built once; the target scores copied to the host at the end), "
                 "at the best of a search over batch sizes and memory formats (rows/s: "
                 + ", ".join(f"{k} {v:,.0f}" for k, v in found.items())
-                + "; channels-last means channels-last rows and a channels-last copy of the model)."
+                + "; channels_last means channels-last rows and a channels-last copy of the model, "
+                "channels_last_rows channels-last rows and the model as given, which is what xaikit runs)."
             )
             r.append("")
         if case == "cam":
@@ -1099,6 +1124,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the --json of gradient_family_bench.py: XRAI and Guided IG rows of the targets table",
     )
+    p.add_argument(
+        "--sizes",
+        default="",
+        help="comma-separated max_batch values: extra xaikit lines of the forward-only cases at "
+        "those fixed chunk sizes, beside the plan's own (max_batch='auto')",
+    )
     p.add_argument("--json", type=Path, default=None, help="write every raw timing here")
     p.add_argument(
         "--keep",
@@ -1141,6 +1172,8 @@ def main(argv: list[str] | None = None) -> int:
     st = Settings.quick_run() if args.quick else Settings()
     if args.reps:
         st.reps = args.reps
+    if args.sizes:
+        st.xaikit_sizes = tuple(int(v) for v in args.sizes.split(",") if v.strip())
     Line.dev = Device.pick(args.device)
     st.device = Line.dev.name
     if Line.dev.cuda and not args.quick:  # a GPU's best batch can be larger; its forward passes are cheap

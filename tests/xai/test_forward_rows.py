@@ -143,3 +143,50 @@ def test_backend_arange_and_forward_only(framework: str) -> None:
 
 def _shape(framework: str) -> tuple[int, ...]:
     return (3, 12, 12) if framework == "torch" else (12, 12, 3)
+
+
+@pytest.mark.parametrize("forward_only", [True, False])
+@pytest.mark.parametrize(
+    ("row_mib", "budget_rows", "expected_forward"),
+    [
+        (6.0, 4000, 512),  # a ResNet-18 at 224x224: 4 GiB / 6 MiB = 682 rows -> 512
+        (6.0, 300, 256),  # the memory budget below the working set decides
+        (0.05, 100_000, 8192),  # a small model: the 8192 ceiling, as before
+        (400.0, 4000, 16),  # a huge row: never below 16 rows for the working set
+    ],
+)
+def test_accelerator_forward_only_chunks_stay_within_the_working_set(
+    monkeypatch: pytest.MonkeyPatch,
+    forward_only: bool,
+    row_mib: float,
+    budget_rows: int,
+    expected_forward: int,
+) -> None:
+    """On an accelerator a forward-only chunk holds at most ``_GPU_FORWARD_SET`` bytes of rows
+    (a power of two, at least 16 rows) within the budget; a gradient sweep keeps the largest
+    power of two the budget allows (at most 8192)."""
+    torch = pytest.importorskip("torch")
+    from xaikit.backend.torch.core import TorchBackend
+    from xaikit.xai._engine import plan as plan_mod
+
+    monkeypatch.setattr(TorchBackend, "is_accelerator", lambda self, device: True)
+    monkeypatch.setattr(TorchBackend, "free_memory", lambda self, device: 2**34)
+    model, _ = model_for("torch", seed=3)
+    row = row_mib * 2**20
+    job = Job(
+        bk=xk.backend.get_backend(model),
+        model=model,
+        inputs=[torch.zeros(2, 3, 12, 12)],
+        targets=torch.zeros(2, dtype=torch.int64),
+        n_noise=5000,
+        forward_only=forward_only,
+    )
+    plan = ChunkPlan(job, int(budget_rows * row))
+    assert plan.pending
+    peaks = {2: 2 * row, 8: 8 * row}
+    plan.probe(lambda n, layout: peaks[n], lambda n, layout: 1.0)
+    assert plan.row_bytes == pytest.approx(row)
+    cap = min(budget_rows, 8192)
+    whole = 1 << (cap.bit_length() - 1)
+    assert plan.size == (min(expected_forward, whole) if forward_only else whole)
+    assert plan.size <= plan_mod._GPU_FORWARD_SET // row or not forward_only or plan.size == 16

@@ -393,3 +393,31 @@ def test_paths_that_cannot_move_end_their_step() -> None:
     attr = guided_ig.guided_paths(x_in, np.zeros_like(x_in), grad_fn, steps=5)
     assert np.all(np.isnan(attr[0]))
     np.testing.assert_allclose(attr[1], x_in[1] * w, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("steps", "fraction", "max_dist"), SETTINGS)
+def test_threads_share_the_paths_with_the_same_bits(steps: int, fraction: float, max_dist: float) -> None:
+    """A step's selection is split over threads by paths (``workers``): any count gives the
+    same bits as one thread, with paths whose inner loops end at different passes (ties, a
+    constant path, features with no span), and each path equals its own single-path run."""
+    rng = np.random.default_rng(7)
+    n, d = 5, 97
+    x_in, base = rng.random((n, d)), rng.random((n, d)) * 0.3
+    base[2] = x_in[2]  # a constant path: no gradient call, zeros
+    base[:, :4] = x_in[:, :4]  # features with no span
+    w = rng.standard_normal((n, d))
+    w[:, ::5] = 0.0  # ties at the threshold
+
+    def grad_fn(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return w[rows] * np.cos(3 * points) + points**2
+
+    one = guided_ig.guided_paths(x_in, base, grad_fn, steps, fraction, max_dist, workers=1)
+    assert np.all(one[2] == 0) and np.abs(one).sum() > 0
+    for workers in (2, 3, 8, None):
+        got = guided_ig.guided_paths(x_in, base, grad_fn, steps, fraction, max_dist, workers=workers)
+        np.testing.assert_array_equal(got, one)
+    for i in (0, 4):
+        alone = guided_ig.guided_paths(
+            x_in[i : i + 1], base[i : i + 1], lambda p, r, i=i: grad_fn(p, r + i), steps, fraction, max_dist
+        )
+        np.testing.assert_array_equal(alone[0], one[i])

@@ -36,6 +36,12 @@ _SIZES = (16, 32, 64, 128, 256)
 #: it, bigger chunks only add page faults and cache misses (resnet18 at 224x224: about 40 MiB
 #: per row, so 16 rows), while small models keep the measured 128 / 256
 _WORKING_SET = 512 * 2**20
+#: on an accelerator a forward-only chunk keeps its rows within this many bytes (4 GiB): a
+#: ResNet-18 at 224x224 costs about 6 MiB per forward-only row, so 512 rows, where a plain
+#: inference-mode loop on an H100/H200 already runs at its best rows/s; bigger chunks only take
+#: memory (RISE's 4,000 rows took 26.8 GB in one chunk) and ran slower (see docs/benchmarks.md,
+#: "GPU"). Gradient sweeps are not capped this way.
+_GPU_FORWARD_SET = 4 * 2**30
 #: the two throw-away probes (rows) whose peak memory gives the cost of one row
 _MEMORY_PROBE = (2, 8)
 #: a job times candidate sizes and layouts only when it has this many times the timing probe's
@@ -161,7 +167,8 @@ class ChunkPlan:
     3. **Size**: on a CPU the largest of ``_SIZES`` (16 ... 256) within the cap, within the
        engine's default (128 eager, 256 compiled) and, where the cap allows, within
        ``_WORKING_SET`` bytes of rows (so 16-32 rows for a resnet at 224x224, 128 for a LeNet);
-       on a GPU the largest power of two within the cap (at most 8192).
+       on a GPU the largest power of two within the cap (at most 8192) and, for forward-only
+       rows, within ``_GPU_FORWARD_SET`` bytes of rows (512 rows of a ResNet-18 at 224x224).
     4. **Timing** (CPU, eager torch): when the job has at least ``_PROBE_SHARE`` times the rows
        it needs, that size and the next one up, in both layouts, are timed (best of two) on
        throw-away copies of its first rows and the fastest kept. The probes' rows are thrown
@@ -252,9 +259,13 @@ class ChunkPlan:
 
     def _choose(self) -> int:
         if self.bk.is_accelerator(self.device):
-            if self.cap is None:
+            capped = self.job.forward_only and bool(self.row_bytes)
+            if self.cap is None and not capped:
                 return self._default()
-            return max(1, 1 << (min(self.cap, 8192).bit_length() - 1))
+            rows = self._default() if self.cap is None else min(self.cap, 8192)
+            if capped:
+                rows = min(rows, max(_SIZES[0], int(_GPU_FORWARD_SET // float(self.row_bytes or 1))))
+            return max(1, 1 << (max(1, rows).bit_length() - 1))
         limit = float(self._default())  # the CPU default of this kind of job (forward-only or not)
         if self.row_bytes:
             limit = min(limit, max(_SIZES[0], _WORKING_SET // self.row_bytes))

@@ -79,7 +79,10 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,6 +175,7 @@ def guided_paths(
     steps: int = 200,
     fraction: float = 0.25,
     max_dist: float = 0.02,
+    workers: int | None = None,
 ) -> np.ndarray:
     """Guided IG of n paths at once, framework-free: the attributions (n, D) float64.
 
@@ -184,6 +188,9 @@ def guided_paths(
         steps: path steps (see the module).
         fraction: the share of the features moved per inner pass.
         max_dist: how far (in alpha) a feature may stray from the straight line.
+        workers: threads that share a step's selection, each over its own paths (rows are
+            independent, so the result is the same bits for any count); default one per CPU
+            core, at most one per path.
 
     A path whose input equals its baseline gets zero attributions and no gradient evaluation.
 
@@ -207,52 +214,136 @@ def guided_paths(
     attr = np.zeros_like(xi)
     k = lower_index(d, fraction)
     m = len(live)
-    for step in range(steps):
-        grad = np.asarray(grad_fn(x, live), dtype=np.float64).reshape(m, d)
-        abs_grad = np.abs(grad)
-        alpha = (step + 1.0) / steps
-        alpha_min, alpha_max = max(alpha - max_dist, 0.0), min(alpha + max_dist, 1.0)
-        x_min = xb + df * alpha_min
-        x_max = xb + df * alpha_max
-        l1_target = l1_total * (1 - (step + 1) / steps)
-        x_start = x  # the clamp below makes a new array
+    threads = max(1, min(m, workers if workers is not None else (os.cpu_count() or 1)))
+    groups = [_Paths(xi[s], xb[s], df[s], x[s], attr[s], l1_total[s], s) for s in _row_slices(m, threads)]
+    pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
+    try:
+        for step in range(steps):
+            grad = np.asarray(grad_fn(x, live), dtype=np.float64).reshape(m, d)
+            alpha = (step + 1.0) / steps
+            bounds = (max(alpha - max_dist, 0.0), min(alpha + max_dist, 1.0), 1 - (step + 1) / steps)
+            if pool is None:
+                groups[0].step(grad, *bounds, k)
+            else:  # numpy releases the GIL in its loops: the groups run side by side
+                for done in [pool.submit(g.step, grad, *bounds, k) for g in groups]:
+                    done.result()
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    out[live] = attr
+    return out
+
+
+def _row_slices(m: int, parts: int) -> list[slice]:
+    """``parts`` contiguous row ranges covering [0, m) as evenly as possible.
+
+    Example:
+        >>> _row_slices(5, 2)
+        [slice(0, 2, None), slice(2, 5, None)]
+    """
+    edges = np.linspace(0, m, parts + 1).round().astype(int)
+    return [slice(int(a), int(b)) for a, b in itertools.pairwise(edges) if b > a]
+
+
+class _Paths:
+    """A group of paths (views of rows of the fused arrays) and the scratch arrays of their
+    selection, so that a step allocates nothing of the paths' size: every operation writes into
+    a buffer, in the same order of operations as the plain expressions, so the bits are those of
+    the reference algorithm (see :func:`guided_paths`)."""
+
+    def __init__(
+        self,
+        xi: np.ndarray,
+        xb: np.ndarray,
+        df: np.ndarray,
+        x: np.ndarray,
+        attr: np.ndarray,
+        l1_total: np.ndarray,
+        rows: slice,
+    ) -> None:
+        self.xi, self.xb, self.df, self.x, self.attr, self.l1_total, self.rows = (
+            xi,
+            xb,
+            df,
+            x,
+            attr,
+            l1_total,
+            rows,
+        )
+        shape = x.shape
+        self.x_start, self.x_max, self.abs_grad, self.absg, self.tmp = (np.empty(shape) for _ in range(5))
+        self.at_max, self.sel = np.empty(shape, bool), np.empty(shape, bool)
+
+    def step(
+        self, grad_all: np.ndarray, alpha_min: float, alpha_max: float, remaining: float, k: int
+    ) -> None:
+        """One path step of these paths, in place (the module's steps 2-4)."""
+        x, xb, df, tmp = self.x, self.xb, self.df, self.tmp
+        grad = grad_all[self.rows]
+        np.abs(grad, out=self.abs_grad)
+        np.multiply(df, alpha_max, out=self.x_max)
+        self.x_max += xb  # xb + df * alpha_max
+        l1_target = self.l1_total * remaining
+        np.copyto(self.x_start, x)
         # Features behind alpha_min catch up to it. Only the step's first pass can find any
         # (later passes move features forward only), so this is done once per step. A feature
         # with no span (df == 0) gives 0 / 0 = NaN, never behind: it stays at its baseline.
+        np.subtract(x, xb, out=tmp)
         with np.errstate(divide="ignore", invalid="ignore"):
-            behind = (x - xb) / df < alpha_min
-        x = np.where(behind, x_min, x)
+            tmp /= df
+        behind = np.less(tmp, alpha_min, out=self.sel)
+        np.multiply(df, alpha_min, out=tmp)
+        tmp += xb  # x_min = xb + df * alpha_min
+        np.copyto(x, tmp, where=behind)
+        m = x.shape[0]
         active = np.arange(m)
         while active.size:
-            a = slice(None) if active.size == m else active
-            xa, xia, x_maxa, target = x[a], xi[a], x_max[a], l1_target[a]  # views when full
-            l1_current = np.abs(xa - xia).sum(axis=1)
+            full = active.size == m
+            na = active.size
+            if full:
+                xa, xia, x_maxa, target, ga = x, self.xi, self.x_max, l1_target, self.abs_grad
+            else:
+                xa, xia, x_maxa = x[active], self.xi[active], self.x_max[active]
+                target, ga = l1_target[active], self.abs_grad[active]
+            t, absg, at_max, sel = tmp[:na], self.absg[:na], self.at_max[:na], self.sel[:na]
+            np.subtract(xa, xia, out=t)
+            np.abs(t, out=t)
+            l1_current = t.sum(axis=1)
             done = _isclose(target, l1_current)
-            at_max = xa == x_maxa  # excluded from the selection (PAIR: gradient set to inf)
-            absg = np.where(at_max, np.inf, abs_grad[a])
-            threshold = np.partition(absg, k, axis=1)[:, k : k + 1]
-            sel = absg <= threshold
+            np.equal(xa, x_maxa, out=at_max)  # excluded from the selection (PAIR: gradient set to inf)
+            np.copyto(absg, ga)
+            np.copyto(absg, np.inf, where=at_max)
+            np.copyto(t, absg)
+            t.partition(k, axis=1)
+            threshold = t[:, k : k + 1].copy()
+            np.less_equal(absg, threshold, out=sel)
             sel &= ~at_max
             if done.any():
                 sel &= ~done[:, None]
-            l1_s = (np.abs(xa - x_maxa) * sel).sum(axis=1)
+            np.subtract(xa, x_maxa, out=t)
+            np.abs(t, out=t)
+            t *= sel
+            l1_s = t.sum(axis=1)
             stuck = (l1_s <= 0) & ~done  # nothing left to move: PAIR would loop here forever
             with np.errstate(divide="ignore", invalid="ignore"):
                 gamma = (l1_current - target) / l1_s
             gamma[l1_s <= 0] = np.inf
             jump = gamma > 1.0
             if jump.all():
-                moved = x_maxa
+                np.copyto(xa, x_maxa, where=sel)
             else:
-                part = np.where(jump, 1.0, gamma)[:, None]  # a jump moves all the way
-                moved = xa + (x_maxa - xa) * part
-                moved[jump] = x_maxa[jump]
-            x[a] = np.where(sel, moved, xa)
+                np.subtract(x_maxa, xa, out=t)
+                t *= np.where(jump, 1.0, gamma)[:, None]  # a jump moves all the way
+                t += xa  # xa + (x_maxa - xa) * part
+                t[jump] = x_maxa[jump]
+                np.copyto(xa, t, where=sel)
+            if not full:
+                x[active] = xa
             active = active[jump & ~done & ~stuck]
         # every move of the step is weighted by the step's one gradient: one product per step
-        attr += (x - x_start) * grad
-    out[live] = attr
-    return out
+        np.subtract(x, self.x_start, out=tmp)
+        tmp *= grad
+        self.attr += tmp
 
 
 def noisy_inputs(inp: Any, sigma: T, seed: int, s: int) -> T:
