@@ -6,7 +6,7 @@
 # back). Peers travel as wheels in .whl/ (captum, saliency, grad-cam + ttach, zarr + its needs,
 # tensorboardX; torch, torchvision and the rest are on the machine).
 #
-#   bash benchmarks/gpu_check.sh [steps]     # steps: any of bench,tests,cpu (default all three)
+#   bash benchmarks/gpu_check.sh [steps]     # steps: any of bench,tests,cpu,profile (default the first three)
 set -u
 OUT=${OUT:-/tmp/xaikit-gpu-check}
 mkdir -p "$OUT"
@@ -40,6 +40,11 @@ if step bench; then
         > "$OUT/methods.log" 2>&1
     echo "methods rc=$? at $(($(date +%s) - t0)) s"
     grep -E "^(bound/|scorecam|rise|occlusion)|bound search" "$OUT/methods.log" | cut -c1-400
+fi
+if step profile; then
+    timeout 120 python3 benchmarks/host_profile.py --device cuda --calls 5 --top 30 > "$OUT/host-profile.txt" 2>&1
+    echo "host profile rc=$? at $(($(date +%s) - t0)) s"
+    grep "=====" "$OUT/host-profile.txt"
 fi
 if step tests; then
     timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py > "$OUT/gpu-tests.log" 2>&1

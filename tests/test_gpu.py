@@ -33,11 +33,22 @@ pytestmark = pytest.mark.gpu
 #: the attention methods read transformers' attentions only (tests/test_attention_methods.py)
 ALL_METHODS = tuple(m for m in method_names() if family(m) != "transformer")
 #: settings at which each seeded method really draws (Guided IG draws only with nsamples > 1;
-#: Expected Gradients draws its references from a set apart from x, so no draw is x itself)
+#: Expected Gradients draws its references from a set apart from x, so no draw is x itself;
+#: DeepLiftShap draws only when it takes fewer references than the set holds; KernelSHAP and
+#: HSIC at OPTIONS' 4 features take every coalition (14 of 2^4 - 2, and 16 points of a
+#: scrambled Sobol net that fill the 16 binary cells whatever the seed), so fewer are asked)
 DRAWING: dict[str, dict[str, Any]] = {
     "guided_ig": {"nsamples": 2},
     "expected_gradients": {"baseline": images(6, seed=7)},
+    "deepliftshap": {"baselines": images(6, seed=7), "nsamples": 3},
+    "kernel_shap": {"nsamples": 10},
+    "hsic": {"nsamples": 8},
 }
+#: chunked against unchunked: float32 rounding of the scores differs with the batch size (cuDNN
+#: picks other kernels), and Jansen's estimator of Sobol indices squares differences of nearly
+#: equal scores and divides by their variance, which grows it (2e-5 relative seen on an H100,
+#: 8e-6 of the map's maximum on a CPU too); the other methods hold 1e-5
+CHUNK_RTOL: dict[str, float] = {"sobol": 1e-4}
 SEEDED = [m for m in ALL_METHODS if get_method(m).noise]
 EXACT = [m for m in ALL_METHODS if not get_method(m).noise]
 
@@ -93,8 +104,9 @@ def test_a_seeded_method_is_reproducible_and_chunk_free_on_the_device(
     small = explain(gpu, method, max_batch=3)
     scale = float(np.abs(a).max())
     assert scale > 0
+    rtol = CHUNK_RTOL.get(method, 1e-5)
     np.testing.assert_allclose(
-        small, a, rtol=1e-5, atol=1e-6 * scale, err_msg=f"{method}: chunked != unchunked"
+        small, a, rtol=rtol, atol=rtol / 10 * scale, err_msg=f"{method}: chunked != unchunked"
     )
     other = explain(gpu, method, seed=1)
     assert not np.array_equal(other, a), f"{method}: seed=1 gave seed=0's draws"
