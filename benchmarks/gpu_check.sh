@@ -6,7 +6,7 @@
 # back). Peers travel as wheels in .whl/ (captum, saliency, grad-cam + ttach, zarr + its needs,
 # tensorboardX; torch, torchvision and the rest are on the machine).
 #
-#   bash benchmarks/gpu_check.sh [steps]     # steps: any of bench,tests,cpu,profile (default the first three)
+#   bash benchmarks/gpu_check.sh [steps]     # steps: any of bench (= gradient,methods),tests,cpu,profile (default bench,tests,cpu)
 set -u
 OUT=${OUT:-/tmp/xaikit-gpu-check}
 mkdir -p "$OUT"
@@ -29,14 +29,19 @@ fi
 
 step() { case ",$STEPS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 t0=$(date +%s)
-if step bench; then
+# GRADIENT_JSON: an earlier gradient-family.json for the methods' targets table (step "methods"
+# alone); the step "gradient" writes a new one
+GRADIENT_JSON=${GRADIENT_JSON:-$OUT/gradient-family.json}
+if step bench || step gradient; then
     timeout 200 python3 benchmarks/gradient_family_bench.py --device cuda --models resnet18 \
         --methods guided_ig,xrai --reps 3 --json "$OUT/gradient-family.json" --out "$OUT/benchmarks.md" \
         > "$OUT/gradient-family.log" 2>&1
     echo "gradient family rc=$? at $(($(date +%s) - t0)) s"
     grep -E "Guided IG|XRAI" "$OUT/gradient-family.log" | tail -8
-    timeout 300 python3 benchmarks/methods_bench.py --device cuda --reps 3 --profile --sizes 256,512,1024,2048 \
-        --gradient-json "$OUT/gradient-family.json" --json "$OUT/methods.json" --out "$OUT/benchmarks.md" \
+fi
+if step bench || step methods; then
+    timeout 300 python3 benchmarks/methods_bench.py --device cuda --reps 3 --profile --sizes 256,512,1024 \
+        --gradient-json "$GRADIENT_JSON" --json "$OUT/methods.json" --out "$OUT/benchmarks.md" \
         > "$OUT/methods.log" 2>&1
     echo "methods rc=$? at $(($(date +%s) - t0)) s"
     grep -E "^(bound/|scorecam|rise|occlusion)|bound search" "$OUT/methods.log" | cut -c1-400

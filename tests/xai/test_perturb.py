@@ -253,6 +253,8 @@ def test_rise_memory_is_flat_in_n(monkeypatch: pytest.MonkeyPatch, rng: np.rando
         return real(self, start, stop)
 
     monkeypatch.setattr(rise._DeviceMasks, "__call__", counting)
+    # the fold takes blocks of _FOLD_ELEMENTS mask values: here as few as allowed (32 masks)
+    monkeypatch.setattr(rise, "_FOLD_ELEMENTS", 1)
     peaks = {}
     for n in (40, 400):
         made.clear()
@@ -261,6 +263,13 @@ def test_rise_memory_is_flat_in_n(monkeypatch: pytest.MonkeyPatch, rng: np.rando
         assert sum(made) == 2 * n  # each mask made twice: for its rows, then for the fold
     # at most one chunk's masks (16 rows of 2 samples: 8) or one fold block (32), whatever N
     assert peaks[40] == peaks[400] == rise._MASK_BLOCK
+    # by default a fold block holds at most _FOLD_ELEMENTS values (or 32 masks), whatever N
+    monkeypatch.setattr(rise, "_FOLD_ELEMENTS", 100 * 12 * 12)
+    for n in (40, 400, 1000):
+        made.clear()
+        maps = xk.xai.explain(model, x, method="rise", n_masks=n, cell=3, max_batch=16)
+        assert sum(made) == 2 * n and max(made) == min(n, 100)
+        assert maps.shape[-2:] == (12, 12)
 
 
 # ---- options like the gradient methods ------------------------------------------------------------

@@ -143,7 +143,7 @@ def occlusion(
         )  # fmt: skip
     drop = (s[0][None, :] - s[1:]).reshape(ny, nx, B)  # score(x) - score(occluded), per window
     ry, rx = rows_y.astype(np.float64), rows_x.astype(np.float64)
-    total = np.einsum("ijb,ih,jw->bhw", drop, ry, rx, optimize=True)  # two products, not one 5-D loop
+    total = ry.T @ drop.transpose(2, 0, 1) @ rx  # (H, ny) @ (B, ny, nx) @ (nx, W): two products
     counts = ry.sum(0)[:, None] * rx.sum(0)[None, :]  # windows covering each pixel (>= 1)
     return maps_to_user(inp, total / counts, axis)
 
