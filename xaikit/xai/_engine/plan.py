@@ -39,8 +39,8 @@ _WORKING_SET = 512 * 2**20
 #: on an accelerator a forward-only chunk keeps its rows within this many bytes (4 GiB): a
 #: ResNet-18 at 224x224 costs about 6 MiB per forward-only row, so 512 rows, where a plain
 #: inference-mode loop on an H100/H200 already runs at its best rows/s; bigger chunks only take
-#: memory (RISE's 4,000 rows took 26.8 GB in one chunk) and ran slower (see docs/benchmarks.md,
-#: "GPU"). Gradient sweeps are not capped this way.
+#: memory (RISE's 4,000 rows took 26.8 GB in one chunk) at about the same speed (256 to 1,024
+#: rows within 10% on an H100; docs/benchmarks.md, "GPU"). Gradient sweeps are not capped so.
 _GPU_FORWARD_SET = 4 * 2**30
 #: the two throw-away probes (rows) whose peak memory gives the cost of one row
 _MEMORY_PROBE = (2, 8)
