@@ -17,4 +17,5 @@ One small module per concern, imported directly (this package re-exports nothing
   quadrature rules
 * ``display.py``: display normalisation of masks
 * ``progress.py``: progress of long calls
+* ``threads.py``: host threads for numpy work beside the model
 """

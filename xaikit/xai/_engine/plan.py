@@ -259,12 +259,12 @@ class ChunkPlan:
 
     def _choose(self) -> int:
         if self.bk.is_accelerator(self.device):
-            capped = self.job.forward_only and bool(self.row_bytes)
-            if self.cap is None and not capped:
+            row = self.row_bytes if self.job.forward_only else None  # forward-only rows are capped
+            if self.cap is None and not row:
                 return self._default()
             rows = self._default() if self.cap is None else min(self.cap, 8192)
-            if capped:
-                rows = min(rows, max(_SIZES[0], int(_GPU_FORWARD_SET // float(self.row_bytes or 1))))
+            if row:
+                rows = min(rows, max(_SIZES[0], int(_GPU_FORWARD_SET // row)))
             return max(1, 1 << (max(1, rows).bit_length() - 1))
         limit = float(self._default())  # the CPU default of this kind of job (forward-only or not)
         if self.row_bytes:

@@ -85,7 +85,6 @@ Example:
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -106,6 +105,7 @@ from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai._engine.sweep import sweep
+from xaikit.xai._engine.threads import host_threads
 from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["OPTIONS", "guided_paths", "noisy_inputs", "run"]
@@ -219,7 +219,7 @@ def guided_paths(
     attr = np.zeros_like(xi)
     k = lower_index(d, fraction)
     m = len(live)
-    threads = max(1, min(m, workers if workers is not None else (os.cpu_count() or 1)))
+    threads = host_threads(m) if workers is None else max(1, min(m, int(workers)))
     groups = [_Paths(xi[s], xb[s], df[s], x[s], attr[s], l1_total[s], s) for s in _row_slices(m, threads)]
     pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
     try:
@@ -266,15 +266,8 @@ class _Paths:
         l1_total: np.ndarray,
         rows: slice,
     ) -> None:
-        self.xi, self.xb, self.df, self.x, self.attr, self.l1_total, self.rows = (
-            xi,
-            xb,
-            df,
-            x,
-            attr,
-            l1_total,
-            rows,
-        )
+        self.xi, self.xb, self.df, self.x, self.attr = xi, xb, df, x, attr
+        self.l1_total, self.rows = l1_total, rows
         shape = x.shape
         self.x_start, self.x_max, self.abs_grad, self.absg, self.tmp = (np.empty(shape) for _ in range(5))
         self.at_max, self.sel = np.empty(shape, bool), np.empty(shape, bool)

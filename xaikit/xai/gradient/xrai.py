@@ -50,7 +50,6 @@ method's cost, as it is of PAIR's.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -69,6 +68,7 @@ from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.quadrature import quadrature
 from xaikit.xai._engine.sweep import sweep
+from xaikit.xai._engine.threads import host_threads
 from xaikit.xai.gradient.sweep import baseline_fn
 from xaikit.xai.registry import Call, Explained, Method, register_method
 
@@ -504,10 +504,6 @@ def rank_regions(
 
 
 # ---- the method -----------------------------------------------------------------------------------
-def _workers(batch: int) -> int:
-    return max(1, min(batch, os.cpu_count() or 1))
-
-
 def run(
     inp: Inputs,
     targets: T,
@@ -573,7 +569,7 @@ def run(
     # On an accelerator the host segments while the device runs the sweep; on a CPU the sweep
     # has the cores to itself first (its threads and the pool's would only contend).
     overlap = given is None and bk.is_accelerator(bk.model_device(inp.model))
-    with ThreadPoolExecutor(max_workers=_workers(batch)) as pool:
+    with ThreadPoolExecutor(max_workers=host_threads(batch)) as pool:
         candidates: list[Future[np.ndarray]] = []
         images = None
         if given is None:
