@@ -4,6 +4,7 @@ peak resident-set-size increase of one call, sampled in a thread (by xaikit's ow
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import statistics
@@ -18,6 +19,26 @@ from typing import Any
 from xaikit.backend.memory import rss_bytes
 
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+def trimmed_malloc() -> bool:
+    """From now on glibc's malloc hands every freed buffer of 128 KiB or more back to the OS (what
+    ``MALLOC_ENV`` does for a process started with it), so that the resident-set peak of a call
+    is its own and not a high-water mark left in the heap by an earlier call.
+
+    For the memory phase only, after every timed round: on some machines the page faults of the
+    returned buffers make torch's CPU kernels much slower (a LeNet forward+backward on a 2-core
+    AMD EPYC: 2.7x slower), and the penalty grows with a call's buffer sizes, so timings taken so
+    would rank chunked calls below small-batch loops. glibc's adaptive threshold cannot be turned
+    back on, so the switch is one way. Returns False where there is no glibc (nothing changed)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        ok = libc.mallopt(_M_MMAP_THRESHOLD, 131072) == 1 and libc.mallopt(_M_TRIM_THRESHOLD, 131072) == 1
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return ok
 
 
 class PeakRSS:
@@ -103,6 +124,16 @@ class Case:
             if peak is not None:
                 self.gpu.append(peak)
 
+    def memory_once(self) -> None:
+        """One untimed call under the resident-set sampler (the memory phase, after the timed
+        rounds and :func:`trimmed_malloc`)."""
+        gc.collect()
+        with PeakRSS() as probe:
+            self.fn()
+            if self.sync is not None:
+                self.sync()
+        self.rss.append(probe.increase)
+
     @property
     def median(self) -> float:
         return statistics.median(self.times) if self.times else float("nan")
@@ -155,12 +186,15 @@ def warm(cases: list[Case], log: Callable[[str], None] = print) -> None:
         )
 
 
-def rounds(cases: list[Case], reps: int, log: Callable[[str], None] = print) -> None:
-    """``reps`` timed rounds, each calling every case once in the same order."""
+def rounds(
+    cases: list[Case], reps: int, log: Callable[[str], None] = print, measure_memory: bool = True
+) -> None:
+    """``reps`` timed rounds, each calling every case once in the same order (under the
+    resident-set sampler unless ``measure_memory`` is False)."""
     for r in range(reps):
         t0 = time.perf_counter()
         for case in cases:
-            case.run_once()
+            case.run_once(measure_memory)
         log(f"  round {r + 1}/{reps}: {time.perf_counter() - t0:.1f}s")
 
 

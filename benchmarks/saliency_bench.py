@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from _measure import MALLOC_ENV, Case, machine, rounds, tuned_chunk, warm  # noqa: E402
+from _measure import Case, machine, rounds, trimmed_malloc, tuned_chunk, warm  # noqa: E402
 from _models import make_model  # noqa: E402
 from _settings import Settings  # noqa: E402
 
@@ -58,7 +58,8 @@ def _versions() -> dict[str, str]:
 
 # ---- running ------------------------------------------------------------------------------------
 def run_model(fw: str, name: str, st: Settings) -> dict[str, Any]:
-    """All cases of one framework and model, interleaved; returns cases and side facts."""
+    """All cases of one framework and model, interleaved and timed (no memory sampler: see
+    :func:`memory_phase`); returns cases and side facts."""
     mod = importlib.import_module("_torch_cases" if fw == "torch" else "_tf_cases")
     model = make_model(fw, name)
     facts: dict[str, Any] = {}
@@ -95,19 +96,36 @@ def run_model(fw: str, name: str, st: Settings) -> dict[str, Any]:
     warm(cases, log)
     if fw == "tf":
         facts["traces_after_warmup"] = mod.traces(model)
-    rounds(cases, st.reps, log)
+    rounds(cases, st.reps, log, measure_memory=False)
     if fw == "tf":
         facts["traces_after_rounds"] = mod.traces(model)
         shapes = (*st.batches, st.ref_b, *((st.memory_b,) if memory_runs else ()))
         facts["traces_expected"] = len({_padded(b, chunk) for b in shapes})
+    return {
+        "cases": cases,
+        "facts": facts,
+        "fw": fw,
+        "name": name,
+        "model": model,
+        "memory_runs": memory_runs,
+    }
 
-    memory = mod.memory_cases(model, name, st) if memory_runs else []
+
+def memory_phase(res: dict[str, Any], st: Settings) -> None:
+    """The peak-memory part of one framework and model (after every timed round of the run and
+    :func:`trimmed_malloc`): one untimed call of each case under the resident-set sampler, then
+    the memory sweep (one call of each size)."""
+    fw, name, model, facts = res["fw"], res["name"], res["model"], res["facts"]
+    mod = importlib.import_module("_torch_cases" if fw == "torch" else "_tf_cases")
+    for case in res["cases"]:
+        case.memory_once()
+    memory = mod.memory_cases(model, name, st) if res["memory_runs"] else []
     for case in memory:  # one call each (memory needs no repetitions), after everything is warm
         case.run_once()
         log(f"  memory {case.name}: {case.peak_rss / MB:.0f} MB in {case.median:.2f}s")
     if fw == "tf":
         facts["traces_after_memory"] = mod.traces(model)
-    return {"cases": cases + memory, "facts": facts}
+    res["cases"] = res["cases"] + memory
 
 
 def _padded(batch: int, chunk: int) -> int:
@@ -243,7 +261,8 @@ def analyse(fw: str, name: str, res: dict[str, Any], st: Settings) -> tuple[list
         lines.append(
             f"TF chunk-step traces: {facts['traces_after_warmup']} after the warm-up calls, "
             f"{facts['traces_after_rounds']} after {st.reps} more rounds of every call, "
-            f"{facts['traces_after_memory']} after the memory sweep; distinct padded chunk shapes "
+            f"{facts.get('traces_after_memory', 'not yet measured')} after the memory phase; distinct "
+            "padded chunk shapes "
             f"expected: {facts['traces_expected']}."
         )
         lines.append("")
@@ -302,12 +321,13 @@ def targets(
         if fw == "tf":
             # Each padded shape (full chunks and power-of-two tails) is traced once: repeated
             # calls must add no trace.
-            ok = f["traces_after_warmup"] == f["traces_after_memory"]
+            last = f.get("traces_after_memory", f["traces_after_rounds"])  # before the memory phase
+            ok = f["traces_after_warmup"] == last
             add(
                 "TF chunk step traced once per shape",
                 fw,
                 name,
-                f"{f['traces_after_warmup']} after warm-up, {f['traces_after_memory']} after every later call",
+                f"{f['traces_after_warmup']} after warm-up, {last} after every later call",
                 ok,
             )
     return _table(["target", "where", "measured", "result"], rows)
@@ -377,11 +397,14 @@ def write_doc(
         "one batch-sized forward+backward each: 1 + 5×100 = 501 passes for the reference call), a plain "
         "loop for torch and an EAGER loop for TF like the reference's.",
         "- **Peak memory**: the increase of the process's resident set (VmRSS from `/proc/self/status`, "
-        "sampled every 1 ms in a thread) over its value just before the call; the maximum over the "
-        "timed rounds. `tracemalloc` cannot see torch/TF buffers. The script re-executes itself with "
-        "`MALLOC_MMAP_THRESHOLD_`/`MALLOC_TRIM_THRESHOLD_` = 128 KiB so that freed buffers go back to "
-        "the OS and each call's peak is its own, not a high-water mark left by an earlier case. On a "
-        "GPU, `torch.cuda.max_memory_allocated` after a reset.",
+        "sampled every 1 ms in a thread) over its value just before the call, in one untimed call of "
+        "each case after every timed round of the run (`tracemalloc` cannot see torch/TF buffers). "
+        "For that phase the script switches glibc's malloc (`mallopt`, as "
+        "`MALLOC_MMAP_THRESHOLD_`/`MALLOC_TRIM_THRESHOLD_` = 128 KiB would) to hand freed buffers "
+        "back to the OS, so that each call's peak is its own, not a high-water mark left by an earlier "
+        "case. The timed rounds run with the default malloc and without the sampler: returned buffers "
+        "cost page faults, which on some CPUs made torch's kernels 2.7× slower and penalized large "
+        "chunks more than small loops. On a GPU, `torch.cuda.max_memory_allocated` after a reset.",
         "",
         "## How to read this",
         "",
@@ -508,6 +531,24 @@ def _write(
         os.replace(tmp, args.json)
 
 
+def _collect(
+    res: dict[str, Any],
+    st: Settings,
+    numbers: dict[tuple[str, str], dict[str, Any]],
+    facts: dict[tuple[str, str], Any],
+    results_md: list[str],
+    raw: list[dict[str, Any]],
+) -> list[str]:
+    """Add one framework and model's analysis to the report's parts; returns its lines."""
+    fw, name = res["fw"], res["name"]
+    lines, num = analyse(fw, name, res, st)
+    results_md += lines
+    numbers[(fw, name)] = num
+    facts[(fw, name)] = res["facts"]
+    raw += [{**c.as_dict()} for c in res["cases"]]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smoke run: reduced settings, well under a minute")
@@ -535,14 +576,6 @@ def main(argv: list[str] | None = None) -> int:
         render([Path(s) for s in args.render.split(",") if s.strip()], args.out, notes)
         log(f"wrote {args.out}")
         return 0
-    if any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()) and not os.environ.get("XK_BENCH_CHILD"):
-        env = {**os.environ, **MALLOC_ENV, "XK_BENCH_CHILD": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-        if args.threads:
-            env["OMP_NUM_THREADS"] = str(args.threads)
-        return subprocess.call(
-            [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])], env=env
-        )
-
     st = Settings.quick_run() if args.quick else Settings()
     if args.frameworks:
         st.frameworks = tuple(s.strip() for s in args.frameworks.split(",") if s.strip())
@@ -575,6 +608,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": dict(st.__dict__),
     }
     raw: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     numbers: dict[tuple[str, str], dict[str, Any]] = {}
     facts: dict[tuple[str, str], Any] = {}
     results_md: list[str] = ["## Results", ""]
@@ -596,14 +630,25 @@ def main(argv: list[str] | None = None) -> int:
         for name in st.models:
             log(f"== {fw} / {name}")
             res = run_model(fw, name, st)
-            lines, num = analyse(fw, name, res, st)
-            results_md += lines
-            numbers[(fw, name)] = num
-            facts[(fw, name)] = res["facts"]
-            raw += [{**c.as_dict()} for c in res["cases"]]
-            print("\n".join(lines), flush=True)
+            runs.append(res)
+            _collect(res, st, numbers, facts, results_md, raw)
             _write(args, meta, st, numbers, facts, results_md, raw, t_start)  # after each model: a
-            # run cut short still leaves its finished part behind
+            # run cut short still leaves its finished timings behind (memory comes last)
+    log(
+        "== memory (glibc malloc now returns freed buffers to the OS: "
+        + ("yes" if trimmed_malloc() else "no glibc")
+        + ")"
+    )
+    meta["memory_phase_trimmed_malloc"] = True
+    numbers.clear()
+    facts.clear()
+    raw.clear()
+    results_md[:] = ["## Results", ""]
+    for res in runs:
+        memory_phase(res, st)
+        lines = _collect(res, st, numbers, facts, results_md, raw)
+        print("\n".join(lines), flush=True)
+    _write(args, meta, st, numbers, facts, results_md, raw, t_start)
     print("\n".join(targets(numbers, facts)), flush=True)
     log(f"wrote {args.out}" + (f" and {args.json}" if args.json else ""))
     return 0
