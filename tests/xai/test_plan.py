@@ -45,6 +45,44 @@ def test_first_call_equals_later_calls_when_the_probe_runs(monkeypatch: pytest.M
     assert set(net.last_chunks[:-1]) == {chosen[next(iter(chosen))][0]}
 
 
+def test_compiled_step_times_its_size_and_twice_it_with_the_same_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A big enough TF job times its default size and twice it (each traced in a warm-up, then
+    best of two), keeps one of them, and its first call gives the same bits as later ones."""
+    model = cnn("tf", cnn_weights())
+    x = images(np.random.default_rng(1), batch=8)
+    probed: list[tuple[int, str]] = []
+    real = chunk_plan.ChunkPlan.probe
+
+    def spy(self, measure, timed):
+        def timed_spy(size, layout):
+            probed.append((size, layout))
+            return timed(size, layout)
+
+        return real(self, measure, timed_spy)
+
+    monkeypatch.setattr(chunk_plan.ChunkPlan, "probe", spy)
+    net = _net(model)
+    kwargs = {"nsamples": 8, "nintegration": 128}  # 8,192 rows: enough for 2.5 x (768 + 2 x 768)
+    first = net.get_smoothed_masks({"x": x}, raw=True, **kwargs)["saliency"]
+    sizes = sorted({size for size, _ in probed})
+    assert sizes == [256, 512] and len(probed) == 6  # a traced warm-up of each, then two timings
+    (chosen,) = chunk_plan._TUNED[model].values()
+    assert chosen[0] in sizes
+    for _ in range(2):
+        assert np.array_equal(first, net.get_smoothed_masks({"x": x}, raw=True, **kwargs)["saliency"])
+    assert len(probed) == 6 and set(net.last_chunks[:-1]) == {chosen[0]}
+
+
+def test_pick_keeps_the_smallest_candidate_close_to_the_fastest() -> None:
+    rates = {(128, "contiguous"): 90.0, (128, "channels_last"): 100.0, (256, "channels_last"): 104.0}
+    assert chunk_plan.pick(rates) == (128, "channels_last")  # 256 only 4% faster: not worth it
+    rates[(256, "channels_last")] = 120.0
+    assert chunk_plan.pick(rates) == (256, "channels_last")
+    assert chunk_plan.pick({(64, "a"): 1.0}) == (64, "a")
+
+
 def test_small_job_first_then_big_then_small_again() -> None:
     """The plan is fixed by the first call whatever its size: a later big job cannot change
     what a small job computes."""

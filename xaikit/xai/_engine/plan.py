@@ -42,6 +42,10 @@ _WORKING_SET = 512 * 2**20
 #: memory (RISE's 4,000 rows took 26.8 GB in one chunk) at about the same speed (256 to 1,024
 #: rows within 10% on an H100; docs/benchmarks.md, "GPU"). Gradient sweeps are not capped so.
 _GPU_FORWARD_SET = 4 * 2**30
+#: the largest chunk a compiled step's timing probe tries on a CPU
+_COMPILED_MAX = 512
+#: a timed candidate within this share of the best rows/s counts as as fast (see :func:`pick`)
+_CLOSE = 0.95
 #: the two throw-away probes (rows) whose peak memory gives the cost of one row
 _MEMORY_PROBE = (2, 8)
 #: a job times candidate sizes and layouts only when it has this many times the timing probe's
@@ -169,14 +173,16 @@ class ChunkPlan:
        ``_WORKING_SET`` bytes of rows (so 16-32 rows for a resnet at 224x224, 128 for a LeNet);
        on a GPU the largest power of two within the cap (at most 8192) and, for forward-only
        rows, within ``_GPU_FORWARD_SET`` bytes of rows (512 rows of a ResNet-18 at 224x224).
-    4. **Timing** (CPU, eager torch): when the job has at least ``_PROBE_SHARE`` times the rows
-       it needs, that size and the next one up, in both layouts, are timed (best of two) on
-       throw-away copies of its first rows and the fastest kept. The probes' rows are thrown
+    4. **Timing** (CPU): when the job has at least ``_PROBE_SHARE`` times the rows it needs,
+       candidates (:meth:`trials`: eager torch, that size and the next one up in both layouts;
+       a compiled TF step, that size and twice it, each traced in a warm-up) are timed (best of
+       two) on throw-away copies of its first rows, and :func:`pick` keeps the smallest within
+       ``_CLOSE`` of the fastest. The probes' rows are thrown
        away, not used for the job, because a job whose first chunks had other sizes than its
        later calls would not give the same bits (the reproducibility rule); their share of the
        first call is at most 1 / ``_PROBE_SHARE``, and later calls pay nothing.
 
-    Layout without timing (a GPU, a compiled step, a small job): the last of ``bk.layouts``
+    Layout without timing (a GPU, a small job): the last of ``bk.layouts``
     (channels-last for 4-D torch rows), except for gradient sweeps on an accelerator, which keep
     contiguous rows; forward-only rows ran 1.3x faster channels-last on an H100 (ResNet-18 at
     224x224, cuDNN following the rows' layout with the weights left as they are).
@@ -292,19 +298,29 @@ class ChunkPlan:
             self.cap = cap if self.cap is None else min(self.cap, cap)
         self.size = self._choose()
         trials = self.trials()
-        if trials and job.rows >= _PROBE_SHARE * (trials[0][0] + 2 * sum(c for c, _ in trials)):
-            timed(*trials[0])  # warm-up: first-call allocations and kernel selection
+        # warm-up: first-call allocations and kernel selection; a compiled step traces each size
+        warm = trials if bk.pads_chunks() else trials[:1]
+        if trials and job.rows >= _PROBE_SHARE * sum(c for c, _ in [*warm, *trials, *trials]):
+            for t in warm:
+                timed(*t)
             rates = {t: t[0] / max(min(timed(*t), timed(*t)), 1e-9) for t in trials}  # best of two
-            self.size, self.layout = max(rates, key=lambda t: rates[t])
+            self.size, self.layout = pick(rates)
         self._fix()
 
     def trials(self) -> list[tuple[int, str]]:
-        """The (size, layout) pairs a big enough job times: eager sweeps on a CPU only."""
-        if self.bk.pads_chunks() or self.bk.is_accelerator(self.device):
+        """The (size, layout) pairs a big enough job times, on a CPU only: an eager sweep its size
+        and the next one up in each layout; a compiled step (TF) its size and twice that (up to
+        ``_COMPILED_MAX`` rows), whose best differs most between CPUs (LeNet: 128 rows on one
+        2-core machine, 1,024 on an AVX-512 one)."""
+        if self.bk.is_accelerator(self.device):
             return []
-        sizes = [
-            c for c in (self.size, 2 * self.size) if c <= _SIZES[-1] and (self.cap is None or c <= self.cap)
-        ]
+        compiled = self.bk.pads_chunks()
+        if compiled and self.job.forward_only:
+            return []
+        top = _COMPILED_MAX if compiled else _SIZES[-1]
+        if compiled and self.row_bytes:  # within the working set, as the plan's own size is
+            top = min(top, max(self.size, int(_WORKING_SET // self.row_bytes)))
+        sizes = [c for c in (self.size, 2 * self.size) if c <= top and (self.cap is None or c <= self.cap)]
         return [(c, lay) for lay in self.layouts for c in sizes]
 
     def next(self, remaining: int) -> tuple[int, str]:
@@ -316,6 +332,24 @@ class ChunkPlan:
         self.size = max(1, self.size // 2)
         if self.job.max_batch == "auto":
             self._fix()
+
+
+def pick(rates: dict[tuple[int, str], float]) -> tuple[int, str]:
+    """The timed candidate to keep: the smallest size whose rows/s come within ``_CLOSE`` of the
+    best (its fastest layout). A bigger chunk must be clearly faster: it takes more memory, and
+    near a cache's size one timing of a chunk cannot tell a real gain from noise (a LeNet chunk
+    of 256 rows on a 2-core AMD EPYC ran at 0.88-0.94x the 64-128-row rate in steady state and
+    won its probe by chance).
+
+    Example:
+        >>> pick({(128, "a"): 100.0, (256, "a"): 103.0, (128, "b"): 90.0})
+        (128, 'a')
+        >>> pick({(128, "a"): 100.0, (256, "a"): 110.0})
+        (256, 'a')
+    """
+    best = max(rates.values())
+    close = [t for t in rates if rates[t] >= _CLOSE * best]
+    return min(close, key=lambda t: (t[0], -rates[t]))
 
 
 def probes(
