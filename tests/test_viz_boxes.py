@@ -28,3 +28,22 @@ def test_a_drawn_box_changes_the_pixels_under_its_edges_only() -> None:
     )
     assert not inside.any() and not outside.any()  # the box's middle and the image's top band
     assert not changed[:y0].any() and not changed[y1:].any()  # nothing outside the image moves
+
+
+def test_boxes_over_an_image_stay_boxes_when_the_column_has_a_colormap() -> None:
+    """An image-only option (a colormap, a value range) reads a lone (B, H, 4) value as images,
+    but over a base image of another size a (B, N, 4) layer is still boxes, drawn as boxes."""
+    x = np.random.default_rng(0).random((2, 32, 32)).astype(np.float32)
+    box = np.array([[[8.0, 8.0, 16.0, 16.0]]] * 2)
+    for options in ({"colormaps": {"image": "viridis"}}, {"vranges": {"image": (0.0, 1.0)}}):
+        data = xk.viz.ImgData(image=[x, box], **options)
+        assert [layer.kind for layer in data._columns["image"]] == ["image", "boxes"]
+        plain = xk.viz.ImgData(image=x, **options).paint_numpy(dpi=60)[0].astype(int)
+        drawn = data.paint_numpy(dpi=60)[0].astype(int)
+        assert plain.shape == drawn.shape and (np.abs(drawn - plain).sum(axis=-1) > 0).any()
+    # a mask of the base image's size (here 4 pixels wide) is an image layer, as before
+    wide = np.random.default_rng(1).random((2, 32, 4))
+    data = xk.viz.ImgData(
+        image=[np.random.default_rng(2).random((2, 32, 4, 3)), wide], colormaps={"image": "magma"}
+    )
+    assert [layer.kind for layer in data._columns["image"]] == ["image", "image"]

@@ -159,6 +159,25 @@ def _flat_is_image(layers: list[Layer], sizes: set[int]) -> bool:
     return 1 in sizes or min(rows, cols) >= MIN_FLAT_IMAGE
 
 
+def _stack(
+    name: str, values: list[Any], channel_axis: int | None, strict: bool, hint: bool, flat_image: bool
+) -> list[Layer]:
+    """The layers of one column. An image-only option (``hint``) makes a ``(B, H, 4|5)`` value an
+    image; over a base image it does so only for a value of the base's height and width, so that
+    the boxes of an overlay stack stay boxes when the column has a colormap or a value range."""
+    first = parse_layer(name, values[0], channel_axis, strict, hint, flat_image)
+    layers = [first]
+    for value in values[1:]:
+        shape = tuple(int(d) for d in (value.shape if hasattr(value, "shape") else np.shape(value)))
+        same = first.kind == "image" and len(shape) == 3 and shape[1:3] == tuple(first.data.shape[1:3])
+        layers.append(
+            parse_layer(
+                name, value, channel_axis, strict, hint and (first.kind != "image" or same), flat_image
+            )
+        )
+    return layers
+
+
 def parse_columns(
     raw: Mapping[str, Any], axes: Mapping[str, int], strict: bool, named: set[str]
 ) -> dict[str, list[Layer]]:
@@ -172,17 +191,12 @@ def parse_columns(
     """
     parsed: dict[str, list[Layer]] = {}
     for key, value in raw.items():
-        hint = key in named
-        parsed[key] = [
-            parse_layer(key, v, axes.get(key), strict, hint, flat_image=hint)
-            for v in split_layers(key, value)
-        ]
+        parsed[key] = _stack(key, split_layers(key, value), axes.get(key), strict, key in named, key in named)
     flat_cols = [k for k, layers in parsed.items() if _maybe_flat_image(layers)]
     sizes = {layers[0].batch for k, layers in parsed.items() if k not in flat_cols}
     for key in flat_cols:
         if _flat_is_image(parsed[key], sizes):
-            values = split_layers(key, raw[key])
-            parsed[key] = [parse_layer(key, v, axes.get(key), strict, key in named, True) for v in values]
+            parsed[key] = _stack(key, split_layers(key, raw[key]), axes.get(key), strict, key in named, True)
     for key, layers in parsed.items():
         batches = [layer.batch for layer in layers]
         if len(set(batches)) > 1:
