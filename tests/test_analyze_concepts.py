@@ -202,6 +202,36 @@ def test_input_forms_give_the_same_concepts(rng: np.random.Generator) -> None:
         np.testing.assert_array_equal(cs.top, ref.top)
 
 
+def test_model_kwargs_reach_every_block(rng: np.random.Generator) -> None:
+    """model_kwargs as in explain: a per-image tensor is sliced with the images' blocks (10 images
+    in blocks of 4), a fixed value is passed as it is; the concepts equal those of the same model
+    with the arguments applied to the images beforehand."""
+    import torch
+
+    inner = _linear_head_model(rng)
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor, scale: torch.Tensor, shift: float = 0.0) -> torch.Tensor:
+            return self.inner(x * scale[:, None, None, None] + shift)
+
+    x = rng.random((10, 3, 8, 8)).astype(np.float32)
+    scale = rng.uniform(0.5, 2.0, 10).astype(np.float32)
+    kw = {"scale": torch.as_tensor(scale), "shift": 0.25}
+    got = extract_concepts(Scaled().eval(), x, 1, layer="inner.feat", rank=3, batch_size=4, model_kwargs=kw)
+    want = extract_concepts(
+        inner, x * scale[:, None, None, None] + 0.25, 1, layer="feat", rank=3, batch_size=4
+    )
+    np.testing.assert_allclose(got.directions, want.directions, atol=1e-5)
+    np.testing.assert_allclose(got.importance, want.importance, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(got.top, want.top)
+    with pytest.raises(XaikitTypeError, match="model_kwargs"):
+        extract_concepts(Scaled().eval(), x, 1, rank=2, model_kwargs=[("scale", scale)])
+
+
 def test_keras_twin_gives_the_same_concepts(mixture: Any) -> None:
     """The same weights channel-last in Keras: the same layer (layer=None), directions,
     coefficients, importance, top images and heatmaps."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,17 @@ import numpy as np
 
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.xai.internal import Inputs, chunked, find_layer, grid_size, image_size, prepare, to_chw, upsample
+from xaikit.xai.internal import (
+    Inputs,
+    check_model_kwargs,
+    chunked,
+    find_layer,
+    grid_size,
+    image_size,
+    prepare,
+    to_chw,
+    upsample,
+)
 
 __all__ = ["ConceptSet", "extract_concepts", "resolve_layer"]
 
@@ -107,6 +118,7 @@ def extract_concepts(
     indices: Any = None,
     max_rows: int = 20_000,
     negative: str = "clip",
+    model_kwargs: Mapping[str, Any] | None = None,
 ) -> ConceptSet:
     """The CRAFT concepts of class ``klass`` at one layer (see the module's docstring).
 
@@ -128,6 +140,9 @@ def extract_concepts(
         negative: what to do with negative activation values (a layer before its ReLU, e.g.
             LeNet's last convolution): ``"clip"`` sets them to 0 (what a following ReLU does;
             ``ConceptSet.clipped`` says how many were), ``"raise"`` refuses the layer.
+        model_kwargs: further keyword arguments of every model call (as in ``xk.xai.explain``):
+            a tensor or array whose first axis has one row per image is sliced with the images'
+            blocks, anything else is passed as it is.
 
     Returns:
         The :class:`ConceptSet`, concepts ordered by importance (descending).
@@ -157,7 +172,7 @@ def extract_concepts(
     ids = _check_indices(indices, n)
 
     with bk.inference(model):
-        run = _Layer(bk, model, x, batch_size, layer)
+        run = _Layer(bk, model, x, batch_size, layer, model_kwargs)
         n_classes = _n_classes(run.first)
         if klass >= n_classes:
             raise XaikitValueError(
@@ -213,20 +228,34 @@ class _Layer:
     the backend's CAM facet: activations and gradients on the host, channel-first (b, ch, h, w)
     float64 whatever the framework. Runs inside ``bk.inference(model)``."""
 
-    def __init__(self, bk: Any, model: Any, x: np.ndarray, batch_size: int, layer: Any) -> None:
+    def __init__(
+        self,
+        bk: Any,
+        model: Any,
+        x: np.ndarray,
+        batch_size: int,
+        layer: Any,
+        model_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
         self.bk, self.model, self.x, self.batch_size = bk, model, x, batch_size
         n = len(x)
         self.blocks = [(r0, min(r0 + batch_size, n)) for r0 in range(0, n, batch_size)]
-        self.first = prepare(bk, model, [x[: self.blocks[0][1]]], ["x_rows"])
+        #: model_kwargs checked against all n images once; each block gets its rows of them
+        self.kwargs = check_model_kwargs(bk, model_kwargs, n, bk.model_device(model))
+        self.first = self._prepare(0, self.blocks[0][1])
         self.found = find_layer(self.first, layer)
         self.size = image_size(self.first)[1]
         self.tokens_on = grid_size(self.first)  # the image a token layer's grid follows
         self.chw = bk.cam.channel_first(model)
         self.grid = (0, 0)  # the layer's (h, w), once pass 1 has run
 
+    def _prepare(self, r0: int, r1: int) -> Inputs:
+        kw = self.kwargs.rows(np.arange(r0, r1)) if self.kwargs else None
+        return prepare(self.bk, self.model, [self.x[r0:r1]], ["x_rows"], model_kwargs=kw)
+
     def inputs(self, r0: int, r1: int) -> Inputs:
         """The prepared images ``r0:r1`` (a block)."""
-        return self.first if r0 == 0 else prepare(self.bk, self.model, [self.x[r0:r1]], ["x_rows"])
+        return self.first if r0 == 0 else self._prepare(r0, r1)
 
     def host(self, t: Any) -> np.ndarray:
         """A layer tensor on the host, channel-first."""

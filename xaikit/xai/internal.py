@@ -13,7 +13,7 @@ from xaikit.xai._engine.baselines import FIXED_BASELINES, baseline_values, check
 from xaikit.xai._engine.chunks import forward_scores
 from xaikit.xai._engine.display import to_display
 from xaikit.xai._engine.inputs import Inputs, prepare
-from xaikit.xai._engine.kwargs import merge_model_kwargs
+from xaikit.xai._engine.kwargs import check_model_kwargs, merge_model_kwargs
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_rows
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai._engine.targets import Pinned, pin, pin_targets
@@ -35,6 +35,7 @@ __all__ = [
     "baseline_values",
     "check_baseline",
     "check_max_batch",
+    "check_model_kwargs",
     "chunked",
     "combine",
     "default_rows",
