@@ -46,18 +46,20 @@ RISE reference take device tensors), every timed call ends with ``torch.cuda.syn
 and the tables get each call's peak GPU memory (``torch.cuda.max_memory_allocated`` above the
 allocation at its start, after ``reset_peak_memory_stats``).
 
-Timing: one untimed warm-up of every line, then ``--reps`` interleaved rounds; medians. Memory:
-each timed call's peak resident-set increase (sampled every ms) over its value just before it,
-after ``gc.collect()`` and ``malloc_trim``; the maximum over rounds. The script re-executes itself
-once with ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` = 128 KiB, so that freed buffers
-go back to the OS and each call's peak is its own. The section between the ``methods`` markers of
+Timing: one untimed warm-up of every line, then ``--reps`` interleaved rounds; medians; with
+glibc's default malloc and no memory sampler. Memory, after every case's timed rounds: glibc is
+switched (``_measure.trimmed_malloc``: what ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_``
+= 128 KiB do at start) to return freed buffers to the OS, so that each call's peak is its own,
+and each line is called once more, untimed, under the resident-set sampler (its peak increase
+over the value just before it, after ``gc.collect()`` and ``malloc_trim``); the RISE memory sweep
+runs then too. Timing under that setting was wrong: its page faults slowed torch's CPU kernels
+(2.7x for a LeNet on an AMD EPYC) and chunked calls more than small loops. The section between the ``methods`` markers of
 ``--out`` is replaced (added at the end if absent); the rest of the file is kept.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import gc
 import json
@@ -78,7 +80,7 @@ sys.path[:0] = [str(HERE), str(ROOT)]
 import _device  # noqa: E402
 from _device import Device  # noqa: E402
 from _forward_only import best_bound, forward_loop, profile_call  # noqa: E402
-from _measure import MALLOC_ENV, PeakRSS, machine, write_section  # noqa: E402
+from _measure import PeakRSS, machine, trimmed_malloc, write_section  # noqa: E402
 
 from xaikit.backend.memory import trim_heap  # noqa: E402
 
@@ -169,22 +171,19 @@ class Line:
         self.result: Any = None
 
     def once(self, keep: bool = False) -> None:
-        """One timed call. On a GPU the resident-set sampler does not run during it: its thread
-        takes the GIL every millisecond from the call's Python, which on a GPU is what launches
-        the kernels (it made xaikit's occlusion call 6 ms slower on an H100, 31 ms against 25);
-        :meth:`memory_once` measures the resident set there in a call of its own."""
+        """One timed call, without the resident-set sampler (its thread takes the GIL every
+        millisecond from the call's Python, which on a GPU is what launches the kernels: it made
+        xaikit's occlusion call 6 ms slower on an H100, 31 ms against 25) and without trimming
+        the heap first (freed buffers handed back cost page faults in the call);
+        :meth:`memory_once` measures the resident set in a call of its own."""
         self.result = None
         gc.collect()
-        trim_heap()
         self.dev.reset_peak()
-        with contextlib.nullcontext() if self.dev.cuda else PeakRSS() as peak:
-            t0 = time.perf_counter()
-            out = self.fn()
-            self.dev.sync()
-            elapsed = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = self.fn()
+        self.dev.sync()
+        elapsed = time.perf_counter() - t0
         self.times.append(elapsed)
-        if peak is not None:
-            self.rss.append(peak.increase)
         gpu = self.dev.peak()
         if gpu is not None:
             self.gpu.append(gpu)
@@ -193,8 +192,8 @@ class Line:
         del out
 
     def memory_once(self) -> None:
-        """One untimed call under the resident-set sampler (on a GPU, where :meth:`once` times
-        the calls without it)."""
+        """One untimed call under the resident-set sampler (the memory phase, after
+        :func:`_measure.trimmed_malloc`)."""
         gc.collect()
         trim_heap()
         with PeakRSS() as peak:
@@ -625,15 +624,37 @@ def run_case(lines: list[Line], reps: int, keep: bool = False) -> None:
         for line in lines:
             line.once(keep=keep and r == reps - 1)
         log(f"  round {r + 1}/{reps} of {lines[0].case}: {time.perf_counter() - t0:.1f}s")
+
+
+def memory_phase(
+    lines: list[Line], sweeps: list[tuple[Callable[[int], list[Line]], tuple[int, ...]]]
+) -> list[Line]:
+    """After every timed round: glibc returns freed buffers from now on (one way), each line is
+    called once under the resident-set sampler, and the RISE memory sweep runs (one timed call
+    and one sampled call per N); returns the sweep's lines."""
+    log(
+        "memory (glibc malloc now returns freed buffers: " + ("yes" if trimmed_malloc() else "no glibc") + ")"
+    )
     for line in lines:
-        if line.dev.cuda:
-            line.memory_once()
+        line.memory_once()
+        log(f"  memory {line.case} {line.name}: {_mib(line.peak)} MiB")
+    out: list[Line] = []
+    for sweep, sizes in sweeps:
+        for n in sizes:
+            for ln in sweep(n):
+                ln.once()
+                ln.memory_once()
+                gpu = "" if ln.gpu_peak is None else f", GPU {_mib(ln.gpu_peak)} MiB"
+                log(f"  memory N={n} {ln.name}: {ln.median:.1f}s, {_mib(ln.peak)} MiB{gpu}")
+                out.append(ln)
+    return out
 
 
 def measure(cases: list[str], st: Settings) -> tuple[list[Line], dict[str, Any]]:
     import numpy as np
 
     lines: list[Line] = []
+    sweeps: list[tuple[Callable[[int], list[Line]], tuple[int, ...]]] = []
     facts: dict[str, Any] = {}
     gradcam = None
     if {"cam", "scorecam"} & set(cases):
@@ -660,15 +681,7 @@ def measure(cases: list[str], st: Settings) -> tuple[list[Line], dict[str, Any]]
         run_case(case, st.reps)
         facts["rise_same_masks"] = rise_agreement(st)
         lines += case
-        for n in st.rise_sweep:
-            pair = sweep(n)
-            for ln in pair:
-                ln.once()
-                if ln.dev.cuda:
-                    ln.memory_once()
-                gpu = "" if ln.gpu_peak is None else f", GPU {_mib(ln.gpu_peak)} MiB"
-                log(f"  memory N={n} {ln.name}: {ln.median:.1f}s, {_mib(ln.peak)} MiB{gpu}")
-            lines += pair
+        sweeps.append((sweep, st.rise_sweep))
     if "occlusion" in cases:
         log(f"occlusion: B={st.occ_batch}, window {st.occ_window}, stride {st.occ_stride}")
         case = occlusion_lines(st)
@@ -681,6 +694,7 @@ def measure(cases: list[str], st: Settings) -> tuple[list[Line], dict[str, Any]]
         for ln in case:
             ln.result = None
         lines += case
+    lines += memory_phase(lines, sweeps)
     return lines, facts
 
 
@@ -841,16 +855,17 @@ def render(lines: list[Line], summary: dict[str, Any], meta: dict[str, Any], st:
     r.append(
         f"`xaikit.architecture.torch.ResNet18` (1000 classes) at {st.size}×{st.size}, random weights, batch norm "
         "calibrated on a random batch; targets are each image's predicted class, given to every "
-        "implementation. Times are medians of interleaved rounds of the whole call; *peak ΔRSS* is the largest "
-        "resident-set increase during a call over its value just before it (after `gc.collect()` and "
-        "`malloc_trim`), the maximum over rounds. *xaikit speed-up* is the line's median time over xaikit's "
-        "(> 1: xaikit is faster); *× bound* is the bound's time over the line's (1 = as fast as the bound)."
+        "implementation. Times are medians of interleaved rounds of the whole call, with glibc's default "
+        "malloc and no memory sampler; *peak ΔRSS* is the largest resident-set increase during one more, "
+        "untimed call of the line over its value just before it (after `gc.collect()` and `malloc_trim`), "
+        "taken after every timed round with glibc switched to return freed buffers to the OS (so that each "
+        "call's peak is its own; timing so would add page faults to every chunk). *xaikit speed-up* is the "
+        "line's median time over xaikit's (> 1: xaikit is faster); *× bound* is the bound's time over the "
+        "line's (1 = as fast as the bound)."
         + (
             " *Peak GPU MiB*: `torch.cuda.max_memory_allocated` during the call above the allocation at its start "
             "(after `reset_peak_memory_stats`), the maximum over rounds; every timed call ends with "
-            "`torch.cuda.synchronize()`. On the GPU the resident set is sampled in one untimed call of each "
-            "line after the timed rounds, not during them: the sampler thread takes the GIL every millisecond "
-            "from the Python that launches the kernels."
+            "`torch.cuda.synchronize()`."
             if gpu
             else ""
         )
@@ -1187,13 +1202,6 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         p.error(f"unknown case(s) {unknown}; expected some of {', '.join(CASES)}")
-    if any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()) and not os.environ.get("XK_BENCH_CHILD"):
-        env = {**os.environ, **MALLOC_ENV, "XK_BENCH_CHILD": "1", "TQDM_DISABLE": "1"}
-        if args.threads:
-            env["OMP_NUM_THREADS"] = str(args.threads)
-        return subprocess.call(
-            [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])], env=env
-        )
     os.environ.setdefault("TQDM_DISABLE", "1")  # pytorch-grad-cam's ScoreCAM progress bars
     import torch
 
