@@ -340,3 +340,17 @@ def test_ray_gives_the_local_bits(tmp_path: Path) -> None:
     assert remote.complete and {r["worker"].split(":")[0] for r in remote.store.records().values()} == {"ray"}
     np.testing.assert_array_equal(seg_remote.attributions[:], seg_local.attributions[:])
     np.testing.assert_array_equal(seg_remote.targets_of(np.arange(N)).mask, masks)
+
+
+def test_a_per_sample_mask_of_another_size_names_what_was_given(tmp_path: Path) -> None:
+    """The first sample's mask is checked against the model's output: the message shows that
+    sample's slice and also what the caller gave (the (N, H, W) array, one mask per sample)."""
+    model, (x, k, masks) = segmenter(), seg_data()
+    wrong = np.zeros((N, H + 2, W), bool)
+    with pytest.raises(
+        XaikitValueError,
+        match=r"mask must be \(4, 4\) .* first sample read; the target's per-sample values: "
+        r"k=.*\(one per sample\), mask=.*shape \(7, 6, 4\).*\(one per sample\)",
+    ):
+        run(model, x, tmp_path / "m.zarr", xk.targets.ClassRegion(k, mask=wrong))
+    assert not (tmp_path / "m.zarr").exists()

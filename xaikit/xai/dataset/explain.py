@@ -110,8 +110,21 @@ def _preflight(model: Any, source: Source, first: tuple[int, Rows], settings: Se
         where = where_samples(
             i, i + 1, [source.files[i]] if isinstance(source, ImageFilesSource) else rows.files
         )
-        raise type(exc)(f"{hint or exc}; in {where}, the first sample read") from exc
+        raise type(exc)(f"{hint or exc}; in {where}, the first sample read{_given(settings)}") from exc
     return int(scores.shape[1]) if scores.ndim == 2 else None
+
+
+def _given(settings: Settings) -> str:
+    """What the target's per-sample fields were given as, for an error met on one sample's
+    values (whose message shows that sample's slice): ``"; the target's per-sample values:
+    mask=ndarray of shape (40, 8, 8) and dtype float64 (one per sample)"``, or ``""``."""
+    parts = []
+    for name, entry in per_sample_fields(settings.target).items():
+        if entry["per_sample"] == "array" and settings.target_arrays and name in settings.target_arrays:
+            parts.append(f"{name}={describe(settings.target_arrays[name])} (one per sample)")
+        elif entry["per_sample"] == "key":
+            parts.append(f"{name}=the dataset key {entry['key']!r}")
+    return f"; the target's per-sample values: {', '.join(parts)}" if parts else ""
 
 
 def explain_dataset(
