@@ -345,7 +345,7 @@ def test_ray_gives_the_local_bits(tmp_path: Path) -> None:
 def test_a_per_sample_mask_of_another_size_names_what_was_given(tmp_path: Path) -> None:
     """The first sample's mask is checked against the model's output: the message shows that
     sample's slice and also what the caller gave (the (N, H, W) array, one mask per sample)."""
-    model, (x, k, masks) = segmenter(), seg_data()
+    model, (x, k, _) = segmenter(), seg_data()
     wrong = np.zeros((N, H + 2, W), bool)
     with pytest.raises(
         XaikitValueError,
