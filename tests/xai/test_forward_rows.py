@@ -190,3 +190,44 @@ def test_accelerator_forward_only_chunks_stay_within_the_working_set(
     whole = 1 << (cap.bit_length() - 1)
     assert plan.size == (min(expected_forward, whole) if forward_only else whole)
     assert plan.size <= plan_mod._GPU_FORWARD_SET // row or not forward_only or plan.size == 16
+
+
+@pytest.mark.parametrize(
+    ("forward_only", "row_mib", "expected"),
+    [
+        (True, 10.0, 6),  # a ResNet-18 at 224x224: 64 MiB of rows
+        (True, 7.6, 8),
+        (True, 100.0, 4),  # a huge row: the floor of 4 rows
+        (True, 0.05, 256),  # a small model: the CPU default, as before
+        (False, 10.0, 32),  # a gradient sweep: 512 MiB of rows, as before
+    ],
+)
+def test_cpu_forward_only_chunks_keep_their_rows_within_the_forward_set(
+    forward_only: bool, row_mib: float, expected: int
+) -> None:
+    """On a CPU a forward-only chunk holds at most ``_CPU_FORWARD_SET`` bytes of rows (at least
+    4 rows): big activations reused from the heap rather than page-faulted in every chunk."""
+    torch = pytest.importorskip("torch")
+    from xaikit.xai._engine import plan as plan_mod
+
+    model, _ = model_for("torch", seed=3)
+    row = row_mib * 2**20
+    job = Job(
+        bk=xk.backend.get_backend(model),
+        model=model,
+        inputs=[torch.zeros(2, 3, 12, 12)],
+        targets=torch.zeros(2, dtype=torch.int64),
+        n_noise=20,  # 40 rows: more than one chunk, too few to time candidates
+        forward_only=forward_only,
+    )
+    plan = ChunkPlan(job, 2**40)
+    assert plan.pending
+
+    def untimed(n: int, layout: str) -> float:
+        raise AssertionError("a job this small must not time candidates")
+
+    peaks = {2: 2 * row, 8: 8 * row}
+    plan.probe(lambda n, layout: peaks[n], untimed)
+    assert plan.size == expected
+    if forward_only and expected > plan_mod._CPU_FORWARD_FLOOR and row_mib > 1:
+        assert plan.size * row <= plan_mod._CPU_FORWARD_SET
