@@ -191,15 +191,20 @@ class Line:
             self.result = out
         del out
 
-    def memory_once(self) -> None:
-        """One untimed call under the resident-set sampler (the memory phase, after
-        :func:`_measure.trimmed_malloc`)."""
+    def memory_once(self, timed: bool = False) -> None:
+        """One call under the resident-set sampler (the memory phase, after
+        :func:`_measure.trimmed_malloc`); with ``timed`` its time is kept too (the RISE memory
+        sweep's lines, whose times are only reported beside their memory)."""
         gc.collect()
         trim_heap()
         with PeakRSS() as peak:
+            t0 = time.perf_counter()
             out = self.fn()
             self.dev.sync()
+            elapsed = time.perf_counter() - t0
         self.rss.append(peak.increase)
+        if timed:
+            self.times.append(elapsed)
         del out
 
     @property
@@ -630,8 +635,9 @@ def memory_phase(
     lines: list[Line], sweeps: list[tuple[Callable[[int], list[Line]], tuple[int, ...]]]
 ) -> list[Line]:
     """After every timed round: glibc returns freed buffers from now on (one way), each line is
-    called once under the resident-set sampler, and the RISE memory sweep runs (one timed call
-    and one sampled call per N); returns the sweep's lines."""
+    called once under the resident-set sampler, and the RISE memory sweep runs (one sampled call
+    per N, its time kept for the log; on a GPU one more call for its peak GPU memory); returns
+    the sweep's lines."""
     log(
         "memory (glibc malloc now returns freed buffers: " + ("yes" if trimmed_malloc() else "no glibc") + ")"
     )
@@ -642,8 +648,9 @@ def memory_phase(
     for sweep, sizes in sweeps:
         for n in sizes:
             for ln in sweep(n):
-                ln.once()
-                ln.memory_once()
+                if ln.dev.cuda:  # its time and peak GPU memory, without the sampler
+                    ln.once()
+                ln.memory_once(timed=not ln.dev.cuda)
                 gpu = "" if ln.gpu_peak is None else f", GPU {_mib(ln.gpu_peak)} MiB"
                 log(f"  memory N={n} {ln.name}: {ln.median:.1f}s, {_mib(ln.peak)} MiB{gpu}")
                 out.append(ln)

@@ -145,6 +145,22 @@ def _shape(framework: str) -> tuple[int, ...]:
     return (3, 12, 12) if framework == "torch" else (12, 12, 3)
 
 
+def _probe_job(forward_only: bool, n_noise: int) -> Job:
+    """A torch job of 2 samples x ``n_noise`` rows of a small CNN, for plans probed with made-up
+    row costs."""
+    import torch
+
+    model, _ = model_for("torch", seed=3)
+    return Job(
+        bk=xk.backend.get_backend(model),
+        model=model,
+        inputs=[torch.zeros(2, 3, 12, 12)],
+        targets=torch.zeros(2, dtype=torch.int64),
+        n_noise=n_noise,
+        forward_only=forward_only,
+    )
+
+
 @pytest.mark.parametrize("forward_only", [True, False])
 @pytest.mark.parametrize(
     ("row_mib", "budget_rows", "expected_forward"),
@@ -165,22 +181,14 @@ def test_accelerator_forward_only_chunks_stay_within_the_working_set(
     """On an accelerator a forward-only chunk holds at most ``_GPU_FORWARD_SET`` bytes of rows
     (a power of two, at least 16 rows) within the budget; a gradient sweep keeps the largest
     power of two the budget allows (at most 8192)."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from xaikit.backend.torch.core import TorchBackend
     from xaikit.xai._engine import plan as plan_mod
 
     monkeypatch.setattr(TorchBackend, "is_accelerator", lambda self, device: True)
     monkeypatch.setattr(TorchBackend, "free_memory", lambda self, device: 2**34)
-    model, _ = model_for("torch", seed=3)
     row = row_mib * 2**20
-    job = Job(
-        bk=xk.backend.get_backend(model),
-        model=model,
-        inputs=[torch.zeros(2, 3, 12, 12)],
-        targets=torch.zeros(2, dtype=torch.int64),
-        n_noise=5000,
-        forward_only=forward_only,
-    )
+    job = _probe_job(forward_only, n_noise=5000)
     plan = ChunkPlan(job, int(budget_rows * row))
     assert plan.pending
     peaks = {2: 2 * row, 8: 8 * row}
@@ -207,19 +215,11 @@ def test_cpu_forward_only_chunks_keep_their_rows_within_the_forward_set(
 ) -> None:
     """On a CPU a forward-only chunk holds at most ``_CPU_FORWARD_SET`` bytes of rows (at least
     4 rows): big activations reused from the heap rather than page-faulted in every chunk."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from xaikit.xai._engine import plan as plan_mod
 
-    model, _ = model_for("torch", seed=3)
     row = row_mib * 2**20
-    job = Job(
-        bk=xk.backend.get_backend(model),
-        model=model,
-        inputs=[torch.zeros(2, 3, 12, 12)],
-        targets=torch.zeros(2, dtype=torch.int64),
-        n_noise=20,  # 40 rows: more than one chunk, too few to time candidates
-        forward_only=forward_only,
-    )
+    job = _probe_job(forward_only, n_noise=20)  # 40 rows: more than one chunk, too few to time
     plan = ChunkPlan(job, 2**40)
     assert plan.pending
 

@@ -15,15 +15,12 @@ def _net(model):
     return xk.xai.SaliencyNet(model, model_inputs="x", model_outputs="y_pred", seed=0)
 
 
-def test_first_call_equals_later_calls_when_the_probe_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A job big enough to probe sizes/layouts (torch, CPU) gives the same bits on its first
-    call as on later ones: the probe runs on throw-away rows, then the fixed plan computes."""
-    model = cnn("torch", cnn_weights())
-    x = to_channel_first(images(np.random.default_rng(1), batch=8))
+def _spy_probe(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+    """The (size, layout) candidates the plan's probe times, recorded as it times them."""
     probed: list[tuple[int, str]] = []
     real = chunk_plan.ChunkPlan.probe
 
-    def spy(self, measure, timed):  # record the candidates the probe times
+    def spy(self, measure, timed):
         def timed_spy(size, layout):
             probed.append((size, layout))
             return timed(size, layout)
@@ -31,6 +28,15 @@ def test_first_call_equals_later_calls_when_the_probe_runs(monkeypatch: pytest.M
         return real(self, measure, timed_spy)
 
     monkeypatch.setattr(chunk_plan.ChunkPlan, "probe", spy)
+    return probed
+
+
+def test_first_call_equals_later_calls_when_the_probe_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job big enough to probe sizes/layouts (torch, CPU) gives the same bits on its first
+    call as on later ones: the probe runs on throw-away rows, then the fixed plan computes."""
+    model = cnn("torch", cnn_weights())
+    x = to_channel_first(images(np.random.default_rng(1), batch=8))
+    probed = _spy_probe(monkeypatch)
     net = _net(model)
     kwargs = {"nsamples": 8, "nintegration": 128}  # 8 x 8 x 128 = 8,192 rows: probes
     first = net.get_smoothed_masks({"x": x}, raw=True, **kwargs)["saliency"]
@@ -52,17 +58,7 @@ def test_compiled_step_times_its_size_and_twice_it_with_the_same_bits(
     best of two), keeps one of them, and its first call gives the same bits as later ones."""
     model = cnn("tf", cnn_weights())
     x = images(np.random.default_rng(1), batch=8)
-    probed: list[tuple[int, str]] = []
-    real = chunk_plan.ChunkPlan.probe
-
-    def spy(self, measure, timed):
-        def timed_spy(size, layout):
-            probed.append((size, layout))
-            return timed(size, layout)
-
-        return real(self, measure, timed_spy)
-
-    monkeypatch.setattr(chunk_plan.ChunkPlan, "probe", spy)
+    probed = _spy_probe(monkeypatch)
     net = _net(model)
     kwargs = {"nsamples": 8, "nintegration": 128}  # 8,192 rows: enough for 2.5 x (768 + 2 x 768)
     first = net.get_smoothed_masks({"x": x}, raw=True, **kwargs)["saliency"]

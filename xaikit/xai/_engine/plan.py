@@ -38,9 +38,9 @@ _SIZES = (16, 32, 64, 128, 256)
 _WORKING_SET = 512 * 2**20
 #: on a CPU a forward-only chunk keeps its rows within this many bytes (64 MiB; its floor is 4
 #: rows): a ResNet-18 at 224x224 costs 7.6-10.3 MiB per forward-only row (as the probe measures
-#: it), so 6-8 rows, whose
-#: largest activation (the stem's, 3.2 MB a row) stays under glibc's 32 MiB mmap ceiling and is
-#: reused from the heap instead of page-faulted in every chunk. Measured on a 2-core AMD EPYC
+#: it), so 6-8 rows, whose largest activation (the stem's, 3.2 MB a row) stays under glibc's
+#: 32 MiB mmap ceiling and is reused from the heap instead of page-faulted in every chunk (timed
+#: with torch; TF's compiled steps follow the same cap, not timed). Measured on a 2-core AMD EPYC
 #: (2026-11-27): Score-CAM's 1,024 rows took 9.8 s in chunks of 8, 12.5 s of 16 and 13.3 s of 32
 #: (the plan's choice before); occlusion 4.3-5.3 s, 5.5 s and 6.0 s; a plain inference-mode loop
 #: ran at 100 rows/s in batches of 4 and 80-87 in batches of 16-32. Small models keep 256.
