@@ -315,6 +315,24 @@ def test_keras_step_traced_once_for_new_masks(weights: Any, images: np.ndarray) 
     assert bk.traces(model, "grad") == 2
 
 
+def test_keras_trace_counts_die_with_their_model(weights: Any, images: np.ndarray) -> None:
+    """A model's trace counts go when it is collected: Python reuses a dead object's id, and a new
+    model that got it started with the dead one's count (the test above failed in a long run)."""
+    import gc
+
+    from xaikit.backend import get_backend
+
+    w, b = weights
+    model = segmenter("tf", w, b)
+    bk = get_backend(model)
+    xk.xai.explain(model, images, target=xk.targets.ClassRegion(1, mask=MASK), method="vanilla")
+    ident = id(model)
+    assert bk.traces(model, "grad") == 1
+    del model
+    gc.collect()
+    assert not [k for k in bk.trace_counts if k[0] == ident]
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_model_scores_in_float32(framework: str, dtype: str) -> None:

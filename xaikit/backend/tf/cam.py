@@ -245,7 +245,7 @@ class Cam(CamFacet):
             "cam_grad": grad, "cam_spread": spread_grad, "cam_acts": acts, "guided": guided,
             "deconvnet": guided,
         }  # fmt: skip
-        step = Traced(bodies[kind], bk.trace_counts, (id(model), kind))
+        step = Traced(bodies[kind], bk.trace_counts, bk.trace_counts.key(model, kind))
         table[key] = step
         return step
 

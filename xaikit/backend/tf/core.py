@@ -25,7 +25,7 @@ from xaikit.backend.outputs import as_matrix, select_output
 from xaikit.backend.tf.errors import error_text, unreachable_inputs
 from xaikit.backend.tf.forms import input_shapes, not_callable
 from xaikit.backend.tf.layers import all_layers, sublayers
-from xaikit.backend.tf.steps import KINDS, Traced
+from xaikit.backend.tf.steps import KINDS, TraceCounts, Traced
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.layout import ModelLayout
 
@@ -46,7 +46,7 @@ class TFBackend(Backend):
         )
         self._fallback_steps: dict[int, dict[tuple[Any, ...], Traced]] = {}
         #: number of times a step was traced, per (model id, kind) (kinds: ``steps.KINDS``; tests, benchmarks)
-        self.trace_counts: dict[tuple[int, str], int] = {}
+        self.trace_counts = TraceCounts()
 
     # ---- process-wide settings and model facts -----------------------------------------------
     def _seed_framework(self, seed: int) -> None:
@@ -326,7 +326,8 @@ class TFBackend(Backend):
         def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> T:
             return scores_of(inputs, targets, kw, extra)[0]
 
-        step = Traced(grad if kind == "grad" else forward_scores, self.trace_counts, (id(model), kind), xla)
+        body = grad if kind == "grad" else forward_scores
+        step = Traced(body, self.trace_counts, self.trace_counts.key(model, kind), xla)
         table[key] = step
         return step
 

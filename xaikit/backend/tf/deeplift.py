@@ -283,7 +283,7 @@ def _step(
         attributions = [(x - tf.cast(b, x.dtype)) * g for x, b, g in zip(inputs, baselines, grads)]
         return attributions, scores, picked[n:]
 
-    step = Traced(body, bk.trace_counts, (id(model), "deeplift"))
+    step = Traced(body, bk.trace_counts, bk.trace_counts.key(model, "deeplift"))
     table[key] = step
     return step
 

@@ -404,7 +404,7 @@ def _step(
             rel.append(tf.cast(r, tf.float32))
         return rel, scores
 
-    step = Traced(body, bk.trace_counts, (id(model), "lrp"))
+    step = Traced(body, bk.trace_counts, bk.trace_counts.key(model, "lrp"))
     table[key] = step
     return step
 

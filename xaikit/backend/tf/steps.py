@@ -8,7 +8,9 @@ process, or a few methods on a freshly loaded model, printed "N out of the last 
 one input signature. A callable object is its own key: the warning then fires only when one
 step really retraces.
 
-Traces are counted per ``(model id, kind)`` in the backend's ``trace_counts`` (tests, benchmarks).
+Traces are counted per ``(model id, kind)`` in the backend's ``trace_counts`` (tests, benchmarks),
+a :class:`TraceCounts` that forgets a model's counts when the model is collected: Python reuses
+the id of a dead object, and a new model must not start with a dead one's count.
 
 A step that finds, while it is traced, that it cannot compute what it should (a gradient that
 does not reach an input or a layer) calls :meth:`Traced.fail` and returns placeholders; every
@@ -19,6 +21,7 @@ AutoGraph, as a ``StagingError`` with the traced frames in its message.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +39,32 @@ KINDS = {
     "deconvnet": "deconvnet input gradients (each ReLU's backward: the ReLU of the gradient)",
     "lrp": "LRP relevance of a chunk of rows (the layers' calls swapped for their rules' backward)",
 }
+
+
+class TraceCounts(dict[tuple[int, str], int]):
+    """Trace counts per ``(id(model), kind)``; a model's entries go when the model is collected."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._watched: set[int] = set()
+
+    def key(self, model: Any, kind: str) -> tuple[int, str]:
+        """The count key of ``model``'s step ``kind``; the first key of a model that can be
+        weakly referenced arranges for its entries to be dropped when it is collected."""
+        ident = id(model)
+        if ident not in self._watched:
+            try:
+                weakref.finalize(model, self._forget, ident)
+            except TypeError:  # not weak-referenceable: it lives in a fallback table for good
+                pass
+            else:
+                self._watched.add(ident)
+        return (ident, kind)
+
+    def _forget(self, ident: int) -> None:
+        self._watched.discard(ident)
+        for k in [k for k in self if k[0] == ident]:
+            del self[k]
 
 
 class Traced:
