@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,34 @@ def test_a_cam_of_ones_own_is_a_formula(framework: str) -> None:
 
 
 # ---- the registry's rules ----------------------------------------------------------------------
+def test_an_in_pass_runner_that_skips_the_class_check_is_checked_by_the_front_door(framework: str) -> None:
+    """Given classes reach a ``targets="in_pass"`` runner unchecked (it checks them on its own
+    first pass); one that never calls ``call.check_classes`` still gets no map of a class the
+    model lacks: the front door checks before returning."""
+    seen: list[Any] = []
+
+    def run(call: Call) -> Explained:
+        seen.append(call.unchecked)
+        return Explained([np.zeros((call.batch, 8, 8), np.float32)])
+
+    record = Method("toy_in_pass", "cam", "Toy In-Pass", run, {}, targets="in_pass", gradients=False)
+    register_method(record)
+    try:
+        model = tiny_model(framework, classes=3)
+        x = batches(1, bs=3)[0]["x"]
+        x = x if framework == "tf" else _channel_first(x)
+        with pytest.raises(XaikitValueError, match=r"target classes must lie in \[0, 2\]"):
+            xk.xai.explain(model, x, target=3, method="toy_in_pass")
+        assert seen[-1].tolist() == [3, 3, 3]  # unchecked when handed over
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", xk.DegenerateMapWarning)  # the toy's maps are all zero
+            xk.xai.explain(model, x, target=[0, 1, 0], method="toy_in_pass")
+        xk.xai.explain(model, x, method="toy_in_pass")
+        assert seen[-1] is None  # no classes given: nothing to check
+    finally:
+        unregister_method("toy_in_pass")
+
+
 def test_names_aliases_and_titles_are_unique(toy: Method) -> None:
     with pytest.raises(
         XaikitValueError, match=r"^a method named 'toy_gradient' is registered already; pass replace=True"

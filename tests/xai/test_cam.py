@@ -433,3 +433,33 @@ def test_keras_cam_takes_model_kwargs(rng: np.random.Generator) -> None:
         np.testing.assert_allclose(scaled, plain * scale[:, :, None], rtol=1e-5, atol=1e-7)
     eigen = xk.xai.explain(model, x, method="eigencam", raw=True, model_kwargs={"scale": scale}).maps
     np.testing.assert_allclose(eigen, xk.xai.explain(model, x, method="eigencam", raw=True).maps, rtol=1e-6)
+
+
+def test_given_classes_are_checked_on_the_layer_probe(framework: str, rng: np.random.Generator) -> None:
+    """A CAM with given classes reads the class count off the row its layer probe runs (no pass
+    of its own): a class the model lacks is refused before any row of the batch runs, and valid
+    classes give the same maps as before. torch: counted by a hook on the model's forward."""
+    conv = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    head = rng.standard_normal((3, 4)).astype(np.float32)
+    model = _gap_model(framework, conv, head)
+    x = rng.random((2, 8, 8, 3)).astype(np.float32)
+    x = np.transpose(x, (0, 3, 1, 2)) if framework == "torch" else x
+    calls: list[int] = []
+    if framework == "torch":
+        model.register_forward_pre_hook(lambda _m, args: calls.append(int(args[0].shape[0])))
+    for method in MAPS:
+        for bad in (3, [0, 5], -1):
+            calls.clear()
+            with pytest.raises(
+                XaikitValueError, match=r"target classes must lie in \[0, 2\] for a model with 3 outputs"
+            ):
+                xk.xai.explain(model, x, target=bad, method=method, layer="feat")
+            if framework == "torch":
+                assert calls == [1], (method, calls)  # the probe's row only
+        with pytest.raises(XaikitValueError, match="target must be one class or one class per sample"):
+            xk.xai.explain(model, x, target=[0, 1, 2], method=method)
+        calls.clear()
+        given = xk.xai.explain(model, x, target=[0, 2], method=method, layer="feat")
+        if framework == "torch" and method != "scorecam":  # a one-pass CAM: the probe and the batch
+            assert calls == [1, 2], (method, calls)
+        assert given.shape == (2, 8, 8) and np.isfinite(given).all()

@@ -194,12 +194,16 @@ class EvalFacet(abc.ABC):
 
 
 class CamLayer(NamedTuple):
-    """A layer chosen for a class-activation map: its name, the module / layer object and the
-    shape of its output without the batch axis (None where Keras does not know a size)."""
+    """A layer chosen for a class-activation map: its name, the module / layer object, the
+    shape of its output without the batch axis (None where Keras does not know a size) and what
+    the model returned on the row that found it (None where the search did not keep it): the
+    engine reads the class count of given targets off it, so that a CAM call does not run the
+    model on one row twice."""
 
     name: str
     obj: Any
     shape: tuple[int | None, ...]
+    probe: Any = None
 
 
 class CamFacet(abc.ABC):

@@ -68,9 +68,10 @@ def run(
     """
     call = Call(
         inp, method, pinned.targets, seed, max_batch, memory_budget, output, xla,
-        with_delta and method.delta, progress, pinned.spec,
+        with_delta and method.delta, progress, pinned.spec, pinned.unchecked,
     )  # fmt: skip
     result = method.runner()(call, **options)
+    call.check_classes()  # given classes an in_pass runner left unchecked: no map of a class the model lacks
     return result, _check(call, result, pinned, options, where)
 
 

@@ -85,6 +85,10 @@ class Call:
         spec: the bound target object (:class:`xaikit.targets.Bound`) of a method that takes
             them (``Method.target_objects``), when one was given: ``targets`` then holds each
             sample's index; None otherwise.
+        unchecked: for a method with ``targets="in_pass"``, the given classes (int64 (B,), host)
+            whose range against the model's class count is not checked yet: the runner calls
+            :meth:`check_classes` before its first row runs (a CAM, with its layer probe's
+            output; the front door checks any the runner left, before returning a map).
     """
 
     inp: Inputs
@@ -98,6 +102,17 @@ class Call:
     with_delta: bool = False
     progress: bool | None = None
     spec: Any = None
+    unchecked: np.ndarray | None = None
+
+    def check_classes(self, probe: Any = None) -> None:
+        """Check :attr:`unchecked` against the model's class count, read off ``probe`` (what the
+        model returned on one row, where the runner has it) or a forward pass of one row; a
+        class the model does not have raises :class:`~xaikit.errors.XaikitValueError`."""
+        if self.unchecked is not None:
+            from xaikit.xai._engine.targets import check_given
+
+            check_given(self.inp, self.unchecked, self.output, probe)
+            self.unchecked = None
 
     @property
     def bk(self) -> Backend:
@@ -163,7 +178,9 @@ class Method:
         delta: whether it can report the completeness delta (``return_delta=True``).
         targets: ``"pinned"`` (the classes are fixed from a forward pass of the clean inputs
             before the method runs) or ``"in_pass"`` (without given classes, the method reads
-            each row's predicted class off its own pass: no extra forward pass).
+            each row's predicted class off its own pass: no extra forward pass; given classes
+            reach it with their range unchecked, ``Call.unchecked``, and it calls
+            ``call.check_classes(probe)`` before its first row runs).
         target_objects: the method takes target objects (:mod:`xaikit.targets`: regions,
             regression units, similarities, callables) besides class indices; the front door
             refuses them for the others, with a message naming ``target``.

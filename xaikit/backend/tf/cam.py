@@ -105,18 +105,18 @@ class Cam(CamFacet):
     ) -> CamLayer:
         first = self.channel_first(model)
         if layer is None:
-            outs, order = self._probe(model, top, inputs, model_kwargs)
+            outs, order, raw = self._probe(model, top, inputs, model_kwargs)
             for i in reversed(order):  # the last top-level layer to finish with a spatial output
                 shape = _shape(outs[i])
                 if _spatial(shape, first):
-                    return CamLayer(str(top[i].name), top[i], shape[1:])  # type: ignore[index]
+                    return CamLayer(str(top[i].name), top[i], shape[1:], raw)  # type: ignore[index]
             raise XaikitValueError(
                 "layer=None looks for the last layer with a spatial (B, h, w, C) output (h * w > 1) "
                 "and the model has none: pass layer= (a layer name of model.layers, with reshape= "
                 "for a token output)"
             )
         chosen = _find(model, top, layer)
-        outs, _ = self._probe(model, [chosen], inputs, model_kwargs)
+        outs, _, raw = self._probe(model, [chosen], inputs, model_kwargs)
         if outs[0] is None:
             raise XaikitValueError(
                 f"layer {chosen.name!r} was not called by the forward pass of this {model_form(model)} "
@@ -127,16 +127,17 @@ class Cam(CamFacet):
             raise XaikitValueError(
                 f"layer {chosen.name!r} must output one tensor; it gives {describe(outs[0])}"
             )
-        return CamLayer(str(chosen.name), chosen, shape[1:])
+        return CamLayer(str(chosen.name), chosen, shape[1:], raw)
 
     def _probe(
         self, model: Any, layers: list[Any], inputs: Sequence[T], model_kwargs: dict[str, Any] | None
-    ) -> tuple[list[Any], list[int]]:
+    ) -> tuple[list[Any], list[int], Any]:
         """The output of each layer (its last call's) for one forward pass of ``inputs`` (one
-        row, eagerly), and the order (indices into ``layers``) in which the layers finished."""
+        row, eagerly), the order (indices into ``layers``) in which the layers finished and what
+        the model returned."""
         with _capture(layers) as seen:
-            self.bk._call(model, list(inputs), model_kwargs)
-        return [s.outputs[-1] if s.outputs else None for s in seen], seen.order
+            raw = self.bk._call(model, list(inputs), model_kwargs)
+        return [s.outputs[-1] if s.outputs else None for s in seen], seen.order, raw
 
     # ---- the steps ---------------------------------------------------------------------------
     def _step(

@@ -81,7 +81,7 @@ class Cam(CamFacet):
             name = graph_hooks.find(model, layer)
             box: dict[str, Any] = {}
             with torch.no_grad():
-                self._hooked_call(
+                raw = self._hooked_call(
                     model,
                     CamLayer(name, None, ()),
                     lambda t: box.setdefault("a", t),
@@ -90,7 +90,7 @@ class Cam(CamFacet):
                     model_kwargs,
                     True,
                 )
-            return _checked(name, None, box.get("a"))
+            return _checked(name, None, box.get("a"))._replace(probe=raw)
         named = [(n, m) for n, m in model.named_modules() if n]
         if layer is None:
             return self._auto(model, [(n, m) for n, m in named if not _unhookable(m)], inputs, model_kwargs)
@@ -123,13 +123,14 @@ class Cam(CamFacet):
                 f"the model: its forward hooks never fire, so {_CAMS} cannot read it. Pass layer= a "
                 "Python nn.Module of the model (named_modules() gives the names)"
             )
-        return _checked(name, module, self._probe(model, [module], inputs, model_kwargs)[0][0])
+        outs, _, raw = self._probe(model, [module], inputs, model_kwargs)
+        return _checked(name, module, outs[0])._replace(probe=raw)
 
     def _probe(
         self, model: Any, modules: list[Any], inputs: Sequence[T], model_kwargs: dict[str, Any] | None
-    ) -> tuple[list[Any], list[int]]:
-        """The output of each module (the last call's) on one row, and the order in which the
-        modules finished; forward only."""
+    ) -> tuple[list[Any], list[int], Any]:
+        """The output of each module (the last call's) on one row, the order in which the
+        modules finished and what the model returned; forward only."""
         seen: dict[int, Any] = {}
         order: list[int] = []
 
@@ -140,11 +141,11 @@ class Cam(CamFacet):
         handles = [m.register_forward_hook(hook) for m in modules]
         try:
             with torch.no_grad():
-                self.bk._raw(_eager(model), list(inputs), model_kwargs)  # any output (a segmenter's)
+                raw = self.bk._raw(_eager(model), list(inputs), model_kwargs)  # any output (a segmenter's)
         finally:
             for h in handles:
                 h.remove()
-        return [seen.get(id(m)) for m in modules], order
+        return [seen.get(id(m)) for m in modules], order, raw
 
     def _auto(
         self,
@@ -153,12 +154,12 @@ class Cam(CamFacet):
         inputs: Sequence[T],
         model_kwargs: dict[str, Any] | None,
     ) -> CamLayer:
-        outs, order = self._probe(model, [m for _, m in named], inputs, model_kwargs)
+        outs, order, raw = self._probe(model, [m for _, m in named], inputs, model_kwargs)
         by_id = {id(m): (n, m, o) for (n, m), o in zip(named, outs)}
         for mid in reversed(order):  # the last module to finish with a spatial output
             n, m, o = by_id[mid]
             if _spatial(o):
-                return CamLayer(n, m, tuple(int(d) for d in o.shape[1:]))
+                return CamLayer(n, m, tuple(int(d) for d in o.shape[1:]), raw)
         raise XaikitValueError(
             "layer=None looks for the last module with a spatial (B, C, h, w) output (h * w > 1) "
             "and the model has none: pass layer= (a module path of named_modules(), with reshape= "

@@ -2,7 +2,8 @@
 once (its predicted class on the clean input, from one forward pass, :func:`logits`; or the
 classes given, :func:`check_targets`) before a method runs its noisy or interpolated rows. A
 method that reads the class off its own pass (a gradient CAM, ``targets="in_pass"``) is not
-pinned when no classes are given.
+pinned when no classes are given; classes given to it are checked against the class count of
+the first pass it makes anyway (its layer probe, :func:`check_given`), not in a pass of their own.
 
 A target object (:mod:`xaikit.targets`) is pinned the same way, by a method whose record takes
 them (``Method.target_objects``): :func:`pin_object` resolves it against the model's output for
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T
+from xaikit.backend.outputs import select_output
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.targets import Bound, Class, Target, is_target, picked, resolve_callable
 from xaikit.xai._engine.chunks import run_chunks
@@ -61,6 +63,9 @@ class Pinned:
         n_classes: the output's class count (1 for a (B,) output), when it was read.
         spec: the bound target object (:class:`xaikit.targets.Bound`) when one was given;
             ``targets`` then holds each sample's index and ``output`` its (B,) clean scores.
+        unchecked: given classes, int64 (B,) on the host, not yet checked against the model's
+            class count (``in_pass``: the method checks them on its first pass,
+            :func:`check_given`); None otherwise.
     """
 
     targets: T | None
@@ -68,6 +73,7 @@ class Pinned:
     output: np.ndarray | None = None
     n_classes: int | None = None
     spec: Bound | None = None
+    unchecked: np.ndarray | None = None
 
     def host_targets(self, bk: Backend) -> np.ndarray | None:
         """The targets as int64 numpy (None when not pinned, or pinned to a target object)."""
@@ -99,7 +105,9 @@ def pin(
             row instead (a single-pass method such as Input x Gradient would otherwise pay for a
             second pass of the batch).
         in_pass: the method finds the predicted class in its own pass (a gradient CAM): without
-            given classes and ``predict``, nothing is run and the targets are None.
+            given classes and ``predict``, nothing is run and the targets are None; given
+            classes are checked for their form here and for their range by the method
+            (``Pinned.unchecked``), on the one row its layer probe runs anyway.
         objects: the caller takes target objects (:mod:`xaikit.targets`): one is resolved by
             :func:`pin_object`; otherwise only :class:`~xaikit.targets.Class` is taken.
 
@@ -123,24 +131,53 @@ def pin(
     if target is None and in_pass and not predict:
         return Pinned(None)
     if target is not None and not predict:
-        kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
-        try:
-            one = bk.forward(inp.model, [t[:1] for t in inp.tensors], output, **kw)
-        except Exception:  # e.g. a model that binds per-sample values: the whole batch says why
-            one = None
+        if in_pass:
+            classes = check_targets(bk, target, inp.batch, None)
+            return Pinned(bk.index(classes, device), unchecked=classes)
+        one = first_row(inp, output)
         if one is not None:
-            n_classes = int(one.shape[1]) if len(one.shape) == 2 else 1
+            n_classes = class_count(one)
             classes = check_targets(bk, target, inp.batch, n_classes)
             return Pinned(bk.index(classes, device), None, bk.to_numpy(one), n_classes)
     scores = logits(inp, output)
     host = bk.to_numpy(scores)
     predictions = predictions_of(host)
-    n_classes = int(scores.shape[1]) if len(scores.shape) == 2 else 1
+    n_classes = class_count(scores)
     if target is None:
         classes = predictions if len(scores.shape) == 2 else np.zeros(inp.batch, dtype=np.int64)
     else:
         classes = check_targets(bk, target, inp.batch, n_classes)
     return Pinned(bk.index(classes, device), predictions, host, n_classes)
+
+
+def first_row(inp: Inputs, output: int | str) -> T | None:
+    """The explained output of the batch's first row, forward only; None when the model cannot
+    run it alone (e.g. a model that binds per-sample values: the whole batch then says why)."""
+    kw = {"model_kwargs": inp.kwargs.rows(np.arange(1))} if inp.kwargs else {}
+    try:
+        return inp.bk.forward(inp.model, [t[:1] for t in inp.tensors], output, **kw)
+    except Exception:
+        return None
+
+
+def class_count(scores: Any) -> int:
+    """The class count of an explained output: its width, 1 for a (B,) output of one score."""
+    return int(scores.shape[1]) if len(scores.shape) == 2 else 1
+
+
+def check_given(inp: Inputs, classes: np.ndarray, output: int | str, probe: Any = None) -> None:
+    """Given classes (int64 (B,)) checked against the model's class count, read off ``probe``
+    (what the model returned on one row, e.g. a CAM's layer probe) or, without one, off a
+    forward pass of the first row (of the whole batch when one row cannot run alone)."""
+    one = None
+    if probe is not None:
+        try:
+            one = select_output(probe, output, 1)
+        except Exception:  # a probe that does not show the output: run it
+            one = None
+    if one is None:
+        one = first_row(inp, output)
+    check_class_range(classes, class_count(logits(inp, output) if one is None else one))
 
 
 def pin_object(inp: Inputs, target: Any, output: int | str = 0) -> Pinned:
@@ -238,9 +275,10 @@ def refused(target: Any) -> XaikitValueError:
     )
 
 
-def check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.ndarray:
-    """User-given classes as int64 (B,), checked against the batch and the class count
-    (:class:`~xaikit.targets.Class` is its classes; another target object is refused)."""
+def check_targets(bk: Backend, target: Any, batch: int, n_classes: int | None) -> np.ndarray:
+    """User-given classes as int64 (B,), checked against the batch and the class count (None:
+    not yet, :func:`check_class_range` later); :class:`~xaikit.targets.Class` is its classes,
+    another target object is refused."""
     if isinstance(target, Class):
         target = target.k
     elif is_target(target):
@@ -255,6 +293,13 @@ def check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.nd
         )
     if host.size == 1:
         host = np.full(batch, int(host[0]), dtype=np.int64)
+    if n_classes is not None:
+        check_class_range(host, n_classes)
+    return host
+
+
+def check_class_range(host: np.ndarray, n_classes: int) -> None:
+    """Classes (int64 (B,)) within a model output's ``n_classes`` (1: a (B,) output, class 0)."""
     if n_classes == 1 and (host.min() < 0 or host.max() > 0):
         raise XaikitValueError(
             "target must be None or 0 for a model output of one score per sample (the score is "
@@ -265,4 +310,3 @@ def check_targets(bk: Backend, target: Any, batch: int, n_classes: int) -> np.nd
             f"target classes must lie in [0, {n_classes - 1}] for a model with {n_classes} outputs; "
             f"got values {sorted(set(host.tolist()))[:10]}"
         )
-    return host

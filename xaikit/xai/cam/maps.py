@@ -184,12 +184,17 @@ def maps_and_scores(
     memory_budget: int | float = DEFAULT_BUDGET,
     progress: bool | None = None,
     target: Any = None,
+    check_classes: Callable[[Any], None] | None = None,
 ) -> tuple[CamResult, np.ndarray | None]:
     """:func:`cam_maps` and, for the one-pass gradient methods, the (B,) explained score of each
-    row as their pass read it (None for Eigen-CAM and Score-CAM)."""
+    row as their pass read it (None for Eigen-CAM and Score-CAM). ``check_classes`` is called
+    with what the model returned on the layer probe's row, before any row of the batch runs
+    (:meth:`~xaikit.xai.registry.Call.check_classes`)."""
     bk = inp.bk
     facet = bk.cam
     found = find_layer(inp, layer, reshape)
+    if check_classes is not None:
+        check_classes(found.probe)
     first = facet.channel_first(inp.model)
     size = grid_size(inp)
 

@@ -31,7 +31,7 @@ def run_cam(call: Call, *, layer: Any = None, reshape: Any = None, raw: bool = F
     inp = call.inp
     result, scores = maps_and_scores(
         inp, call.targets, call.method.name, layer, call.output, check_max_batch(call.max_batch),
-        check_reshape(reshape), call.memory_budget, call.progress, call.spec,
+        check_reshape(reshape), call.memory_budget, call.progress, call.spec, call.check_classes,
     )  # fmt: skip
     if raw:
         maps = result.maps.astype(np.float32)
