@@ -114,7 +114,9 @@ class Settings:
     occ_stride: int = 14
     occ_ppe: tuple[int, ...] = (1, 16, 64, 256)
     score_peer_batches: tuple[int, ...] = (16, 64, 128)  # pytorch-grad-cam ScoreCAM batch_size
-    bound_sizes: tuple[int, ...] = (16, 32, 64, 128, 256)
+    #: the bound loop's batch sizes searched: from 4, as the plan's forward-only chunks on a CPU
+    #: run 6-8 rows of a ResNet-18 at 224x224 (a search from 16 would flatter xaikit there)
+    bound_sizes: tuple[int, ...] = (4, 8, 16, 32, 64, 128, 256)
     #: extra xaikit lines of the forward-only cases at these fixed max_batch (--sizes): where the
     #: plan's own choice stands among fixed chunk sizes
     xaikit_sizes: tuple[int, ...] = ()
@@ -1231,7 +1233,8 @@ def main(argv: list[str] | None = None) -> int:
     kept_from = None
     if args.keep:  # an earlier run's other cases, re-rendered beside this run's
         earlier = json.loads(args.keep.read_text())
-        lines += [Line.from_dict(d) for d in earlier["lines"] if d["case"] not in cases]
+        # a case's own lines and its sub-cases' ("rise" and "rise-memory") come from this run
+        lines += [Line.from_dict(d) for d in earlier["lines"] if d["case"].split("-")[0] not in cases]
         facts = {**earlier.get("facts", {}), **facts}
         kept_from = f"{args.keep.name} ({earlier['date']}, commit {earlier['commit']})"
     summary = summarize(lines, st)
