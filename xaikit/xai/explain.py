@@ -24,7 +24,7 @@ from xaikit.xai import health
 from xaikit.xai._engine.inputs import Inputs, prepare
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, check_memory_budget
 from xaikit.xai._engine.progress import check_progress
-from xaikit.xai._engine.targets import Pinned, pin
+from xaikit.xai._engine.targets import Pinned, check_given, pin
 from xaikit.xai.registry import Call, Explained, Method, get_method
 
 __all__ = ["explain", "fresh_seed", "prepared", "run"]
@@ -68,7 +68,7 @@ def run(
     """
     call = Call(
         inp, method, pinned.targets, seed, max_batch, memory_budget, output, xla,
-        with_delta and method.delta, progress, pinned.spec, pinned.unchecked,
+        with_delta and method.delta, progress, pinned.spec, pinned.unchecked, check_given,
     )  # fmt: skip
     result = method.runner()(call, **options)
     call.check_classes()  # given classes an in_pass runner left unchecked: no map of a class the model lacks

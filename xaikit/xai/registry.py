@@ -103,15 +103,18 @@ class Call:
     progress: bool | None = None
     spec: Any = None
     unchecked: np.ndarray | None = None
+    #: the front door's check of ``unchecked``, ``checker(inp, classes, output, probe)``
+    #: (``_engine.targets.check_given``; the registry imports no engine module)
+    checker: Callable[[Inputs, np.ndarray, int | str, Any], None] | None = None
 
     def check_classes(self, probe: Any = None) -> None:
         """Check :attr:`unchecked` against the model's class count, read off ``probe`` (what the
         model returned on one row, where the runner has it) or a forward pass of one row; a
         class the model does not have raises :class:`~xaikit.errors.XaikitValueError`."""
         if self.unchecked is not None:
-            from xaikit.xai._engine.targets import check_given
-
-            check_given(self.inp, self.unchecked, self.output, probe)
+            if self.checker is None:
+                raise XaikitTypeError("Call.unchecked classes need Call.checker (the front door sets both)")
+            self.checker(self.inp, self.unchecked, self.output, probe)
             self.unchecked = None
 
     @property
