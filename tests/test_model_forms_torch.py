@@ -287,9 +287,9 @@ def test_cam_layer_names_are_those_of_the_form(forms: dict[str, Any], net: Net) 
         xk.xai.explain(exported, x, method="gradcam", layer="relu9")
 
 
-def test_a_torchscript_part_of_a_python_model_is_refused_as_a_layer_and_for_guided_backprop(net: Net) -> None:
+def test_a_torchscript_part_of_a_python_model_is_refused_as_a_layer_and_for_modified_relus(net: Net) -> None:
     """A Python model around a scripted backbone: the backbone's layers cannot be hooked (the
-    ReLUs of its guided backprop neither); a Python layer around it can."""
+    ReLUs of its guided backprop and deconvnet neither); a Python layer around it can."""
     scripted = quiet(torch.jit.script, torch.nn.Sequential(net.conv1, net.relu1, net.conv2, net.relu2))
     outer = torch.nn.Sequential(scripted, torch.nn.ReLU(), net.pool, torch.nn.Flatten(), net.fc).eval()
     x = images()
@@ -305,6 +305,11 @@ def test_a_torchscript_part_of_a_python_model_is_refused_as_a_layer_and_for_guid
         match=r"guided backprop \(guided_backprop, guided_gradcam\) replaces the gradient of every ReLU",
     ):
         xk.xai.explain(outer, x, method="guided_gradcam", layer="1")
+    # guided backprop and deconvnet alone too: the scripted ReLUs would run unmodified, a map
+    # modified only in part (deconvnet returned one without a word before)
+    for method, name in (("guided_backprop", r"guided backprop \(guided_backprop"), ("deconvnet", "deconvnet")):
+        with pytest.raises(XaikitValueError, match=rf"{name}.* replaces the gradient of every ReLU.*only in part"):
+            xk.xai.explain(outer, x, method=method, target=0)
 
 
 def test_exported_program_needs_a_dynamic_batch_axis(net: Net) -> None:

@@ -93,7 +93,9 @@ class Backend(abc.ABC):
     @functools.cached_property
     def relevance(self) -> RelevanceFacet:
         """LRP, DeepLIFT and modified-ReLU backward passes (:class:`~xaikit.backend.facets.RelevanceFacet`)."""
-        return self._facet_module("relevance").Relevance(self)  # type: ignore[no-any-return]
+        from xaikit.backend.facets import RelevanceFacet
+
+        return RelevanceFacet(self)
 
     @functools.cached_property
     def attention(self) -> AttentionFacet:

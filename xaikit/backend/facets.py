@@ -12,6 +12,7 @@ as plain ``(model, loss key)`` pairs.
 from __future__ import annotations
 
 import abc
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -283,7 +284,7 @@ class CamFacet(abc.ABC):
         bound ``target`` object the rows are sample indices, scored by the target."""
 
 
-class RelevanceFacet(abc.ABC):
+class RelevanceFacet:
     """What the rule-based methods of :mod:`xaikit.xai.rules` need from a framework: one
     modified backward pass per chunk of rows (LRP with a composite of rules, DeepLIFT's
     multipliers, guided backprop and deconvnet).
@@ -294,9 +295,20 @@ class RelevanceFacet(abc.ABC):
     as it was: every hook, swapped ``call`` and stopped gradient is removed, weights and
     BatchNorm statistics are never written (a merged BatchNorm is computed on the fly), also when
     a call raises.
+
+    One class serves both frameworks: each backend's ``relevance`` module
+    (``backend/torch/relevance.py``, ``backend/tf/relevance.py``) provides the three steps as
+    functions that take the backend first (``lrp_step(bk, model, ...)``), and a method here calls
+    its backend's function with the same arguments.
     """
 
-    @abc.abstractmethod
+    def __init__(self, bk: Any) -> None:
+        self.bk = bk
+
+    def _steps(self) -> Any:
+        """The backend's ``relevance`` module (imported the first time a step runs)."""
+        return importlib.import_module(f"{self.bk.package}.relevance")
+
     def lrp_step(
         self,
         model: Any,
@@ -315,8 +327,10 @@ class RelevanceFacet(abc.ABC):
         layout, float32. With a bound ``target`` object (:class:`xaikit.targets.Bound`),
         ``targets`` are each row's sample index and the starting relevance is the target's score
         of the model's raw output."""
+        return self._steps().lrp_step(  # type: ignore[no-any-return]
+            self.bk, model, inputs, targets, composite, output, model_kwargs, target
+        )
 
-    @abc.abstractmethod
     def deeplift_step(
         self,
         model: Any,
@@ -333,8 +347,10 @@ class RelevanceFacet(abc.ABC):
         where every nonlinearity has a rule. The 2n rows [inputs; baselines] run as one batch,
         so ``model_kwargs`` are those of the 2n rows (a per-sample value given twice). With a
         bound ``target`` object, ``targets`` are sample indices: both halves score their sample."""
+        return self._steps().deeplift_step(  # type: ignore[no-any-return]
+            self.bk, model, inputs, baselines, targets, output, model_kwargs, target
+        )
 
-    @abc.abstractmethod
     def modified_step(
         self,
         model: Any,
@@ -349,6 +365,9 @@ class RelevanceFacet(abc.ABC):
         modified: ``mode="guided"`` (guided backprop: positive gradients, where the input was
         positive) or ``"deconvnet"`` (positive gradients, whatever the input). With a bound
         ``target`` object the rows are sample indices, scored by the target."""
+        return self._steps().modified_step(  # type: ignore[no-any-return]
+            self.bk, model, inputs, targets, mode, output, model_kwargs, target
+        )
 
 
 class AttentionFacet(abc.ABC):

@@ -1,5 +1,5 @@
 """LRP, guided backprop and deconvnet on Keras models (TensorFlow): the steps of the relevance
-facet (:class:`~xaikit.backend.tf.relevance.Relevance`).
+facet (:class:`~xaikit.backend.facets.RelevanceFacet`, through :mod:`xaikit.backend.tf.relevance`).
 
 LRP runs one backward pass whose "gradient" at each tensor ``a`` is its relevance over its
 value (``R = a * g``, see :mod:`xaikit.xai.rules.spec`). Inside the traced step, the ``call``

@@ -7,7 +7,7 @@ a backward pass through the layers below it and without touching any parameter's
 
 Guided backpropagation replaces every ReLU the forward pass calls, for the duration of the
 pass, with one whose backward passes only positive gradients where its input was positive
-(:func:`xaikit.backend.torch.relevance.guided_grads`, a ``TorchFunctionMode``): ``nn.ReLU``
+(:func:`xaikit.backend.torch.relevance.modified_step`, a ``TorchFunctionMode``): ``nn.ReLU``
 modules and ``torch.relu`` / ``F.relu`` calls inside a ``forward`` alike (captum and
 pytorch-grad-cam guide ``nn.ReLU`` modules only and leave the others with their plain
 gradient). A forward pass that calls no ReLU is an error, not a plain gradient.
@@ -291,20 +291,11 @@ class Cam(CamFacet):
         model_kwargs: dict[str, Any] | None = None,
         target: Any = None,
     ) -> list[T]:
-        if isinstance(model, torch.nn.Module) and not is_exported(model):
-            if any(_unhookable(m) for m in model.modules()):
-                refusal = hook_refusal(model, "guided backprop (guided_backprop, guided_gradcam)")
-                raise refusal or XaikitValueError(
-                    "guided backprop (guided_backprop, guided_gradcam) replaces the gradient of every ReLU "
-                    "the forward pass calls, and this model holds a TorchScript module or a torch.export "
-                    "program whose ReLUs it cannot see: its map would be guided only in part. Explain a model of "
-                    "Python nn.Modules, or use a method that needs no hooks"
-                )
         # every ReLU the forward calls (nn.ReLU modules and torch.relu / F.relu calls alike) is
-        # guided for the duration of the pass (xaikit/backend/torch/relevance.py)
-        from xaikit.backend.torch.relevance import guided_grads
+        # guided for the duration of the pass; a model with TorchScript inside is refused there
+        from xaikit.backend.torch.relevance import modified_step
 
-        return guided_grads(self.bk, _eager(model), inputs, targets, "guided", output, model_kwargs, target)
+        return modified_step(self.bk, _eager(model), inputs, targets, "guided", output, model_kwargs, target)
 
 
 def _same(t: Any) -> Any:

@@ -1,6 +1,7 @@
-"""The relevance facet of the torch backend (:class:`~xaikit.backend.facets.RelevanceFacet`):
-LRP (:mod:`xaikit.backend.torch.lrp`), DeepLIFT (:mod:`xaikit.backend.torch.deeplift`), and
-guided backprop / deconvnet here.
+"""The relevance steps of the torch backend, which :class:`~xaikit.backend.facets.RelevanceFacet`
+calls: LRP (:func:`~xaikit.backend.torch.lrp.lrp_step`), DeepLIFT
+(:func:`~xaikit.backend.torch.deeplift.deeplift_step`), and guided backprop / deconvnet
+(:func:`modified_step`, here).
 
 Guided backprop and deconvnet change the backward of every ReLU the forward pass calls: a
 ``torch.overrides.TorchFunctionMode`` sees each ``torch.relu`` / ``F.relu`` call (an
@@ -18,12 +19,13 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from xaikit.backend.base import T
-from xaikit.backend.facets import RelevanceFacet
-from xaikit.backend.torch.forms import compiled_module, hook_refusal
+from xaikit.backend.torch.deeplift import deeplift_step
+from xaikit.backend.torch.forms import compiled_module, hook_refusal, is_exported, is_script
+from xaikit.backend.torch.lrp import lrp_step
 from xaikit.backend.torch.nonlinear import RELUS as _RELUS
 from xaikit.errors import XaikitValueError
 
-__all__ = ["Relevance", "ReluMode", "guided_grads"]
+__all__ = ["ReluMode", "deeplift_step", "lrp_step", "modified_step"]
 
 
 class _GuidedRelu(torch.autograd.Function):
@@ -70,58 +72,7 @@ class ReluMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class Relevance(RelevanceFacet):
-    """The relevance facet of the torch backend."""
-
-    def __init__(self, bk: Any) -> None:
-        self.bk = bk
-
-    def lrp_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        composite: Any,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[list[T], T]:
-        from xaikit.backend.torch import lrp
-
-        return lrp.lrp_step(self.bk, model, inputs, targets, composite, output, model_kwargs, target)
-
-    def deeplift_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        baselines: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[list[T], T, T]:
-        from xaikit.backend.torch import deeplift
-
-        return deeplift.deeplift_step(
-            self.bk, model, inputs, baselines, targets, output, model_kwargs, target
-        )
-
-    def modified_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        mode: str,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> list[T]:
-        if mode == "guided":  # Guided Grad-CAM's guided part: the same pass, with its refusals
-            return self.bk.cam.guided_step(model, inputs, targets, output, model_kwargs, target)
-        return guided_grads(self.bk, model, inputs, targets, mode, output, model_kwargs, target)
-
-
-def guided_grads(
+def modified_step(
     bk: Any,
     model: Any,
     inputs: Sequence[T],
@@ -132,14 +83,26 @@ def guided_grads(
     target: Any = None,
 ) -> list[T]:
     """Input gradients of the target scores with every ReLU's backward modified: ``mode``
-    ``"guided"`` or ``"deconvnet"``. A forward pass that calls no ReLU is an error (its map would
-    be the plain gradient, silently). ``target``: a bound target object scoring the rows
-    (``targets`` are then sample indices)."""
+    ``"guided"`` or ``"deconvnet"`` (the torch backend's
+    :meth:`~xaikit.backend.facets.RelevanceFacet.modified_step`; Guided Grad-CAM's guided part
+    too). A forward pass that calls no ReLU is an error (its map would be the plain gradient,
+    silently), and so is a model that holds a TorchScript module or a torch.export program (the
+    ReLUs inside run unmodified: its map would be modified only in part). ``target``: a bound
+    target object scoring the rows (``targets`` are then sample indices)."""
     if mode not in ("guided", "deconvnet"):
         raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {mode!r}")
-    refusal = hook_refusal(model, f"{'guided backprop' if mode == 'guided' else 'deconvnet'} maps")
+    name = "guided backprop (guided_backprop, guided_gradcam)" if mode == "guided" else "deconvnet"
+    refusal = hook_refusal(model, f"{name} maps")
     if refusal is not None:
         raise refusal
+    if isinstance(model, torch.nn.Module) and not is_exported(model):
+        if any(is_script(m) or is_exported(m) for m in model.modules()):
+            raise XaikitValueError(
+                f"{name} replaces the gradient of every ReLU the forward pass calls, and this model "
+                "holds a TorchScript module or a torch.export program whose ReLUs it cannot see: its "
+                f"map would be {mode} only in part. Explain a model of Python nn.Modules, or use a "
+                "method that needs no hooks"
+            )
     inner = compiled_module(model)  # a torch.compile module: its eager module (same weights)
     model = model if inner is None else inner
     relus = ReluMode(_GuidedRelu if mode == "guided" else _DeconvRelu)
