@@ -13,6 +13,24 @@ from xaikit.evaluate._options import RunSettings
 from xaikit.layout import channel_axis_of
 
 
+def finite_mean(values: Any) -> float:
+    """The mean of the finite values (NaN and infinities left out); NaN if there are none."""
+    kept = np.asarray(values, dtype=np.float64)
+    kept = kept[np.isfinite(kept)]
+    return float(kept.mean()) if kept.size else float("nan")
+
+
+class PerSample:
+    """What a metric result with one score per sample (``scores``, (B,)) shares: their mean."""
+
+    scores: np.ndarray
+
+    @property
+    def mean(self) -> float:
+        """The mean of :attr:`scores` over the samples with a finite score (NaN if none has one)."""
+        return finite_mean(self.scores)
+
+
 def host(value: Any, name: str) -> np.ndarray:
     """A numpy copy of an array or tensor, with a clear error for anything else."""
     if value is None or isinstance(value, (str, bytes, dict)):

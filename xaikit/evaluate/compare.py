@@ -49,6 +49,7 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import (
     check_method_options,
+    finite_mean,
     fixed_object,
     host,
     input_layout,
@@ -526,7 +527,7 @@ def compare(
     labels = [label for label, _, _ in entries]
     table = pd.DataFrame({"method": labels})
     for metric in chosen:
-        col = np.array([_nanmean(scores[label][metric.name]) for label in labels])
+        col = np.array([finite_mean(scores[label][metric.name]) for label in labels])
         table[metric.name] = col
     for metric in chosen:
         table[f"rank {metric.name}"] = _ranks(
@@ -534,10 +535,10 @@ def compare(
         )
     if baselines:
         at = list(table.columns).index("randomization") + 1
-        table.insert(at, BASELINE_COLUMN, [_nanmean(baselines[label]) for label in labels])
+        table.insert(at, BASELINE_COLUMN, [finite_mean(baselines[label]) for label in labels])
     rank_cols = table[[f"rank {m.name}" for m in chosen]].to_numpy(dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        table["mean rank"] = [_nanmean(r) for r in rank_cols]
+        table["mean rank"] = [finite_mean(r) for r in rank_cols]
     table["seconds"] = [seconds[label] for label in labels]
     for label in baselines:  # the chance level beside the scores (not a metric: never ranked)
         scores[label][BASELINE_COLUMN] = baselines[label]
@@ -555,9 +556,3 @@ def compare(
     return CompareResult(
         table, per_sample, lines, maps, targets, chosen, x_host, channel_axis, display, samples_in_figure
     )
-
-
-def _nanmean(values: np.ndarray) -> float:
-    ok = np.asarray(values, dtype=np.float64)
-    ok = ok[np.isfinite(ok)]
-    return float(ok.mean()) if ok.size else float("nan")

@@ -27,7 +27,15 @@ import numpy as np
 from xaikit.backend import Backend, T, get_backend
 from xaikit.checks import check_floats, check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, maps_or_explain, pin_scored, spatial_shape, to_spatial
+from xaikit.evaluate._common import (
+    PerSample,
+    host,
+    input_layout,
+    maps_or_explain,
+    pin_scored,
+    spatial_shape,
+    to_spatial,
+)
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
@@ -169,11 +177,6 @@ def _stash_scores(
         batch=run.batch, predicted=predicted, target=spec,
     )  # fmt: skip
     return run.bk.to_numpy(flat).astype(np.float64)
-
-
-def _nanmean(values: np.ndarray) -> float:
-    ok = ~np.isnan(values)
-    return float(values[ok].mean()) if ok.any() else float("nan")
 
 
 # ---- ROAD --------------------------------------------------------------------------------------------
@@ -655,7 +658,7 @@ def infidelity(
 
 # ---- faithfulness correlation -------------------------------------------------------------------------------
 @dataclass
-class FaithfulnessCorrelationResult:
+class FaithfulnessCorrelationResult(PerSample):
     """Faithfulness correlation of each sample (higher is better, in [-1, 1]; NaN where the
     attribution sums or the score drops do not vary over the runs).
 
@@ -674,11 +677,6 @@ class FaithfulnessCorrelationResult:
     subsets: np.ndarray
     targets: np.ndarray
     chunks: list[int] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        """The mean correlation over samples, NaNs left out (NaN if all are)."""
-        return _nanmean(self.scores)
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:

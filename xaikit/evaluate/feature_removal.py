@@ -34,12 +34,11 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, pin_scored, refuse_object, spearman
+from xaikit.evaluate._common import PerSample, finite_mean, host, pin_scored, refuse_object, spearman
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.faithfulness import (
     _check_subsets,
-    _nanmean,
     _pearson,
     _Run,
     _spatial_map,
@@ -157,7 +156,7 @@ def _check_step(features_in_step: Any, n_pixels: int) -> int:
 
 # ---- sensitivity-n ------------------------------------------------------------------------------
 @dataclass
-class SensitivityNResult:
+class SensitivityNResult(PerSample):
     """Sensitivity-n of each sample: one correlation per subset size n.
 
     Attributes:
@@ -182,16 +181,11 @@ class SensitivityNResult:
     chunks: list[int] = field(default_factory=list)
 
     @property
-    def mean(self) -> float:
-        """The mean of :attr:`scores` over samples (NaNs left out)."""
-        return _nanmean(self.scores)
-
-    @property
     def mean_curve(self) -> np.ndarray:
         """(N,) the correlation per size averaged over samples (Ancona et al.'s plot)."""
         out = np.full(self.curve.shape[1], np.nan)
         for k in range(self.curve.shape[1]):
-            out[k] = _nanmean(self.curve[:, k])
+            out[k] = finite_mean(self.curve[:, k])
         return out
 
 
@@ -310,13 +304,13 @@ def sensitivity_n(
         [np.take_along_axis(smap[None], s, axis=2).sum(axis=2).T for s in sets], axis=1
     )  # (B, N, nsamples)
     curve = _pearson(sums.reshape(-1, nsamples), deltas.reshape(-1, nsamples)).reshape(batch, len(ns))
-    scores = np.array([_nanmean(row) for row in curve])
+    scores = np.array([finite_mean(row) for row in curve])
     return SensitivityNResult(scores, ns.astype(np.int64), curve, sums, deltas, sets, targets, sizes)
 
 
 # ---- faithfulness estimate -----------------------------------------------------------------------
 @dataclass
-class FaithfulnessEstimateResult:
+class FaithfulnessEstimateResult(PerSample):
     """Faithfulness estimate of each sample (in [-1, 1]; NaN where the group attributions or
     the score drops do not vary).
 
@@ -333,11 +327,6 @@ class FaithfulnessEstimateResult:
     deltas: np.ndarray
     targets: np.ndarray
     chunks: list[int] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        """The mean correlation over samples, NaNs left out."""
-        return _nanmean(self.scores)
 
 
 @public()
@@ -500,7 +489,7 @@ def monotonicity(
 
 # ---- monotonicity correlation ---------------------------------------------------------------------
 @dataclass
-class MonotonicityCorrelationResult:
+class MonotonicityCorrelationResult(PerSample):
     """Monotonicity correlation (Nguyen & Martínez) of each sample.
 
     Attributes:
@@ -519,11 +508,6 @@ class MonotonicityCorrelationResult:
     values: np.ndarray
     targets: np.ndarray
     chunks: list[int] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        """The mean correlation over the samples with one (NaN if none: a constant map has no ranking)."""
-        return _nanmean(self.scores)
 
 
 @public()
@@ -637,7 +621,7 @@ def monotonicity_correlation(
 
 # ---- sufficiency ------------------------------------------------------------------------------------
 @dataclass
-class SufficiencyResult:
+class SufficiencyResult(PerSample):
     """Sufficiency (Dasgupta et al.) of each sample within its batch.
 
     Attributes:
@@ -650,11 +634,6 @@ class SufficiencyResult:
     scores: np.ndarray
     distances: np.ndarray
     predictions: np.ndarray
-
-    @property
-    def mean(self) -> float:
-        """The mean over the samples with a neighbour (NaN if none has one)."""
-        return _nanmean(self.scores)
 
 
 def _pairwise(maps: np.ndarray, distance: str) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import (
+    PerSample,
     host,
     input_layout,
     refuse_object,
@@ -38,7 +39,7 @@ SIMILARITIES = ("ssim", "spearman", "quantus")
 
 
 @dataclass
-class RandomLogitResult:
+class RandomLogitResult(PerSample):
     """What :func:`random_logit` measured. Lower scores are better: the explanation of the
     target class differs from that of another class.
 
@@ -60,11 +61,6 @@ class RandomLogitResult:
     maps_other: np.ndarray = field(repr=False)
     similarity: str = "ssim"
     method: str = "vanilla"
-
-    @property
-    def mean(self) -> float:
-        """The mean score over samples (NaN scores left out; NaN if all are)."""
-        return _nanmean(self.scores)
 
 
 def other_classes(targets: np.ndarray, num_classes: int, seed: int) -> np.ndarray:
@@ -226,8 +222,3 @@ def quantus_ssim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         span = float(max(u.max(), v.max()) - min(u.min(), v.min()))
         out[i] = structural_similarity(u, v, data_range=span) if span > 0 else 1.0
     return out
-
-
-def _nanmean(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else float("nan")

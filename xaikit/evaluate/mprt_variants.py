@@ -23,7 +23,7 @@ import numpy as np
 
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import classes_of, host, input_layout, spatial_shape, tile_object
+from xaikit.evaluate._common import PerSample, classes_of, host, input_layout, spatial_shape, tile_object
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate._rerun import explain_rows, randomized_maps, start, tile_kwargs
@@ -48,7 +48,7 @@ _OLD_ORDER = ("model", "x", "method", "target")
 
 
 @dataclass
-class EfficientMPRTResult:
+class EfficientMPRTResult(PerSample):
     """What :func:`efficient_mprt` measured. Higher scores are better: the map got more complex
     (noisier) when the model was destroyed, so it depended on the trained weights.
 
@@ -78,14 +78,9 @@ class EfficientMPRTResult:
         """(B,) ``H_random / H_original`` (= ``scores + 1``; 1 = unchanged complexity)."""
         return self.scores + 1.0
 
-    @property
-    def mean(self) -> float:
-        """The mean score over samples (NaN scores left out; NaN if all are)."""
-        return _nanmean(self.scores)
-
 
 @dataclass
-class SmoothMPRTResult:
+class SmoothMPRTResult(PerSample):
     """What :func:`smooth_mprt` measured. Lower scores are better: the denoised map of the
     randomized model no longer resembles the original one.
 
@@ -113,16 +108,6 @@ class SmoothMPRTResult:
     nsamples: int = 50
     stdev_spread: float = 0.1
     method: str = "vanilla"
-
-    @property
-    def mean(self) -> float:
-        """The mean score over samples (NaN scores left out; NaN if all are)."""
-        return _nanmean(self.scores)
-
-
-def _nanmean(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else float("nan")
 
 
 def discrete_entropy(maps: Any, n_bins: int = 100) -> np.ndarray:

@@ -31,7 +31,7 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import check_method_options, host, input_layout, tile_object
+from xaikit.evaluate._common import PerSample, check_method_options, host, input_layout, tile_object
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import BaseRunOptions, RunSettings, Unpack
 from xaikit.xai.internal import check_max_batch, pin, prepare
@@ -71,13 +71,8 @@ _OLD_ORDER = ("model", "x", "method", "target")
 Perturb = Callable[[int, int], np.ndarray]
 
 
-def _nanmean(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else float("nan")
-
-
 @dataclass
-class SensitivityResult:
+class SensitivityResult(PerSample):
     """Max- or average-sensitivity of a method's maps, per sample. Lower is better.
 
     Attributes:
@@ -99,11 +94,6 @@ class SensitivityResult:
     radius: float
     groups: list[int] = field(default_factory=list)
 
-    @property
-    def mean(self) -> float:
-        """The mean score over the samples with a defined score (NaN if none)."""
-        return _nanmean(self.scores)
-
     def __repr__(self) -> str:
         return (
             f"SensitivityResult({self.kind}, method={self.method}, samples={self.scores.shape[0]}, "
@@ -112,7 +102,7 @@ class SensitivityResult:
 
 
 @dataclass
-class LipschitzResult:
+class LipschitzResult(PerSample):
     """The local Lipschitz estimate of a method's maps, per sample. Lower is better.
 
     Attributes:
@@ -130,11 +120,6 @@ class LipschitzResult:
     method: str
     stdev: float
     groups: list[int] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        """The mean score over the samples with a defined score (NaN if none)."""
-        return _nanmean(self.scores)
 
     def __repr__(self) -> str:
         return (

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.evaluate._common import finite_mean
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate.agreement import MIN_METHODS
 from xaikit.evaluate.compare import CompareResult
@@ -27,11 +28,6 @@ __all__ = ["save_evaluation"]
 
 #: the keys of a :func:`xaikit.evaluate.localization` result (before and after rank accuracy)
 _LOCALIZATION_KEYS = ({"energy", "pointing"}, {"energy", "pointing", "rank_accuracy"})
-
-
-def _nanmean(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else float("nan")
 
 
 def _curves(name: str, results: Mapping[str, Any]) -> dict[str, Any]:
@@ -186,11 +182,11 @@ def save_evaluation(
                "tables": tables, "curves": [], "images": []}  # fmt: skip
     elif isinstance(result, Mapping) and set(result) in _LOCALIZATION_KEYS:
         energy, pointing = np.asarray(result["energy"]), np.asarray(result["pointing"])
-        summary = {"energy_mean": [_nanmean(energy)], "pointing_rate": [float(pointing.mean())]}
+        summary = {"energy_mean": [finite_mean(energy)], "pointing_rate": [float(pointing.mean())]}
         per_sample = {"sample": np.arange(len(energy)), "energy": energy, "pointing": pointing}
         if "rank_accuracy" in result:
             rank = np.asarray(result["rank_accuracy"], dtype=np.float64)
-            summary["rank_accuracy_mean"] = [_nanmean(rank)]
+            summary["rank_accuracy_mean"] = [finite_mean(rank)]
             per_sample["rank_accuracy"] = rank
         tables = [table_doc("summary", summary), table_doc("per sample", per_sample)]
         doc = {"kind": "localization", "note": "Share of the map inside the object mask, and whether its peak is in it.",

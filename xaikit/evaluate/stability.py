@@ -33,7 +33,7 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import as_matrix, check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, maps_or_explain, refuse_object
+from xaikit.evaluate._common import PerSample, host, input_layout, maps_or_explain, refuse_object
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import BaseRunOptions, RunOptions, RunSettings, Unpack
 from xaikit.evaluate.robustness import Perturb, explain_copies
@@ -60,14 +60,9 @@ PAIRS = ("all", "origin")
 _OLD_ORDER = ("model", "x", "method", "target")
 
 
-def _nanmean(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else float("nan")
-
-
 # ---- relative stability ---------------------------------------------------------------------------
 @dataclass
-class RelativeStabilityResult:
+class RelativeStabilityResult(PerSample):
     """A relative stability (Agarwal et al. 2022) of a method's maps, per sample. Lower is better.
 
     Attributes:
@@ -94,11 +89,6 @@ class RelativeStabilityResult:
     def kept(self) -> np.ndarray:
         """(B, nsamples) whether each copy kept the clean input's predicted class."""
         return ~np.isnan(self.ratios)
-
-    @property
-    def mean(self) -> float:
-        """The mean score over the samples with a defined score (NaN if none)."""
-        return _nanmean(self.scores)
 
     def __repr__(self) -> str:
         layer = f", layer={self.layer!r}" if self.layer else ""
@@ -400,7 +390,7 @@ for _fn in (relative_input_stability, relative_output_stability, relative_repres
 
 # ---- continuity -----------------------------------------------------------------------------------
 @dataclass
-class ContinuityResult:
+class ContinuityResult(PerSample):
     """The continuity (Montavon et al. 2018) of a method's maps along translations of the input,
     per sample. Lower is better.
 
@@ -421,11 +411,6 @@ class ContinuityResult:
     targets: np.ndarray
     method: str
     groups: list[int] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        """The mean score over the samples with a defined score (NaN if none)."""
-        return _nanmean(self.scores)
 
     def __repr__(self) -> str:
         return (
@@ -563,7 +548,7 @@ def continuity(
 
 # ---- consistency ----------------------------------------------------------------------------------
 @dataclass
-class ConsistencyResult:
+class ConsistencyResult(PerSample):
     """The local consistency (Dasgupta et al. 2022) of maps over a batch, per sample. Higher is
     better.
 
@@ -582,11 +567,6 @@ class ConsistencyResult:
     keys: np.ndarray
     predictions: np.ndarray
     discretize: str
-
-    @property
-    def mean(self) -> float:
-        """The mean score over the samples with a defined score (NaN if none)."""
-        return _nanmean(self.scores)
 
     @property
     def overall(self) -> float:
