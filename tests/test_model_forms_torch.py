@@ -307,8 +307,13 @@ def test_a_torchscript_part_of_a_python_model_is_refused_as_a_layer_and_for_modi
         xk.xai.explain(outer, x, method="guided_gradcam", layer="1")
     # guided backprop and deconvnet alone too: the scripted ReLUs would run unmodified, a map
     # modified only in part (deconvnet returned one without a word before)
-    for method, name in (("guided_backprop", r"guided backprop \(guided_backprop"), ("deconvnet", "deconvnet")):
-        with pytest.raises(XaikitValueError, match=rf"{name}.* replaces the gradient of every ReLU.*only in part"):
+    for method, name in (
+        ("guided_backprop", r"guided backprop \(guided_backprop"),
+        ("deconvnet", "deconvnet"),
+    ):
+        with pytest.raises(
+            XaikitValueError, match=rf"{name}.* replaces the gradient of every ReLU.*only in part"
+        ):
             xk.xai.explain(outer, x, method=method, target=0)
 
 

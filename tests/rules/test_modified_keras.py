@@ -101,3 +101,37 @@ def test_a_model_without_reachable_relus_is_refused(method: str) -> None:
     name = "guided backprop" if method == "guided_backprop" else "deconvnet"
     with pytest.raises(XaikitValueError, match=rf"{name} modifies the backward pass .* has no ReLU"):
         xk.xai.explain(model, x, target=0, method=method)
+
+
+class _ReluInCall(keras.layers.Layer):
+    """A custom layer whose ReLU is a tf.nn.relu call: no swap reaches it."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.dense = L.Dense(5)
+
+    def call(self, x: Any) -> Any:
+        return tf.nn.relu(self.dense(x))
+
+
+@pytest.mark.parametrize("method", ["guided_backprop", "deconvnet", "guided_gradcam"])
+def test_a_relu_out_of_reach_beside_reachable_ones_is_refused(method: str) -> None:
+    """One ReLU in a custom layer's call, one a Dense activation: the swap reaches only the
+    second, so the map would be modified in part. It used to come back without a word."""
+    inp = L.Input((6, 6, 2))
+    h = L.Conv2D(3, 3, padding="same", activation="relu", name="conv")(inp)
+    out = L.Dense(2)(_ReluInCall(name="custom")(L.Flatten()(h)))
+    model = keras.Model(inp, out)
+    x = np.random.default_rng(0).normal(size=(2, 6, 6, 2)).astype(np.float32)
+    own = model.get_layer("conv").__dict__.get("activation")
+    options = {"layer": "conv"} if method == "guided_gradcam" else {}
+    name = "deconvnet" if method == "deconvnet" else r"guided backprop \(guided_backprop, guided_gradcam\)"
+    with pytest.raises(
+        XaikitValueError, match=rf"{name} modifies .* 1 ReLU op\(s\) .*'[^']*custom[^']*/Relu'.* only in part"
+    ):
+        xk.xai.explain(model, x, target=0, method=method, **options)
+    # the reachable ReLUs alone are modified and explained as before, and the model is unchanged
+    reachable = keras.Model(inp, L.Dense(2)(L.Flatten()(h)))
+    got = xk.xai.explain(reachable, x, target=0, method=method, **options)
+    assert np.isfinite(got).all()
+    assert model.get_layer("conv").__dict__.get("activation") is own

@@ -231,11 +231,16 @@ class Cam(CamFacet):
             return _working(captured(inputs, kw, None)[1])
 
         def guided(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> list[T]:
+            graph = tf.compat.v1.get_default_graph()  # the step's graph, being traced
+            first = len(graph.get_operations())
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 for x in inputs:
                     tape.watch(x)
                 out = bk._call(ref(), inputs, {**kw, **static})
                 scores = scores_of(out, targets, extra, int(inputs[0].shape[0]))
+            plain = _plain_relus(graph.get_operations()[first:])
+            if plain:  # an error for the caller (never a map modified only in part)
+                step.fail(_unreached_relus(kind, plain, ref()))
             grads = tape.gradient(scores, inputs)
             missing = [i for i, g in enumerate(grads) if g is None]
             if missing:  # an error for the caller (never a gradient of zeros)
@@ -444,10 +449,35 @@ def _restore(swapped: list[tuple[Any, str, Any, bool]]) -> None:
             object.__setattr__(la, attr, value)
 
 
+#: the name of the forward ReLU op of the swapped-in ReLUs (:func:`_plain_relus` tells them
+#: from the model's own)
+_MODIFIED = "xaikit_modified_relu"
+
+
+def _plain_relus(ops: Sequence[Any]) -> list[str]:
+    """The names of the ``Relu`` ops among ``ops`` (a traced forward pass's) that no swapped-in
+    ReLU made: ReLUs the swap could not reach (``tf.nn.relu`` called in a custom layer's
+    ``call``, a ReLU of a raw TensorFlow function). Ops of a function the model calls as a
+    nested ``tf.function`` are in that function's own graph and not seen."""
+    return [op.name for op in ops if op.type == "Relu" and _MODIFIED not in op.name]
+
+
+def _unreached_relus(mode: str, plain: list[str], model: Any) -> str:
+    name = "guided backprop (guided_backprop, guided_gradcam)" if mode == "guided" else "deconvnet"
+    shown = ", ".join(repr(n) for n in plain[:3]) + (f" and {len(plain) - 3} more" if len(plain) > 3 else "")
+    return (
+        f"{name} modifies the backward pass of every ReLU of the model, and {len(plain)} ReLU op(s) of "
+        f"this {model_form(model)} run where the swap cannot reach them ({shown}: tf.nn.relu called "
+        "inside a custom layer's call, or in a raw TensorFlow function): its map would be modified only "
+        "in part. Build the model's ReLUs as activation='relu', Activation('relu') or ReLU() layers, or "
+        "use a method that does not modify the backward pass"
+    )
+
+
 @tf.custom_gradient
 def _guided_relu(x: T) -> Any:
     """ReLU whose gradient passes only positive gradients, where the input was positive."""
-    y = tf.nn.relu(x)
+    y = tf.nn.relu(x, name=_MODIFIED)
 
     def grad(dy: T) -> T:
         return dy * tf.cast(dy > 0, dy.dtype) * tf.cast(x > 0, dy.dtype)
@@ -462,7 +492,7 @@ def _deconv_relu(x: T) -> Any:
     def grad(dy: T) -> T:
         return tf.nn.relu(dy)
 
-    return tf.nn.relu(x), grad
+    return tf.nn.relu(x, name=_MODIFIED), grad
 
 
 #: the ReLU that each mode of :meth:`Cam.relu_step` swaps in
