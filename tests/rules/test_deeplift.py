@@ -425,6 +425,36 @@ def test_a_torch_export_program_equals_its_eager_model(rng: np.random.Generator)
     assert np.abs(delta).max() < 1e-5
 
 
+def test_a_torchscript_part_of_a_python_model_is_refused(rng: np.random.Generator) -> None:
+    """A scripted block runs its ReLU and max pooling without the mode's rules (their plain
+    gradients): the map missed f(x) - f(baseline) by 8 % of the score and came back without a
+    word. The model holding it is refused, naming the submodule; an exported part is seen."""
+    import warnings
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+    with warnings.catch_warnings():  # torch's deprecation notice of TorchScript
+        warnings.simplefilter("ignore")
+        scripted = torch.jit.script(block)
+    model = torch.nn.Sequential(scripted, torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3)).eval()
+    x = images("torch", rng)
+    for method in ("deeplift", "deepliftshap"):
+        with pytest.raises(
+            XaikitTypeError, match=r"DeepLIFT .*submodule '0' of the model is a TorchScript module"
+        ):
+            xk.xai.explain(model, x, target=1, method=method)
+    # a torch.compile part is seen: dynamo keeps the mode (the same map as the eager model)
+    compiled = torch.nn.Sequential(torch.compile(block, backend="eager"), *list(model)[1:]).eval()
+    eager = torch.nn.Sequential(block, *list(model)[1:]).eval()
+    with warnings.catch_warnings():  # dynamo's own notices while it traces the mode
+        warnings.simplefilter("ignore")
+        got, delta = xk.xai.explain(compiled, x, target=1, method="deeplift", return_delta=True)
+    np.testing.assert_allclose(
+        got, xk.xai.explain(eager, x, target=1, method="deeplift"), rtol=1e-6, atol=1e-9
+    )
+    assert np.abs(delta).max() < 1e-5
+
+
 # ---- torch == Keras --------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("overlap", [False, True])

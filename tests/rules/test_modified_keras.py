@@ -118,6 +118,7 @@ class _ReluInCall(keras.layers.Layer):
 def test_a_relu_out_of_reach_beside_reachable_ones_is_refused(method: str) -> None:
     """One ReLU in a custom layer's call, one a Dense activation: the swap reaches only the
     second, so the map would be modified in part. It used to come back without a word."""
+    keras.utils.set_random_seed(0)
     inp = L.Input((6, 6, 2))
     h = L.Conv2D(3, 3, padding="same", activation="relu", name="conv")(inp)
     out = L.Dense(2)(_ReluInCall(name="custom")(L.Flatten()(h)))
@@ -130,8 +131,10 @@ def test_a_relu_out_of_reach_beside_reachable_ones_is_refused(method: str) -> No
         XaikitValueError, match=rf"{name} modifies .* 1 ReLU op\(s\) .*'[^']*custom[^']*/Relu'.* only in part"
     ):
         xk.xai.explain(model, x, target=0, method=method, **options)
-    # the reachable ReLUs alone are modified and explained as before, and the model is unchanged
+    assert model.get_layer("conv").__dict__.get("activation") is own  # the swap is undone
+    if method == "guided_gradcam":  # its map also depends on the class evidence at the layer
+        return
+    # the reachable ReLUs alone are modified and explained as before
     reachable = keras.Model(inp, L.Dense(2)(L.Flatten()(h)))
     got = xk.xai.explain(reachable, x, target=0, method=method, **options)
-    assert np.isfinite(got).all()
-    assert model.get_layer("conv").__dict__.get("activation") is own
+    assert np.isfinite(got).all() and np.abs(got).max() > 0

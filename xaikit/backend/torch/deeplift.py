@@ -31,8 +31,11 @@ completeness delta (``return_delta=True`` reports it).
 
 A nonlinearity applies the rule only to a tensor of 2n rows that requires grad: a parameter or
 a constant passed through ``exp`` or ``softplus`` (a learned scale) keeps its plain function. A
-model that moves the batch off the first axis (a sequence-first RNN) or runs its
-nonlinearities inside TorchScript or a compiled graph keeps plain gradients there. The
+model that moves the batch off the first axis (a sequence-first RNN) keeps plain gradients
+there; a model that holds a TorchScript module is refused (its graph runs without the calls the
+mode sees: the attributions would miss the score change without a word). The module of a
+torch.export program and a ``torch.compile`` part are seen (dynamo keeps the mode: the same
+attributions as the eager model, tested). The
 baseline rows get no gradient (their multipliers are the inputs'). In-place calls stay in place
 (``nn.ReLU(inplace=True)``, ``x.relu_()``). Nothing of the model changes: no hook is
 registered, the mode ends with the forward pass.
@@ -50,10 +53,10 @@ from torch.overrides import TorchFunctionMode
 from xaikit.backend.base import T
 from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
 from xaikit.backend.outputs import as_matrix
-from xaikit.backend.torch.forms import compiled_module, hook_refusal
+from xaikit.backend.torch.forms import compiled_module, form_of, hook_refusal, part_out_of_reach
 from xaikit.backend.torch.grads import input_grads
 from xaikit.backend.torch.nonlinear import ELEMENTWISE, IN_PLACE, MAXES
-from xaikit.errors import XaikitValueError
+from xaikit.errors import XaikitTypeError, XaikitValueError
 
 __all__ = ["EPS", "DeepLiftMode", "deeplift_step", "snap_ties"]
 
@@ -291,6 +294,15 @@ def deeplift_step(
     refusal = hook_refusal(model, "DeepLIFT maps (deeplift, deepliftshap)")
     if refusal is not None:  # TorchScript runs its graph without the Python calls the rules replace
         raise refusal
+    part = part_out_of_reach(model, exported=False)  # an exported program's calls are seen
+    if part is not None:
+        raise XaikitTypeError(
+            f"DeepLIFT maps (deeplift, deepliftshap): submodule {part[0]!r} of the model is "
+            f"{form_of(part[1])}, whose nonlinearities run without DeepLIFT's rules (their plain "
+            "gradients instead): the attributions would miss f(x) - f(baseline). Explain a model of "
+            "Python nn.Modules (load the submodule's weights into its Python class), or use a method "
+            "that needs no rules (the gradient methods)"
+        )
     inner = compiled_module(model)  # a torch.compile module: its eager module (same weights)
     model = model if inner is None else inner
     n = int(inputs[0].shape[0])

@@ -93,6 +93,19 @@ def form_of(model: Any) -> str:
     return f"a function ({getattr(model, '__qualname__', type(model).__name__)})"
 
 
+def part_out_of_reach(model: Any, exported: bool = True) -> tuple[str, Any] | None:
+    """The first submodule of a Python model that runs out of the sight of hooks and torch
+    function modes, as ``(name, module)``: a TorchScript module (its graph runs without the
+    Python calls), and with ``exported`` the module of a torch.export program (its layers are
+    not modules); None when there is none, or for a model that is not an ``nn.Module``."""
+    if not isinstance(model, torch.nn.Module):
+        return None
+    for name, m in model.named_modules():
+        if name and (is_script(m) or (exported and is_exported(m))):
+            return name, m
+    return None
+
+
 def hook_refusal(model: Any, what: str) -> XaikitValueError | None:
     """The error for ``what`` (e.g. ``"class-activation maps"``) on a TorchScript model, whose
     submodule hooks never fire, or None for any other form."""

@@ -48,7 +48,7 @@ from torch.autograd.function import once_differentiable
 from xaikit.backend.base import T
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.torch.attn_rules import TransformerRules
-from xaikit.backend.torch.forms import compiled_module, form_of, hook_refusal, is_exported, is_script
+from xaikit.backend.torch.forms import compiled_module, form_of, hook_refusal, is_exported, part_out_of_reach
 from xaikit.backend.torch.grads import input_grads
 from xaikit.backend.torch.lrp_rules import Affine, rule_backward, stabilized_ratio
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
@@ -203,13 +203,13 @@ def _refuse(model: Any) -> None:
             "model's modules, so no rule can be attached to a layer. Explain the nn.Module that was "
             "exported (same weights), or use a method that needs no hooks (the gradient methods)"
         )
-    for name, m in model.named_modules():
-        if name and (is_script(m) or is_exported(m)):
-            raise XaikitTypeError(
-                f"{_LRP}: submodule {name!r} of the model is {form_of(m)}, whose layers cannot be "
-                "hooked, so they would get no rule. Explain a model of Python nn.Modules (load the "
-                "submodule's weights into its Python class)"
-            )
+    part = part_out_of_reach(model)
+    if part is not None:
+        raise XaikitTypeError(
+            f"{_LRP}: submodule {part[0]!r} of the model is {form_of(part[1])}, whose layers cannot be "
+            "hooked, so they would get no rule. Explain a model of Python nn.Modules (load the "
+            "submodule's weights into its Python class)"
+        )
 
 
 def _plan(model: Any, eager: Any, comp: Any) -> dict[int, tuple[Any, _Layer]]:

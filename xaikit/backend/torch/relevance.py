@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode
 
 from xaikit.backend.base import T
 from xaikit.backend.torch.deeplift import deeplift_step
-from xaikit.backend.torch.forms import compiled_module, hook_refusal, is_exported, is_script
+from xaikit.backend.torch.forms import compiled_module, hook_refusal, is_exported, part_out_of_reach
 from xaikit.backend.torch.lrp import lrp_step
 from xaikit.backend.torch.nonlinear import RELUS as _RELUS
 from xaikit.errors import XaikitValueError
@@ -95,14 +95,14 @@ def modified_step(
     refusal = hook_refusal(model, f"{name} maps")
     if refusal is not None:
         raise refusal
-    if isinstance(model, torch.nn.Module) and not is_exported(model):
-        if any(is_script(m) or is_exported(m) for m in model.modules()):
-            raise XaikitValueError(
-                f"{name} replaces the gradient of every ReLU the forward pass calls, and this model "
-                "holds a TorchScript module or a torch.export program whose ReLUs it cannot see: its "
-                f"map would be {mode} only in part. Explain a model of Python nn.Modules, or use a "
-                "method that needs no hooks"
-            )
+    part = None if is_exported(model) else part_out_of_reach(model)
+    if part is not None:
+        raise XaikitValueError(
+            f"{name} replaces the gradient of every ReLU the forward pass calls, and this model "
+            f"holds a TorchScript module or a torch.export program whose ReLUs it cannot see "
+            f"(submodule {part[0]!r}): its map would be {mode} only in part. Explain a model of "
+            "Python nn.Modules, or use a method that needs no hooks"
+        )
     inner = compiled_module(model)  # a torch.compile module: its eager module (same weights)
     model = model if inner is None else inner
     relus = ReluMode(_GuidedRelu if mode == "guided" else _DeconvRelu)
