@@ -455,6 +455,40 @@ def test_a_torchscript_part_of_a_python_model_is_refused(rng: np.random.Generato
     assert np.abs(delta).max() < 1e-5
 
 
+def test_a_keras_activation_out_of_reach_is_refused() -> None:
+    """A tf.nn.relu inside a custom layer's call gets no rule: its plain gradient made the
+    attributions miss f(x) - f(baseline), with no word unless the delta was asked for. The
+    traced forward is searched for such activation ops, and the error names them."""
+    keras = pytest.importorskip("keras")
+    tf = pytest.importorskip("tensorflow")
+
+    class ReluInCall(keras.layers.Layer):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            self.conv = keras.layers.Conv2D(4, 3, padding="same")
+
+        def call(self, x: Any) -> Any:
+            return tf.nn.relu(self.conv(x))
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((8, 8, 3))
+    h = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(ReluInCall(name="custom")(inp))
+    model = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Flatten()(keras.layers.MaxPooling2D()(h))))
+    x = np.random.default_rng(0).normal(size=(2, 8, 8, 3)).astype(np.float32)
+    for method in ("deeplift", "deepliftshap"):
+        with pytest.raises(
+            XaikitValueError, match=r"DeepLIFT .*1 activation op\(s\) .*'[^']*custom[^']*/Relu'"
+        ):
+            xk.xai.explain(model, x, target=0, method=method)
+    # the same network built of layers: every activation has its rule, the delta is round-off
+    inp = keras.Input((8, 8, 3))
+    h = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inp)
+    h = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(h)
+    layered = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Flatten()(keras.layers.MaxPooling2D()(h))))
+    _, delta = xk.xai.explain(layered, x, target=0, method="deeplift", return_delta=True)
+    assert np.abs(delta).max() < 1e-4
+
+
 # ---- torch == Keras --------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("overlap", [False, True])
