@@ -3,6 +3,7 @@ against closed forms on linear models and against Quantus 0.6 (recorded)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +132,13 @@ def test_monotonicity_correlation_of_a_linear_model(framework: str, rng: np.rand
     same = np.broadcast_to(np.full((16, 1, 3), 0.5), (16, 4, 3))
     res = xk.evaluate.monotonicity_correlation(model, xs, smap, target=1, features_in_step=4, values=same)
     assert np.all(res.losses > 0)
+    # a constant map ranks nothing: NaN, as scipy's spearmanr (and Quantus) say; it read 0.0
+    flat = np.ones((3, SIZE, SIZE))
+    res = xk.evaluate.monotonicity_correlation(model, xs, flat, target=1, features_in_step=4, nsamples=2)
+    assert np.isnan(res.scores).all() and np.isnan(res.mean)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy's ConstantInputWarning
+        assert np.isnan(spearmanr(res.attributions[0], res.losses[0])[0])
 
 
 def test_sufficiency_by_hand(framework: str, rng: np.random.Generator) -> None:

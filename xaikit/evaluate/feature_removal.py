@@ -493,7 +493,8 @@ class MonotonicityCorrelationResult(PerSample):
     """Monotonicity correlation (Nguyen & Martínez) of each sample.
 
     Attributes:
-        scores: (B,) Spearman correlation between :attr:`attributions` and :attr:`losses`.
+        scores: (B,) Spearman correlation between :attr:`attributions` and :attr:`losses`; NaN
+            where either is constant (a constant map ranks nothing).
         attributions: (B, G) the |attribution| of each group, in increasing order.
         losses: (B, G) the mean over the draws of ``(f(x') - f(x))^2 / f(x)^2`` (``/ 1`` where
             ``|f(x)| < eps``), x' having the group replaced by a random value.
@@ -614,9 +615,11 @@ def monotonicity_correlation(
     scale = np.where(np.abs(f0) >= eps, 1.0 / np.where(f0 != 0, f0, 1.0) ** 2, 1.0)
     losses = change.mean(axis=1).T * scale[:, None]
     attributions = _group_sums(magnitude, group, n_groups)
-    return MonotonicityCorrelationResult(
-        spearman(attributions, losses), attributions, losses, drawn, targets, sizes
-    )
+    scores = spearman(attributions, losses)
+    # a constant map (or a model no group moves) ranks nothing: its correlation is undefined,
+    # NaN as in Quantus (spearman's 0 / 1 convention would read as "unrelated" / "perfect")
+    scores[(np.ptp(attributions, axis=1) == 0) | (np.ptp(losses, axis=1) == 0)] = np.nan
+    return MonotonicityCorrelationResult(scores, attributions, losses, drawn, targets, sizes)
 
 
 # ---- sufficiency ------------------------------------------------------------------------------------
