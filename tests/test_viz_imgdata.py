@@ -756,6 +756,24 @@ def test_an_all_zero_map_is_the_colormaps_zero_and_says_so() -> None:
     assert [t.get_text() for t in _cells(fig, "x")[0].texts] == []
 
 
+def test_nan_and_infinite_pixels_are_noted() -> None:
+    """matplotlib paints non-finite pixels in the background colour: an all-inf map came out as
+    a blank cell without a word, a NaN pixel as a white one."""
+    maps = np.random.default_rng(0).random((3, 8, 8)).astype(np.float32)
+    maps[0, 3, 3] = np.nan
+    maps[1] = np.inf
+    rgb = np.random.default_rng(1).random((1, 8, 8, 3)).astype(np.float32)
+    rgb[0, 0, 0, 1] = np.nan
+    fig = ImgData(colormap="inferno", cam=maps).paint_figure(dpi=40)
+    assert [[t.get_text() for t in ax.texts] for ax in _cells(fig, "cam")] == [
+        ["1 NaN/inf px"],
+        ["all NaN/inf"],
+        [],
+    ]
+    fig = ImgData(x=rgb).paint_figure(dpi=40)
+    assert [t.get_text() for t in _cells(fig, "x")[0].texts] == ["1 NaN/inf px"]
+
+
 def test_display_masks_paint_exactly_as_before() -> None:
     """A display mask (values in [0, 1] reaching 1) paints the same as on the fixed (0, 1) scale,
     bit for bit, and so does an all-zero one."""

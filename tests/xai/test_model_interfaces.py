@@ -314,6 +314,12 @@ def test_input_refusals_name_the_fix(framework: str, rng: np.random.Generator) -
         match=r"'input_0' has 3, 'input_1' has 2: give every input one row per sample .*model_kwargs=",
     ):
         xk.xai.explain(model, [x, x[:2]], method="vanilla")
+    # a nested Python list of numbers is one batch written out, not several inputs: it used to be
+    # read as 3 unbatched inputs and refused with a hint to add a batch axis
+    with pytest.raises(
+        XaikitTypeError, match=r"x: a list is read as one batch per model input .*np.asarray\(x\)"
+    ):
+        xk.xai.explain(model, np.asarray(x).tolist(), method="vanilla")
     with pytest.raises(
         XaikitTypeError, match=r"unknown option\(s\) \['outputs'\]; its options are .*output and model_kwargs"
     ):

@@ -82,6 +82,8 @@ class ImgData:
     to their maximum when non-negative (a display mask reaching 1 paints as on 0..1; a raw map of
     maximum 0.036 is not painted black), else from their minimum to maximum; an all-zero one is
     painted in the colormap's zero colour with an "all 0" note. ``vranges`` and ``signed`` win.
+    An image with NaN or infinite pixels (painted in the background colour) gets a note with
+    their count ("3 NaN/inf px", "all NaN/inf").
 
     Args:
         columns: optional mapping ``{title: value}``, for titles that are not Python identifiers

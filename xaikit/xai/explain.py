@@ -18,7 +18,7 @@ import numpy as np
 
 from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output
-from xaikit.errors import XaikitValueError
+from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.targets import unstack
 from xaikit.xai import health
 from xaikit.xai._engine.inputs import Inputs, prepare
@@ -40,6 +40,12 @@ def prepared(model: Any, x: Any, framework: str | None, model_kwargs: Any) -> tu
     ``"x"``) or a list of them (keys ``"input_0"``, ...)."""
     bk = get_backend(model, framework)
     multi = isinstance(x, (list, tuple))
+    if multi and any(isinstance(v, (list, tuple)) for v in x):
+        raise XaikitTypeError(
+            f"x: a list is read as one batch per model input (a model with several inputs); got a list "
+            f"of {len(x)} whose items are Python lists, a nested list of numbers? Pass one batch as an "
+            "array, np.asarray(x) (torch: torch.tensor(x)), and several inputs as a list of arrays"
+        )
     values = list(x) if multi else [x]
     keys = [f"input_{i}" for i in range(len(values))] if multi else ["x"]
     return prepare(bk, model, values, keys, model_kwargs=model_kwargs), multi
