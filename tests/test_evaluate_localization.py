@@ -38,6 +38,13 @@ def test_energy_and_pointing_by_hand() -> None:
     assert loc["pointing"].tolist() == [True, False, True]
     signed = xk.evaluate.localization(sal, gt, absolute=False)  # only the positive part is mass
     np.testing.assert_allclose(signed["energy"], [0.75, 1 / 6, 1.0])
+    # an empty mask has nothing to find: NaN energy (it read 0.0, a miss, while relevance mass
+    # accuracy, the same share, read NaN), no hit, NaN rank accuracy
+    gt[1] = False
+    loc = xk.evaluate.localization(sal, gt)
+    np.testing.assert_allclose(loc["energy"], [0.75, np.nan, (2 + 3) / 17])
+    assert loc["pointing"].tolist() == [True, False, True] and np.isnan(loc["rank_accuracy"][1])
+    np.testing.assert_allclose(xk.evaluate.relevance_mass_accuracy(sal, gt), loc["energy"])
 
 
 def test_pointing_tolerance_ties_and_degenerate_maps() -> None:

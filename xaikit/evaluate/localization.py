@@ -89,7 +89,8 @@ def localization(
 
     Returns:
         ``{"energy": (B,) float, "pointing": (B,) bool, "rank_accuracy": (B,) float}``.
-        ``energy`` is the positive mass inside the mask divided by the total positive mass (NaN for a map without positive mass).
+        ``energy`` is the positive mass inside the mask divided by the total positive mass (NaN
+        for a map without positive mass or an empty mask).
         ``pointing`` is True when the map's maximum lies inside the (grown) mask; when several
         positions share the maximum (e.g. clipped display masks), when at least half of them
         do; a constant map points nowhere (False). ``rank_accuracy`` is
@@ -151,15 +152,18 @@ def maps_and_masks(
 
 def positive_share(smap: np.ndarray, masks: np.ndarray) -> np.ndarray:
     """Per sample, the positive mass of ``smap`` (B, *spatial) inside ``masks`` divided by its
-    total positive mass (NaN for a map without positive mass): the energy of
-    :func:`localization`, also the share that :func:`~xaikit.evaluate.focus` and
-    :func:`~xaikit.evaluate.attribution_localisation` score."""
+    total positive mass (NaN for a map without positive mass, and for an empty mask: there is
+    nothing to find, not a miss): the energy of :func:`localization`, also the share that
+    :func:`~xaikit.evaluate.focus`, :func:`~xaikit.evaluate.attribution_localisation` and
+    :func:`~xaikit.evaluate.relevance_mass_accuracy` score."""
     batch = smap.shape[0]
     positive = np.maximum(smap, 0.0).reshape(batch, -1)
     total = positive.sum(axis=1)
-    inside = (positive * masks.reshape(batch, -1)).sum(axis=1)
+    flat = masks.reshape(batch, -1)
+    inside = (positive * flat).sum(axis=1)
     safe = np.where(total > 0, total, 1.0)
-    return np.where(total > 0, inside / safe, np.nan).astype(np.float64)
+    defined = (total > 0) & flat.any(axis=1)
+    return np.where(defined, inside / safe, np.nan).astype(np.float64)
 
 
 def top_k_share(smap: np.ndarray, masks: np.ndarray, k: np.ndarray) -> np.ndarray:

@@ -108,7 +108,7 @@ def attribution_localisation(
     inside = masks.reshape(batch, -1).sum(axis=1)
     size = masks[0].size
     mu = positive_share(smap, masks)
-    mu[(inside == 0) | (inside > max_size * size)] = np.nan
+    mu[inside > max_size * size] = np.nan  # (an empty mask is NaN already)
     if weighted:
         mu = mu * size / np.maximum(inside, 1)
     return mu
@@ -236,9 +236,7 @@ def relevance_mass_accuracy(
         saliency, mask, _check_bool(absolute, "absolute"), model=model, x=x, target=target,
         run=RunSettings.of(run),
     )  # fmt: skip
-    out = positive_share(smap, masks)
-    out[masks.reshape(masks.shape[0], -1).sum(axis=1) == 0] = np.nan
-    return out
+    return positive_share(smap, masks)  # NaN for an empty mask
 
 
 @public()
