@@ -42,7 +42,7 @@ import tensorflow as tf
 from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
 from xaikit.backend.outputs import as_matrix
-from xaikit.backend.tf.errors import unreachable_inputs, unreachable_layer
+from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach, unreachable_inputs, unreachable_layer
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
 from xaikit.backend.tf.steps import Traced, signature
@@ -238,7 +238,7 @@ class Cam(CamFacet):
                     tape.watch(x)
                 out = bk._call(ref(), inputs, {**kw, **static})
                 scores = scores_of(out, targets, extra, int(inputs[0].shape[0]))
-            plain = _plain_relus(graph.get_operations()[first:])
+            plain = ops_out_of_reach(graph.get_operations()[first:], ("Relu",), _MODIFIED)
             if plain:  # an error for the caller (never a map modified only in part)
                 step.fail(_unreached_relus(kind, plain, ref()))
             grads = tape.gradient(scores, inputs)
@@ -449,28 +449,21 @@ def _restore(swapped: list[tuple[Any, str, Any, bool]]) -> None:
             object.__setattr__(la, attr, value)
 
 
-#: the name of the forward ReLU op of the swapped-in ReLUs (:func:`_plain_relus` tells them
+#: the name of the forward ReLU op of the swapped-in ReLUs (``ops_out_of_reach`` tells them
 #: from the model's own)
 _MODIFIED = "xaikit_modified_relu"
 
 
-def _plain_relus(ops: Sequence[Any]) -> list[str]:
-    """The names of the ``Relu`` ops among ``ops`` (a traced forward pass's) that no swapped-in
-    ReLU made: ReLUs the swap could not reach (``tf.nn.relu`` called in a custom layer's
-    ``call``, a ReLU of a raw TensorFlow function). Ops of a function the model calls as a
-    nested ``tf.function`` are in that function's own graph and not seen."""
-    return [op.name for op in ops if op.type == "Relu" and _MODIFIED not in op.name]
-
-
 def _unreached_relus(mode: str, plain: list[str], model: Any) -> str:
     name = "guided backprop (guided_backprop, guided_gradcam)" if mode == "guided" else "deconvnet"
-    shown = ", ".join(repr(n) for n in plain[:3]) + (f" and {len(plain) - 3} more" if len(plain) > 3 else "")
-    return (
-        f"{name} modifies the backward pass of every ReLU of the model, and {len(plain)} ReLU op(s) of "
-        f"this {model_form(model)} run where the swap cannot reach them ({shown}: tf.nn.relu called "
-        "inside a custom layer's call, or in a raw TensorFlow function): its map would be modified only "
-        "in part. Build the model's ReLUs as activation='relu', Activation('relu') or ReLU() layers, or "
-        "use a method that does not modify the backward pass"
+    return out_of_reach(
+        f"{name} modifies the backward pass of every ReLU of the model",
+        "ReLU",
+        plain,
+        model_form(model),
+        "its map would be modified only in part",
+        "Build the model's ReLUs as activation='relu', Activation('relu') or ReLU() layers, or use a "
+        "method that does not modify the backward pass",
     )
 
 

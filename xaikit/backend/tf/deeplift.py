@@ -21,7 +21,7 @@ class-activation maps swap layer calls (:mod:`xaikit.backend.tf.cam`) and restor
 
 An activation applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) or
 a plain TensorFlow function model cannot be reached: a ReLU-family op among them (ReLU, ReLU6,
-leaky ReLU, ELU, SELU, softplus: :func:`unruled_activations` searches the traced forward pass)
+leaky ReLU, ELU, SELU, softplus: the traced forward pass is searched for them)
 is refused, naming the ops; any other (a sigmoid or tanh, which recurrent layers' gates keep by
 design, a GELU written out) keeps its plain gradient, and the completeness delta
 (``return_delta=True``) then shows what the sum misses.
@@ -42,7 +42,7 @@ from xaikit.backend.base import T
 from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.tf.cam import _call_attr, _restore
-from xaikit.backend.tf.errors import unreachable_inputs
+from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach, unreachable_inputs
 from xaikit.backend.tf.forms import model_form
 from xaikit.backend.tf.layers import all_layers
 from xaikit.backend.tf.steps import Traced
@@ -88,29 +88,23 @@ def _grads(out: T, variables: Any) -> Any:
     return out
 
 
-#: the name scope of the forward ops of the swapped-in rules (:func:`unruled_activations` tells
-#: them from the model's own)
+#: the name scope of the forward ops of the swapped-in rules (``ops_out_of_reach`` tells them
+#: from the model's own)
 _RULED = "xaikit_deeplift_rule"
 #: op types of the activations a rule exists for; one outside :data:`_RULED` ran unreached
 #: (sigmoid and tanh are left out: the gates of recurrent layers keep them, by design)
 _RULE_OPS = frozenset({"Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Softplus"})
 
 
-def unruled_activations(ops: Sequence[Any]) -> list[str]:
-    """The names of the ReLU-family activation ops among ``ops`` (a traced forward pass's) that
-    no swapped-in rule made: an activation called inside a custom layer's ``call``
-    (``tf.nn.relu``). Ops of a nested ``tf.function`` are in its own graph and not seen."""
-    return [op.name for op in ops if op.type in _RULE_OPS and _RULED not in op.name]
-
-
 def _unruled(names: list[str], model: Any) -> str:
-    shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return (
-        f"DeepLIFT (deeplift, deepliftshap): {len(names)} activation op(s) of this {model_form(model)} run "
-        f"where no rule can be swapped in ({shown}: tf.nn.relu or another activation called inside a "
-        "custom layer's call, or in a raw TensorFlow function); their plain gradients would make the "
-        "attributions miss f(x) - f(baseline). Build the activations as activation= of Dense/Conv "
-        "layers, Activation or ReLU/LeakyReLU/ELU layers, or use a method that needs no rules"
+    return out_of_reach(
+        "DeepLIFT (deeplift, deepliftshap) swaps a rule in for every activation of the model",
+        "activation",
+        names,
+        model_form(model),
+        "their plain gradients would make the attributions miss f(x) - f(baseline)",
+        "Build the activations as activation= of Dense/Conv layers, Activation or ReLU/LeakyReLU/ELU "
+        "layers, or use a method that needs no rules",
     )
 
 
@@ -301,7 +295,7 @@ def _step(
                 tape.watch(x)
             rows = [tf.concat([x, tf.cast(b, x.dtype)], 0) for x, b in zip(inputs, baselines)]
             raw = bk._call(holder(), rows, {**kw, **static})
-            unruled = unruled_activations(graph.get_operations()[first:])
+            unruled = ops_out_of_reach(graph.get_operations()[first:], _RULE_OPS, _RULED)
             if unruled:  # an error for the caller (never attributions that miss the delta unsaid)
                 step.fail(_unruled(unruled, holder()))
             both = tf.concat([targets, targets], 0)

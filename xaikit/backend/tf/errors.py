@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["error_text", "unreachable_inputs", "unreachable_layer"]
+__all__ = ["error_text", "ops_out_of_reach", "out_of_reach", "unreachable_inputs", "unreachable_layer"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\[1m|\[0m")
 #: a printed array or tensor: brackets around numbers, spaces, commas and newlines, long enough
@@ -125,4 +125,25 @@ def unreachable_layer(model: Any, layer: str, output: int | str) -> str:
         f"(output={output!r}); the layer may feed another output only, or the model stops the "
         "gradient after it (tf.stop_gradient, an integer cast, numpy). Choose a layer on the path "
         "to the explained output; Eigen-CAM and Score-CAM need no gradient"
+    )
+
+
+def ops_out_of_reach(ops: Any, types: Any, marker: str) -> list[str]:
+    """The names of the ops of ``types`` among ``ops`` (a traced forward pass's) without
+    ``marker`` in their name (the name or name scope of the ops xaikit swaps in): the model's own
+    ops that a swap of its layers could not reach (an activation called inside a custom layer's
+    ``call``, a raw TensorFlow function). A nested ``tf.function``'s ops are in a graph of their
+    own and not seen."""
+    return [op.name for op in ops if op.type in types and marker not in op.name]
+
+
+def out_of_reach(lead: str, kind: str, names: list[str], form: str, consequence: str, fix: str) -> str:
+    """The refusal for the ops :func:`ops_out_of_reach` found: ``lead`` (what the method
+    changes), how many ``kind`` ops of the model (a ``form``) run out of reach and the first
+    three names, ``consequence`` (what the map would be) and ``fix``."""
+    shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"{lead}, and {len(names)} {kind} op(s) of this {form} run where the swap cannot reach them "
+        f"({shown}: called inside a custom layer's call, or in a raw TensorFlow function): "
+        f"{consequence}. {fix}"
     )
