@@ -26,6 +26,18 @@ T = Any  # a framework tensor
 #: one optimizer step: the model whose trainable weights minimize the (mean of the) loss key
 Update = tuple[Any, str]
 
+#: LRP: the rules each kind of layer takes, the same on both frameworks (a layer of no kind takes
+#: only the plain gradient)
+LRP_ALLOWED: dict[str | None, tuple[str, ...]] = {
+    "conv": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
+    "dense": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
+    "avgpool": ("norm", "epsilon", "gradient"),
+    "maxpool": ("norm", "epsilon", "gradient"),
+    "batchnorm": ("pass", "epsilon", "norm", "gradient"),
+    "activation": ("pass", "gradient"),
+    None: ("gradient",),
+}
+
 #: DeepLIFT: ``|x - x0|`` below which a nonlinearity uses its plain derivative instead of the
 #: Rescale multiplier ``(f(x) - f(x0)) / (x - x0)`` (captum: 1e-10); such an element's
 #: contribution ``(x - x0) * multiplier`` is then below 1e-7 times the slope

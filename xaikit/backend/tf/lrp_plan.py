@@ -21,6 +21,7 @@ from typing import Any
 
 import keras
 
+from xaikit.backend.facets import LRP_ALLOWED as ALLOWED
 from xaikit.backend.tf.cam import _call_attr
 from xaikit.backend.tf.forms import model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
@@ -57,16 +58,6 @@ _CLASSES: dict[str, tuple[type, ...]] = {
     "batchnorm": (_L.BatchNormalization,),
     "activation": (_L.Activation, _L.ReLU, _L.LeakyReLU, _L.PReLU, _L.ELU, _L.Softmax),
 }  # fmt: skip
-#: the rules each kind of layer takes
-ALLOWED = {
-    "conv": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
-    "dense": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
-    "avgpool": ("norm", "epsilon", "gradient"),
-    "maxpool": ("norm", "epsilon", "gradient"),
-    "batchnorm": ("pass", "epsilon", "norm", "gradient"),
-    "activation": ("pass", "gradient"),
-    None: ("gradient",),
-}
 
 
 def kind_of(layer: Any) -> str | None:

@@ -46,6 +46,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from xaikit.backend.base import T
+from xaikit.backend.facets import LRP_ALLOWED as _ALLOWED
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.torch.attn_rules import TransformerRules
 from xaikit.backend.torch.forms import compiled_module, form_of, hook_refusal, is_exported, part_out_of_reach
@@ -63,15 +64,6 @@ ACTIVATIONS = (
 )  # fmt: skip
 #: activations whose plain gradient is the pass rule exactly (linear on each side of 0)
 _PIECEWISE_LINEAR = (nn.ReLU, nn.LeakyReLU, nn.PReLU, nn.RReLU)
-#: the rules each kind of module takes
-_ALLOWED = {
-    "conv": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
-    "dense": ("epsilon", "zplus", "alpha_beta", "gamma", "zbox", "flat", "wsquare", "norm", "gradient"),
-    "avgpool": ("norm", "epsilon", "gradient"),
-    "maxpool": ("norm", "epsilon", "gradient"),
-    "batchnorm": ("pass", "epsilon", "norm", "gradient"),
-    "activation": ("pass", "gradient"),
-}
 #: |x| at or below which the pass rule passes nothing (y / x would overflow)
 _TINY = 1e-12
 #: what the method is called in refusals
