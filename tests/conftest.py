@@ -22,6 +22,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+# torch.compile's on-disk kernel cache does not key on ATEN_CPU_CAPABILITY (torch 2.13): kernels
+# built under one setting and loaded under another computed wrong maps (an inductor-compiled
+# model's integrated gradients off by 4e4 times) or aborted the process, depending on the order
+# of `make test` and `make test-numerics ATEN_ISA=avx2`. Each capability gets a cache of its own.
+if os.environ.get("ATEN_CPU_CAPABILITY") and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    import getpass
+    import tempfile
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(
+        Path(tempfile.gettempdir())
+        / f"torchinductor_{getpass.getuser()}_aten_{os.environ['ATEN_CPU_CAPABILITY']}"
+    )
+
 
 def _cuda_available() -> bool:
     try:
