@@ -108,11 +108,13 @@ def ranks(values: np.ndarray) -> np.ndarray:
     return np.asarray(rankdata(flat, axis=1), dtype=np.float64)
 
 
-def spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def spearman(a: np.ndarray, b: np.ndarray, *, undefined_nan: bool = False) -> np.ndarray:
     """Spearman rank correlation of each pair of rows of ``a`` and ``b`` (B,).
 
     Convention for constant rows (where the correlation is undefined): two constant rows count
-    as identical (1.0); one constant row against a varying one as unrelated (0.0).
+    as identical (1.0); one constant row against a varying one as unrelated (0.0). With
+    ``undefined_nan`` such rows are NaN instead (scipy's and Quantus's answer), for a score
+    where a constant row ranks nothing.
     """
     ra, rb = ranks(a), ranks(b)
     ra -= ra.mean(axis=1, keepdims=True)
@@ -122,6 +124,8 @@ def spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     both = (na > 0) & (nb > 0)
     out[both] = (ra[both] * rb[both]).sum(axis=1) / (na[both] * nb[both])
     out[(na == 0) & (nb == 0)] = 1.0
+    if undefined_nan:
+        out[~both] = np.nan
     return np.clip(out, -1.0, 1.0)
 
 

@@ -615,10 +615,9 @@ def monotonicity_correlation(
     scale = np.where(np.abs(f0) >= eps, 1.0 / np.where(f0 != 0, f0, 1.0) ** 2, 1.0)
     losses = change.mean(axis=1).T * scale[:, None]
     attributions = _group_sums(magnitude, group, n_groups)
-    scores = spearman(attributions, losses)
-    # a constant map (or a model no group moves) ranks nothing: its correlation is undefined,
-    # NaN as in Quantus (spearman's 0 / 1 convention would read as "unrelated" / "perfect")
-    scores[(np.ptp(attributions, axis=1) == 0) | (np.ptp(losses, axis=1) == 0)] = np.nan
+    # a constant map (or a model no group moves) ranks nothing: NaN, as in Quantus (the 0 / 1
+    # convention would read as "unrelated" / "perfect")
+    scores = spearman(attributions, losses, undefined_nan=True)
     return MonotonicityCorrelationResult(scores, attributions, losses, drawn, targets, sizes)
 
 

@@ -32,23 +32,21 @@ __all__ = ["paint_grid"]
 OVERLAY_ALPHA = 0.5
 #: the caption of a single-channel float cell whose every value is exactly 0
 ALL_ZERO = "all 0"
+BOX_COLORS = ("m", "r", "c", "g", "y", "b")
+Extent = tuple[float, float, float, float]
 
 
 def not_finite_note(image: np.ndarray) -> str | None:
     """The note for an image with NaN or infinite pixels (matplotlib paints them in the
     background colour, which would pass for a blank or a low value): ``"all NaN/inf"`` or
     ``"<n> NaN/inf px"``; None when every pixel is finite."""
-    if image.dtype.kind not in "fc":
+    if image.dtype.kind != "f":
         return None
     finite = np.isfinite(image) if image.ndim == 2 else np.isfinite(image).all(axis=-1)
     bad = int(finite.size - np.count_nonzero(finite))
     if not bad:
         return None
     return "all NaN/inf" if bad == finite.size else f"{bad} NaN/inf px"
-
-
-BOX_COLORS = ("m", "r", "c", "g", "y", "b")
-Extent = tuple[float, float, float, float]
 
 
 def paint_grid(columns: dict[str, list[Layer]], opts: GridOptions, dpi: float, cell: float) -> Figure:
@@ -200,17 +198,16 @@ def _paint_image(
     if image.ndim == 2:
         cmap = opts.cmaps.get(col) or (_mpl_colormaps["RdBu_r"] if signed else opts.cmap)
         mappable = ax.imshow(image.astype(np.float32), cmap=cmap, vmin=rng[0], vmax=rng[1], **kwargs)
-        note = not_finite_note(image) if alpha is None else None
+    else:
+        mappable = None
+        ax.imshow(to_unit(image, rng), **kwargs)
+    if alpha is None:  # a base cell (overlays get no caption)
+        note = not_finite_note(image)
+        if note is None and image.ndim == 2 and layer.fixed == PER_IMAGE and not np.any(image):
+            note = ALL_ZERO  # painted in the colormap's zero colour: say that it is 0
         if note is not None:
             _caption(ax, note)
-        elif alpha is None and layer.fixed == PER_IMAGE and not np.any(image):
-            _caption(ax, ALL_ZERO)  # painted in the colormap's zero colour: say that it is 0
-        return mappable
-    ax.imshow(to_unit(image, rng), **kwargs)
-    note = not_finite_note(image) if alpha is None else None
-    if note is not None:
-        _caption(ax, note)
-    return None
+    return mappable
 
 
 def _caption(ax: Axes, text: str) -> None:

@@ -20,11 +20,11 @@ class-activation maps swap layer calls (:mod:`xaikit.backend.tf.cam`) and restor
 * every other layer keeps its gradient (recurrent layers too: their gates multiply).
 
 An activation applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) or
-a plain TensorFlow function model cannot be reached: a ReLU-family op among them (ReLU, ReLU6,
-leaky ReLU, ELU, SELU, softplus: the traced forward pass is searched for them)
-is refused, naming the ops; any other (a sigmoid or tanh, which recurrent layers' gates keep by
-design, a GELU written out) keeps its plain gradient, and the completeness delta
-(``return_delta=True``) then shows what the sum misses.
+a plain TensorFlow function model cannot be reached. A ReLU-family op among them (ReLU, ReLU6,
+leaky ReLU, ELU, SELU, softplus; the traced forward pass is searched for them) is refused,
+naming the ops. Any other (a sigmoid or tanh, which recurrent layers' gates keep by design, a
+GELU written out) keeps its plain gradient, and the completeness delta (``return_delta=True``)
+then shows what the sum misses.
 """
 
 from __future__ import annotations
