@@ -24,6 +24,25 @@ def test_gauss_legendre_is_exact_for_degree_below_2n() -> None:
         assert np.isclose(np.sum(w * a**k), 1.0 / (k + 1), atol=1e-13)
 
 
+def test_gauss_legendre_nodes_are_numpys_and_solved_once_per_count(monkeypatch) -> None:
+    """The nodes are numpy's to the bit (captum's too), but the eigenproblem behind them runs
+    once per node count: its LAPACK threads spun on the cores the next chunks needed."""
+    from xaikit.xai._engine import quadrature as quad
+
+    x, w = np.polynomial.legendre.leggauss(37)
+    calls: list[int] = []
+    real = np.polynomial.legendre.leggauss
+    quad._leggauss.cache_clear()
+    monkeypatch.setattr(np.polynomial.legendre, "leggauss", lambda n: calls.append(n) or real(n))
+    first = quadrature("gausslegendre", 37)
+    first[0][:] = -1.0  # a caller's copy: writing to it changes nothing cached
+    second = quadrature("gausslegendre", 37)
+    np.testing.assert_array_equal(second[0], (x + 1.0) / 2.0)
+    np.testing.assert_array_equal(second[1], w / 2.0)
+    assert calls == [37]
+    quad._leggauss.cache_clear()
+
+
 def test_display_normalization() -> None:
     raw = np.zeros((2, 4, 4, 3))
     raw[0, 1, 1] = [1.0, -2.0, 0.5]  # channel sum of |.| = 3.5
