@@ -253,6 +253,9 @@ def memory_cases(model: Any, name: str, st: Settings) -> list[Case]:
 
 
 def traces(model: Any) -> int:
+    """Traces of the model's gradient-sweep steps: whole-slice chunks (one graph each, kind
+    ``"sweep"``) and the eager-built ones (kind ``"grad"``)."""
     from xaikit.backend import get_backend
 
-    return int(get_backend(model).traces(model))
+    bk = get_backend(model)
+    return int(bk.traces(model, "sweep") + bk.traces(model, "grad"))

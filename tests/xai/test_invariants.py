@@ -218,12 +218,38 @@ def test_tf_step_traces_once_per_shape(rng: np.random.Generator) -> None:
         xk.xai.SaliencyNet(model, "x", "y", max_batch=8).get_smoothed_masks(
             {"x": x}, nsamples=2, nintegration=9
         )
-    assert bk.traces(model, "grad") == 1
+    # whole-slice chunks run built, stepped and folded in one compiled call ("sweep"): one
+    # 5-row slice a chunk here, so one input signature for both calls
+    assert bk.traces(model, "sweep") == 1
+    assert bk.traces(model, "grad") == 0
+
+
+def test_tf_fused_sweep_traces_once_per_signature(rng: np.random.Generator) -> None:
+    """Chunks of several slices that span one or several noise samples, and a shorter tail
+    chunk, share input signatures: repeating the calls traces nothing more, and each call
+    traces at most its chunk and its padded tail."""
+    pytest.importorskip("tensorflow")
+    model, _ = model_for("tf")
+    bk = xk.backend.get_backend(model)
+    x = images(rng, batch=5)
+
+    def calls() -> None:
+        xk.xai.explain(model, x, method="smint", nsamples=3, nintegration=7, max_batch=60)
+        xk.xai.explain(model, x, method="smoothgrad", nsamples=9, max_batch=60)
+
+    calls()
+    first = bk.traces(model, "sweep")
+    assert 1 <= first <= 4
+    calls()
+    calls()
+    assert bk.traces(model, "sweep") == first
+    assert bk.traces(model, "grad") == 0
 
 
 def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monkeypatch) -> None:
     model, x = setup
     bk = xk.backend.get_backend(model)
+    monkeypatch.setattr(type(bk), "fuses_chunks", lambda self: False)  # chunks through grad_step
     reference = xk.xai.explain(model, x, method="integrated", nsamples=6, max_batch=100)
 
     class FakeOOM(RuntimeError):
@@ -259,3 +285,65 @@ def test_tf_xla_step_gives_the_same_attributions(rng: np.random.Generator) -> No
     plain = xk.xai.explain(model, x, method="integrated", nsamples=8, baseline="zeros")
     compiled = xk.xai.explain(model, x, method="integrated", nsamples=8, baseline="zeros", xla=True)
     np.testing.assert_allclose(compiled, plain, rtol=1e-4, atol=1e-6)
+
+
+FUSED_CASES = [
+    ("vanilla", {}),
+    ("smoothgrad", {"nsamples": 7}),
+    ("integrated", {"nintegration": 13}),
+    ("smint", {"nsamples": 3, "nintegration": 11}),
+    ("vargrad", {"nsamples": 5}),
+    ("expected_gradients", {"nsamples": 9}),
+    ("input_x_gradient", {}),
+]
+
+
+@pytest.mark.parametrize("max_batch", [None, 40, 12, 3])
+def test_fused_chunks_give_the_eager_chunks_maps(framework: str, setup, monkeypatch, max_batch) -> None:
+    """A whole-slice chunk built, stepped and folded in one ``folded_grads`` call (compiled
+    into one graph on TensorFlow) gives, bit for bit, what the eager build, step and fold give,
+    for chunks of one slice, of several slices spanning one or several noise samples, of part
+    of a slice (3 rows of 4 samples, which stays eager) and padded tails; both frameworks are
+    run both ways."""
+    model, x = setup
+    bk = type(xk.backend.get_backend(model))
+    chunk = {} if max_batch is None else {"max_batch": max_batch}
+
+    def maps(fuse: bool) -> list[np.ndarray]:
+        monkeypatch.setattr(bk, "fuses_chunks", lambda self: fuse)
+        return [
+            np.asarray(xk.xai.explain(model, x, method=m, seed=3, **kw, **chunk)) for m, kw in FUSED_CASES
+        ]
+
+    fused, eager = maps(True), maps(False)
+    for (method, _), a, b in zip(FUSED_CASES, fused, eager):
+        assert np.isfinite(a).all() and np.abs(a).max() > 0, method
+        np.testing.assert_array_equal(a, b, err_msg=method)
+
+
+def test_out_of_memory_in_a_fused_chunk_halves_it_and_retries(framework: str, setup, monkeypatch) -> None:
+    """The fused chunk (built, stepped and folded in one ``folded_grads`` call) halves on an
+    out-of-memory error like the eager step, to the same maps."""
+    model, x = setup
+    bk = xk.backend.get_backend(model)
+    monkeypatch.setattr(type(bk), "fuses_chunks", lambda self: True)
+    reference = xk.xai.explain(model, x, method="smint", nsamples=3, nintegration=6, max_batch=100)
+
+    class FakeOOM(RuntimeError):
+        pass
+
+    real = bk.folded_grads
+    seen: list[int] = []
+
+    def folded(m, body, args, output=0, xla=False):
+        rows = int(args[3].shape[0]) * int(args[5].shape[0])  # slices x samples
+        seen.append(rows)
+        if rows > 8:
+            raise FakeOOM("CUDA out of memory (simulated)")
+        return real(m, body, args, output, xla)
+
+    monkeypatch.setattr(bk, "folded_grads", folded)
+    monkeypatch.setattr(bk, "is_oom", lambda exc: isinstance(exc, FakeOOM))
+    got = xk.xai.explain(model, x, method="smint", nsamples=3, nintegration=6, max_batch=24)
+    np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-7)
+    assert seen[:2] == [24, 12] and max(seen[2:]) <= 8  # halved until it fits (aligned to B=4)

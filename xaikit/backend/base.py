@@ -329,6 +329,31 @@ class Backend(abc.ABC):
             ``target``: the scores again, (rows,)).
         """
 
+    def folded_grads(
+        self,
+        model: Any,
+        body: Callable[..., Any],
+        args: tuple[Any, ...],
+        output: int | str = 0,
+        xla: bool = False,
+    ) -> Any:
+        """One whole chunk of the engine's gradient sweep in one call: ``body(self, grad, *args)``,
+        where ``grad(rows, targets)`` gives the input gradients of a chunk of rows (those of
+        :meth:`grad_step`). ``body`` builds the rows, calls ``grad`` once and folds the
+        gradients (:func:`xaikit.xai._engine.sweep.fused_chunk`).
+
+        An eager framework runs it as it is. A framework with compiled graphs compiles the whole
+        body into one graph (TensorFlow: one ``tf.function`` per model and body, traced once per
+        input signature), so building and folding the rows cost no eager op each; see
+        :meth:`fuses_chunks`.
+        """
+        return body(self, lambda rows, targets: self.grad_step(model, rows, targets, output, xla)[1], *args)
+
+    def fuses_chunks(self) -> bool:
+        """Whether the engine's sweep should build, step and fold a chunk in one
+        :meth:`folded_grads` call (worth it where each eager op costs more than its arithmetic)."""
+        return False
+
     # ---- memory and chunking ------------------------------------------------------------------
     def is_oom(self, exc: BaseException) -> bool:
         """Whether an exception is this framework's out-of-memory error."""

@@ -276,11 +276,13 @@ class TFBackend(Backend):
         xla: bool,
         static: dict[str, Any] | None = None,
         target: Any = None,
+        fused: Callable[..., Any] | None = None,
     ) -> Traced:
-        """The compiled ``"grad"`` or ``"scores"`` step of ``model``, made once per model, number
-        of inputs, output, XLA flag, constant model arguments and target kind (a target object's
-        per-sample tensors are arguments of the step), and traced once per input signature (the
-        engine pads chunks to a few row counts)."""
+        """The compiled ``"grad"``, ``"scores"`` or ``"sweep"`` step of ``model``, made once per
+        model, number of inputs, output, XLA flag, constant model arguments, target kind (a
+        target object's per-sample tensors are arguments of the step) and chunk body (``fused``,
+        kind ``"sweep"``: the engine's whole-chunk body around the ``"grad"`` step's gradient),
+        and traced once per input signature (the engine pads chunks to a few row counts)."""
         tf = self.tf
         static = dict(static or {})
         key = (
@@ -290,6 +292,7 @@ class TFBackend(Backend):
             bool(xla),
             tuple((k, _static_key(v)) for k, v in sorted(static.items())),
             None if target is None else _static_key(target.static),
+            fused,
         )
         try:
             table = self._steps.setdefault(model, {})
@@ -326,7 +329,13 @@ class TFBackend(Backend):
         def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> T:
             return scores_of(inputs, targets, kw, extra)[0]
 
-        body = grad if kind == "grad" else forward_scores
+        body: Callable[..., Any] = grad if kind == "grad" else forward_scores
+        if fused is not None:  # kind "sweep": the engine's chunk body around the gradient
+            chunk_body = fused
+
+            def body(*args: Any) -> Any:
+                return chunk_body(self, lambda rows, targets: grad(list(rows), targets, {}, {})[1], *args)
+
         step = Traced(body, self.trace_counts, self.trace_counts.key(model, kind), xla)
         table[key] = step
         return step
@@ -401,6 +410,23 @@ class TFBackend(Backend):
 
     def pads_chunks(self) -> bool:
         return True
+
+    def fuses_chunks(self) -> bool:
+        return True
+
+    def folded_grads(
+        self,
+        model: Any,
+        body: Callable[..., Any],
+        args: tuple[Any, ...],
+        output: int | str = 0,
+        xla: bool = False,
+    ) -> Any:
+        """The chunk body compiled with the model's gradient into one ``tf.function`` (the step
+        kind ``"sweep"``), traced once per input signature; a gradient that does not reach an
+        input raises as :meth:`grad_step`'s does."""
+        n_inputs = len(args[0])
+        return self._step(model, n_inputs, output, "sweep", xla, fused=body).run(*args)
 
 
 def _short_device(device: str) -> str:

@@ -30,6 +30,7 @@ from xaikit.errors import XaikitValueError
 #: the kinds of steps and what they compute (``TFBackend.traces(model, kind)``)
 KINDS = {
     "grad": "scores and input gradients of a chunk of rows (the gradient methods)",
+    "sweep": "a whole chunk of the gradient sweep: its rows built, their input gradients, folded per path",
     "scores": "forward scores of a chunk of rows (perturbation methods, probes)",
     "cam_grad": "a layer's activations and the scores' gradient with respect to them (Grad-CAM family)",
     "cam_spread": "the same, the layer's output spread to several targets' rows (stacked targets)",

@@ -26,7 +26,7 @@ halves it and starts the sweep again (:func:`sweep`, through the engine's one ch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,13 +198,69 @@ class _Sweep:
         targets = job.targets if k == 1 else bk.cat([job.targets] * k)
         return rows, targets
 
+    def fusable(self) -> bool:
+        """Whether whole-slice chunks of this job can go through :func:`fused_chunk`: a straight
+        path (or none), class targets and no model arguments (those chunks take the eager
+        build, step and fold)."""
+        job = self.job
+        return job.path is None and job.row_alpha is None and not job.model_kwargs and job.target is None
+
+    def fused(self, r0: int, r1: int, rows_to: int, layout: str) -> list[T]:
+        """Rows [r0, r1) (whole slices) built, differentiated and folded per path in one
+        :meth:`~xaikit.backend.Backend.folded_grads` call: the per-path sums (n_s, B, ...) of
+        each input, as :meth:`reduce` takes them (``folded``).
+
+        The chunk is padded to ``rows_to`` rows (rounded up to whole slices: more slices of its
+        first noise sample, at path position 0, folded with weight 0), and its noise samples to
+        the most that a chunk of that many slices can span, so that a compiled body sees few
+        input signatures.
+        """
+        job, bk, B, M = self.job, self.bk, self.B, self.M
+        s_idx, m_idx, s0, s1 = self._slices(r0, r1)
+        k = len(s_idx)
+        k_pad = max(k, -(-rows_to // B))
+        n_max = min(job.n_noise, -(-(k_pad - 1) // M) + 1)
+        parts = [self.cache.get(s) for s in range(s0, s1 + 1)]
+        n_s = len(parts)
+        fill = parts + [parts[0]] * (n_max - n_s)
+        path = job.alphas is not None and parts[0][1] is not None
+        sel = np.zeros(k_pad, dtype=np.int64)
+        sel[:k] = s_idx - s0
+        alpha = np.zeros(k_pad)
+        weights = np.zeros((n_max, k_pad))
+        weights[s_idx - s0, np.arange(k)] = self.w[m_idx] if job.alphas is not None else 1.0
+        like = job.inputs[0]
+        dtype = bk.dtype_name(like)
+        n_in = range(len(job.inputs))
+        if path:
+            alpha[:k] = self.a[m_idx]
+            starts = [[p[1][i] for p in fill] for i in n_in]  # type: ignore[index]
+            diffs: list[list[T]] | None = [[p[2][i] for p in fill] for i in n_in]  # type: ignore[index]
+        else:
+            starts, diffs = [[p[0][i] for p in fill] for i in n_in], None
+        args = (
+            starts,
+            diffs,
+            bk.as_tensor(alpha, self.device, dtype),
+            bk.index(sel, self.device),
+            bk.as_tensor(weights, self.device, dtype),
+            job.targets,
+            layout,
+        )
+        out = model_call(
+            bk, lambda: bk.folded_grads(job.model, fused_chunk, args, job.output, job.xla), k_pad * B, B
+        )
+        return list(out) if n_s == n_max else [p[:n_s] for p in out]
+
     def _factor(self, s: int, like: T, b0: int, b1: int) -> T:
         """Noise sample s's path-position factors of samples [b0, b1), shaped to broadcast
         against ``like`` (b1 - b0, ...)."""
         return _row_weights(self.bk, self.cache.factor(s)[b0:b1], like)
 
-    def reduce(self, grads: Sequence[T], r0: int, r1: int) -> None:
-        """Fold one chunk's gradients into the per-sample accumulators."""
+    def reduce(self, grads: Sequence[T], r0: int, r1: int, folded: Sequence[T] | None = None) -> None:
+        """Fold one chunk's gradients into the per-sample accumulators (``folded``: a whole-slice
+        chunk's gradients already folded per path by :func:`fused_chunk`, (n_s, B, ...) each;
+        ``grads`` is then unused)."""
         job, bk, B = self.job, self.bk, self.B
         s_idx, m_idx, s0, s1 = self._slices(r0, r1)
         n_s = s1 - s0 + 1
@@ -213,10 +269,10 @@ class _Sweep:
         parts = [self.cache.get(s) for s in range(s0, s0 + complete)]
         partial = r1 - r0 < B or r0 % B != 0
         new_carry: list[T] = []
-        for i, g in enumerate(grads):
+        for i, g in enumerate(folded if folded is not None else grads):
             if self.mults is not None:  # a custom path: each gradient times its multiplier
                 g = g * self.mults[i]
-            shape = tuple(int(d) for d in g.shape[1:])
+            shape = tuple(int(d) for d in g.shape[1 if folded is None else 2 :])
             if partial:
                 b0 = r0 % B
                 w = float(self.w[m_idx[0]]) if job.alphas is not None else 1.0
@@ -225,20 +281,23 @@ class _Sweep:
                 paths = contrib if self.carry is None else self.carry[i] + contrib
                 paths = bk.reshape(paths, (1, B, *shape))
             else:
-                k = len(s_idx)
-                weights = np.zeros((n_s, k))
-                weights[s_idx - s0, np.arange(k)] = self.w[m_idx] if job.alphas is not None else 1.0
-                flat = bk.reshape(g, (k, -1))
-                paths = bk.matmul(bk.as_tensor(weights, self.device, bk.dtype_name(g)), flat)
-                paths = bk.reshape(paths, (n_s, B, *shape))
+                if folded is not None:
+                    paths = g
+                else:
+                    k = len(s_idx)
+                    weights = np.zeros((n_s, k))
+                    weights[s_idx - s0, np.arange(k)] = self.w[m_idx] if job.alphas is not None else 1.0
+                    flat = bk.reshape(g, (k, -1))
+                    paths = bk.matmul(bk.as_tensor(weights, self.device, bk.dtype_name(g)), flat)
+                    paths = bk.reshape(paths, (n_s, B, *shape))
                 if self.carry is not None:
-                    head = paths[:1] + bk.reshape(self.carry[i], (1, B, *shape))
-                    paths = head if n_s == 1 else bk.cat([head, paths[1:]])
+                    carried = bk.reshape(self.carry[i], (1, B, *shape))
+                    paths = paths + carried if n_s == 1 else bk.cat([paths[:1] + carried, paths[1:]])
             if complete < n_s:
-                new_carry.append(bk.reshape(paths[complete:], (B, *shape)))
+                new_carry.append(bk.reshape(paths if complete == 0 else paths[complete:], (B, *shape)))
             if complete == 0:
                 continue
-            done = paths[:complete]
+            done = paths if complete == n_s else paths[:complete]
             if job.alphas is not None and parts[0][2] is not None:
                 done = done * bk.cat([bk.reshape(p[2][i], (1, B, *shape)) for p in parts])  # type: ignore[index]
             if job.magnitude:
@@ -272,6 +331,53 @@ class _Sweep:
         return [a / n for a in self.acc]
 
 
+def fused_chunk(
+    bk: Backend,
+    grad: Callable[[list[T], T], Sequence[T]],
+    starts: list[list[T]],
+    diffs: list[list[T]] | None,
+    alpha: T,
+    sel: T,
+    weights: T,
+    targets: T,
+    layout: str,
+) -> list[T]:
+    """A whole-slice chunk of the sweep, written with backend ops only, so that a framework with
+    compiled graphs runs it as one graph (:meth:`~xaikit.backend.Backend.folded_grads`).
+
+    Args:
+        bk: the backend.
+        grad: the model's input gradients of a chunk of rows and their targets.
+        starts: per input, the chunk's noise samples' path starts (B, ...) each (the inputs or
+            noisy inputs themselves when there is no path).
+        diffs: per input, the same noise samples' path ends minus starts; None: no path.
+        alpha: (k,) path position of each slice (unused without a path).
+        sel: (k,) which of the noise samples each slice belongs to.
+        weights: (n, k) each slice's weight in each noise sample's path sum.
+        targets: (B,) the class of each sample.
+        layout: the memory layout the model gets its rows in.
+
+    Returns:
+        Per input, the per-path weighted sums of the gradients, (n, B, ...): row for row what
+        :meth:`_Sweep.build`, the step and the matrix product of :meth:`_Sweep.reduce` give.
+    """
+    k = int(sel.shape[0])
+    rows = []
+    for i, firsts in enumerate(starts):
+        shape = tuple(int(d) for d in firsts[0].shape)
+        picked = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in firsts]), sel)
+        if diffs is not None:
+            step = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in diffs[i]]), sel)
+            picked = picked + bk.reshape(alpha, (k, *(1,) * len(shape))) * step
+        rows.append(bk.to_layout(bk.reshape(picked, (k * shape[0], *shape[1:])), layout))
+    grads = grad(rows, bk.cat([targets] * k))
+    n = int(weights.shape[0])
+    return [
+        bk.reshape(bk.matmul(weights, bk.reshape(g, (k, -1))), (n, *(int(d) for d in starts[i][0].shape)))
+        for i, g in enumerate(grads)
+    ]
+
+
 def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T, list[T], T]:
     """``bk.grad_step`` on one chunk (rows [r0, r1) of the job, maybe padded), with the chunk's
     model_kwargs; a model failure on a chunk of other than B rows gets a message that names the
@@ -301,14 +407,20 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
     device = device_of(job.inputs[0])
     total = job.rows
     pad = bk.pads_chunks()
+    fuse = bk.fuses_chunks() and _Sweep(job).fusable()
 
     def run(state: _Sweep, r0: int, r1: int, size: int, layout: str, keep: bool) -> None:
         """Rows [r0, r1), padded as a chunk of ``size`` rows is (the plan's size: a probe's rows
         are padded as the job's are)."""
         state.cache.layout = layout
-        rows, targets = state.build(r0, r1)
         n = r1 - r0
         full = padded_rows(n, min(size, state.align(0, size)))
+        if fuse and n >= state.B and r0 % state.B == 0:
+            folded = state.fused(r0, r1, full if pad else n, layout)
+            if keep:
+                state.reduce([], r0, r1, folded=folded)
+            return
+        rows, targets = state.build(r0, r1)
         padded = pad and n < full
         if padded:
             rows, targets = pad_rows(bk, rows, targets, full - n)
