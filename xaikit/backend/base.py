@@ -347,7 +347,14 @@ class Backend(abc.ABC):
         input signature), so building and folding the rows cost no eager op each; see
         :meth:`fuses_chunks`.
         """
-        return body(self, lambda rows, targets: self.grad_step(model, rows, targets, output, xla)[1], *args)
+        return self._chunk_runner(model, body, len(args[0]), output, xla)(*args)
+
+    def _chunk_runner(
+        self, model: Any, body: Callable[..., Any], n: int, output: Any, xla: bool
+    ) -> Callable[..., Any]:
+        """What runs :meth:`folded_grads`'s ``body`` on a chunk's arguments (``n``: the model's
+        inputs): eager here, around :meth:`grad_step`; a backend with graphs compiles it."""
+        return lambda *args: body(self, lambda rows, t: self.grad_step(model, rows, t, output, xla)[1], *args)
 
     def fuses_chunks(self) -> bool:
         """Whether the engine's sweep should build, step and fold a chunk in one

@@ -414,19 +414,13 @@ class TFBackend(Backend):
     def fuses_chunks(self) -> bool:
         return True
 
-    def folded_grads(
-        self,
-        model: Any,
-        body: Callable[..., Any],
-        args: tuple[Any, ...],
-        output: int | str = 0,
-        xla: bool = False,
-    ) -> Any:
+    def _chunk_runner(
+        self, model: Any, body: Callable[..., Any], n: int, output: Any, xla: bool
+    ) -> Callable[..., Any]:
         """The chunk body compiled with the model's gradient into one ``tf.function`` (the step
         kind ``"sweep"``), traced once per input signature; a gradient that does not reach an
         input raises as :meth:`grad_step`'s does."""
-        n_inputs = len(args[0])
-        return self._step(model, n_inputs, output, "sweep", xla, fused=body).run(*args)
+        return self._step(model, n, output, "sweep", xla, fused=body).run
 
 
 def _short_device(device: str) -> str:
