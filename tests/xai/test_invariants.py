@@ -301,10 +301,13 @@ FUSED_CASES = [
 @pytest.mark.parametrize("max_batch", [None, 40, 12, 3])
 def test_fused_chunks_give_the_eager_chunks_maps(framework: str, setup, monkeypatch, max_batch) -> None:
     """A whole-slice chunk built, stepped and folded in one ``folded_grads`` call (compiled
-    into one graph on TensorFlow) gives, bit for bit, what the eager build, step and fold give,
-    for chunks of one slice, of several slices spanning one or several noise samples, of part
-    of a slice (3 rows of 4 samples, which stays eager) and padded tails; both frameworks are
-    run both ways."""
+    into one graph on TensorFlow) gives what the eager build, step and fold give, for chunks of
+    one slice, of several slices spanning one or several noise samples, of part of a slice (3
+    rows of 4 samples, which stays eager) and padded tails; both frameworks are run both ways.
+
+    To float32 rounding, not always bit for bit: the rows are the same bits, but the fold's
+    matrix product has padded shapes, which oneDNN blocks by the instruction set (identical on
+    an AVX-512 CPU, last-bit differences in SmInt under ``ONEDNN_MAX_CPU_ISA=AVX2``)."""
     model, x = setup
     bk = type(xk.backend.get_backend(model))
     chunk = {} if max_batch is None else {"max_batch": max_batch}
@@ -318,7 +321,7 @@ def test_fused_chunks_give_the_eager_chunks_maps(framework: str, setup, monkeypa
     fused, eager = maps(True), maps(False)
     for (method, _), a, b in zip(FUSED_CASES, fused, eager):
         assert np.isfinite(a).all() and np.abs(a).max() > 0, method
-        np.testing.assert_array_equal(a, b, err_msg=method)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * float(np.abs(b).max()), err_msg=method)
 
 
 def test_out_of_memory_in_a_fused_chunk_halves_it_and_retries(framework: str, setup, monkeypatch) -> None:
