@@ -17,7 +17,10 @@ the model's device (noise and random baselines come from seeded generators, a pu
 ``(seed, input, s)``, so results do not depend on the chunking), runs one fused
 forward+backward per chunk, and reduces the gradients at once into per-sample accumulators.
 A path (one noise sample of one input sample) may span chunk boundaries; its partial sum is
-carried to the next chunk. Only one chunk of rows is alive at a time.
+carried to the next chunk. Only one chunk of rows is alive at a time. Where the backend has
+compiled graphs (TF, ``Backend.fuses_chunks``), a chunk of whole slices of a straight-path job
+is built, differentiated and folded in one compiled call (:func:`fused_chunk`), the same
+arithmetic as the eager build, step and fold.
 
 The chunk size comes from :class:`~xaikit.xai._engine.plan.ChunkPlan`; an out-of-memory error
 halves it and starts the sweep again (:func:`sweep`, through the engine's one chunk loop,
@@ -198,13 +201,6 @@ class _Sweep:
         targets = job.targets if k == 1 else bk.cat([job.targets] * k)
         return rows, targets
 
-    def fusable(self) -> bool:
-        """Whether whole-slice chunks of this job can go through :func:`fused_chunk`: a straight
-        path (or none), class targets and no model arguments (those chunks take the eager
-        build, step and fold)."""
-        job = self.job
-        return job.path is None and job.row_alpha is None and not job.model_kwargs and job.target is None
-
     def fused(self, r0: int, r1: int, rows_to: int, layout: str) -> list[T]:
         """Rows [r0, r1) (whole slices) built, differentiated and folded per path in one
         :meth:`~xaikit.backend.Backend.folded_grads` call: the per-path sums (n_s, B, ...) of
@@ -229,8 +225,7 @@ class _Sweep:
         alpha = np.zeros(k_pad)
         weights = np.zeros((n_max, k_pad))
         weights[s_idx - s0, np.arange(k)] = self.w[m_idx] if job.alphas is not None else 1.0
-        like = job.inputs[0]
-        dtype = bk.dtype_name(like)
+        dtype = bk.dtype_name(job.inputs[0])
         n_in = range(len(job.inputs))
         if path:
             alpha[:k] = self.a[m_idx]
@@ -378,6 +373,13 @@ def fused_chunk(
     ]
 
 
+def fusable(job: Job) -> bool:
+    """Whether the whole-slice chunks of a job can go through :func:`fused_chunk`: a straight
+    path (or none), class targets and no model arguments (other jobs take the eager build, step
+    and fold)."""
+    return job.path is None and job.row_alpha is None and not job.model_kwargs and job.target is None
+
+
 def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T, list[T], T]:
     """``bk.grad_step`` on one chunk (rows [r0, r1) of the job, maybe padded), with the chunk's
     model_kwargs; a model failure on a chunk of other than B rows gets a message that names the
@@ -407,7 +409,7 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
     device = device_of(job.inputs[0])
     total = job.rows
     pad = bk.pads_chunks()
-    fuse = bk.fuses_chunks() and _Sweep(job).fusable()
+    fuse = bk.fuses_chunks() and fusable(job)
 
     def run(state: _Sweep, r0: int, r1: int, size: int, layout: str, keep: bool) -> None:
         """Rows [r0, r1), padded as a chunk of ``size`` rows is (the plan's size: a probe's rows
