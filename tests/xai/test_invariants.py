@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -225,25 +227,37 @@ def test_tf_step_traces_once_per_shape(rng: np.random.Generator) -> None:
 
 
 def test_tf_fused_sweep_traces_once_per_signature(rng: np.random.Generator) -> None:
-    """Chunks of several slices that span one or several noise samples, and a shorter tail
-    chunk, share input signatures: repeating the calls traces nothing more, and each call
-    traces at most its chunk and its padded tail."""
+    """Fused chunks that span one or two noise samples, and a shorter tail, share input
+    signatures: repeating the calls traces nothing more, and another number of noise samples or
+    path steps traces no more than the eager step does for the same padded chunks (another
+    model, the same calls through the eager path)."""
     pytest.importorskip("tensorflow")
     model, _ = model_for("tf")
+    eager_model, _ = model_for("tf")
     bk = xk.backend.get_backend(model)
     x = images(rng, batch=5)
 
-    def calls() -> None:
-        xk.xai.explain(model, x, method="smint", nsamples=3, nintegration=7, max_batch=60)
-        xk.xai.explain(model, x, method="smoothgrad", nsamples=9, max_batch=60)
+    def calls(m: Any, settings: list[tuple[int, int]]) -> None:
+        for nsamples, nintegration in settings:
+            xk.xai.explain(m, x, method="smint", nsamples=nsamples, nintegration=nintegration, max_batch=60)
+        xk.xai.explain(m, x, method="integrated", nsamples=12, max_batch=60)
 
-    calls()
+    settings = [(3, 12), (2, 12), (5, 20), (11, 13)]
+    calls(model, settings[:1])
     first = bk.traces(model, "sweep")
-    assert 1 <= first <= 4
-    calls()
-    calls()
+    assert first >= 1
+    calls(model, settings[:1])
     assert bk.traces(model, "sweep") == first
-    assert bk.traces(model, "grad") == 0
+    calls(model, settings)
+    calls(model, settings)
+    assert bk.traces(model, "grad") == 0  # every chunk fused: 12 slices span at most 2 paths
+    orig = type(bk).fuses_chunks
+    try:
+        type(bk).fuses_chunks = lambda self: False  # type: ignore[method-assign]
+        calls(eager_model, settings)
+    finally:
+        type(bk).fuses_chunks = orig  # type: ignore[method-assign]
+    assert bk.traces(model, "sweep") <= bk.traces(eager_model, "grad")
 
 
 def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monkeypatch) -> None:

@@ -18,9 +18,9 @@ the model's device (noise and random baselines come from seeded generators, a pu
 forward+backward per chunk, and reduces the gradients at once into per-sample accumulators.
 A path (one noise sample of one input sample) may span chunk boundaries; its partial sum is
 carried to the next chunk. Only one chunk of rows is alive at a time. Where the backend has
-compiled graphs (TF, ``Backend.fuses_chunks``), a chunk of whole slices of a straight-path job
-is built, differentiated and folded in one compiled call (:func:`fused_chunk`), the same
-arithmetic as the eager build, step and fold.
+compiled graphs (TF, ``Backend.fuses_chunks``), a chunk of whole slices of a straight path
+that spans at most two noise samples is built, differentiated and folded in one compiled call
+(:func:`fused_chunk`), the same arithmetic as the eager build, step and fold.
 
 The chunk size comes from :class:`~xaikit.xai._engine.plan.ChunkPlan`; an out-of-memory error
 halves it and starts the sweep again (:func:`sweep`, through the engine's one chunk loop,
@@ -201,38 +201,41 @@ class _Sweep:
         targets = job.targets if k == 1 else bk.cat([job.targets] * k)
         return rows, targets
 
-    def fused(self, r0: int, r1: int, rows_to: int, layout: str) -> list[T]:
+    def fused(self, r0: int, r1: int, rows_to: int, layout: str) -> list[T] | None:
         """Rows [r0, r1) (whole slices) built, differentiated and folded per path in one
         :meth:`~xaikit.backend.Backend.folded_grads` call: the per-path sums (n_s, B, ...) of
         each input, as :meth:`reduce` takes them (``folded``).
 
         The chunk is padded to ``rows_to`` rows (rounded up to whole slices: more slices of its
         first noise sample, at path position 0, folded with weight 0), and its noise samples to
-        the most that a chunk of that many slices can span, so that a compiled body sees few
-        input signatures.
+        two (a copy of the first, folded with weight 0): a compiled body's input signature is
+        then the padded chunk's, as the eager step's is, whatever the number of noise samples
+        and path steps. None (the chunk takes the eager path) for a job without a path (vanilla,
+        SmoothGrad, VarGrad: one slice per noise sample) and where a chunk of that many slices
+        could span more than two noise samples (fewer path steps than slices).
         """
-        job, bk, B, M = self.job, self.bk, self.B, self.M
+        job, bk, B = self.job, self.bk, self.B
         s_idx, m_idx, s0, s1 = self._slices(r0, r1)
         k = len(s_idx)
         k_pad = max(k, -(-rows_to // B))
-        n_max = min(job.n_noise, -(-(k_pad - 1) // M) + 1)
+        n_max = 2
+        if k_pad > self.M + 1:
+            return None
         parts = [self.cache.get(s) for s in range(s0, s1 + 1)]
+        if job.alphas is None or parts[0][1] is None:
+            return None
         n_s = len(parts)
         fill = parts + [parts[0]] * (n_max - n_s)
-        path = job.alphas is not None and parts[0][1] is not None
         sel = np.zeros(k_pad, dtype=np.int64)
         sel[:k] = s_idx - s0
         alpha = np.zeros(k_pad)
         weights = np.zeros((n_max, k_pad))
-        weights[s_idx - s0, np.arange(k)] = self.w[m_idx] if job.alphas is not None else 1.0
+        weights[s_idx - s0, np.arange(k)] = self.w[m_idx]
         dtype = bk.dtype_name(job.inputs[0])
         n_in = range(len(job.inputs))
-        if path:
-            alpha[:k] = self.a[m_idx]
-            starts = [[p[1][i] for p in fill] for i in n_in]  # type: ignore[index]
-            diffs: list[list[T]] | None = [[p[2][i] for p in fill] for i in n_in]  # type: ignore[index]
-        else:
-            starts, diffs = [[p[0][i] for p in fill] for i in n_in], None
+        alpha[:k] = self.a[m_idx]
+        starts = [[p[1][i] for p in fill] for i in n_in]  # type: ignore[index]
+        diffs = [[p[2][i] for p in fill] for i in n_in]  # type: ignore[index]
         args = (
             starts,
             diffs,
@@ -330,7 +333,7 @@ def fused_chunk(
     bk: Backend,
     grad: Callable[[list[T], T], Sequence[T]],
     starts: list[list[T]],
-    diffs: list[list[T]] | None,
+    diffs: list[list[T]],
     alpha: T,
     sel: T,
     weights: T,
@@ -343,10 +346,9 @@ def fused_chunk(
     Args:
         bk: the backend.
         grad: the model's input gradients of a chunk of rows and their targets.
-        starts: per input, the chunk's noise samples' path starts (B, ...) each (the inputs or
-            noisy inputs themselves when there is no path).
-        diffs: per input, the same noise samples' path ends minus starts; None: no path.
-        alpha: (k,) path position of each slice (unused without a path).
+        starts: per input, the chunk's noise samples' path starts (B, ...) each.
+        diffs: per input, the same noise samples' path ends minus starts.
+        alpha: (k,) path position of each slice.
         sel: (k,) which of the noise samples each slice belongs to.
         weights: (n, k) each slice's weight in each noise sample's path sum.
         targets: (B,) the class of each sample.
@@ -360,10 +362,9 @@ def fused_chunk(
     rows = []
     for i, firsts in enumerate(starts):
         shape = tuple(int(d) for d in firsts[0].shape)
-        picked = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in firsts]), sel)
-        if diffs is not None:
-            step = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in diffs[i]]), sel)
-            picked = picked + bk.reshape(alpha, (k, *(1,) * len(shape))) * step
+        base = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in firsts]), sel)
+        step = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in diffs[i]]), sel)
+        picked = base + bk.reshape(alpha, (k, *(1,) * len(shape))) * step
         rows.append(bk.to_layout(bk.reshape(picked, (k * shape[0], *shape[1:])), layout))
     grads = grad(rows, bk.cat([targets] * k))
     n = int(weights.shape[0])
@@ -417,8 +418,12 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
         state.cache.layout = layout
         n = r1 - r0
         full = padded_rows(n, min(size, state.align(0, size)))
-        if fuse and n >= state.B and r0 % state.B == 0:
-            folded = state.fused(r0, r1, full if pad else n, layout)
+        folded = (
+            state.fused(r0, r1, full if pad else n, layout)
+            if fuse and n >= state.B and r0 % state.B == 0
+            else None
+        )
+        if folded is not None:
             if keep:
                 state.reduce([], r0, r1, folded=folded)
             return
