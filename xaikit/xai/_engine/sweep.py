@@ -210,9 +210,9 @@ class _Sweep:
         first noise sample, at path position 0, folded with weight 0), and its noise samples to
         two (a copy of the first, folded with weight 0): a compiled body's input signature is
         then the padded chunk's, as the eager step's is, whatever the number of noise samples
-        and path steps. None (the chunk takes the eager path) for a job without a path (vanilla,
-        SmoothGrad, VarGrad: one slice per noise sample) and where a chunk of that many slices
-        could span more than two noise samples (fewer path steps than slices).
+        and path steps. None (the chunk takes the eager path) where a chunk of that many slices
+        could span more than two noise samples (fewer path steps than slices). Only for jobs
+        that are :func:`fusable`.
         """
         job, bk, B = self.job, self.bk, self.B
         s_idx, m_idx, s0, s1 = self._slices(r0, r1)
@@ -222,18 +222,15 @@ class _Sweep:
         if k_pad > self.M + 1:
             return None
         parts = [self.cache.get(s) for s in range(s0, s1 + 1)]
-        if job.alphas is None or parts[0][1] is None:
-            return None
         n_s = len(parts)
         fill = parts + [parts[0]] * (n_max - n_s)
         sel = np.zeros(k_pad, dtype=np.int64)
         sel[:k] = s_idx - s0
         alpha = np.zeros(k_pad)
-        weights = np.zeros((n_max, k_pad))
-        weights[s_idx - s0, np.arange(k)] = self.w[m_idx]
+        alpha[:k] = self.a[m_idx]
+        weights = self._fold_weights(s_idx, m_idx, n_max, k_pad)
         dtype = bk.dtype_name(job.inputs[0])
         n_in = range(len(job.inputs))
-        alpha[:k] = self.a[m_idx]
         starts = [[p[1][i] for p in fill] for i in n_in]  # type: ignore[index]
         diffs = [[p[2][i] for p in fill] for i in n_in]  # type: ignore[index]
         args = (
@@ -249,6 +246,17 @@ class _Sweep:
             bk, lambda: bk.folded_grads(job.model, fused_chunk, args, job.output, job.xla), k_pad * B, B
         )
         return list(out) if n_s == n_max else [p[:n_s] for p in out]
+
+    def _fold_weights(self, s_idx: np.ndarray, m_idx: np.ndarray, n: int, cols: int) -> np.ndarray:
+        """(n, cols) weights folding a chunk's slices into its noise samples' path sums: slice j
+        adds to noise sample ``s_idx[j] - s_idx[0]`` with its step's quadrature weight (1 without
+        a path); columns past ``len(s_idx)`` (padding) and rows past the chunk's noise samples
+        are 0."""
+        weights = np.zeros((n, cols))
+        weights[s_idx - s_idx[0], np.arange(len(s_idx))] = (
+            self.w[m_idx] if self.job.alphas is not None else 1.0
+        )
+        return weights
 
     def _factor(self, s: int, like: T, b0: int, b1: int) -> T:
         """Noise sample s's path-position factors of samples [b0, b1), shaped to broadcast
@@ -283,8 +291,7 @@ class _Sweep:
                     paths = g
                 else:
                     k = len(s_idx)
-                    weights = np.zeros((n_s, k))
-                    weights[s_idx - s0, np.arange(k)] = self.w[m_idx] if job.alphas is not None else 1.0
+                    weights = self._fold_weights(s_idx, m_idx, n_s, k)
                     flat = bk.reshape(g, (k, -1))
                     paths = bk.matmul(bk.as_tensor(weights, self.device, bk.dtype_name(g)), flat)
                     paths = bk.reshape(paths, (n_s, B, *shape))
@@ -359,9 +366,9 @@ def fused_chunk(
         :meth:`_Sweep.build`, the step and the matrix product of :meth:`_Sweep.reduce` give.
     """
     k = int(sel.shape[0])
+    shapes = [tuple(int(d) for d in firsts[0].shape) for firsts in starts]
     rows = []
-    for i, firsts in enumerate(starts):
-        shape = tuple(int(d) for d in firsts[0].shape)
+    for i, (firsts, shape) in enumerate(zip(starts, shapes)):
         base = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in firsts]), sel)
         step = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in diffs[i]]), sel)
         picked = base + bk.reshape(alpha, (k, *(1,) * len(shape))) * step
@@ -369,16 +376,23 @@ def fused_chunk(
     grads = grad(rows, bk.cat([targets] * k))
     n = int(weights.shape[0])
     return [
-        bk.reshape(bk.matmul(weights, bk.reshape(g, (k, -1))), (n, *(int(d) for d in starts[i][0].shape)))
-        for i, g in enumerate(grads)
+        bk.reshape(bk.matmul(weights, bk.reshape(g, (k, -1))), (n, *shape)) for g, shape in zip(grads, shapes)
     ]
 
 
 def fusable(job: Job) -> bool:
-    """Whether the whole-slice chunks of a job can go through :func:`fused_chunk`: a straight
-    path (or none), class targets and no model arguments (other jobs take the eager build, step
-    and fold)."""
-    return job.path is None and job.row_alpha is None and not job.model_kwargs and job.target is None
+    """Whether the whole-slice chunks of a job can go through :func:`fused_chunk`: a straight path
+    from baselines (IG, SmInt, Input x Gradient), class targets and no model arguments; other
+    jobs (no path, a custom path, per-row path factors) take the eager build, step and fold, and
+    so does a chunk that :meth:`_Sweep.fused` declines."""
+    return (
+        job.path is None
+        and job.alphas is not None
+        and job.baselines is not None
+        and job.row_alpha is None
+        and not job.model_kwargs
+        and job.target is None
+    )
 
 
 def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T, list[T], T]:
