@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xaikit.errors import XaikitValueError
+from xaikit.errors import XaikitValueError, describe
 
 T = Any  # a framework tensor
 
@@ -63,6 +63,7 @@ __all__ = [
     "Stepper",
     "TrainFacet",
     "Update",
+    "check_baselines",
     "optimizer_factory",
     "redraw",
 ]
@@ -129,6 +130,18 @@ def redraw(values: Sequence[np.ndarray], rng: np.random.Generator) -> list[np.nd
         std = std if std > 0 else (spread if spread > 0 else 1.0)
         out.append(rng.normal(0.0, std, size=a.shape))
     return out
+
+
+def check_baselines(inputs: Sequence[Any], baselines: Sequence[Any]) -> None:
+    """DeepLIFT's baselines must be one tensor per input, each with its input's shape (else a
+    :class:`~xaikit.errors.XaikitValueError` naming both)."""
+    if len(baselines) != len(inputs) or any(
+        tuple(b.shape) != tuple(x.shape) for x, b in zip(inputs, baselines)
+    ):
+        raise XaikitValueError(
+            "deeplift_step needs one baseline tensor per input with that input's shape; got "
+            f"inputs {[tuple(x.shape) for x in inputs]} and baselines {[tuple(b.shape) for b in baselines]}"
+        )
 
 
 class TrainFacet(abc.ABC):
@@ -230,6 +243,9 @@ class CamFacet(abc.ABC):
     model is left as it was: hooks and swapped activations are removed and no parameter
     gradient is kept, also when a call raises.
     """
+
+    def __init__(self, bk: Any) -> None:
+        self.bk = bk
 
     @abc.abstractmethod
     def resolve(
@@ -354,11 +370,14 @@ class RelevanceFacet:
         target: Any = None,
     ) -> tuple[list[T], T, T]:
         """DeepLIFT (Rescale rule) of a chunk of n rows against one baseline row each:
-        ``(attributions per input, f(x) target scores, f(baseline) target scores)``; the
-        attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``
-        where every nonlinearity has a rule. The 2n rows [inputs; baselines] run as one batch,
-        so ``model_kwargs`` are those of the 2n rows (a per-sample value given twice). With a
-        bound ``target`` object, ``targets`` are sample indices: both halves score their sample."""
+        ``(attributions per input, f(x) target scores (n,), f(baseline) target scores (n,))``;
+        the attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``
+        where every nonlinearity has a rule. ``baselines`` hold each input's n baseline rows
+        (the input's shape, see :func:`check_baselines`); ``targets`` are int64 (n,) classes.
+        The 2n rows [inputs; baselines] run as one batch, so ``model_kwargs`` are those of the
+        2n rows (a per-sample value given twice, once for each half). With a bound ``target``
+        object (:class:`xaikit.targets.Bound`), ``targets`` are each row's sample index: both
+        halves score their sample of the raw output."""
         return self._steps().deeplift_step(  # type: ignore[no-any-return]
             self.bk, model, inputs, baselines, targets, output, model_kwargs, target
         )
@@ -376,7 +395,10 @@ class RelevanceFacet:
         """The gradient of the target scores w.r.t. each input with every ReLU's backward
         modified: ``mode="guided"`` (guided backprop: positive gradients, where the input was
         positive) or ``"deconvnet"`` (positive gradients, whatever the input). With a bound
-        ``target`` object the rows are sample indices, scored by the target."""
+        ``target`` object the rows are sample indices, scored by the target. Another ``mode``
+        is a :class:`~xaikit.errors.XaikitValueError`."""
+        if mode not in ("guided", "deconvnet"):
+            raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {describe(mode)}")
         return self._steps().modified_step(  # type: ignore[no-any-return]
             self.bk, model, inputs, targets, mode, output, model_kwargs, target
         )
@@ -387,6 +409,9 @@ class AttentionFacet(abc.ABC):
     transformer: every block's attention probabilities (B, heads, N, N) for a batch, and, for
     gradient-weighted relevance, their gradients with respect to the target scores, from one
     forward (+ backward) pass. The model is left as it was, also when a call raises."""
+
+    def __init__(self, bk: Any) -> None:
+        self.bk = bk
 
     @abc.abstractmethod
     def attentions(
@@ -402,3 +427,11 @@ class AttentionFacet(abc.ABC):
         """``(attentions, grads)``: per block, host float64 (B, heads, N, N) attention
         probabilities and (with ``gradients``) the gradient of the summed target scores (class
         ``targets``, or the bound ``target`` object) with respect to them (else None)."""
+
+    def _host(
+        self, atts: Sequence[T], grads: Sequence[T] | None
+    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        """What :meth:`attentions` returns for the framework's attention tensors and gradients:
+        host float64 arrays."""
+        host = [self.bk.to_numpy(a).astype(np.float64) for a in atts]
+        return host, None if grads is None else [self.bk.to_numpy(g).astype(np.float64) for g in grads]

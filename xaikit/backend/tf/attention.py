@@ -82,9 +82,6 @@ def recording(layers: Sequence[Any]) -> Iterator[list[Any]]:
 class Attention(AttentionFacet):
     """The attention facet of the Keras backend."""
 
-    def __init__(self, bk: Any) -> None:
-        self.bk = bk
-
     def attentions(
         self,
         model: Any,
@@ -141,5 +138,4 @@ class Attention(AttentionFacet):
                     f"attention (a block after the class token was read?); {_METHODS} need each "
                     "block on the path"
                 )
-        host = [np.asarray(a, dtype=np.float64) for a in atts]
-        return host, None if grads is None else [np.asarray(g, dtype=np.float64) for g in grads]
+        return self._host(atts, grads)

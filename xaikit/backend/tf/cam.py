@@ -20,8 +20,8 @@ Guided backpropagation swaps, inside a ``try``/``finally``, the ReLU activation 
 that has one (``activation="relu"``, ``Activation("relu")``, plain ``ReLU()`` layers, nested
 sub-models included) for a ``tf.custom_gradient`` guided ReLU, runs its step, and puts the
 model's own activations back: the model is the same object with the same attributes after.
-Deconvnet (:meth:`Cam.relu_step`, for the rules family) swaps the same ReLUs for one whose
-backward is the ReLU of the gradient, in a step of its own.
+Deconvnet (:meth:`Cam.guided_step` with ``mode="deconvnet"``, for the rules family) swaps the
+same ReLUs for one whose backward is the ReLU of the gradient, in a step of its own.
 A ReLU applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) cannot be
 reached and keeps its plain gradient. Loaded the first time a CAM method runs.
 
@@ -41,11 +41,10 @@ import tensorflow as tf
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
-from xaikit.backend.outputs import as_matrix
-from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach, unreachable_inputs, unreachable_layer
+from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach, unreachable_layer
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
-from xaikit.backend.tf.steps import Traced, signature
+from xaikit.backend.tf.steps import Traced, constants_key, input_grads, scorer_of, signature
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 
@@ -67,7 +66,7 @@ class Cam(CamFacet):
     """The CAM facet of the TensorFlow backend."""
 
     def __init__(self, bk: Any) -> None:
-        self.bk = bk
+        super().__init__(bk)
         self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = (
             weakref.WeakKeyDictionary()
         )
@@ -152,34 +151,20 @@ class Cam(CamFacet):
         """The compiled step ``kind`` of ``model``, made once per layer, output, constant model
         arguments and target kind (``target.static``: a target object's per-sample tensors are
         an argument of the step, so new masks or references do not retrace it)."""
-        from xaikit.backend.tf.core import _static_key
-
         table = self._steps.setdefault(model, {})
         layer_id = None if layer is None else (layer.name, id(layer.obj))
-        key = (
-            kind,
-            layer_id,
-            output,
-            tuple((k, _static_key(v)) for k, v in sorted(static.items())),
-            None if target is None else _static_key(target.static),
-        )
+        key = (kind, layer_id, output, *constants_key(static, target))
         if key in table:
             return table[key]
         bk = self.bk
         ref = weakref.ref(model)  # the step is cached under the model (weakly): it must not hold it
         layer_ref = None if layer is None else weakref.ref(layer.obj)
         name = "" if layer is None else layer.name
-        # a target's scores run as written (AutoGraph would try to convert a user's callable)
-        scorer = None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
+        scorer = scorer_of(target)
 
         def scores_of(out: Any, targets: T | None, extra: dict[str, T], rows: int) -> T:
             """The rows' target scores of what the model returned."""
-            if scorer is not None:
-                return scorer(bk, out, targets, extra)
-            out = as_matrix(bk.selected(out, output, rows))
-            if targets is None:  # the predicted class: each row's highest score, this pass
-                return tf.reduce_max(out, axis=1)
-            return tf.gather(out, targets, axis=1, batch_dims=1)
+            return bk._scores_of(out, targets, output, rows, scorer, extra)[0]
 
         def captured(
             inputs: list[T], kw: dict[str, Any], tape: Any, spread: T | None = None
@@ -199,17 +184,22 @@ class Cam(CamFacet):
                 step.fail(f"layer {name!r} runs twice in one pass: its rows cannot be spread")
             return out, seen[0].outputs[-1]
 
+        def layer_grad(tape: Any, a: T, scores: T) -> tuple[T, T, T]:
+            """``(A, dA, scores)`` of a pass; a gradient that does not reach the layer fails the
+            step (an error for the caller, never a map of zeros)."""
+            da = tape.gradient(scores, a)
+            if da is None:
+                step.fail(unreachable_layer(ref(), name, output))
+                da = tf.zeros_like(a)
+            return _working(a), _working(da), scores
+
         def grad(
             inputs: list[T], targets: T | None, kw: dict[str, Any], extra: dict[str, T]
         ) -> tuple[T, T, T]:
             with tf.GradientTape(watch_accessed_variables=False) as tape:  # records from A on
                 out, a = captured(inputs, kw, tape)
                 scores = scores_of(out, targets, extra, int(inputs[0].shape[0]))
-            da = tape.gradient(scores, a)
-            if da is None:  # an error for the caller (never a map of zeros)
-                step.fail(unreachable_layer(ref(), name, output))
-                da = tf.zeros_like(a)
-            return _working(a), _working(da), scores
+            return layer_grad(tape, a, scores)
 
         def spread_grad(
             inputs: list[T], targets: T | None, spread: T, kw: dict[str, Any], extra: dict[str, T]
@@ -221,11 +211,7 @@ class Cam(CamFacet):
             if int(a.shape[0]) != rows or scores.shape[:1] != (rows,):
                 step.fail(f"the model's rows above layer {name!r} do not follow the layer's rows")
                 return tf.zeros((rows, *a.shape[1:])), tf.zeros((rows, *a.shape[1:])), tf.zeros((rows,))
-            da = tape.gradient(scores, a)
-            if da is None:
-                step.fail(unreachable_layer(ref(), name, output))
-                da = tf.zeros_like(a)
-            return _working(a), _working(da), scores
+            return layer_grad(tape, a, scores)
 
         def acts(inputs: list[T], kw: dict[str, Any]) -> T:
             return _working(captured(inputs, kw, None)[1])
@@ -241,11 +227,7 @@ class Cam(CamFacet):
             plain = ops_out_of_reach(graph.get_operations()[first:], ("Relu",), _MODIFIED)
             if plain:  # an error for the caller (never a map modified only in part)
                 step.fail(_unreached_relus(kind, plain, ref()))
-            grads = tape.gradient(scores, inputs)
-            missing = [i for i, g in enumerate(grads) if g is None]
-            if missing:  # an error for the caller (never a gradient of zeros)
-                step.fail(unreachable_inputs(ref(), missing, len(inputs)))
-            return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+            return input_grads(step, ref(), tape.gradient(scores, inputs), inputs)
 
         bodies: dict[str, Callable[..., Any]] = {
             "cam_grad": grad, "cam_spread": spread_grad, "cam_acts": acts, "guided": guided,
@@ -273,8 +255,7 @@ class Cam(CamFacet):
         subclassed forms, see above). A model whose layers above read a tensor from below the
         layer (a skip connection around it) or the input's batch size does not take the spread
         rows: its step fails, and the caller runs the repeated rows instead (correct, slower)."""
-        tensors, static = self.bk._split(model_kwargs)
-        extra = {} if target is None else dict(target.tensors)
+        tensors, static, extra = self.bk._step_args(model_kwargs, target)
         if spread is not None:
             step = self._step(model, layer, output, "cam_spread", static, target)
             a, da, scores = step.run(list(inputs), targets, spread, tensors, extra)
@@ -303,24 +284,13 @@ class Cam(CamFacet):
         output: int | str = 0,
         model_kwargs: dict[str, Any] | None = None,
         target: Any = None,
-    ) -> list[T]:
-        return self.relu_step(model, inputs, targets, "guided", output, model_kwargs, target)
-
-    def relu_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        mode: str,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
+        mode: str = "guided",
     ) -> list[T]:
         """Input gradients with every reachable ReLU's backward modified: ``mode="guided"``
-        (positive gradients where the input was positive) or ``"deconvnet"`` (the ReLU of the
-        gradient); a bound ``target`` object scores the rows (sample indices)."""
-        tensors, static = self.bk._split(model_kwargs)
-        extra = {} if target is None else dict(target.tensors)
+        (:meth:`CamFacet.guided_step`: positive gradients where the input was positive) or
+        ``"deconvnet"`` (the ReLU of the gradient, for :func:`xaikit.backend.tf.lrp.modified_step`);
+        a bound ``target`` object scores the rows (sample indices)."""
+        tensors, static, extra = self.bk._step_args(model_kwargs, target)
         step = self._step(model, None, output, mode, static, target)
         # The step is traced (and retraced) only while the ReLUs are swapped, so its graph is
         # always the modified one; the model's own attributes are restored right after.
@@ -488,7 +458,7 @@ def _deconv_relu(x: T) -> Any:
     return tf.nn.relu(x, name=_MODIFIED), grad
 
 
-#: the ReLU that each mode of :meth:`Cam.relu_step` swaps in
+#: the ReLU that each mode of :meth:`Cam.guided_step` swaps in
 _RELUS = {"guided": _guided_relu, "deconvnet": _deconv_relu}
 
 

@@ -22,10 +22,18 @@ import numpy as np
 
 from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
-from xaikit.backend.tf.errors import error_text, unreachable_inputs
+from xaikit.backend.tf.errors import error_text
 from xaikit.backend.tf.forms import input_shapes, not_callable
 from xaikit.backend.tf.layers import all_layers, sublayers
-from xaikit.backend.tf.steps import KINDS, TraceCounts, Traced
+from xaikit.backend.tf.steps import (
+    KINDS,
+    TraceCounts,
+    Traced,
+    constants_key,
+    input_grads,
+    model_ref,
+    scorer_of,
+)
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.layout import ModelLayout
 
@@ -267,6 +275,29 @@ class TFBackend(Backend):
                 static[key] = value
         return tensors, static
 
+    def _step_args(
+        self, model_kwargs: dict[str, Any] | None, target: Any
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """``(tensors, static, extra)``: :meth:`_split`'s two parts of ``model_kwargs`` and a bound
+        target object's per-sample tensors (``extra``, an argument of the compiled step)."""
+        tensors, static = self._split(model_kwargs)
+        return tensors, static, {} if target is None else dict(target.tensors)
+
+    def _scores_of(
+        self, out: Any, targets: T | None, output: int | str, rows: int, scorer: Any, extra: dict[str, T]
+    ) -> tuple[T, T]:
+        """``(scores, output matrix)`` of what the model returned, inside a step: a target
+        object's ``scorer`` (the scores stand for the matrix), else the ``targets`` column of
+        each row of the selected output (``targets=None``: each row's highest score)."""
+        tf = self.tf
+        if scorer is not None:
+            scores = scorer(self, out, targets, extra)
+            return scores, scores
+        out = as_matrix(self.selected(out, output, rows))
+        if targets is None:  # the predicted class: each row's highest score, this pass
+            return tf.reduce_max(out, axis=1), out
+        return tf.gather(out, targets, axis=1, batch_dims=1), out
+
     def _step(
         self,
         model: Any,
@@ -290,8 +321,7 @@ class TFBackend(Backend):
             n_inputs,
             output,
             bool(xla),
-            tuple((k, _static_key(v)) for k, v in sorted(static.items())),
-            None if target is None else _static_key(target.static),
+            *constants_key(static, target),
             fused,
         )
         try:
@@ -300,17 +330,12 @@ class TFBackend(Backend):
             table = self._fallback_steps.setdefault(id(model), {})
         if key in table:
             return table[key]
-        ref = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
-        # a target's scores run as written (AutoGraph would try to convert a user's callable)
-        scorer = None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
+        ref = model_ref(model)
+        scorer = scorer_of(target)
 
         def scores_of(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> tuple[T, T]:
             out = self._call(ref(), inputs, {**kw, **static})
-            if scorer is not None:
-                scores = scorer(self, out, targets, extra)
-                return scores, scores
-            out = as_matrix(self.selected(out, output, int(inputs[0].shape[0])))
-            return tf.gather(out, targets, axis=1, batch_dims=1), out
+            return self._scores_of(out, targets, output, int(inputs[0].shape[0]), scorer, extra)
 
         def grad(
             inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]
@@ -319,12 +344,7 @@ class TFBackend(Backend):
                 for x in inputs:
                     tape.watch(x)
                 scores, out = scores_of(inputs, targets, kw, extra)
-            grads = tape.gradient(scores, inputs)
-            missing = [i for i, g in enumerate(grads) if g is None]
-            if missing:  # an error for the caller (never a gradient of zeros)
-                step.fail(unreachable_inputs(ref(), missing, len(inputs)))
-                grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
-            return scores, grads, out
+            return scores, input_grads(step, ref(), tape.gradient(scores, inputs), inputs), out
 
         def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> T:
             return scores_of(inputs, targets, kw, extra)[0]
@@ -350,8 +370,7 @@ class TFBackend(Backend):
         model_kwargs: dict[str, Any] | None = None,
         target: Any = None,
     ) -> T:
-        tensors, static = self._split(model_kwargs)
-        extra = {} if target is None else dict(target.tensors)
+        tensors, static, extra = self._step_args(model_kwargs, target)
         return self._step(model, len(inputs), output, "scores", xla, static, target).run(
             list(inputs), targets, tensors, extra
         )
@@ -366,8 +385,7 @@ class TFBackend(Backend):
         model_kwargs: dict[str, Any] | None = None,
         target: Any = None,
     ) -> tuple[T, list[T], T]:
-        tensors, static = self._split(model_kwargs)
-        extra = {} if target is None else dict(target.tensors)
+        tensors, static, extra = self._step_args(model_kwargs, target)
         step = self._step(model, len(inputs), output, "grad", xla, static, target)
         scores, grads, out = step.run(list(inputs), targets, tensors, extra)
         return scores, list(grads), out
@@ -432,27 +450,3 @@ def _input_shape(model: Any) -> tuple[Any, ...] | None:
     """The declared input shape of a built single-input Keras model, or None."""
     shapes = input_shapes(model)
     return shapes[0] if shapes is not None and len(shapes) == 1 else None
-
-
-def _static_key(value: Any) -> Any:
-    """A cache key for a constant model argument: the value when hashable; lists, tuples and
-    dicts by their contents (an equal list passed again reuses the compiled step instead of
-    tracing a new one); anything else by its identity (the cached step keeps the value alive,
-    so the identity is not reused)."""
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_static_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((repr(k), _static_key(v)) for k, v in value.items())))
-    try:
-        hash(value)
-    except TypeError:
-        return ("id", id(value))
-    return value
-
-
-def _weakrefable(obj: Any) -> bool:
-    try:
-        weakref.ref(obj)
-    except TypeError:
-        return False
-    return True

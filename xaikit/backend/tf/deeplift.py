@@ -39,14 +39,12 @@ import numpy as np
 import tensorflow as tf
 
 from xaikit.backend.base import T
-from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
-from xaikit.backend.outputs import as_matrix
+from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS, check_baselines
 from xaikit.backend.tf.cam import _call_attr, _restore
-from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach, unreachable_inputs
+from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach
 from xaikit.backend.tf.forms import model_form
 from xaikit.backend.tf.layers import all_layers
-from xaikit.backend.tf.steps import Traced
-from xaikit.errors import XaikitValueError
+from xaikit.backend.tf.steps import Traced, cached_step, constants_key, input_grads, model_ref, scorer_of
 
 __all__ = ["EPS", "deeplift_layers", "deeplift_step", "max_rule", "rescale", "snap_ties"]
 
@@ -266,23 +264,14 @@ def _step(
     """The compiled DeepLIFT step of ``model``, made once per model, number of inputs, output,
     constant model arguments and target kind (a target object's tensors are an argument),
     traced (while the rules are swapped in) once per shape."""
-    from xaikit.backend.tf.core import _static_key, _weakrefable
+    key = (n_inputs, output, *constants_key(static, target))
+    return cached_step(_STEPS, model, key, lambda: _traced(bk, model, output, static, target))
 
-    key = (
-        n_inputs,
-        output,
-        tuple((k, _static_key(v)) for k, v in sorted(static.items())),
-        None if target is None else _static_key(target.static),
-    )
-    try:
-        table = _STEPS.setdefault(model, {})
-    except TypeError:  # not weak-referenceable: a step for this call only
-        table = {}
-    if key in table:
-        return table[key]
-    holder = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
-    # a target's scores run as written (AutoGraph would try to convert a user's callable)
-    scorer = None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
+
+def _traced(bk: Any, model: Any, output: int | str, static: dict[str, Any], target: Any) -> Traced:
+    """A new DeepLIFT step of ``model`` (see :func:`_step`)."""
+    holder = model_ref(model)
+    scorer = scorer_of(target)
 
     def body(
         inputs: list[T], baselines: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]
@@ -298,23 +287,13 @@ def _step(
             unruled = ops_out_of_reach(graph.get_operations()[first:], _RULE_OPS, _RULED)
             if unruled:  # an error for the caller (never attributions that miss the delta unsaid)
                 step.fail(_unruled(unruled, holder()))
-            both = tf.concat([targets, targets], 0)
-            if scorer is not None:
-                picked = scorer(bk, raw, both, extra)
-            else:
-                out = as_matrix(bk.selected(raw, output, 2 * n))
-                picked = tf.gather(out, both, axis=1, batch_dims=1)
+            picked, _ = bk._scores_of(raw, tf.concat([targets, targets], 0), output, 2 * n, scorer, extra)
             scores = picked[:n]
-        grads = tape.gradient(scores, inputs)
-        missing = [i for i, g in enumerate(grads) if g is None]
-        if missing:  # an error for the caller (never a gradient of zeros)
-            step.fail(unreachable_inputs(holder(), missing, len(inputs)))
-            grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+        grads = input_grads(step, holder(), tape.gradient(scores, inputs), inputs)
         attributions = [(x - tf.cast(b, x.dtype)) * g for x, b, g in zip(inputs, baselines, grads)]
         return attributions, scores, picked[n:]
 
     step = Traced(body, bk.trace_counts, bk.trace_counts.key(model, "deeplift"))
-    table[key] = step
     return step
 
 
@@ -328,37 +307,14 @@ def deeplift_step(
     model_kwargs: dict[str, Any] | None = None,
     target: Any = None,
 ) -> tuple[list[T], T, T]:
-    """DeepLIFT (Rescale rule) of n rows against one baseline row each.
-
-    Args:
-        bk: the TensorFlow backend.
-        model: the Keras model.
-        inputs: each model input's n rows.
-        baselines: each input's n baseline rows (the same shapes).
-        targets: int64 (n,) classes.
-        output: the model output explained.
-        model_kwargs: keyword arguments of the 2n rows [inputs; baselines] (a per-sample value
-            given twice, once for each half).
-        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows of the
-            raw output; ``targets`` are then each row's sample index.
-
-    Returns:
-        ``(attributions per input, f(x) target scores (n,), f(baseline) target scores (n,))``;
-        the attributions are ``(x - baseline) * multipliers``.
-    """
+    """DeepLIFT (Rescale rule) of n rows of a Keras model against one baseline row each, in
+    one compiled step (see :meth:`xaikit.backend.facets.RelevanceFacet.deeplift_step`)."""
     from xaikit.backend.tf.lrp import refuse_exported
 
     refuse_exported(model, "DeepLIFT (deeplift, deepliftshap)")  # no layers to give the rules to
-    if len(baselines) != len(inputs) or any(
-        tuple(b.shape) != tuple(x.shape) for x, b in zip(inputs, baselines)
-    ):
-        raise XaikitValueError(
-            "deeplift_step needs one baseline tensor per input with that input's shape; got "
-            f"inputs {[tuple(x.shape) for x in inputs]} and baselines {[tuple(b.shape) for b in baselines]}"
-        )
-    tensors, static = bk._split(model_kwargs)
+    check_baselines(inputs, baselines)
+    tensors, static, extra = bk._step_args(model_kwargs, target)
     step = _step(bk, model, len(inputs), output, static, target)
-    extra = {} if target is None else dict(target.tensors)
     # The step is traced (and retraced) only while the rules are swapped in, so its graph is
     # always DeepLIFT's; the model's own attributes are restored right after.
     with deeplift_layers(model):

@@ -35,8 +35,8 @@ same object with the same attributes, weights and statistics after every call, a
 error. The steps are cached per model, composite, output and constant model arguments; the
 swapped calls exist only while a step is traced, so no other step sees them.
 
-Guided backprop delegates to :meth:`xaikit.backend.tf.cam.Cam.guided_step`; deconvnet is the
-same swap of ReLUs with the ReLU of the gradient as backward (:meth:`~xaikit.backend.tf.cam.Cam.relu_step`).
+Guided backprop and deconvnet delegate to :meth:`xaikit.backend.tf.cam.Cam.guided_step`: deconvnet
+(``mode="deconvnet"``) is the same swap of ReLUs with the ReLU of the gradient as backward.
 """
 
 from __future__ import annotations
@@ -50,14 +50,13 @@ import keras
 import tensorflow as tf
 
 from xaikit.backend.base import T
-from xaikit.backend.outputs import as_matrix
 from xaikit.backend.tf.cam import _call_attr, _relu_layers, _restore
 from xaikit.backend.tf.errors import unreachable_inputs
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
 from xaikit.backend.tf.layers import sublayers
 from xaikit.backend.tf.lrp_linear import Linear, backward, linears, pass_grad, stab
 from xaikit.backend.tf.lrp_plan import ALLOWED, Assignment, composite_key, is_linear, zbox_slots
-from xaikit.backend.tf.steps import Traced
+from xaikit.backend.tf.steps import Traced, cached_step, constants_key, model_ref, scorer_of
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 __all__ = ["lrp_step", "modified_step"]
@@ -344,13 +343,12 @@ def lrp_step(
     if not all(hasattr(composite, a) for a in ("rule_for", "layers", "first", "names", "canonize")):
         raise XaikitTypeError(f"composite must be a Composite (xk.xai.rules.spec); got {describe(composite)}")
     Assignment(model, composite)  # the composite's errors, before anything is traced
-    tensors, static = bk._split(model_kwargs)
+    tensors, static, extra = bk._step_args(model_kwargs, target)
     zbox = zbox_slots(composite)
     bounds = {
         slot: (tf.constant(r.low, tf.float32), tf.constant(r.high, tf.float32)) for slot, r in zbox.items()
     }
     step = _step(bk, model, composite, output, static, target)
-    extra = {} if target is None else dict(target.tensors)
     rel, scores = step.run(list(inputs), targets, tensors, bounds, extra)
     return list(rel), scores
 
@@ -358,24 +356,16 @@ def lrp_step(
 def _step(
     bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, Any], target: Any = None
 ) -> Traced:
-    from xaikit.backend.tf.core import _static_key, _weakrefable
+    """The compiled LRP step of ``model``, made once per model, composite, output, constant
+    model arguments and target kind (:func:`_traced`)."""
+    key = ("lrp", composite_key(comp), output, *constants_key(static, target))
+    return cached_step(_STEPS, model, key, lambda: _traced(bk, model, comp, output, static, target))
 
-    key = (
-        "lrp",
-        composite_key(comp),
-        output,
-        tuple((k, _static_key(v)) for k, v in sorted(static.items())),
-        None if target is None else _static_key(target.static),
-    )
-    try:
-        table = _STEPS.setdefault(model, {})
-    except TypeError:  # not weak-referenceable: a step per call
-        table = {}
-    if key in table:
-        return table[key]
-    ref = weakref.ref(model) if _weakrefable(model) else (lambda m=model: m)
-    # a target's scores run as written (AutoGraph would try to convert a user's callable)
-    scorer = None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
+
+def _traced(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str, Any], target: Any) -> Traced:
+    """A new LRP step of ``model`` (see :func:`_step`)."""
+    ref = model_ref(model)
+    scorer = scorer_of(target)
 
     def body(
         inputs: list[T], targets: T, kw: dict[str, Any], bounds: dict[str, Any], extra: dict[str, T]
@@ -387,11 +377,7 @@ def _step(
                 tape.watch(x)
             with _rules_in(run):
                 out = bk._call(m, inputs, {**kw, **static})
-            if scorer is not None:
-                scores = scorer(bk, out, targets, extra)
-            else:
-                out = as_matrix(bk.selected(out, output, int(inputs[0].shape[0])))
-                scores = tf.gather(out, targets, axis=1, batch_dims=1)
+            scores, _ = bk._scores_of(out, targets, output, int(inputs[0].shape[0]), scorer, extra)
         grads = tape.gradient(scores, inputs)
         missing = [i for i, g in enumerate(grads) if g is None and not run.direct[i]]
         if missing:  # an error for the caller (never relevance of zeros)
@@ -405,7 +391,6 @@ def _step(
         return rel, scores
 
     step = Traced(body, bk.trace_counts, bk.trace_counts.key(model, "lrp"))
-    table[key] = step
     return step
 
 
@@ -433,9 +418,8 @@ def modified_step(
     target: Any = None,
 ) -> list[T]:
     """Guided backprop (``mode="guided"``) or deconvnet (``"deconvnet"``) input gradients of a
-    chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.modified_step`)."""
-    if mode not in ("guided", "deconvnet"):
-        raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {describe(mode)}")
+    chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.modified_step`, which checks
+    ``mode``)."""
     name = "guided backprop" if mode == "guided" else "deconvnet"
     refuse_exported(model, name)
     if not _relu_layers(model):
@@ -445,6 +429,4 @@ def modified_step(
             "a custom layer's call cannot be reached): its map would be the plain gradient. Use "
             "method='vanilla' for that"
         )
-    if mode == "guided":
-        return list(bk.cam.guided_step(model, inputs, targets, output, model_kwargs, target))
-    return list(bk.cam.relu_step(model, inputs, targets, mode, output, model_kwargs, target))
+    return list(bk.cam.guided_step(model, inputs, targets, output, model_kwargs, target, mode=mode))

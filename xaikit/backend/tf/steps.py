@@ -25,6 +25,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from xaikit.backend.base import T
+from xaikit.backend.tf.errors import unreachable_inputs
 from xaikit.errors import XaikitValueError
 
 #: the kinds of steps and what they compute (``TFBackend.traces(model, kind)``)
@@ -128,3 +130,79 @@ def signature(args: Any) -> str:
         return v
 
     return repr(tf.nest.map_structure(spec, args))
+
+
+# ---- what every step's cache and body share ---------------------------------------------------
+def static_key(value: Any) -> Any:
+    """A cache key for a constant model argument: the value when hashable; lists, tuples and
+    dicts by their contents (an equal list passed again reuses the compiled step instead of
+    tracing a new one); anything else by its identity (the cached step keeps the value alive,
+    so the identity is not reused)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(static_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((repr(k), static_key(v)) for k, v in value.items())))
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return value
+
+
+def constants_key(static: dict[str, Any], target: Any) -> tuple[Any, Any]:
+    """The part of a step's cache key that its constant model arguments and its target kind
+    make (a target object's per-sample tensors are arguments of the step, not part of the key)."""
+    return (
+        tuple((k, static_key(v)) for k, v in sorted(static.items())),
+        None if target is None else static_key(target.static),
+    )
+
+
+def cached_step(
+    store: weakref.WeakKeyDictionary[Any, dict[Any, Traced]], model: Any, key: Any, make: Callable[[], Traced]
+) -> Traced:
+    """The step ``store`` caches for ``model`` under ``key``, made by ``make()`` the first time;
+    a model that cannot be weakly referenced gets a step for this call only."""
+    try:
+        table = store.setdefault(model, {})
+    except TypeError:
+        return make()
+    if key not in table:
+        table[key] = make()
+    return table[key]
+
+
+def weakrefable(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def model_ref(model: Any) -> Callable[[], Any]:
+    """What a cached step calls to reach its model: a weak reference (the step is cached under
+    the model and must not hold it), or the model itself where it cannot be weakly referenced."""
+    if weakrefable(model):
+        return weakref.ref(model)
+    return lambda: model
+
+
+def scorer_of(target: Any) -> Any:
+    """A bound target object's scorer, run as written (AutoGraph would try to convert a user's
+    callable), or None without a target object."""
+    import tensorflow as tf
+
+    return None if target is None else tf.autograph.experimental.do_not_convert(target.scorer())
+
+
+def input_grads(step: Traced, model: Any, grads: Any, inputs: list[T]) -> list[T]:
+    """The gradients of a traced body's inputs; one that is None (the scores do not reach the
+    input) fails the step (an error for the caller, never a gradient of zeros) and is
+    replaced by zeros."""
+    import tensorflow as tf
+
+    missing = [i for i, g in enumerate(grads) if g is None]
+    if missing:
+        step.fail(unreachable_inputs(model, missing, len(inputs)))
+    return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]

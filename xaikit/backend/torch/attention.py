@@ -34,9 +34,6 @@ def _attentions_of(raw: Any) -> Any:
 class Attention(AttentionFacet):
     """The attention facet of the torch backend."""
 
-    def __init__(self, bk: Any) -> None:
-        self.bk = bk
-
     def attentions(
         self,
         model: Any,
@@ -85,5 +82,4 @@ class Attention(AttentionFacet):
                         )
         finally:
             switch(saved)
-        host = [a.detach().double().cpu().numpy() for a in atts]
-        return host, None if grads is None else [g.detach().double().cpu().numpy() for g in grads]
+        return self._host(atts, grads)

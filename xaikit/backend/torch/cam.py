@@ -46,7 +46,7 @@ from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.torch import graph_hooks
-from xaikit.backend.torch.forms import compiled_module, hook_refusal, is_exported, is_script
+from xaikit.backend.torch.forms import compiled_module, eager_module, hook_refusal, is_exported, is_script
 from xaikit.backend.torch.grads import layer_grad
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
@@ -60,9 +60,6 @@ def _spatial(out: Any) -> bool:
 
 class Cam(CamFacet):
     """The CAM facet of the torch backend."""
-
-    def __init__(self, bk: Any) -> None:
-        self.bk = bk
 
     def channel_first(self, model: Any) -> bool:
         return True
@@ -141,7 +138,9 @@ class Cam(CamFacet):
         handles = [m.register_forward_hook(hook) for m in modules]
         try:
             with torch.no_grad():
-                raw = self.bk._raw(_eager(model), list(inputs), model_kwargs)  # any output (a segmenter's)
+                raw = self.bk._raw(
+                    eager_module(model), list(inputs), model_kwargs
+                )  # any output (a segmenter's)
         finally:
             for h in handles:
                 h.remove()
@@ -237,7 +236,7 @@ class Cam(CamFacet):
                 tap.fn = _same
         handle = layer.obj.register_forward_hook(lambda _m, _a, out: fn(out))
         try:
-            return call(_eager(model))
+            return call(eager_module(model))
         finally:
             handle.remove()
 
@@ -295,7 +294,9 @@ class Cam(CamFacet):
         # guided for the duration of the pass; a model with TorchScript inside is refused there
         from xaikit.backend.torch.relevance import modified_step
 
-        return modified_step(self.bk, _eager(model), inputs, targets, "guided", output, model_kwargs, target)
+        return modified_step(
+            self.bk, eager_module(model), inputs, targets, "guided", output, model_kwargs, target
+        )
 
 
 def _same(t: Any) -> Any:
@@ -314,13 +315,6 @@ def _checked(name: str, module: Any, out: Any) -> CamLayer:
 def _unhookable(module: Any) -> bool:
     """A module whose forward hooks never fire: TorchScript, or (part of) a torch.export program."""
     return is_script(module) or is_exported(module)
-
-
-def _eager(model: Any) -> Any:
-    """The module to run with hooks: a torch.compile module's eager ``_orig_mod`` (same weights;
-    a hook added to a compiled module would recompile it), else the model itself."""
-    inner = compiled_module(model)
-    return model if inner is None else inner
 
 
 def _not_called(name: str) -> str:

@@ -208,6 +208,24 @@ class TorchBackend(Backend):
             raise error from exc
         return raw
 
+    def _scored(
+        self,
+        model: Any,
+        inputs: Sequence[T],
+        targets: T,
+        output: int | str,
+        kw: dict[str, Any] | None,
+        target: Any,
+    ) -> tuple[T, T]:
+        """``(scores, output)`` of one pass: a bound ``target`` object's scores of the raw output
+        (the scores stand for the output), else the ``targets`` column of each row of the
+        selected output (a (rows, classes) matrix)."""
+        if target is not None:
+            scores = target.scores(self, self._raw(model, inputs, kw), targets)
+            return scores, scores
+        out = as_matrix(self._call(model, inputs, output, kw))
+        return out.gather(1, targets[:, None]).squeeze(1), out
+
     @contextlib.contextmanager
     def forward_only(self) -> Iterator[None]:
         with self.torch.inference_mode():
@@ -237,11 +255,8 @@ class TorchBackend(Backend):
         model_kwargs: dict[str, Any] | None = None,
         target: Any = None,
     ) -> T:
-        if target is not None:
-            with self.torch.no_grad():
-                return target.scores(self, self._raw(model, inputs, model_kwargs), targets)
-        out = as_matrix(self.forward(model, inputs, output, model_kwargs))
-        return out.gather(1, targets[:, None]).squeeze(1)
+        with self.torch.no_grad():
+            return self._scored(model, inputs, targets, output, model_kwargs, target)[0]
 
     def grad_step(
         self,
@@ -260,11 +275,7 @@ class TorchBackend(Backend):
 
         with self.torch.enable_grad():
             xs = [x.detach().requires_grad_(True) for x in inputs]
-            if target is not None:
-                out = scores = target.scores(self, self._raw(model, xs, model_kwargs), targets)
-            else:
-                out = as_matrix(self._call(model, xs, output, model_kwargs))
-                scores = out.gather(1, targets[:, None]).squeeze(1)
+            scores, out = self._scored(model, xs, targets, output, model_kwargs, target)
             grads = input_grads(model, scores, xs, output)
         return scores.detach(), grads, out.detach()
 

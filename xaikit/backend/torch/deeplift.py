@@ -51,12 +51,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from xaikit.backend.base import T
-from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS
+from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS, check_baselines
 from xaikit.backend.outputs import as_matrix
-from xaikit.backend.torch.forms import compiled_module, form_of, hook_refusal, part_out_of_reach
+from xaikit.backend.torch.forms import eager_module, form_of, hook_refusal, part_out_of_reach
 from xaikit.backend.torch.grads import input_grads
 from xaikit.backend.torch.nonlinear import ELEMENTWISE, IN_PLACE, MAXES
-from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.errors import XaikitTypeError
 
 __all__ = ["EPS", "DeepLiftMode", "deeplift_step", "snap_ties"]
 
@@ -266,31 +266,10 @@ def deeplift_step(
     model_kwargs: dict[str, Any] | None = None,
     target: Any = None,
 ) -> tuple[list[T], T, T]:
-    """DeepLIFT (Rescale rule) of n rows against one baseline row each.
-
-    Args:
-        bk: the torch backend.
-        model: the model (eval mode: the caller runs it inside ``bk.inference``).
-        inputs: each model input's n rows.
-        baselines: each input's n baseline rows (the same shapes).
-        targets: int64 (n,) classes.
-        output: the model output explained.
-        model_kwargs: keyword arguments of the 2n rows [inputs; baselines] (a per-sample value
-            given twice, once for each half).
-        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows of the
-            raw output; ``targets`` are then each row's sample index.
-
-    Returns:
-        ``(attributions per input, f(x) target scores (n,), f(baseline) target scores (n,))``;
-        the attributions are ``(x - baseline) * multipliers``.
-    """
-    if len(baselines) != len(inputs) or any(
-        tuple(b.shape) != tuple(x.shape) for x, b in zip(inputs, baselines)
-    ):
-        raise XaikitValueError(
-            "deeplift_step needs one baseline tensor per input with that input's shape; got "
-            f"inputs {[tuple(x.shape) for x in inputs]} and baselines {[tuple(b.shape) for b in baselines]}"
-        )
+    """DeepLIFT (Rescale rule) of n rows of a torch model against one baseline row each (see
+    :meth:`xaikit.backend.facets.RelevanceFacet.deeplift_step`); the model is in eval mode (the
+    caller runs it inside ``bk.inference``)."""
+    check_baselines(inputs, baselines)
     refusal = hook_refusal(model, "DeepLIFT maps (deeplift, deepliftshap)")
     if refusal is not None:  # TorchScript runs its graph without the Python calls the rules replace
         raise refusal
@@ -303,8 +282,7 @@ def deeplift_step(
             "Python nn.Modules (load the submodule's weights into its Python class), or use a method "
             "that needs no rules (the gradient methods)"
         )
-    inner = compiled_module(model)  # a torch.compile module: its eager module (same weights)
-    model = model if inner is None else inner
+    model = eager_module(model)  # a torch.compile module: its eager module (same weights)
     n = int(inputs[0].shape[0])
     with torch.enable_grad():
         xs = [x.detach().requires_grad_(True) for x in inputs]

@@ -57,6 +57,14 @@ def compiled_module(model: Any) -> Any | None:
     return None
 
 
+def eager_module(model: Any) -> Any:
+    """The module to run with hooks or swapped functions: a torch.compile module's eager
+    ``_orig_mod`` (same weights; a hook added to a compiled module would recompile it), else the
+    model itself."""
+    inner = compiled_module(model)
+    return model if inner is None else inner
+
+
 def is_exported(model: Any) -> bool:
     """The module of a ``torch.export`` program, or any other GraphModule whose graph calls aten
     operators (``torch.ops.aten.*`` overloads) rather than its submodules. A

@@ -47,9 +47,8 @@ from torch.autograd.function import once_differentiable
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import LRP_ALLOWED as _ALLOWED
-from xaikit.backend.outputs import as_matrix
 from xaikit.backend.torch.attn_rules import TransformerRules
-from xaikit.backend.torch.forms import compiled_module, form_of, hook_refusal, is_exported, part_out_of_reach
+from xaikit.backend.torch.forms import eager_module, form_of, hook_refusal, is_exported, part_out_of_reach
 from xaikit.backend.torch.grads import input_grads
 from xaikit.backend.torch.lrp_rules import Affine, rule_backward, stabilized_ratio
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
@@ -414,8 +413,7 @@ def lrp_step(
     ``(relevance per input (float32, each input's shape), target scores (rows,))``; a bound
     ``target`` object scores the raw output (``targets`` are then sample indices)."""
     _refuse(model)
-    inner = compiled_module(model)
-    eager = model if inner is None else inner
+    eager = eager_module(model)
     plan = _plan(model, eager, composite)
     half = bk._half(eager)
     with bk.inference(model), torch.enable_grad():
@@ -427,11 +425,7 @@ def lrp_step(
         handles = run.attach()
         try:
             with TransformerRules():  # AttnLRP's rules for attention, LayerNorm, functional activations
-                if target is not None:
-                    scores = target.scores(bk, bk._raw(eager, xs, model_kwargs), targets)
-                else:
-                    out = as_matrix(bk._call(eager, xs, output, model_kwargs))
-                    scores = out.gather(1, targets[:, None]).squeeze(1)
+                scores, _ = bk._scored(eager, xs, targets, output, model_kwargs, target)
             if not run.ran:
                 raise XaikitValueError(
                     f"{_LRP} assigns its rules to the model's convolution and nn.Linear modules, and the "

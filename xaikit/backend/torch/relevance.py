@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode
 
 from xaikit.backend.base import T
 from xaikit.backend.torch.deeplift import deeplift_step
-from xaikit.backend.torch.forms import compiled_module, hook_refusal, is_exported, part_out_of_reach
+from xaikit.backend.torch.forms import eager_module, hook_refusal, is_exported, part_out_of_reach
 from xaikit.backend.torch.lrp import lrp_step
 from xaikit.backend.torch.nonlinear import RELUS as _RELUS
 from xaikit.errors import XaikitValueError
@@ -88,9 +88,8 @@ def modified_step(
     too). A forward pass that calls no ReLU is an error (its map would be the plain gradient,
     silently), and so is a model that holds a TorchScript module or a torch.export program (the
     ReLUs inside run unmodified: its map would be modified only in part). ``target``: a bound
-    target object scoring the rows (``targets`` are then sample indices)."""
-    if mode not in ("guided", "deconvnet"):
-        raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {mode!r}")
+    target object scoring the rows (``targets`` are then sample indices). ``mode`` is checked by
+    the facet."""
     name = "guided backprop (guided_backprop, guided_gradcam)" if mode == "guided" else "deconvnet"
     refusal = hook_refusal(model, f"{name} maps")
     if refusal is not None:
@@ -103,8 +102,7 @@ def modified_step(
             f"(submodule {part[0]!r}): its map would be {mode} only in part. Explain a model of "
             "Python nn.Modules, or use a method that needs no hooks"
         )
-    inner = compiled_module(model)  # a torch.compile module: its eager module (same weights)
-    model = model if inner is None else inner
+    model = eager_module(model)  # a torch.compile module: its eager module (same weights)
     relus = ReluMode(_GuidedRelu if mode == "guided" else _DeconvRelu)
     with relus:
         _, grads, _ = bk.grad_step(model, inputs, targets, output, False, model_kwargs, target=target)
