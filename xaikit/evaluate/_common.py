@@ -31,6 +31,13 @@ class PerSample:
         return finite_mean(self.scores)
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """``value`` when it is True or False (numpy's too), else a clear error naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise XaikitTypeError(f"{name} must be True or False; got {describe(value)}")
+    return bool(value)
+
+
 def host(value: Any, name: str) -> np.ndarray:
     """A numpy copy of an array or tensor, with a clear error for anything else."""
     if value is None or isinstance(value, (str, bytes, dict)):

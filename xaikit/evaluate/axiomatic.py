@@ -24,12 +24,11 @@ import numpy as np
 from xaikit.backend import T, get_backend
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitValueError
-from xaikit.evaluate._common import check_method_options, fixed_object, input_layout, pin_scored
+from xaikit.evaluate._common import check_bool, check_method_options, fixed_object, input_layout, pin_scored
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
-from xaikit.evaluate.complexity import _check_bool, _normalized
-from xaikit.evaluate.faithfulness import _spatial_map, _start, _stash_scores
-from xaikit.layout import move
+from xaikit.evaluate.complexity import _normalized
+from xaikit.evaluate.faithfulness import _score_rows, _spatial_map, _start
 from xaikit.xai.internal import (
     FIXED_BASELINES,
     baseline_values,
@@ -174,7 +173,7 @@ def non_sensitivity(
     eps = check_number(eps, "eps", 0.0)
     output_eps = eps if output_eps is None else check_number(output_eps, "output_eps", 0.0)
     step = check_int(features_in_step, "features_in_step", 1)
-    normalize = _check_bool(normalize, "normalize")
+    normalize = check_bool(normalize, "normalize")
     check_baseline(baseline, NS_BASELINES)
     settings = RunSettings.of(run).checked()
     job = _start(model, x, saliency, target, settings)
@@ -190,32 +189,16 @@ def non_sensitivity(
     else:
         base = baseline_values(x_values, baseline, job.channel_axis)
     base_t = job.upload(base)
-    channel_axis = job.channel_axis
     total = (rounds + 1) * batch  # row r: sample r % B; round r // B - 1 perturbs group (r // B - 1)
     sizes: list[int] = []
 
-    with bk.inference(model):
-        targets, spec, _ = pin_scored(job.inp, target, settings.output)
+    def build(r0: int, r1: int, idx: T) -> T:
+        r = np.arange(r0, r1)
+        sample, group = r % batch, r // batch - 1  # group -1: the clean row
+        keep = (groups[sample] != group[:, None]).astype(np.float32).reshape((r1 - r0,) + job.spatial)
+        return job.keep_rows(bk.gather(job.xt, idx), bk.gather(base_t, idx), keep)
 
-        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
-            r = np.arange(r0, r1)
-            sample, group = r % batch, r // batch - 1  # group -1: the clean row
-            keep = (groups[sample] != group[:, None]).astype(np.float32).reshape((r1 - r0,) + job.spatial)
-            if channel_axis is not None:
-                keep = np.expand_dims(keep, channel_axis)
-            idx = bk.index(sample, job.device)
-            rows = bk.eval.blend(
-                bk.gather(job.xt, idx),
-                bk.gather(base_t, idx),
-                bk.as_tensor(move(keep, job.layout_move), job.device, "float32"),
-                bk.as_tensor(
-                    np.full((r1 - r0,) + (1,) * (len(job.shape) - 1), 0.5, np.float32), job.device, "float32"
-                ),
-                False,
-            )
-            return [rows], bk.gather(targets, idx)
-
-        flat = _stash_scores(job, model, rows_fn, total, settings.output, sizes, spec=spec)
+    flat, targets, _ = _score_rows(job, model, target, settings.output, total, build, sizes)
     per_group = np.abs(flat[batch:].reshape(max(rounds, 0), batch).T - flat[:batch, None])  # (B, rounds)
     deltas = np.take_along_axis(per_group, groups, axis=1) if n else np.zeros((batch, 0))
     changed = ~(deltas < output_eps)

@@ -23,14 +23,15 @@ sum and 1e-12 inside the log, which we do not: the only difference).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from xaikit.checks import check_number
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, maps_alone_or_explain
+from xaikit.errors import XaikitValueError, describe
+from xaikit.evaluate._common import PerSample, check_bool, host, maps_alone_or_explain
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 
@@ -73,7 +74,7 @@ class SparsenessResult:
 
 
 @dataclass
-class ComplexityResult:
+class ComplexityResult(PerSample):
     """Per-sample complexity (entropy of the normalized map magnitudes, in nats); lower = simpler.
 
     Attributes:
@@ -83,12 +84,6 @@ class ComplexityResult:
 
     scores: np.ndarray
     targets: np.ndarray | None = None
-
-    @property
-    def mean(self) -> float:
-        """The mean score over samples (NaN scores left out)."""
-        ok = self.scores[np.isfinite(self.scores)]
-        return float(ok.mean()) if ok.size else float("nan")
 
 
 def _check_channels(channels: Any) -> str:
@@ -125,6 +120,17 @@ def _flat_magnitudes(saliency: Any, channels: str) -> np.ndarray:
     """(B, n) magnitudes of the maps."""
     mag = _magnitudes(saliency, channels)
     return mag.reshape(mag.shape[0], -1)
+
+
+def _map_magnitudes(
+    saliency: Any, channels: Any, model: Any, x: Any, target: Any, run: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(magnitudes, targets)`` of a metric of maps alone: the (B, n) magnitudes of the maps
+    (computed first for a method name, see :func:`~xaikit.evaluate._common.maps_alone_or_explain`)
+    and the classes explained (None for maps given)."""
+    _check_channels(channels)
+    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
+    return _flat_magnitudes(maps, channels), targets
 
 
 def gini(values: np.ndarray) -> np.ndarray:
@@ -185,9 +191,7 @@ def sparseness(
         >>> sparseness(maps).scores.round(4).tolist()
         [0.0, 0.9375]
     """
-    _check_channels(channels)
-    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
-    flat = _flat_magnitudes(maps, channels)
+    flat, targets = _map_magnitudes(saliency, channels, model, x, target, run)
     return SparsenessResult(gini(flat), targets)
 
 
@@ -229,9 +233,7 @@ def complexity(
         >>> complexity(maps).scores.round(4).tolist()  # log(16) = 2.7726
         [2.7726, 0.0]
     """
-    _check_channels(channels)
-    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
-    flat = _flat_magnitudes(maps, channels)
+    flat, targets = _map_magnitudes(saliency, channels, model, x, target, run)
     total = flat.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = flat / total
@@ -270,13 +272,6 @@ def _normalized(mag: np.ndarray, normalize: bool) -> np.ndarray:
         return mag
     top = mag.max(axis=1, keepdims=True)
     return mag / np.where(top > 0, top, 1.0)
-
-
-def _check_bool(value: Any, name: str) -> bool:
-    """``value`` when it is True or False, else a clear error naming ``name``."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise XaikitTypeError(f"{name} must be True or False; got {describe(value)}")
-    return bool(value)
 
 
 @public()
@@ -333,16 +328,15 @@ def effective_complexity(
         [2.0, 16.0]
     """
     eps = check_number(eps, "eps", 0.0)
-    normalize = _check_bool(normalize, "normalize")
-    _check_channels(channels)
-    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
-    mag = _normalized(_flat_magnitudes(maps, channels), normalize)
+    normalize = check_bool(normalize, "normalize")
+    flat, targets = _map_magnitudes(saliency, channels, model, x, target, run)
+    mag = _normalized(flat, normalize)
     return EffectiveComplexityResult((mag > eps).sum(axis=1).astype(np.float64), eps, targets)
 
 
 # ---- MST-C -----------------------------------------------------------------------------------
 @dataclass
-class MSTCResult:
+class MSTCResult(PerSample):
     """Per-sample minimum spanning tree compactness; higher = more compact.
 
     Attributes:
@@ -361,12 +355,6 @@ class MSTCResult:
     cohesion: np.ndarray
     points: np.ndarray
     targets: np.ndarray | None = None
-
-    @property
-    def mean(self) -> float:
-        """The mean score over samples (NaN scores left out)."""
-        ok = self.scores[np.isfinite(self.scores)]
-        return float(ok.mean()) if ok.size else float("nan")
 
 
 def emst_length(points: np.ndarray) -> float:
@@ -471,7 +459,7 @@ def mst_c(
     threshold = check_number(threshold, "threshold", 0.0, 100.0)
     if threshold >= 100.0:
         raise XaikitValueError(f"threshold must be a percentile in [0, 100); got {threshold!r}")
-    scale = _check_bool(scale, "scale")
+    scale = check_bool(scale, "scale")
     maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
     mag = _magnitudes(maps, "sum")
     if mag.ndim != 3:

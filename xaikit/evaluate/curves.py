@@ -26,6 +26,7 @@ is left unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +35,10 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import host, pin_scored
+from xaikit.evaluate._common import host
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
-from xaikit.evaluate.faithfulness import _Run, _spatial_map, _start, _stash_scores
+from xaikit.evaluate.faithfulness import _Run, _score_rows, _spatial_map, _start
 from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
 from xaikit.layout import move
 from xaikit.xai.agnostic.features import feature_ids
@@ -195,23 +196,18 @@ def _curve(
     ndim = len(run.shape)
     total = (steps + 1) * batch
     sizes: list[int] = []
-    with bk.inference(model):
-        targets, spec, reported = pin_scored(run.inp, target, output)
 
-        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
-            r = np.arange(r0, r1)
-            idx = bk.index(r % batch, run.device)
-            thresholds = (r // batch).astype(np.float32).reshape((-1,) + (1,) * (ndim - 1))
-            rows = bk.eval.blend(
-                bk.gather(run.xt, idx),
-                bk.gather(base_t, idx),
-                bk.gather(rank_t, idx),
-                bk.as_tensor(thresholds, run.device, "float32"),
-                False,
-            )
-            return [rows], bk.gather(targets, idx)
+    def build(r0: int, r1: int, idx: T) -> T:
+        thresholds = (np.arange(r0, r1) // batch).astype(np.float32).reshape((-1,) + (1,) * (ndim - 1))
+        return bk.eval.blend(
+            bk.gather(run.xt, idx),
+            bk.gather(base_t, idx),
+            bk.gather(rank_t, idx),
+            bk.as_tensor(thresholds, run.device, "float32"),
+            False,
+        )
 
-        flat = _stash_scores(run, model, rows_fn, total, output, sizes, spec=spec)
+    flat, _, reported = _score_rows(run, model, target, output, total, build, sizes)
     return flat.reshape(steps + 1, batch).T, reported, sizes
 
 
@@ -234,6 +230,39 @@ def _region_values(smap: np.ndarray, regions: np.ndarray, size: int) -> np.ndarr
     """(B, size) the map summed over each region."""
     return np.stack(
         [np.bincount(r.ravel(), weights=m.ravel(), minlength=size) for r, m in zip(regions, smap)]
+    )
+
+
+def _patch_curve(
+    kind: str,
+    model: Any,
+    x: Any,
+    saliency: Any,
+    target: Any,
+    patch_size: int,
+    steps: int | None,
+    order: str,
+    baseline: Any,
+    rank: str,
+    run: Mapping[str, Any],
+    score: Callable[[np.ndarray], np.ndarray],
+) -> RegionCurveResult:
+    """The result of a patch metric (``kind``): the patches ordered by the map summed over each
+    (``order``), the first ``steps`` of them (None: all) removed one after another, and
+    ``score(curve)`` (B,) its scores."""
+    check_baseline(baseline, CURVE_BASELINES)
+    check_rank(rank)
+    settings = RunSettings.of(run).checked()
+    job = _start(model, x, saliency, target, settings)
+    regions, count = _patches(job, x, kind, patch_size)
+    rank = resolve_rank(rank, job.saliency)
+    values = _region_values(_spatial_map(job, absolute=rank == "magnitude"), regions, count)
+    removal = _orders(values, np.full(job.batch, count), order, settings.seed)
+    n = count if steps is None else min(steps, count)
+    fill = _fill(job, baseline, settings.seed)
+    curve, targets, sizes = _curve(job, model, regions, removal, n, fill, target, settings.output)
+    return RegionCurveResult(
+        kind, curve, score(curve), np.full(job.batch, n), regions, removal, targets, sizes
     )
 
 
@@ -302,22 +331,10 @@ def region_perturbation(
     patch_size = check_int(patch_size, "patch_size", 1)
     steps = check_int(steps, "steps", 1)
     order = _check_order(order)
-    check_baseline(baseline, CURVE_BASELINES)
-    check_rank(rank)
-    settings = RunSettings.of(run).checked()
-    job = _start(model, x, saliency, target, settings)
-    regions, count = _patches(job, x, "region_perturbation", patch_size)
-    rank = resolve_rank(rank, job.saliency)
-    values = _region_values(_spatial_map(job, absolute=rank == "magnitude"), regions, count)
-    counts = np.full(job.batch, count)
-    removal = _orders(values, counts, order, settings.seed)
-    n = min(steps, count)
-    fill = _fill(job, baseline, settings.seed)
-    curve, targets, sizes = _curve(job, model, regions, removal, n, fill, target, settings.output)
-    aopc = (curve[:, :1] - curve).mean(axis=1)
-    return RegionCurveResult(
-        "region_perturbation", curve, aopc, np.full(job.batch, n), regions, removal, targets, sizes
-    )
+    return _patch_curve(
+        "region_perturbation", model, x, saliency, target, patch_size, steps, order, baseline, rank, run,
+        lambda curve: (curve[:, :1] - curve).mean(axis=1),  # the AOPC
+    )  # fmt: skip
 
 
 @public()
@@ -372,20 +389,10 @@ def selectivity(
         ((2, 5), (2,))
     """
     patch_size = check_int(patch_size, "patch_size", 1)
-    check_baseline(baseline, CURVE_BASELINES)
-    check_rank(rank)
-    settings = RunSettings.of(run).checked()
-    job = _start(model, x, saliency, target, settings)
-    regions, count = _patches(job, x, "selectivity", patch_size)
-    rank = resolve_rank(rank, job.saliency)
-    values = _region_values(_spatial_map(job, absolute=rank == "magnitude"), regions, count)
-    removal = _orders(values, np.full(job.batch, count), "morf", settings.seed)
-    fill = _fill(job, baseline, settings.seed)
-    curve, targets, sizes = _curve(job, model, regions, removal, count, fill, target, settings.output)
-    auc = np.asarray(np.trapezoid(curve, dx=1.0 / count, axis=1))
-    return RegionCurveResult(
-        "selectivity", curve, auc, np.full(job.batch, count), regions, removal, targets, sizes
-    )
+    return _patch_curve(
+        "selectivity", model, x, saliency, target, patch_size, None, "morf", baseline, rank, run,
+        lambda curve: np.asarray(np.trapezoid(curve, dx=1.0 / (curve.shape[1] - 1), axis=1)),  # the AUC
+    )  # fmt: skip
 
 
 @public()

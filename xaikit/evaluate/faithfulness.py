@@ -105,6 +105,21 @@ class _Run:
         """A host batch in x's layout -> a tensor in the model's layout on its device."""
         return self.bk.as_tensor(move(arr, self.layout_move), self.device, self.inp.dtype)
 
+    def keep_rows(self, xs: T, base_rows: T, keep: np.ndarray) -> T:
+        """Rows that keep x's values where ``keep`` (rows, *spatial) float32 is 1 and take the
+        baseline rows' values where it is 0 (one blend on the device)."""
+        bk = self.bk
+        if self.channel_axis is not None:
+            keep = np.expand_dims(keep, self.channel_axis)
+        half = np.full((keep.shape[0],) + (1,) * (len(self.shape) - 1), 0.5, np.float32)
+        return bk.eval.blend(
+            xs,
+            base_rows,
+            bk.as_tensor(move(keep, self.layout_move), self.device, "float32"),
+            bk.as_tensor(half, self.device, "float32"),
+            False,
+        )
+
 
 def _start(
     model: Any,
@@ -177,6 +192,36 @@ def _stash_scores(
         batch=run.batch, predicted=predicted, target=spec,
     )  # fmt: skip
     return run.bk.to_numpy(flat).astype(np.float64)
+
+
+def _score_rows(
+    run: _Run,
+    model: Any,
+    target: Any,
+    output: int | str,
+    total: int,
+    build: Callable[[int, int, T], T],
+    sizes: list[int],
+    predicted: list[np.ndarray] | None = None,
+) -> tuple[np.ndarray, T, np.ndarray]:
+    """The scores (total,) of ``total`` rows made from the batch (row r: sample r % B) for the
+    pinned ``target``, through one chunked :func:`forward_scores` call, with the pinned row
+    targets and the classes to report of :func:`~xaikit.evaluate._common.pin_scored`.
+    ``build(r0, r1, idx)`` makes rows r0..r1-1 on the device (``idx``: the device index of
+    their samples); ``predicted`` collects the predicted classes (not for a target object:
+    its rows are scored, not predicted)."""
+    bk = run.bk
+    with bk.inference(model):
+        targets, spec, classes = pin_scored(run.inp, target, output)
+
+        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
+            idx = bk.index(np.arange(r0, r1) % run.batch, run.device)
+            return [build(r0, r1, idx)], bk.gather(targets, idx)
+
+        flat = _stash_scores(
+            run, model, rows_fn, total, output, sizes, None if spec is not None else predicted, spec=spec
+        )
+    return flat, targets, classes
 
 
 # ---- ROAD --------------------------------------------------------------------------------------------
@@ -442,19 +487,13 @@ def road(
             r += m
         return out
 
-    with job.bk.inference(model):
-        targets, spec, classes = pin_scored(job.inp, target, output)
+    def build(r0: int, r1: int, idx: T) -> T:
+        for k, o in enumerate(orders):
+            streams[o].at(min(max(r0 - k * per_order, 0), per_order))
+        return job.upload(images(r0, r1))
 
-        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
-            for k, o in enumerate(orders):
-                streams[o].at(min(max(r0 - k * per_order, 0), per_order))
-            idx = job.bk.index(np.arange(r0, r1) % batch, job.device)
-            return [job.upload(images(r0, r1))], job.bk.gather(targets, idx)
-
-        # a target object names no class: its rows are scored, not predicted (correct stays False)
-        flat_scores = _stash_scores(
-            job, model, rows_fn, total, output, sizes, None if spec is not None else predicted, spec=spec
-        )
+    # a target object names no class: its rows are scored, not predicted (correct stays False)
+    flat_scores, _, classes = _score_rows(job, model, target, output, total, build, sizes, predicted)
     predictions = np.concatenate(predicted) if predicted else np.full(total, -2, dtype=np.int64)
     curves: dict[str, ROADCurve] = {}
     for k, o in enumerate(orders):
@@ -622,25 +661,20 @@ def infidelity(
         blocks = [bk.normal(_seed_of(seed, j), model_shape, job.device, job.inp.dtype) for j in range(j0, j1)]
         return (bk.cat(blocks) if len(blocks) > 1 else blocks[0]) * stdev
 
-    with bk.inference(model):
-        targets, spec, classes = pin_scored(job.inp, target, output)
+    def build(r0: int, r1: int, idx: T) -> T:
+        xs = bk.gather(job.xt, idx)
+        p0, p1 = max(r0, batch), r1  # perturbed rows (the clean ones come first)
+        if p0 < p1:
+            j0, j1 = p0 // batch - 1, (p1 - 1) // batch  # perturbation index j = r // B - 1
+            pert = perturbations(j0, j1)
+            pert = bk.gather(pert, bk.index(np.arange(p0, p1) - (j0 + 1) * batch, job.device))
+            if p0 > r0:
+                pert = bk.cat([bk.zeros((p0 - r0,) + model_shape[1:], job.device, job.inp.dtype), pert])
+            xs = xs - pert
+            dots[r0] = (r1, bk.sample_sum(bk.gather(attr_t, idx) * pert))
+        return xs
 
-        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
-            r = np.arange(r0, r1)
-            idx = bk.index(r % batch, job.device)
-            xs = bk.gather(job.xt, idx)
-            p0, p1 = max(r0, batch), r1  # perturbed rows (the clean ones come first)
-            if p0 < p1:
-                j0, j1 = p0 // batch - 1, (p1 - 1) // batch  # perturbation index j = r // B - 1
-                pert = perturbations(j0, j1)
-                pert = bk.gather(pert, bk.index(np.arange(p0, p1) - (j0 + 1) * batch, job.device))
-                if p0 > r0:
-                    pert = bk.cat([bk.zeros((p0 - r0,) + model_shape[1:], job.device, job.inp.dtype), pert])
-                xs = xs - pert
-                dots[r0] = (r1, bk.sample_sum(bk.gather(attr_t, idx) * pert))
-            return [xs], bk.gather(targets, idx)
-
-        flat = _stash_scores(job, model, rows_fn, total, output, sizes, spec=spec)
+    flat, _, classes = _score_rows(job, model, target, output, total, build, sizes)
     dot_rows = np.zeros(total)
     for r0, (r1, d) in dots.items():
         dot_rows[r0:r1] = bk.to_numpy(d).astype(np.float64)[: r1 - r0]
@@ -773,35 +807,20 @@ def faithfulness_correlation(
     if not isinstance(baseline, str):
         baseline = host(baseline, "baseline")
     base_t = job.upload(baseline_values(job.x_host(), baseline, job.channel_axis))
-    channel_axis = job.channel_axis
     total = (nsamples + 1) * batch
     sizes: list[int] = []
 
-    with bk.inference(model):
-        targets, spec, classes = pin_scored(job.inp, target, output)
+    def build(r0: int, r1: int, idx: T) -> T:
+        r = np.arange(r0, r1)
+        keep = np.ones((r1 - r0, n_pixels), dtype=np.float32)  # 0: set to the baseline
+        pert = r >= batch
+        j = r[pert] // batch - 1
+        keep[np.nonzero(pert)[0][:, None], pixel_sets[j, r[pert] % batch]] = 0.0
+        return job.keep_rows(
+            bk.gather(job.xt, idx), bk.gather(base_t, idx), keep.reshape((r1 - r0,) + job.spatial)
+        )
 
-        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
-            r = np.arange(r0, r1)
-            keep = np.ones((r1 - r0, n_pixels), dtype=np.float32)  # 0: set to the baseline
-            pert = r >= batch
-            j = r[pert] // batch - 1
-            keep[np.nonzero(pert)[0][:, None], pixel_sets[j, r[pert] % batch]] = 0.0
-            keep = keep.reshape((r1 - r0,) + job.spatial)
-            if channel_axis is not None:
-                keep = np.expand_dims(keep, channel_axis)
-            idx = bk.index(r % batch, job.device)
-            rows = bk.eval.blend(
-                bk.gather(job.xt, idx),
-                bk.gather(base_t, idx),
-                bk.as_tensor(move(keep, job.layout_move), job.device, "float32"),
-                bk.as_tensor(
-                    np.full((r1 - r0,) + (1,) * (len(job.shape) - 1), 0.5, np.float32), job.device, "float32"
-                ),
-                False,
-            )
-            return [rows], bk.gather(targets, idx)
-
-        flat = _stash_scores(job, model, rows_fn, total, output, sizes, spec=spec)
+    flat, _, classes = _score_rows(job, model, target, output, total, build, sizes)
     deltas = (flat[None, :batch] - flat[batch:].reshape(nsamples, batch)).T
     return FaithfulnessCorrelationResult(_pearson(sums, deltas), sums, deltas, pixel_sets, classes, sizes)
 

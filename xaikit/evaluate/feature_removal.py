@@ -25,7 +25,7 @@ when it is scored. The model is left unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,18 +34,17 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import PerSample, finite_mean, host, pin_scored, refuse_object, spearman
+from xaikit.evaluate._common import PerSample, finite_mean, host, refuse_object, spearman
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.faithfulness import (
     _check_subsets,
     _pearson,
     _Run,
+    _score_rows,
     _spatial_map,
     _start,
-    _stash_scores,
 )
-from xaikit.layout import move
 from xaikit.xai.internal import FIXED_BASELINES, baseline_values, check_baseline, pin_targets
 
 __all__ = [
@@ -98,39 +97,25 @@ def _removal_scores(
     total = (n_pert + 1) * batch
     n_pixels = int(np.prod(job.spatial))
     x_host = job.x_host() if callable(base) else None
-    with bk.inference(model):
-        targets, spec, classes = pin_scored(job.inp, target, output)
 
-        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
-            r = np.arange(r0, r1)
-            removed = np.zeros((r1 - r0, n_pixels), dtype=bool)
-            pert = r >= batch
-            j, b = r[pert] // batch - 1, r[pert] % batch
+    def build(r0: int, r1: int, idx: T) -> T:
+        r = np.arange(r0, r1)
+        removed = np.zeros((r1 - r0, n_pixels), dtype=bool)
+        pert = r >= batch
+        j, b = r[pert] // batch - 1, r[pert] % batch
+        if pert.any():
+            removed[pert] = drop(j, b)
+        keep = (~removed).astype(np.float32).reshape((r1 - r0,) + job.spatial)
+        if callable(base) and x_host is not None:
+            values = x_host[r % batch]
             if pert.any():
-                removed[pert] = drop(j, b)
-            keep = (~removed).astype(np.float32).reshape((r1 - r0,) + job.spatial)
-            if job.channel_axis is not None:
-                keep = np.expand_dims(keep, job.channel_axis)
-            idx = bk.index(r % batch, job.device)
-            xs = bk.gather(job.xt, idx)
-            if callable(base) and x_host is not None:
-                values = x_host[r % batch]
-                if pert.any():
-                    values[pert] = base(j, b)
-                base_rows = job.upload(values)
-            else:
-                base_rows = bk.gather(base, idx)
-            half = np.full((r1 - r0,) + (1,) * (len(job.shape) - 1), 0.5, np.float32)
-            rows = bk.eval.blend(
-                xs,
-                base_rows,
-                bk.as_tensor(move(keep, job.layout_move), job.device, "float32"),
-                bk.as_tensor(half, job.device, "float32"),
-                False,
-            )
-            return [rows], bk.gather(targets, idx)
+                values[pert] = base(j, b)
+            base_rows = job.upload(values)
+        else:
+            base_rows = bk.gather(base, idx)
+        return job.keep_rows(bk.gather(job.xt, idx), base_rows, keep)
 
-        flat = _stash_scores(job, model, rows_fn, total, output, sizes, spec=spec)
+    flat, _, classes = _score_rows(job, model, target, output, total, build, sizes)
     return flat[:batch], flat[batch:].reshape(n_pert, batch), classes
 
 
@@ -152,6 +137,27 @@ def _group_sums(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndar
 
 def _check_step(features_in_step: Any, n_pixels: int) -> int:
     return check_int(features_in_step, "features_in_step", 1, n_pixels)
+
+
+def _signed_groups(
+    model: Any,
+    x: Any,
+    saliency: Any,
+    target: Any,
+    features_in_step: Any,
+    baseline: Any,
+    run: Mapping[str, Any],
+    descending: bool,
+) -> tuple[_Run, RunSettings, np.ndarray, np.ndarray, int]:
+    """The set-up of a metric that sets pixel groups to a fixed ``baseline``: the run, its
+    checked settings, the signed map (B, P), each pixel's group (B, P) (:func:`_groups` of
+    ``features_in_step`` pixels) and the number of groups."""
+    check_baseline(baseline, FIXED_BASELINES)
+    settings = RunSettings.of(run).checked()
+    job = _start(model, x, saliency, target, settings)
+    smap = _spatial_map(job, absolute=False).reshape(job.batch, -1)
+    step = _check_step(features_in_step, smap.shape[1])
+    return job, settings, smap, _groups(smap, step, descending), -(-smap.shape[1] // step)
 
 
 # ---- sensitivity-n ------------------------------------------------------------------------------
@@ -374,13 +380,9 @@ def faithfulness_estimate(
         >>> faithfulness_estimate(model, x, w * x, target=0, baseline="zeros").scores.round(6).tolist()
         [1.0, 1.0]
     """
-    check_baseline(baseline, FIXED_BASELINES)
-    settings = RunSettings.of(run).checked()
-    job = _start(model, x, saliency, target, settings)
-    smap = _spatial_map(job, absolute=False).reshape(job.batch, -1)
-    step = _check_step(features_in_step, smap.shape[1])
-    n_groups = -(-smap.shape[1] // step)
-    group = _groups(smap, step, descending=True)
+    job, settings, smap, group, n_groups = _signed_groups(
+        model, x, saliency, target, features_in_step, baseline, run, descending=True
+    )
 
     def drop(j: np.ndarray, b: np.ndarray) -> np.ndarray:
         return group[b] == j[:, None]
@@ -466,13 +468,9 @@ def monotonicity(
         >>> res.curve.shape  # contributions |w x| put back smallest first: rises where w x > 0
         (2, 16)
     """
-    check_baseline(baseline, FIXED_BASELINES)
-    settings = RunSettings.of(run).checked()
-    job = _start(model, x, saliency, target, settings)
-    smap = _spatial_map(job, absolute=False).reshape(job.batch, -1)
-    step = _check_step(features_in_step, smap.shape[1])
-    n_steps = -(-smap.shape[1] // step)
-    group = _groups(smap, step, descending=False)
+    job, settings, _, group, n_steps = _signed_groups(
+        model, x, saliency, target, features_in_step, baseline, run, descending=False
+    )
 
     def drop(j: np.ndarray, b: np.ndarray) -> np.ndarray:
         return group[b] > j[:, None]  # groups not yet put back keep the baseline

@@ -21,7 +21,14 @@ import numpy as np
 
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, maps_alone_or_explain, maps_or_explain, to_spatial
+from xaikit.evaluate._common import (
+    PerSample,
+    check_bool,
+    host,
+    maps_alone_or_explain,
+    maps_or_explain,
+    to_spatial,
+)
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.localization import positive_share
@@ -51,7 +58,7 @@ class Mosaics(NamedTuple):
 
 
 @dataclass
-class FocusResult:
+class FocusResult(PerSample):
     """Per-mosaic Focus scores; higher = the map sits on the target class's images.
 
     Attributes:
@@ -62,12 +69,6 @@ class FocusResult:
 
     scores: np.ndarray
     targets: np.ndarray | None = None
-
-    @property
-    def mean(self) -> float:
-        """The mean score over mosaics (NaN scores left out)."""
-        ok = self.scores[np.isfinite(self.scores)]
-        return float(ok.mean()) if ok.size else float("nan")
 
 
 def _image_axes(x: Any, model: Any, framework: str | None) -> tuple[tuple[int, ...], int | None]:
@@ -234,8 +235,7 @@ def focus(
         >>> focus(None, np.zeros((1, 4, 6)), sal, quadrants=[[0, 1, 0, 0]]).scores.tolist()
         [0.75]
     """
-    if not isinstance(absolute, (bool, np.bool_)):
-        raise XaikitTypeError(f"absolute must be True or False; got {describe(absolute)}")
+    check_bool(absolute, "absolute")
     settings = RunSettings.of(run)
     shape, axis = _image_axes(x, model, settings.framework)
     height, width = (d for a, d in enumerate(shape) if a not in (0, axis))

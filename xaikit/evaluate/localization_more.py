@@ -19,13 +19,14 @@ undefined (an empty mask, a map without positive mass).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from xaikit.checks import check_int, check_number
-from xaikit.errors import XaikitTypeError, describe
-from xaikit.evaluate._common import ranks
+from xaikit.errors import XaikitTypeError
+from xaikit.evaluate._common import check_bool, ranks
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.localization import maps_and_masks, positive_share, top_k_share
@@ -42,10 +43,15 @@ __all__ = [
 TOP_K_PIXELS, TOP_K_IMAGE = 1000, 224 * 224
 
 
-def _check_bool(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise XaikitTypeError(f"{name} must be True or False; got {describe(value)}")
-    return bool(value)
+def _maps_and_masks(
+    saliency: Any, mask: Any, absolute: Any, model: Any, x: Any, target: Any, run: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~xaikit.evaluate.localization.maps_and_masks` of a metric's arguments (``absolute``
+    checked, ``run`` its run options)."""
+    return maps_and_masks(
+        saliency, mask, check_bool(absolute, "absolute"), model=model, x=x, target=target,
+        run=RunSettings.of(run),
+    )  # fmt: skip
 
 
 @public()
@@ -98,12 +104,9 @@ def attribution_localisation(
         >>> attribution_localisation(sal, gt).tolist(), attribution_localisation(sal, gt, weighted=True).tolist()
         ([0.75], [3.0])
     """
-    weighted = _check_bool(weighted, "weighted")
+    weighted = check_bool(weighted, "weighted")
     max_size = check_number(max_size, "max_size (a share of the image)", low=0, high=1, low_open=True)
-    smap, masks = maps_and_masks(
-        saliency, mask, _check_bool(absolute, "absolute"), model=model, x=x, target=target,
-        run=RunSettings.of(run),
-    )  # fmt: skip
+    smap, masks = _maps_and_masks(saliency, mask, absolute, model, x, target, run)
     batch = masks.shape[0]
     inside = masks.reshape(batch, -1).sum(axis=1)
     size = masks[0].size
@@ -175,11 +178,8 @@ def top_k_intersection(
         >>> top_k_intersection(sal, gt, k=2).tolist()  # the top 2: one inside, one outside
         [0.5]
     """
-    concept_influence = _check_bool(concept_influence, "concept_influence")
-    smap, masks = maps_and_masks(
-        saliency, mask, _check_bool(absolute, "absolute"), model=model, x=x, target=target,
-        run=RunSettings.of(run),
-    )  # fmt: skip
+    concept_influence = check_bool(concept_influence, "concept_influence")
+    smap, masks = _maps_and_masks(saliency, mask, absolute, model, x, target, run)
     batch, pixels = masks.shape[0], masks[0].size
     kk = _check_k(k, pixels)
     inside = masks.reshape(batch, -1).sum(axis=1)
@@ -232,10 +232,7 @@ def relevance_mass_accuracy(
         >>> relevance_mass_accuracy(sal, gt).tolist()
         [0.75]
     """
-    smap, masks = maps_and_masks(
-        saliency, mask, _check_bool(absolute, "absolute"), model=model, x=x, target=target,
-        run=RunSettings.of(run),
-    )  # fmt: skip
+    smap, masks = _maps_and_masks(saliency, mask, absolute, model, x, target, run)
     return positive_share(smap, masks)  # NaN for an empty mask
 
 
@@ -281,10 +278,7 @@ def localization_auc(
         >>> localization_auc(sal, gt).tolist()  # inside 4, 2; outside 3, 1: 3 of 4 pairs right
         [0.75]
     """
-    smap, masks = maps_and_masks(
-        saliency, mask, _check_bool(absolute, "absolute"), model=model, x=x, target=target,
-        run=RunSettings.of(run),
-    )  # fmt: skip
+    smap, masks = _maps_and_masks(saliency, mask, absolute, model, x, target, run)
     batch = masks.shape[0]
     inside = masks.reshape(batch, -1)
     pos = inside.sum(axis=1).astype(np.float64)

@@ -8,7 +8,9 @@ the question it answers, how figures and verdicts name it (``label``, ``short``)
 ...). :data:`METRICS` lists them in the order of the table.
 
 Adding a metric is one entry: a ``Metric(...)`` in the tuple that builds :data:`METRICS` (its
-position is its column in the table). A metric that follows the calling convention of
+position is its column in the table); ``_robustness(...)`` and ``_mask_metric(...)`` build the
+entries of a family whose flags are shared (re-explaining robustness metrics, localization
+metrics of maps and masks). A metric that follows the calling convention of
 ``xk.evaluate`` (``name(model, x, saliency, *, target=, seed=, max_batch=, framework=, ...)``
 returning a result with ``.scores`` (B,)) is wrapped by :func:`maps_adapter`; one that
 re-explains (``name(model, x, method, *, target=, seed=, max_batch=, framework=,
@@ -416,6 +418,21 @@ def _map_score(fn: Callable[..., Any]) -> Callable[[MetricContext], np.ndarray]:
     return score
 
 
+def _robustness(
+    name: str, question: str, score: Callable[[MetricContext], np.ndarray], **more: Any
+) -> Metric:
+    """A robustness metric that re-explains perturbed inputs: lower is better, no mask, not in
+    the default set."""
+    return Metric(name, "robustness", False, False, True, question, score, cheap=False, **more)
+
+
+def _mask_metric(
+    name: str, question: str, score: Callable[[MetricContext], np.ndarray], **more: Any
+) -> Metric:
+    """A localization metric of the maps and the masks: higher is better, no new explanation."""
+    return Metric(name, "localization", True, True, False, question, score, **more)
+
+
 #: every metric ``compare`` knows, in the order of the table (see the module docstring to add one)
 METRICS: OrderedDict[str, Metric] = OrderedDict(
     (m.name, m)
@@ -523,60 +540,53 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             cheap=False,
             label="sufficiency", short="suff",
         ),
-        Metric(
-            "max_sensitivity", "robustness", False, False, True,
+        _robustness(
+            "max_sensitivity",
             "How much can the map change under a small input perturbation? (largest relative change over "
             "20 uniform draws of radius 2% of the inputs' range)",
             _robust(max_sensitivity, "radius", ROBUST_RADIUS, nsamples=20),
-            cheap=False,
             label="max-sensitivity", short="maxS",
         ),
-        Metric(
-            "avg_sensitivity", "robustness", False, False, True,
+        _robustness(
+            "avg_sensitivity",
             "How much does the map change on average under a small input perturbation? (mean relative "
             "change over 20 draws of radius 2% of the range)",
             _robust(avg_sensitivity, "radius", ROBUST_RADIUS, nsamples=20),
-            cheap=False,
             label="avg-sensitivity", short="avgS",
         ),
-        Metric(
-            "local_lipschitz", "robustness", False, False, True,
+        _robustness(
+            "local_lipschitz",
             "How fast can the map change relative to the input around x? (20 Gaussian draws, std 1% of "
             "the range; each map divided by its maximum, so methods of any scale compare)",
             _robust(local_lipschitz, "stdev", ROBUST_STDEV, nsamples=20, normalize=True),
-            cheap=False,
             label="local Lipschitz estimate", short="lip",
         ),
-        Metric(
-            "relative_input_stability", "robustness", False, False, True,
+        _robustness(
+            "relative_input_stability",
             "How much does the map change, relative to itself, per relative change of the input? (RIS, "
             "largest over 20 uniform draws of radius 2% of the range that keep the predicted class)",
             _robust(relative_input_stability, "radius", ROBUST_RADIUS, nsamples=20),
-            cheap=False,
             label="relative input stability", short="RIS",
         ),
-        Metric(
-            "relative_output_stability", "robustness", False, False, True,
+        _robustness(
+            "relative_output_stability",
             "How much does the map change, relative to itself, per change of the logits? (ROS, 20 draws "
             "as RIS)",
             _robust(relative_output_stability, "radius", ROBUST_RADIUS, nsamples=20),
-            cheap=False,
             label="relative output stability", short="ROS",
         ),
-        Metric(
-            "relative_representation_stability", "robustness", False, False, True,
+        _robustness(
+            "relative_representation_stability",
             "How much does the map change, relative to itself, per relative change of the last spatial "
             "layer's output? (RRS, 20 draws as RIS; NaN for a model without a spatial layer)",
             _representation_stability,
-            cheap=False,
             label="relative representation stability", short="RRS",
         ),
-        Metric(
-            "continuity", "robustness", False, False, True,
+        _robustness(
+            "continuity",
             "How fast can the map change along horizontal translations of the input? (largest "
             "||ΔR||_1 / ||Δx||_2 over pairs of 8 translations)",
             _continuity,
-            cheap=False,
             label="continuity", short="cont",
         ),
         Metric(
@@ -640,20 +650,20 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
             cheap=False,
             label="sMPRT", short="sMPRT",
         ),
-        Metric(
-            "localization_energy", "localization", True, True, False,
+        _mask_metric(
+            "localization_energy",
             "How much of the map's mass lies inside the object mask?",
             _localization("energy"),
             label="localization energy", short="E",
         ),
-        Metric(
-            "pointing_game", "localization", True, True, False,
+        _mask_metric(
+            "pointing_game",
             "Does the map's maximum lie inside the object mask?",
             _localization("pointing"),
             label="pointing game", short="pg",
         ),
-        Metric(
-            "relevance_rank_accuracy", "localization", True, True, False,
+        _mask_metric(
+            "relevance_rank_accuracy",
             "Do the top-ranked pixels (as many as the mask has) lie in the mask?",
             _rank_accuracy,
             label="relevance rank accuracy", short="rra",
@@ -663,31 +673,31 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
         # table's localization questions, and three more columns of one family would tilt the
         # mean rank. Focus needs mosaics and their quadrant labels, which compare's inputs do
         # not have, and scores mosaics, not the samples of x: it is standalone
-        Metric(
-            "attribution_localisation", "localization", True, True, False,
+        _mask_metric(
+            "attribution_localisation",
             "How much of the map's positive relevance lies inside the object mask, relative to the mask's "
             "share of the image? (weighted attribution localisation: 1 = chance)",
             _mask_score(attribution_localisation, weighted=True),
             cheap=False,
             label="attribution localisation (weighted)", short="μw",
         ),
-        Metric(
-            "top_k_intersection", "localization", True, True, False,
+        _mask_metric(
+            "top_k_intersection",
             "Do the map's top pixels (2 % of the image, Quantus's 1000 of 224 x 224) lie in the object mask?",
             _mask_score(top_k_intersection),
             cheap=False,
             label="top-k intersection", short="tki",
         ),
-        Metric(
-            "relevance_mass_accuracy", "localization", True, True, False,
+        _mask_metric(
+            "relevance_mass_accuracy",
             "How much of the map's mass lies inside the object mask? (the same number as localization_energy, "
             "under Quantus's name)",
             _mask_score(relevance_mass_accuracy),
             cheap=False,
             label="relevance mass accuracy", short="rma",
         ),
-        Metric(
-            "localization_auc", "localization", True, True, False,
+        _mask_metric(
+            "localization_auc",
             "Does the map rank the object's pixels above the background's? (ROC AUC of the map against the mask)",
             _mask_score(localization_auc),
             cheap=False,

@@ -31,7 +31,14 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import PerSample, check_method_options, host, input_layout, tile_object
+from xaikit.evaluate._common import (
+    PerSample,
+    check_bool,
+    check_method_options,
+    host,
+    input_layout,
+    tile_object,
+)
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import BaseRunOptions, RunSettings, Unpack
 from xaikit.xai.internal import check_max_batch, pin, prepare
@@ -387,8 +394,7 @@ def explain_copies(
     from xaikit.xai import explain
 
     name = check_method(method)
-    if not isinstance(normalize, (bool, np.bool_)):
-        raise XaikitTypeError(f"normalize must be True or False; got {describe(normalize)}")
+    check_bool(normalize, "normalize")
     seed = check_int(settings.seed, "seed", 0)
     output = check_output(settings.output)
     max_batch = check_max_batch(settings.max_batch)

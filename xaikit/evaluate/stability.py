@@ -33,7 +33,14 @@ from xaikit.backend import get_backend
 from xaikit.backend.outputs import as_matrix, check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import PerSample, host, input_layout, maps_or_explain, refuse_object
+from xaikit.evaluate._common import (
+    PerSample,
+    check_bool,
+    host,
+    input_layout,
+    maps_or_explain,
+    refuse_object,
+)
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import BaseRunOptions, RunOptions, RunSettings, Unpack
 from xaikit.evaluate.robustness import Perturb, explain_copies
@@ -492,8 +499,7 @@ def continuity(
     nsteps = check_int(nsteps, "nsteps", 1)
     if pairs not in PAIRS:
         raise XaikitValueError(f"pairs must be one of {PAIRS}; got {pairs!r}")
-    if not isinstance(absolute, (bool, np.bool_)):
-        raise XaikitTypeError(f"absolute must be True or False; got {describe(absolute)}")
+    check_bool(absolute, "absolute")
     bk = get_backend(model, settings.framework)
     shape, channel_axis = input_layout(x, bk)
     axes = [a for a in range(1, len(shape)) if a != channel_axis]
@@ -655,8 +661,7 @@ def consistency(
         )
     k = check_int(k, "k (the top-k positions)", 1)
     decimals = check_int(decimals, "decimals", 0)
-    if not isinstance(absolute, (bool, np.bool_)):
-        raise XaikitTypeError(f"absolute must be True or False; got {describe(absolute)}")
+    check_bool(absolute, "absolute")
     settings = RunSettings.of(run).checked()
     bk = get_backend(model, settings.framework)
     shape, _ = input_layout(x, bk)
