@@ -1,4 +1,5 @@
-"""Atomic saving of matplotlib figures (shared by ImgData and the history plots)."""
+"""Atomic saving of matplotlib figures (shared by ImgData and the plots) and the last steps of
+a plot (:func:`finish_figure`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from matplotlib.figure import Figure
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.files import atomic_path
 
-__all__ = ["SAVE_FORMATS", "new_figure", "save_figure"]
+__all__ = ["SAVE_FORMATS", "finish_figure", "new_figure", "save_figure"]
 
 SAVE_FORMATS = ("png", "svg", "pdf")
 
@@ -59,3 +60,16 @@ def save_figure(
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, dpi=dpi, **savefig_options)
     return path
+
+
+def finish_figure(
+    fig: Figure, title: str | None, save_path: str | os.PathLike[str] | None, dpi: float
+) -> Figure:
+    """The last steps of a plot: the figure's ``title`` (if any) on top, the constrained layout,
+    and the file written when ``save_path`` is given (:func:`save_figure`). Returns ``fig``."""
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.set_layout_engine("constrained")
+    if save_path is not None:
+        save_figure(fig, save_path, dpi=dpi)
+    return fig

@@ -19,7 +19,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from xaikit.errors import XaikitValueError
-from xaikit.viz._save import new_figure, save_figure
+from xaikit.viz._save import finish_figure, new_figure
 from xaikit.viz.compare_plot import _NA, MIN_FONT
 
 __all__ = ["group_spans", "paint_agreement"]
@@ -113,9 +113,4 @@ def paint_agreement(
     bar = fig.colorbar(image, cax=cax, ticks=[-1, -0.5, 0, 0.5, 1])
     bar.set_label("rank correlation (+1: same order of the methods)", fontsize=MIN_FONT)
     bar.ax.tick_params(labelsize=MIN_FONT)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.set_layout_engine("constrained")
-    if save_path is not None:
-        save_figure(fig, save_path, dpi=dpi)
-    return fig
+    return finish_figure(fig, title, save_path, dpi)

@@ -26,7 +26,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure, SubFigure
 
 from xaikit.errors import XaikitValueError
-from xaikit.viz._save import new_figure, save_figure
+from xaikit.viz._save import finish_figure, new_figure
 
 __all__ = ["MIN_FONT", "ScoreTable", "paint_comparison", "rank_colors"]
 
@@ -214,9 +214,4 @@ def paint_comparison(
     if scores is not None and bottom is not None:
         table = bottom.add_gridspec(1, 2, width_ratios=[cols * cell_size, 0.12])
         _paint_scores(bottom, bottom.add_subplot(table[0, 0]), bottom.add_subplot(table[0, 1]), scores)
-    if figure_title:
-        fig.suptitle(figure_title, fontsize=10)
-    fig.set_layout_engine("constrained")
-    if save_path is not None:
-        save_figure(fig, save_path, dpi=dpi)
-    return fig
+    return finish_figure(fig, figure_title, save_path, dpi)

@@ -117,6 +117,20 @@ class Call:
             self.checker(self.inp, self.unchecked, self.output, probe)
             self.unchecked = None
 
+    def settings(self) -> dict[str, Any]:
+        """The call's settings as the keyword arguments of a method's own function (``occlusion``,
+        ``rise``, XRAI's and Guided IG's ``run``): ``seed``, ``output``, ``max_batch``,
+        ``memory_budget``, ``xla``, ``progress``, and ``target`` (the bound target object)."""
+        return {
+            "seed": self.seed,
+            "output": self.output,
+            "max_batch": self.max_batch,
+            "memory_budget": self.memory_budget,
+            "xla": self.xla,
+            "progress": self.progress,
+            "target": self.spec,
+        }
+
     @property
     def bk(self) -> Backend:
         return self.inp.bk

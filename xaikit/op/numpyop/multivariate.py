@@ -164,18 +164,6 @@ class HorizontalFlip(_Spatial):
         [[[2, 1]]]
     """
 
-    def __init__(
-        self,
-        inputs: Keys = None,
-        outputs: Keys = None,
-        mode: Keys = None,
-        image_in: Keys = None,
-        image_out: Keys = None,
-        mask_in: Keys = None,
-        mask_out: Keys = None,
-    ) -> None:
-        super().__init__(inputs, outputs, mode, image_in, image_out, mask_in, mask_out)
-
     def forward_batch(self, data: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
         self._check(data)
         return [np.ascontiguousarray(d[:, :, ::-1]) for d in data]

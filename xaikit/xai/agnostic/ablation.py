@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from xaikit.xai.agnostic.coalitions import coalition_scores, space_of
-from xaikit.xai.agnostic.common import COMMON, check_common
-from xaikit.xai.registry import Call, Explained, Method, register_method
+from xaikit.xai.agnostic.common import check_common, register_agnostic
+from xaikit.xai.registry import Call, Explained
 
 __all__ = ["ablation_coalitions", "feature_ablation"]
 
@@ -36,20 +36,15 @@ def feature_ablation(
     return Explained([space.to_user(np.ascontiguousarray(drop.T))])
 
 
-register_method(
-    Method(
-        "feature_ablation",
-        "agnostic",
-        "Feature ablation",
-        feature_ablation,
-        dict(COMMON),
-        aliases=("ablation",),
-        short="Ablation",
-        gradients=False,
-        target_objects=True,
-        slow=True,
-        check=check_common,
-        summary="the score's drop when one feature (a patch, a superpixel, a column) is set to a baseline",
-        reference="captum's FeatureAblation; Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
-    )
+register_agnostic(
+    "feature_ablation",
+    "Feature ablation",
+    feature_ablation,
+    {},
+    aliases=("ablation",),
+    short="Ablation",
+    noise=False,
+    check=check_common,
+    summary="the score's drop when one feature (a patch, a superpixel, a column) is set to a baseline",
+    reference="captum's FeatureAblation; Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
 )

@@ -1,5 +1,6 @@
 """What the model-agnostic methods share: their common options, the option checks, the seeded
-per-feature-count draws and the runner wrapper.
+per-feature-count draws, the runner wrapper and the facts of their records
+(:func:`register_agnostic`).
 
 Every method's draws depend only on (seed, method, F_b): a sample gets the same coalitions in any
 batch and any chunking, and samples with the same number of features share them.
@@ -17,13 +18,16 @@ from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.xai._engine.baselines import FIXED_BASELINES, check_baseline
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai.agnostic.features import FEATURE_KINDS
-from xaikit.xai.registry import count
+from xaikit.xai.registry import Method, Runner, count, register_method
 
-__all__ = ["COMMON", "check_common", "per_count", "rng_for"]
+__all__ = ["COMMON", "FACTS", "check_common", "per_count", "register_agnostic", "rng_for"]
 
 #: the options every model-agnostic method takes: which features, how many the automatic ones
 #: aim at, and what a switched-off feature becomes
 COMMON: dict[str, Any] = {"features": None, "segments": 64, "baseline": 0.0}
+
+#: what every model-agnostic method is: forward passes only, target objects taken, progress reported
+FACTS: dict[str, Any] = {"gradients": False, "target_objects": True, "slow": True}
 
 #: stream keys of the methods' draws (with the seed and F_b)
 STREAMS = {"shapley_sampling": 41, "kernel_shap": 42, "lime": 43, "sobol": 44, "hsic": 45}
@@ -59,3 +63,11 @@ def per_count(
         rows = draw(int(f))
         out[:, counts == f, : int(f)] = rows[:, None, :]
     return out
+
+
+def register_agnostic(name: str, title: str, run: Runner, options: dict[str, Any], **facts: Any) -> Method:
+    """Register a model-agnostic method: family ``"agnostic"``, the options of :data:`COMMON`
+    and its own ``options``, the family's :data:`FACTS`, and its own ``facts`` (check, summary,
+    reference, ...). It draws random coalitions (``noise=True``) unless ``facts`` says otherwise."""
+    facts.setdefault("noise", True)
+    return register_method(Method(name, "agnostic", title, run, {**COMMON, **options}, **FACTS, **facts))

@@ -20,8 +20,8 @@ import numpy as np
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError
 from xaikit.xai.agnostic.coalitions import coalition_scores, space_of
-from xaikit.xai.agnostic.common import COMMON, check_common, per_count, rng_for
-from xaikit.xai.registry import Call, Explained, Method, flag, register_method
+from xaikit.xai.agnostic.common import check_common, per_count, register_agnostic, rng_for
+from xaikit.xai.registry import Call, Explained, flag
 
 __all__ = ["LimeResult", "lime", "lime_coalitions", "lime_weights", "ridge"]
 
@@ -130,19 +130,12 @@ def _check_lime(options: dict[str, Any]) -> None:
         flag(options["raw"], "raw")
 
 
-register_method(
-    Method(
-        "lime",
-        "agnostic",
-        "LIME",
-        lime,
-        {**COMMON, "nsamples": None, "kernel_width": 0.25, "alpha": 1.0, "raw": False},
-        gradients=False,
-        target_objects=True,
-        noise=True,
-        slow=True,
-        check=_check_lime,
-        summary="the coefficients of a local linear surrogate fitted to the scores of random coalitions",
-        reference="Ribeiro et al., 2016, https://arxiv.org/abs/1602.04938",
-    )
+register_agnostic(
+    "lime",
+    "LIME",
+    lime,
+    {"nsamples": None, "kernel_width": 0.25, "alpha": 1.0, "raw": False},
+    check=_check_lime,
+    summary="the coefficients of a local linear surrogate fitted to the scores of random coalitions",
+    reference="Ribeiro et al., 2016, https://arxiv.org/abs/1602.04938",
 )

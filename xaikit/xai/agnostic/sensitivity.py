@@ -28,8 +28,8 @@ from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai.agnostic.coalitions import coalition_scores, space_of
-from xaikit.xai.agnostic.common import COMMON, STREAMS, check_common, per_count
-from xaikit.xai.registry import Call, Explained, Method, register_method
+from xaikit.xai.agnostic.common import STREAMS, check_common, per_count, register_agnostic
+from xaikit.xai.registry import Call, Explained
 
 __all__ = ["hsic", "hsic_scores", "jansen", "sobol", "sobol_design"]
 
@@ -148,36 +148,22 @@ def hsic(
     return Explained([space.to_user(out)])
 
 
-register_method(
-    Method(
-        "sobol",
-        "agnostic",
-        "Sobol",
-        sobol,
-        {**COMMON, "nsamples": None},
-        gradients=False,
-        target_objects=True,
-        noise=True,
-        slow=True,
-        check=_check_sobol,
-        summary="each feature's total Sobol index: the share of the score's variance it takes part in",
-        reference="Fel et al., 2021, https://arxiv.org/abs/2111.04138",
-    )
+register_agnostic(
+    "sobol",
+    "Sobol",
+    sobol,
+    {"nsamples": None},
+    check=_check_sobol,
+    summary="each feature's total Sobol index: the share of the score's variance it takes part in",
+    reference="Fel et al., 2021, https://arxiv.org/abs/2111.04138",
 )
 
-register_method(
-    Method(
-        "hsic",
-        "agnostic",
-        "HSIC",
-        hsic,
-        {**COMMON, "nsamples": None},
-        gradients=False,
-        target_objects=True,
-        noise=True,
-        slow=True,
-        check=_check_hsic,
-        summary="the statistical dependence (HSIC) of the score on each feature's presence",
-        reference="Novello et al., 2022, https://arxiv.org/abs/2206.06219",
-    )
+register_agnostic(
+    "hsic",
+    "HSIC",
+    hsic,
+    {"nsamples": None},
+    check=_check_hsic,
+    summary="the statistical dependence (HSIC) of the score on each feature's presence",
+    reference="Novello et al., 2022, https://arxiv.org/abs/2206.06219",
 )

@@ -33,8 +33,8 @@ import numpy as np
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitWarning
 from xaikit.xai.agnostic.coalitions import coalition_scores, space_of
-from xaikit.xai.agnostic.common import COMMON, check_common, per_count, rng_for
-from xaikit.xai.registry import Call, Explained, Method, flag, register_method
+from xaikit.xai.agnostic.common import check_common, per_count, register_agnostic, rng_for
+from xaikit.xai.registry import Call, Explained, flag
 
 __all__ = [
     "exact_shapley",
@@ -246,39 +246,25 @@ def _check_kernel(options: dict[str, Any]) -> None:
     _check_flag(options, "paired")
 
 
-register_method(
-    Method(
-        "shapley_sampling",
-        "agnostic",
-        "Shapley sampling",
-        shapley_sampling,
-        {**COMMON, "nsamples": None, "antithetic": False},
-        aliases=("shapley", "shapley_value_sampling"),
-        short="Shapley",
-        gradients=False,
-        target_objects=True,
-        noise=True,
-        slow=True,
-        check=_check_sampling,
-        summary="each feature's mean change of the score when added to random orders of the features",
-        reference="Castro et al., 2009, https://doi.org/10.1016/j.cor.2008.04.004",
-    )
+register_agnostic(
+    "shapley_sampling",
+    "Shapley sampling",
+    shapley_sampling,
+    {"nsamples": None, "antithetic": False},
+    aliases=("shapley", "shapley_value_sampling"),
+    short="Shapley",
+    check=_check_sampling,
+    summary="each feature's mean change of the score when added to random orders of the features",
+    reference="Castro et al., 2009, https://doi.org/10.1016/j.cor.2008.04.004",
 )
 
-register_method(
-    Method(
-        "kernel_shap",
-        "agnostic",
-        "KernelSHAP",
-        kernel_shap,
-        {**COMMON, "nsamples": None, "paired": True},
-        aliases=("kernelshap",),
-        gradients=False,
-        target_objects=True,
-        noise=True,
-        slow=True,
-        check=_check_kernel,
-        summary="Shapley values as the Shapley-kernel-weighted linear fit of the scores of random coalitions",
-        reference="Lundberg & Lee, 2017, https://arxiv.org/abs/1705.07874",
-    )
+register_agnostic(
+    "kernel_shap",
+    "KernelSHAP",
+    kernel_shap,
+    {"nsamples": None, "paired": True},
+    aliases=("kernelshap",),
+    check=_check_kernel,
+    summary="Shapley values as the Shapley-kernel-weighted linear fit of the scores of random coalitions",
+    reference="Lundberg & Lee, 2017, https://arxiv.org/abs/1705.07874",
 )

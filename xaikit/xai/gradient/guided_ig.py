@@ -542,11 +542,7 @@ def _score_gap(
 
 def runner(call: Call, **options: Any) -> Explained:
     """The runner of ``explain(method="guided_ig")`` (see :mod:`xaikit.xai.registry`)."""
-    result = run(
-        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-        memory_budget=call.memory_budget, xla=call.xla, return_delta=call.with_delta,
-        progress=call.progress, target=call.spec, **options,
-    )  # fmt: skip
+    result = run(call.inp, call.targets, return_delta=call.with_delta, **call.settings(), **options)
     out, delta = result if call.with_delta else (result, None)
     return Explained([out], delta)
 

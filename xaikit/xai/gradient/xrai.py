@@ -74,18 +74,20 @@ from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["OPTIONS", "XraiResult", "candidate_masks", "rank_regions", "run"]
 
+#: the options of ``explain(method="xrai")`` and their defaults (the record's options)
+_DEFAULTS: dict[str, Any] = {
+    "steps": 100,
+    "baselines": None,
+    "area_threshold": 1.0,
+    "algorithm": "full",
+    "min_pixel_diff": 50,
+    "segments": None,
+    "raw": False,
+    "nsamples": None,
+    "stdev_spread": 0.15,
+}
 #: the options of ``explain(method="xrai")`` (besides ``output`` and ``model_kwargs``)
-OPTIONS = (
-    "steps",
-    "baselines",
-    "area_threshold",
-    "algorithm",
-    "min_pixel_diff",
-    "segments",
-    "raw",
-    "nsamples",
-    "stdev_spread",
-)
+OPTIONS = tuple(_DEFAULTS)
 ALGORITHMS = ("full", "fast")
 
 # Felzenszwalb settings of PAIR's XRAI: scales, smoothing, working size, value range, minimum
@@ -146,13 +148,14 @@ def _check_options(options: Mapping[str, Any]) -> _Options:
             f"explain(method='xrai') got unknown option(s) {unknown}; its options are "
             f"{', '.join(OPTIONS)}, output and model_kwargs"
         )
-    algorithm = options.get("algorithm", "full")
+    options = {**_DEFAULTS, **options}
+    algorithm = options["algorithm"]
     if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
         raise XaikitValueError(f"algorithm must be one of {ALGORITHMS}; got {algorithm!r}")
-    raw = options.get("raw", False)
+    raw = options["raw"]
     if not isinstance(raw, (bool, np.bool_)):
         raise XaikitTypeError(f"raw must be True or False; got {describe(raw)}")
-    baselines = options.get("baselines")
+    baselines = options["baselines"]
     if baselines is not None:
         if isinstance(baselines, (str, Mapping)) or not isinstance(baselines, (list, tuple)):
             raise XaikitTypeError(
@@ -164,19 +167,17 @@ def _check_options(options: Mapping[str, Any]) -> _Options:
         for i, spec in enumerate(baselines):
             check_baseline(spec, name=f"baselines[{i}]")
         baselines = list(baselines)
-    nsamples = options.get("nsamples")
+    nsamples = options["nsamples"]
     return _Options(
-        steps=check_int(options.get("steps", 100), "steps", 1),
+        steps=check_int(options["steps"], "steps", 1),
         baselines=baselines,
-        area_threshold=float(
-            check_number(options.get("area_threshold", 1.0), "area_threshold", low=0, high=1)
-        ),
+        area_threshold=float(check_number(options["area_threshold"], "area_threshold", low=0, high=1)),
         algorithm=algorithm,
-        min_pixel_diff=check_int(options.get("min_pixel_diff", 50), "min_pixel_diff", 1),
-        segments=options.get("segments"),
+        min_pixel_diff=check_int(options["min_pixel_diff"], "min_pixel_diff", 1),
+        segments=options["segments"],
         raw=bool(raw),
         nsamples=None if nsamples is None else check_int(nsamples, "nsamples", 1, allow_none=True),
-        stdev_spread=float(check_number(options.get("stdev_spread", 0.15), "stdev_spread", low=0)),
+        stdev_spread=float(check_number(options["stdev_spread"], "stdev_spread", low=0)),
     )
 
 
@@ -622,11 +623,7 @@ def run(
 
 def runner(call: Call, **options: Any) -> Explained:
     """The runner of ``explain(method="xrai")`` (see :mod:`xaikit.xai.registry`)."""
-    result = run(
-        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, target=call.spec,
-        **options,
-    )  # fmt: skip
+    result = run(call.inp, call.targets, **call.settings(), **options)
     if isinstance(result, XraiResult):
         return Explained([result.maps], detail=result)
     return Explained([result])
@@ -638,17 +635,7 @@ register_method(
         "gradient",
         "XRAI",
         runner,
-        {
-            "steps": 100,
-            "baselines": None,
-            "area_threshold": 1.0,
-            "algorithm": "full",
-            "min_pixel_diff": 50,
-            "segments": None,
-            "raw": False,
-            "nsamples": None,
-            "stdev_spread": 0.15,
-        },
+        _DEFAULTS,
         result="map",
         slow=True,
         check=_check_options,

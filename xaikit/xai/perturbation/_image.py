@@ -1,6 +1,7 @@
 """The one image input the perturbation methods take: its channel axis and size in the model's
 layout (:func:`one_image`, a clear error for anything else) and host masks as device rows that
-broadcast against it (:func:`mask_rows`).
+broadcast against it (:func:`mask_rows`); and the facts of the family's records
+(:func:`register_perturbation`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import numpy as np
 from xaikit.backend import T
 from xaikit.errors import XaikitValueError
 from xaikit.xai._engine.inputs import Inputs
+from xaikit.xai.registry import Method, Runner, register_method
+
+#: what every perturbation method is: forward passes only, target objects taken, progress reported
+FACTS: dict[str, Any] = {"gradients": False, "target_objects": True, "slow": True}
 
 
 def one_image(inp: Inputs, method: str) -> tuple[int, int, int]:
@@ -52,3 +57,11 @@ def maps_to_user(inp: Inputs, maps: np.ndarray, axis: int) -> np.ndarray:
     channels = int(inp.tensors[0].shape[axis])
     full = np.repeat(np.expand_dims(maps, axis), channels, axis=axis)
     return inp.to_user([full.astype(inp.dtype)])[0]
+
+
+def register_perturbation(
+    name: str, title: str, run: Runner, options: dict[str, Any], **facts: Any
+) -> Method:
+    """Register a perturbation method: family ``"perturbation"``, the family's :data:`FACTS`, and
+    its own ``facts`` (result, noise, check, summary, reference, ...)."""
+    return register_method(Method(name, "perturbation", title, run, options, **FACTS, **facts))

@@ -18,8 +18,8 @@ from xaikit.xai._engine.chunks import forward_rows
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
-from xaikit.xai.perturbation._image import maps_to_user, one_image
-from xaikit.xai.registry import Call, Explained, Method, register_method
+from xaikit.xai.perturbation._image import maps_to_user, one_image, register_perturbation
+from xaikit.xai.registry import Call, Explained
 
 __all__ = ["default_window", "occlusion", "occlusion_windows"]
 
@@ -149,24 +149,14 @@ def occlusion(
 
 
 def _occlusion(call: Call, **options: Any) -> Explained:
-    return Explained([occlusion(
-        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, target=call.spec,
-        **options,
-    )])  # fmt: skip
+    return Explained([occlusion(call.inp, call.targets, **call.settings(), **options)])
 
 
-register_method(
-    Method(
-        "occlusion",
-        "perturbation",
-        "Occlusion",
-        _occlusion,
-        {"window": None, "stride": None, "baseline": 0.0},
-        gradients=False,
-        slow=True,
-        target_objects=True,
-        summary="the score's drop when a window of the image is set to a baseline",
-        reference="Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
-    )
+register_perturbation(
+    "occlusion",
+    "Occlusion",
+    _occlusion,
+    {"window": None, "stride": None, "baseline": 0.0},
+    summary="the score's drop when a window of the image is set to a baseline",
+    reference="Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
 )

@@ -20,8 +20,8 @@ from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.seeds import stream_seed
-from xaikit.xai.perturbation._image import one_image
-from xaikit.xai.registry import Call, Explained, Method, count, register_method
+from xaikit.xai.perturbation._image import one_image, register_perturbation
+from xaikit.xai.registry import Call, Explained, count
 
 __all__ = ["rise", "rise_masks"]
 
@@ -199,11 +199,7 @@ def rise(
 
 
 def _rise(call: Call, **options: Any) -> Explained:
-    return Explained([rise(
-        call.inp, call.targets, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-        memory_budget=call.memory_budget, xla=call.xla, progress=call.progress, target=call.spec,
-        **options,
-    )])  # fmt: skip
+    return Explained([rise(call.inp, call.targets, **call.settings(), **options)])
 
 
 def _check_rise(options: dict[str, Any]) -> None:
@@ -213,20 +209,14 @@ def _check_rise(options: dict[str, Any]) -> None:
         check_number(options["p"], "p", 0, 1, low_open=True, kind=XaikitTypeError)
 
 
-register_method(
-    Method(
-        "rise",
-        "perturbation",
-        "RISE",
-        _rise,
-        {"n_masks": DEFAULT_MASKS, "cell": 8, "p": 0.5},
-        result="map",
-        gradients=False,
-        noise=True,
-        slow=True,
-        check=_check_rise,
-        target_objects=True,
-        summary="the score of randomly masked copies, averaged per pixel over the masks that keep it",
-        reference="Petsiuk et al., 2018, https://arxiv.org/abs/1806.07421",
-    )
+register_perturbation(
+    "rise",
+    "RISE",
+    _rise,
+    {"n_masks": DEFAULT_MASKS, "cell": 8, "p": 0.5},
+    result="map",
+    noise=True,
+    check=_check_rise,
+    summary="the score of randomly masked copies, averaged per pixel over the masks that keep it",
+    reference="Petsiuk et al., 2018, https://arxiv.org/abs/1806.07421",
 )
