@@ -150,7 +150,7 @@ def cases_for(
         comp = composite(comp_name, low=0.0, high=1.0)
 
         def step(comp: Any = comp, key: str = comp_name) -> Any:
-            rel, _ = bk.relevance.lrp_step(model, [x], tg, comp)
+            rel, _ = bk.relevance.lrp_step(xk.backend.Rows(model, [x], tg), comp)
             results[f"xaikit {key}"] = rel[0]
             return rel
 

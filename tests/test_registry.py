@@ -26,6 +26,7 @@ import pytest
 
 import xaikit as xk
 from tests.test_trace_xai_saliency import batches, run_epoch, tiny_model
+from xaikit.backend import Rows
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.trace.xai import GradCAM, Saliency
 from xaikit.xai import Call, Explained, Method, get_method, method_names, register_method, unregister_method
@@ -41,8 +42,8 @@ TOY = "toy_gradient"
 def toy_run(call: Call, *, scale: float = 1.0) -> Explained:
     """The sign of the explained score's gradient at the input, times ``scale``."""
     bk, inp = call.bk, call.inp
-    kwargs = {"model_kwargs": inp.kwargs.rows(np.arange(inp.batch))} if inp.kwargs else {}
-    _, grads, _ = bk.grad_step(inp.model, inp.tensors, call.targets, call.output, **kwargs)
+    kw = inp.kwargs.rows(np.arange(inp.batch)) if inp.kwargs else None
+    _, grads, _ = bk.grad_step(Rows(inp.model, inp.tensors, call.targets, call.output, kw))
     return Explained(inp.to_user([scale * np.sign(bk.to_numpy(g)) for g in grads]))
 
 

@@ -23,6 +23,7 @@ tf = pytest.importorskip("tensorflow")
 
 import xaikit as xk  # noqa: E402
 from tests.rules import keras_reference as ref  # noqa: E402
+from xaikit.backend import Rows  # noqa: E402
 from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError  # noqa: E402
 from xaikit.xai.rules import spec  # noqa: E402
 
@@ -469,7 +470,9 @@ def test_bad_composites_refused() -> None:
     from xaikit.backend.tf import lrp
 
     with pytest.raises(XaikitTypeError, match="LRP needs a Keras model with layers"):
-        lrp.lrp_step(None, lambda t: t, [tf.constant(x)], tf.constant([0, 0]), spec.composite("epsilon"))
+        lrp.lrp_step(
+            None, Rows(lambda t: t, [tf.constant(x)], tf.constant([0, 0])), spec.composite("epsilon")
+        )
 
 
 def test_chunked_equals_unchunked_and_zbox_bounds_do_not_retrace() -> None:

@@ -19,6 +19,7 @@ import pytest
 
 import xaikit as xk
 from tests.rules import lrp_reference as ref
+from xaikit.backend import Rows
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.xai.rules import (
     AlphaBeta,
@@ -58,7 +59,7 @@ def lrp(model: Any, x: Any, comp: Any, target: Any) -> np.ndarray:
     """The backend's relevance of the first input, as float64 numpy."""
     bk = xk.backend.get_backend(model)
     tg = torch.as_tensor(target, dtype=torch.long)
-    rel, _ = bk.relevance.lrp_step(model, [x], tg, comp)
+    rel, _ = bk.relevance.lrp_step(Rows(model, [x], tg), comp)
     assert rel[0].dtype == torch.float32 and rel[0].shape == x.shape
     return rel[0].double().numpy()
 
@@ -548,7 +549,9 @@ def test_model_unchanged_when_the_model_raises() -> None:
     before = snapshot(model)
     bk = xk.backend.get_backend(model)
     with pytest.raises(RuntimeError, match="failed after its layers ran"):
-        bk.relevance.lrp_step(model, [torch.zeros(2, 3, 5, 5)], torch.zeros(2, dtype=torch.long), composite())
+        bk.relevance.lrp_step(
+            Rows(model, [torch.zeros(2, 3, 5, 5)], torch.zeros(2, dtype=torch.long)), composite()
+        )
     assert_unchanged(model, before)
 
 
@@ -560,11 +563,12 @@ def test_input_rules_only_on_the_input_layer(rule: Any) -> None:
         XaikitValueError, match=rf"layer '2' has the '{rule.kind}' rule.*is not a model input"
     ):
         bk.relevance.lrp_step(
-            model, [torch.randn(2, 3, 6, 6)], torch.zeros(2, dtype=torch.long), Composite(names={"2": rule})
+            Rows(model, [torch.randn(2, 3, 6, 6)], torch.zeros(2, dtype=torch.long)),
+            Composite(names={"2": rule}),
         )
     # the same rule on the layer that reads the input is fine
     rel, _ = bk.relevance.lrp_step(
-        model, [torch.randn(2, 3, 6, 6)], torch.zeros(2, dtype=torch.long), Composite(names={"0": rule})
+        Rows(model, [torch.randn(2, 3, 6, 6)], torch.zeros(2, dtype=torch.long)), Composite(names={"0": rule})
     )
     assert torch.isfinite(rel[0]).all()
 
@@ -687,7 +691,7 @@ def test_two_inputs_share_the_score(rng: np.random.Generator) -> None:
     xs = [signed(rng, (3, 3, 4, 4), False), signed(rng, (3, 5), False)]
     bk = xk.backend.get_backend(model)
     tg = torch.tensor([0, 1, 2])
-    rel, score = bk.relevance.lrp_step(model, xs, tg, Composite({"conv": Zero(), "dense": Zero()}))
+    rel, score = bk.relevance.lrp_step(Rows(model, xs, tg), Composite({"conv": Zero(), "dense": Zero()}))
     assert [tuple(r.shape) for r in rel] == [(3, 3, 4, 4), (3, 5)]
     total = rel[0].double().sum((1, 2, 3)) + rel[1].double().sum(1)
     np.testing.assert_allclose(total.numpy(), score.double().numpy(), rtol=1e-5)

@@ -27,6 +27,7 @@ import pytest
 
 import xaikit as xk
 from tests.rules.zennit_peer import zennit
+from xaikit.backend import Rows
 from xaikit.xai.rules import Composite, Epsilon, Norm, composite
 
 torch = pytest.importorskip("torch")
@@ -65,7 +66,7 @@ def calibrated(model: Any, shape: tuple[int, ...], eps: float | None, dtype: Any
 
 def ours(model: Any, x: Any, name: str, target: Any) -> np.ndarray:
     comp = composite(name, low=LOW, high=HIGH)
-    rel, _ = xk.backend.get_backend(model).relevance.lrp_step(model, [x], torch.as_tensor(target), comp)
+    rel, _ = xk.backend.get_backend(model).relevance.lrp_step(Rows(model, [x], torch.as_tensor(target)), comp)
     return rel[0].double().numpy()
 
 

@@ -272,11 +272,11 @@ def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monke
     real_step = bk.grad_step
     seen: list[int] = []
 
-    def step(m, inputs, targets, output=0, xla=False):
-        seen.append(int(inputs[0].shape[0]))
-        if int(inputs[0].shape[0]) > 5:
+    def step(rows, xla=False):
+        seen.append(int(rows.inputs[0].shape[0]))
+        if int(rows.inputs[0].shape[0]) > 5:
             raise FakeOOM("CUDA out of memory (simulated)")
-        return real_step(m, inputs, targets, output)
+        return real_step(rows)
 
     monkeypatch.setattr(bk, "grad_step", step)
     monkeypatch.setattr(bk, "is_oom", lambda exc: isinstance(exc, FakeOOM))
@@ -284,7 +284,7 @@ def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monke
     np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-7)
     assert seen[:2] == [24, 12] and max(seen[2:]) <= 5  # halved until it fits (aligned to B=4)
 
-    def always(m, inputs, targets, output=0, xla=False):
+    def always(rows, xla=False):
         raise FakeOOM("out of memory")
 
     monkeypatch.setattr(bk, "grad_step", always)

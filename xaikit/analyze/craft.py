@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.backend import Rows
 from xaikit.checks import check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai.internal import (
@@ -275,7 +276,7 @@ class _Layer:
         facet = self.bk.cam
 
         def step(rows: list[Any], tg: Any, kw: Any) -> tuple[np.ndarray, np.ndarray]:
-            a, da, _ = facet.grad_step(self.model, self.found, rows, tg, 0, kw)
+            a, da, _ = facet.grad_step(Rows(self.model, rows, tg, 0, kw), self.found)
             return self.host(a), self.host(da)
 
         targets = self.bk.index(np.full(r1 - r0, klass), self.bk.model_device(self.model))

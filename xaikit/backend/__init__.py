@@ -30,9 +30,11 @@ from __future__ import annotations
 from xaikit.backend.base import Backend, T
 from xaikit.backend.ops import reduce_mean, squeeze, to_number, to_tensor
 from xaikit.backend.registry import framework_of, get_backend, load_backend, prefers_channel_first
+from xaikit.backend.rows import Rows
 
 __all__ = [
     "Backend",
+    "Rows",
     "T",
     "framework_of",
     "get_backend",

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from xaikit.backend.rows import Rows
 from xaikit.layout import ModelLayout
 
 if TYPE_CHECKING:
@@ -280,31 +281,13 @@ class Backend(abc.ABC):
         returns it, without gradients, in inference mode (target objects read it)."""
 
     @abc.abstractmethod
-    def scores(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        xla: bool = False,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> T:
-        """Forward only: the target-class score of each row (``targets``: int64 (rows,)); with
-        ``target`` (a :class:`xaikit.targets.Bound`), ``targets`` is the sample of each row and
-        the score is ``target``'s."""
+    def scores(self, rows: Rows, xla: bool = False) -> T:
+        """Forward only: the target score of each of the rows (``rows.targets``' class, or with
+        ``rows.target`` that target object's score of each row's sample), (rows,).
+        ``xla``: compile the step with XLA (TensorFlow; ignored elsewhere)."""
 
     @abc.abstractmethod
-    def grad_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        xla: bool = False,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[T, list[T], T]:
+    def grad_step(self, rows: Rows, xla: bool = False) -> tuple[T, list[T], T]:
         """The fused forward+backward of one chunk of rows.
 
         The model computes in its own dtype: inputs are cast to it inside the differentiated
@@ -312,15 +295,10 @@ class Backend(abc.ABC):
         back in the inputs' dtype (float32) and the scores in float32.
 
         Args:
-            model: the model.
-            inputs: one tensor per model input, rows first.
-            targets: int64 (rows,) class of each row.
-            output: which model output to explain when the model returns several.
+            rows: the rows (see :class:`Rows`): with a bound ``rows.target``, its
+                ``scores(bk, raw, rows.targets)`` are differentiated instead of the class
+                scores, and ``rows.targets`` holds the sample of each row.
             xla: compile the step with XLA (TensorFlow; ignored elsewhere).
-            model_kwargs: extra keyword arguments of the model's call, already cut to the rows.
-            target: a target object bound to the device (:class:`xaikit.targets.Bound`): its
-                ``scores(bk, raw, rows)`` are differentiated instead of the class scores, and
-                ``targets`` holds the sample of each row.
 
         Returns:
             ``(scores, grads, outputs)``: the differentiated score of each row (rows,), the
@@ -354,7 +332,9 @@ class Backend(abc.ABC):
     ) -> Callable[..., Any]:
         """What runs :meth:`folded_grads`'s ``body`` on a chunk's arguments (``n``: the model's
         inputs): eager here, around :meth:`grad_step`; a backend with graphs compiles it."""
-        return lambda *args: body(self, lambda rows, t: self.grad_step(model, rows, t, output, xla)[1], *args)
+        return lambda *args: body(
+            self, lambda xs, t: self.grad_step(Rows(model, xs, t, output), xla)[1], *args
+        )
 
     def fuses_chunks(self) -> bool:
         """Whether the engine's sweep should build, step and fold a chunk in one

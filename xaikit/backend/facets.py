@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from xaikit.backend.rows import Rows
 from xaikit.errors import XaikitValueError, describe
 
 T = Any  # a framework tensor
@@ -261,29 +262,20 @@ class CamFacet(abc.ABC):
         """Whether the model's 4-D layer outputs are (B, C, h, w) (else (B, h, w, C))."""
 
     @abc.abstractmethod
-    def grad_step(
-        self,
-        model: Any,
-        layer: CamLayer,
-        inputs: Sequence[T],
-        targets: T | None,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-        spread: T | None = None,
-    ) -> tuple[T, T, T]:
+    def grad_step(self, rows: Rows, layer: CamLayer, spread: T | None = None) -> tuple[T, T, T]:
         """One fused forward+backward of a chunk of rows: ``(A, dA, scores)``, the layer's
         activations, the gradient of the sum of the target scores with respect to them (both in
         the layer's layout, float32 for a half-precision model) and the target scores (rows,).
-        ``targets=None``: each row's highest score (its predicted class, read off this pass).
-        ``target``: a bound target object (:class:`xaikit.targets.Bound`); ``targets`` are then
-        each row's sample index and the scores are ``target.scores`` of the model's raw output.
+        ``rows.targets=None``: each row's highest score (its predicted class, read off this
+        pass). ``rows.target``: a bound target object (:class:`xaikit.targets.Bound`);
+        ``rows.targets`` are then each row's sample index and the scores are ``target.scores``
+        of the model's raw output.
         ``spread``: int (rows,) the input row each row reads (several targets of one image):
-        the layers below the layer run on ``inputs`` once, the layer's output is gathered by
-        ``spread`` and the rest of the model runs on the gathered rows, so ``A``, ``dA`` and the
-        scores have ``len(spread)`` rows; a model whose rows above the layer do not follow the
-        layer's (one that reads the input's batch size or a tensor from below the layer) is an
-        error (the caller runs the repeated rows instead)."""
+        the layers below the layer run on ``rows.inputs`` once, the layer's output is gathered
+        by ``spread`` and the rest of the model runs on the gathered rows, so ``A``, ``dA`` and
+        the scores have ``len(spread)`` rows; a model whose rows above the layer do not follow
+        the layer's (one that reads the input's batch size or a tensor from below the layer) is
+        an error (the caller runs the repeated rows instead)."""
 
     @abc.abstractmethod
     def activations(
@@ -297,19 +289,11 @@ class CamFacet(abc.ABC):
         """Forward only: the layer's activations (rows, ...) in its layout."""
 
     @abc.abstractmethod
-    def guided_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> list[T]:
+    def guided_step(self, rows: Rows) -> list[T]:
         """Guided backpropagation (Springenberg et al., 2015) of a chunk of rows: the gradient of
         the target scores with respect to each input, where every ReLU the backend can reach
         passes back only positive gradients (and only where its input was positive). With a
-        bound ``target`` object the rows are sample indices, scored by the target."""
+        bound ``rows.target`` object the rows are sample indices, scored by the target."""
 
 
 class RelevanceFacet:
@@ -326,8 +310,8 @@ class RelevanceFacet:
 
     One class serves both frameworks: each backend's ``relevance`` module
     (``backend/torch/relevance.py``, ``backend/tf/relevance.py``) provides the three steps as
-    functions that take the backend first (``lrp_step(bk, model, ...)``), and a method here calls
-    its backend's function with the same arguments.
+    functions that take the backend first (``lrp_step(bk, rows, composite)``), and a method here
+    calls its backend's function with the same arguments.
     """
 
     def __init__(self, bk: Any) -> None:
@@ -337,71 +321,38 @@ class RelevanceFacet:
         """The backend's ``relevance`` module (imported the first time a step runs)."""
         return importlib.import_module(f"{self.bk.package}.relevance")
 
-    def lrp_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        composite: Any,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[list[T], T]:
+    def lrp_step(self, rows: Rows, composite: Any) -> tuple[list[T], T]:
         """LRP of a chunk of rows: ``(relevance per input, target scores (rows,))``. The output
         relevance is the target score (one-hot times the output); each layer gets
         ``composite.rule_for(name, kind, first)`` (a
         :class:`~xaikit.xai.rules.spec.Composite`), with BatchNorm merged when
         ``composite.canonize``. Relevance comes back with each input's shape, in the model's
-        layout, float32. With a bound ``target`` object (:class:`xaikit.targets.Bound`),
-        ``targets`` are each row's sample index and the starting relevance is the target's score
-        of the model's raw output."""
-        return self._steps().lrp_step(  # type: ignore[no-any-return]
-            self.bk, model, inputs, targets, composite, output, model_kwargs, target
-        )
+        layout, float32. With a bound ``rows.target`` object (:class:`xaikit.targets.Bound`),
+        ``rows.targets`` are each row's sample index and the starting relevance is the target's
+        score of the model's raw output."""
+        return self._steps().lrp_step(self.bk, rows, composite)  # type: ignore[no-any-return]
 
-    def deeplift_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        baselines: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[list[T], T, T]:
+    def deeplift_step(self, rows: Rows, baselines: Sequence[T]) -> tuple[list[T], T, T]:
         """DeepLIFT (Rescale rule) of a chunk of n rows against one baseline row each:
         ``(attributions per input, f(x) target scores (n,), f(baseline) target scores (n,))``;
         the attributions are ``(x - baseline) * multipliers`` and sum to ``f(x) - f(baseline)``
         where every nonlinearity has a rule. ``baselines`` hold each input's n baseline rows
-        (the input's shape, see :func:`check_baselines`); ``targets`` are int64 (n,) classes.
-        The 2n rows [inputs; baselines] run as one batch, so ``model_kwargs`` are those of the
-        2n rows (a per-sample value given twice, once for each half). With a bound ``target``
-        object (:class:`xaikit.targets.Bound`), ``targets`` are each row's sample index: both
-        halves score their sample of the raw output."""
-        return self._steps().deeplift_step(  # type: ignore[no-any-return]
-            self.bk, model, inputs, baselines, targets, output, model_kwargs, target
-        )
+        (the input's shape, see :func:`check_baselines`); ``rows.targets`` are int64 (n,)
+        classes. The 2n rows [inputs; baselines] run as one batch, so ``rows.model_kwargs`` are
+        those of the 2n rows (a per-sample value given twice, once for each half). With a bound
+        ``rows.target`` object (:class:`xaikit.targets.Bound`), ``rows.targets`` are each row's
+        sample index: both halves score their sample of the raw output."""
+        return self._steps().deeplift_step(self.bk, rows, baselines)  # type: ignore[no-any-return]
 
-    def modified_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        mode: str,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> list[T]:
+    def modified_step(self, rows: Rows, mode: str) -> list[T]:
         """The gradient of the target scores w.r.t. each input with every ReLU's backward
         modified: ``mode="guided"`` (guided backprop: positive gradients, where the input was
         positive) or ``"deconvnet"`` (positive gradients, whatever the input). With a bound
-        ``target`` object the rows are sample indices, scored by the target. Another ``mode``
-        is a :class:`~xaikit.errors.XaikitValueError`."""
+        ``rows.target`` object the rows are sample indices, scored by the target. Another
+        ``mode`` is a :class:`~xaikit.errors.XaikitValueError`."""
         if mode not in ("guided", "deconvnet"):
             raise XaikitValueError(f"mode must be 'guided' or 'deconvnet'; got {describe(mode)}")
-        return self._steps().modified_step(  # type: ignore[no-any-return]
-            self.bk, model, inputs, targets, mode, output, model_kwargs, target
-        )
+        return self._steps().modified_step(self.bk, rows, mode)  # type: ignore[no-any-return]
 
 
 class AttentionFacet(abc.ABC):
@@ -414,19 +365,11 @@ class AttentionFacet(abc.ABC):
         self.bk = bk
 
     @abc.abstractmethod
-    def attentions(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str,
-        gradients: bool,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    def attentions(self, rows: Rows, gradients: bool) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
         """``(attentions, grads)``: per block, host float64 (B, heads, N, N) attention
         probabilities and (with ``gradients``) the gradient of the summed target scores (class
-        ``targets``, or the bound ``target`` object) with respect to them (else None)."""
+        ``rows.targets``, or the bound ``rows.target`` object) with respect to them (else
+        None)."""
 
     def _host(
         self, atts: Sequence[T], grads: Sequence[T] | None

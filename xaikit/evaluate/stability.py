@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import get_backend
+from xaikit.backend import Rows, get_backend
 from xaikit.backend.outputs import as_matrix, check_output
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
@@ -126,7 +126,7 @@ def _forward(
 
         def scores(r: list[Any], t: Any, kw: dict[str, Any] | None) -> np.ndarray:
             if spec is not None:
-                picked = bk.scores(model, r, t, output, model_kwargs=kw, target=spec)
+                picked = bk.scores(Rows(model, r, t, output, kw, spec))
                 return np.asarray(bk.to_numpy(picked), dtype=np.float64).reshape(-1, 1)
             return np.asarray(
                 bk.to_numpy(as_matrix(bk.forward(model, r, output, model_kwargs=kw))), dtype=np.float64

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend.base import T
 from xaikit.backend.facets import AttentionFacet
 from xaikit.backend.outputs import as_matrix
+from xaikit.backend.rows import Rows
 from xaikit.backend.tf.layers import all_layers
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
@@ -82,16 +82,8 @@ def recording(layers: Sequence[Any]) -> Iterator[list[Any]]:
 class Attention(AttentionFacet):
     """The attention facet of the Keras backend."""
 
-    def attentions(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str,
-        gradients: bool,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    def attentions(self, rows: Rows, gradients: bool) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        model, inputs, targets, target = rows.model, rows.inputs, rows.targets, rows.target
         tf = self.bk.tf
         layers = attention_layers(model)
         if not layers:
@@ -108,12 +100,12 @@ class Attention(AttentionFacet):
             for x in inputs:
                 if x.dtype.is_floating:
                     tape.watch(x)
-            raw = self.bk._call(model, list(inputs), model_kwargs)
+            raw = self.bk._call(model, list(inputs), rows.model_kwargs)
             if gradients:
                 if target is not None:
                     scores = target.scores(self.bk, raw, targets)
                 else:
-                    out = as_matrix(self.bk.selected(raw, output, int(inputs[0].shape[0])))
+                    out = as_matrix(self.bk.selected(raw, rows.output, int(inputs[0].shape[0])))
                     scores = tf.gather(out, targets, axis=1, batch_dims=1)
                 total = tf.reduce_sum(scores)
         atts = list(seen)

@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
+from xaikit.backend.rows import Rows
 from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach, unreachable_layer
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
@@ -237,17 +238,7 @@ class Cam(CamFacet):
         table[key] = step
         return step
 
-    def grad_step(
-        self,
-        model: Any,
-        layer: CamLayer,
-        inputs: Sequence[T],
-        targets: T | None,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-        spread: T | None = None,
-    ) -> tuple[T, T, T]:
+    def grad_step(self, rows: Rows, layer: CamLayer, spread: T | None = None) -> tuple[T, T, T]:
         """See :meth:`CamFacet.grad_step`. With ``spread`` (stacked targets) the layer's captured
         output is gathered by it inside the swapped ``call``, so the layers above it run on the
         spread rows, whatever the form of the model (functional, Sequential, loaded, subclassed;
@@ -255,13 +246,14 @@ class Cam(CamFacet):
         subclassed forms, see above). A model whose layers above read a tensor from below the
         layer (a skip connection around it) or the input's batch size does not take the spread
         rows: its step fails, and the caller runs the repeated rows instead (correct, slower)."""
-        tensors, static, extra = self.bk._step_args(model_kwargs, target)
+        model, output, target = rows.model, rows.output, rows.target
+        tensors, static, extra = self.bk._step_args(rows.model_kwargs, target)
         if spread is not None:
             step = self._step(model, layer, output, "cam_spread", static, target)
-            a, da, scores = step.run(list(inputs), targets, spread, tensors, extra)
+            a, da, scores = step.run(list(rows.inputs), rows.targets, spread, tensors, extra)
             return a, da, scores
         a, da, scores = self._step(model, layer, output, "cam_grad", static, target).run(
-            list(inputs), targets, tensors, extra
+            list(rows.inputs), rows.targets, tensors, extra
         )
         return a, da, scores
 
@@ -276,26 +268,18 @@ class Cam(CamFacet):
         tensors, static = self.bk._split(model_kwargs)
         return self._step(model, layer, 0, "cam_acts", static).run(list(inputs), tensors)
 
-    def guided_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-        mode: str = "guided",
-    ) -> list[T]:
+    def guided_step(self, rows: Rows, mode: str = "guided") -> list[T]:
         """Input gradients with every reachable ReLU's backward modified: ``mode="guided"``
         (:meth:`CamFacet.guided_step`: positive gradients where the input was positive) or
         ``"deconvnet"`` (the ReLU of the gradient, for :func:`xaikit.backend.tf.lrp.modified_step`);
-        a bound ``target`` object scores the rows (sample indices)."""
-        tensors, static, extra = self.bk._step_args(model_kwargs, target)
-        step = self._step(model, None, output, mode, static, target)
+        a bound ``rows.target`` object scores the rows (sample indices)."""
+        model, target = rows.model, rows.target
+        tensors, static, extra = self.bk._step_args(rows.model_kwargs, target)
+        step = self._step(model, None, rows.output, mode, static, target)
         # The step is traced (and retraced) only while the ReLUs are swapped, so its graph is
         # always the modified one; the model's own attributes are restored right after.
         with _modified_relus(model, _RELUS[mode]):
-            return list(step.run(list(inputs), targets, tensors, extra))
+            return list(step.run(list(rows.inputs), rows.targets, tensors, extra))
 
 
 def _working(t: T) -> T:

@@ -22,6 +22,7 @@ import numpy as np
 
 from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
+from xaikit.backend.rows import Rows
 from xaikit.backend.tf.errors import error_text
 from xaikit.backend.tf.forms import input_shapes, not_callable
 from xaikit.backend.tf.layers import all_layers, sublayers
@@ -360,34 +361,18 @@ class TFBackend(Backend):
         table[key] = step
         return step
 
-    def scores(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        xla: bool = False,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> T:
-        tensors, static, extra = self._step_args(model_kwargs, target)
-        return self._step(model, len(inputs), output, "scores", xla, static, target).run(
-            list(inputs), targets, tensors, extra
-        )
+    def _run_rows(self, rows: Rows, kind: str, xla: bool) -> Any:
+        """The compiled ``kind`` step (``"grad"`` or ``"scores"``) run on the rows: their fields
+        are the step's arguments and key (the :class:`Rows` object never enters the graph)."""
+        tensors, static, extra = self._step_args(rows.model_kwargs, rows.target)
+        step = self._step(rows.model, len(rows.inputs), rows.output, kind, xla, static, rows.target)
+        return step.run(list(rows.inputs), rows.targets, tensors, extra)
 
-    def grad_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        xla: bool = False,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[T, list[T], T]:
-        tensors, static, extra = self._step_args(model_kwargs, target)
-        step = self._step(model, len(inputs), output, "grad", xla, static, target)
-        scores, grads, out = step.run(list(inputs), targets, tensors, extra)
+    def scores(self, rows: Rows, xla: bool = False) -> T:
+        return self._run_rows(rows, "scores", xla)
+
+    def grad_step(self, rows: Rows, xla: bool = False) -> tuple[T, list[T], T]:
+        scores, grads, out = self._run_rows(rows, "grad", xla)
         return scores, list(grads), out
 
     def traces(self, model: Any, kind: str = "grad") -> int:

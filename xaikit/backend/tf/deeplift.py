@@ -40,6 +40,7 @@ import tensorflow as tf
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS, check_baselines
+from xaikit.backend.rows import Rows
 from xaikit.backend.tf.cam import _call_attr, _restore
 from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach
 from xaikit.backend.tf.forms import model_form
@@ -297,26 +298,18 @@ def _traced(bk: Any, model: Any, output: int | str, static: dict[str, Any], targ
     return step
 
 
-def deeplift_step(
-    bk: Any,
-    model: Any,
-    inputs: Sequence[T],
-    baselines: Sequence[T],
-    targets: T,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    target: Any = None,
-) -> tuple[list[T], T, T]:
+def deeplift_step(bk: Any, rows: Rows, baselines: Sequence[T]) -> tuple[list[T], T, T]:
     """DeepLIFT (Rescale rule) of n rows of a Keras model against one baseline row each, in
     one compiled step (see :meth:`xaikit.backend.facets.RelevanceFacet.deeplift_step`)."""
     from xaikit.backend.tf.lrp import refuse_exported
 
+    model, inputs, target = rows.model, rows.inputs, rows.target
     refuse_exported(model, "DeepLIFT (deeplift, deepliftshap)")  # no layers to give the rules to
     check_baselines(inputs, baselines)
-    tensors, static, extra = bk._step_args(model_kwargs, target)
-    step = _step(bk, model, len(inputs), output, static, target)
+    tensors, static, extra = bk._step_args(rows.model_kwargs, target)
+    step = _step(bk, model, len(inputs), rows.output, static, target)
     # The step is traced (and retraced) only while the rules are swapped in, so its graph is
     # always DeepLIFT's; the model's own attributes are restored right after.
     with deeplift_layers(model):
-        attributions, scores, base = step.run(list(inputs), list(baselines), targets, tensors, extra)
+        attributions, scores, base = step.run(list(inputs), list(baselines), rows.targets, tensors, extra)
     return list(attributions), scores, base

@@ -43,13 +43,14 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import keras
 import tensorflow as tf
 
 from xaikit.backend.base import T
+from xaikit.backend.rows import Rows
 from xaikit.backend.tf.cam import _call_attr, _relu_layers, _restore
 from xaikit.backend.tf.errors import unreachable_inputs
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
@@ -325,31 +326,23 @@ def _rules_in(run: _Run) -> Iterator[None]:
 
 
 # ---- the steps ----------------------------------------------------------------------------------
-def lrp_step(
-    bk: Any,
-    model: Any,
-    inputs: Sequence[T],
-    targets: T,
-    composite: Any,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    target: Any = None,
-) -> tuple[list[T], T]:
+def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
     """LRP of a chunk of rows: ``(relevance per input (float32, the model's layout), target
     scores (rows,))`` (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`); a bound
-    ``target`` object scores the raw output (``targets`` are then sample indices; its tensors
-    are an argument of the compiled step)."""
+    ``rows.target`` object scores the raw output (``rows.targets`` are then sample indices; its
+    tensors are an argument of the compiled step)."""
+    model, target = rows.model, rows.target
     refuse_exported(model, "LRP")
     if not all(hasattr(composite, a) for a in ("rule_for", "layers", "first", "names", "canonize")):
         raise XaikitTypeError(f"composite must be a Composite (xk.xai.rules.spec); got {describe(composite)}")
     Assignment(model, composite)  # the composite's errors, before anything is traced
-    tensors, static, extra = bk._step_args(model_kwargs, target)
+    tensors, static, extra = bk._step_args(rows.model_kwargs, target)
     zbox = zbox_slots(composite)
     bounds = {
         slot: (tf.constant(r.low, tf.float32), tf.constant(r.high, tf.float32)) for slot, r in zbox.items()
     }
-    step = _step(bk, model, composite, output, static, target)
-    rel, scores = step.run(list(inputs), targets, tensors, bounds, extra)
+    step = _step(bk, model, composite, rows.output, static, target)
+    rel, scores = step.run(list(rows.inputs), rows.targets, tensors, bounds, extra)
     return list(rel), scores
 
 
@@ -407,19 +400,11 @@ def refuse_exported(model: Any, what: str) -> None:
         )
 
 
-def modified_step(
-    bk: Any,
-    model: Any,
-    inputs: Sequence[T],
-    targets: T,
-    mode: str,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    target: Any = None,
-) -> list[T]:
+def modified_step(bk: Any, rows: Rows, mode: str) -> list[T]:
     """Guided backprop (``mode="guided"``) or deconvnet (``"deconvnet"``) input gradients of a
     chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.modified_step`, which checks
     ``mode``)."""
+    model = rows.model
     name = "guided backprop" if mode == "guided" else "deconvnet"
     refuse_exported(model, name)
     if not _relu_layers(model):
@@ -429,4 +414,4 @@ def modified_step(
             "a custom layer's call cannot be reached): its map would be the plain gradient. Use "
             "method='vanilla' for that"
         )
-    return list(bk.cam.guided_step(model, inputs, targets, output, model_kwargs, target, mode=mode))
+    return list(bk.cam.guided_step(rows, mode=mode))

@@ -11,15 +11,14 @@ of the summed target scores: no parameter's ``.grad`` is touched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from xaikit.backend.base import T
 from xaikit.backend.facets import AttentionFacet
 from xaikit.backend.outputs import as_matrix, select_output
+from xaikit.backend.rows import Rows
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 #: the methods named in refusals
@@ -34,16 +33,8 @@ def _attentions_of(raw: Any) -> Any:
 class Attention(AttentionFacet):
     """The attention facet of the torch backend."""
 
-    def attentions(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str,
-        gradients: bool,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    def attentions(self, rows: Rows, gradients: bool) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        model, inputs, targets, target = rows.model, rows.inputs, rows.targets, rows.target
         config = getattr(model, "config", None)
         switch = getattr(model, "set_attn_implementation", None)
         if config is None or switch is None:
@@ -54,7 +45,7 @@ class Attention(AttentionFacet):
                 "token layer (gradcam, layer=...)"
             )
         saved = getattr(config, "_attn_implementation", None) or "eager"
-        kw = dict(model_kwargs or {})
+        kw = dict(rows.model_kwargs or {})
         kw["output_attentions"] = True
         try:
             switch("eager")
@@ -72,7 +63,7 @@ class Attention(AttentionFacet):
                     if target is not None:
                         scores = target.scores(self.bk, raw, targets)
                     else:
-                        out = as_matrix(select_output(raw, output, len(xs[0])))
+                        out = as_matrix(select_output(raw, rows.output, len(xs[0])))
                         scores = out.gather(1, targets[:, None]).squeeze(1)
                     grads = torch.autograd.grad(scores.sum(), list(atts), allow_unused=True)
                     if any(g is None for g in grads):

@@ -38,6 +38,7 @@ raises. Loaded the first time a CAM method runs (never at ``import xaikit`` time
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -45,6 +46,7 @@ import torch
 from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
 from xaikit.backend.outputs import as_matrix
+from xaikit.backend.rows import Rows
 from xaikit.backend.torch import graph_hooks
 from xaikit.backend.torch.forms import compiled_module, eager_module, hook_refusal, is_exported, is_script
 from xaikit.backend.torch.grads import layer_grad
@@ -240,19 +242,12 @@ class Cam(CamFacet):
         finally:
             handle.remove()
 
-    def grad_step(
-        self,
-        model: Any,
-        layer: CamLayer,
-        inputs: Sequence[T],
-        targets: T | None,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-        spread: T | None = None,
-    ) -> tuple[T, T, T]:
+    def grad_step(self, rows: Rows, layer: CamLayer, spread: T | None = None) -> tuple[T, T, T]:
+        model, output, targets, target = rows.model, rows.output, rows.targets, rows.target
         raw = target is not None
-        a, out = self._run(model, layer, inputs, output, model_kwargs, grad=True, raw=raw, spread=spread)
+        a, out = self._run(
+            model, layer, rows.inputs, output, rows.model_kwargs, grad=True, raw=raw, spread=spread
+        )
         with torch.enable_grad():
             if target is not None:  # a target object: its scores of the raw output, rows = samples
                 scores = target.scores(self.bk, out, targets)
@@ -281,22 +276,12 @@ class Cam(CamFacet):
         a, _ = self._run(model, layer, inputs, output, model_kwargs, grad=False, raw=True)
         return _working(a)
 
-    def guided_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> list[T]:
+    def guided_step(self, rows: Rows) -> list[T]:
         # every ReLU the forward calls (nn.ReLU modules and torch.relu / F.relu calls alike) is
         # guided for the duration of the pass; a model with TorchScript inside is refused there
         from xaikit.backend.torch.relevance import modified_step
 
-        return modified_step(
-            self.bk, eager_module(model), inputs, targets, "guided", output, model_kwargs, target
-        )
+        return modified_step(self.bk, replace(rows, model=eager_module(rows.model)), "guided")
 
 
 def _same(t: Any) -> Any:

@@ -14,6 +14,7 @@ import numpy as np
 
 from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
+from xaikit.backend.rows import Rows
 from xaikit.errors import XaikitError
 from xaikit.layout import ModelLayout
 
@@ -245,37 +246,22 @@ class TorchBackend(Backend):
         with self.torch.no_grad():
             return self._raw(model, inputs, model_kwargs)
 
-    def scores(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        xla: bool = False,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> T:
+    def scores(self, rows: Rows, xla: bool = False) -> T:
         with self.torch.no_grad():
-            return self._scored(model, inputs, targets, output, model_kwargs, target)[0]
+            return self._scored(
+                rows.model, rows.inputs, rows.targets, rows.output, rows.model_kwargs, rows.target
+            )[0]
 
-    def grad_step(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str = 0,
-        xla: bool = False,
-        model_kwargs: dict[str, Any] | None = None,
-        target: Any = None,
-    ) -> tuple[T, list[T], T]:
+    def grad_step(self, rows: Rows, xla: bool = False) -> tuple[T, list[T], T]:
         """One forward+backward; a gradient that does not reach the output or an input is an
         error naming the input and the likely causes (see
         :func:`xaikit.backend.torch.grads.input_grads`), never a map of zeros."""
         from xaikit.backend.torch.grads import input_grads
 
+        model, output = rows.model, rows.output
         with self.torch.enable_grad():
-            xs = [x.detach().requires_grad_(True) for x in inputs]
-            scores, out = self._scored(model, xs, targets, output, model_kwargs, target)
+            xs = [x.detach().requires_grad_(True) for x in rows.inputs]
+            scores, out = self._scored(model, xs, rows.targets, output, rows.model_kwargs, rows.target)
             grads = input_grads(model, scores, xs, output)
         return scores.detach(), grads, out.detach()
 

@@ -53,6 +53,7 @@ from torch.overrides import TorchFunctionMode
 from xaikit.backend.base import T
 from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS, check_baselines
 from xaikit.backend.outputs import as_matrix
+from xaikit.backend.rows import Rows
 from xaikit.backend.torch.forms import eager_module, form_of, hook_refusal, part_out_of_reach
 from xaikit.backend.torch.grads import input_grads
 from xaikit.backend.torch.nonlinear import ELEMENTWISE, IN_PLACE, MAXES
@@ -256,19 +257,12 @@ class DeepLiftMode(TorchFunctionMode):
         return args[0].copy_(y) if in_place else y
 
 
-def deeplift_step(
-    bk: Any,
-    model: Any,
-    inputs: Sequence[T],
-    baselines: Sequence[T],
-    targets: T,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    target: Any = None,
-) -> tuple[list[T], T, T]:
+def deeplift_step(bk: Any, rows: Rows, baselines: Sequence[T]) -> tuple[list[T], T, T]:
     """DeepLIFT (Rescale rule) of n rows of a torch model against one baseline row each (see
     :meth:`xaikit.backend.facets.RelevanceFacet.deeplift_step`); the model is in eval mode (the
     caller runs it inside ``bk.inference``)."""
+    model, inputs, targets, output = rows.model, rows.inputs, rows.targets, rows.output
+    model_kwargs, target = rows.model_kwargs, rows.target
     check_baselines(inputs, baselines)
     refusal = hook_refusal(model, "DeepLIFT maps (deeplift, deepliftshap)")
     if refusal is not None:  # TorchScript runs its graph without the Python calls the rules replace
@@ -286,13 +280,13 @@ def deeplift_step(
     n = int(inputs[0].shape[0])
     with torch.enable_grad():
         xs = [x.detach().requires_grad_(True) for x in inputs]
-        rows = [torch.cat([x, b.detach().to(x.dtype)]) for x, b in zip(xs, baselines)]
+        stacked = [torch.cat([x, b.detach().to(x.dtype)]) for x, b in zip(xs, baselines)]
         both = torch.cat([targets, targets])
         with DeepLiftMode(2 * n):
             if target is not None:
-                raw = bk._raw(model, rows, model_kwargs)
+                raw = bk._raw(model, stacked, model_kwargs)
             else:
-                out = as_matrix(bk._call(model, rows, output, model_kwargs))
+                out = as_matrix(bk._call(model, stacked, output, model_kwargs))
         picked = (
             target.scores(bk, raw, both) if target is not None else out.gather(1, both[:, None]).squeeze(1)
         )

@@ -47,6 +47,7 @@ from torch.autograd.function import once_differentiable
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import LRP_ALLOWED as _ALLOWED
+from xaikit.backend.rows import Rows
 from xaikit.backend.torch.attn_rules import TransformerRules
 from xaikit.backend.torch.forms import eager_module, form_of, hook_refusal, is_exported, part_out_of_reach
 from xaikit.backend.torch.grads import input_grads
@@ -399,19 +400,11 @@ class _Pass:
             site.bumps += 1
 
 
-def lrp_step(
-    bk: Any,
-    model: Any,
-    inputs: Sequence[T],
-    targets: T,
-    composite: Any,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    target: Any = None,
-) -> tuple[list[T], T]:
+def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
     """LRP of a chunk of rows (see :meth:`xaikit.backend.facets.RelevanceFacet.lrp_step`):
     ``(relevance per input (float32, each input's shape), target scores (rows,))``; a bound
-    ``target`` object scores the raw output (``targets`` are then sample indices)."""
+    ``rows.target`` object scores the raw output (``rows.targets`` are then sample indices)."""
+    model, inputs, output = rows.model, rows.inputs, rows.output
     _refuse(model)
     eager = eager_module(model)
     plan = _plan(model, eager, composite)
@@ -425,7 +418,7 @@ def lrp_step(
         handles = run.attach()
         try:
             with TransformerRules():  # AttnLRP's rules for attention, LayerNorm, functional activations
-                scores, _ = bk._scored(eager, xs, targets, output, model_kwargs, target)
+                scores, _ = bk._scored(eager, xs, rows.targets, output, rows.model_kwargs, rows.target)
             if not run.ran:
                 raise XaikitValueError(
                     f"{_LRP} assigns its rules to the model's convolution and nn.Linear modules, and the "

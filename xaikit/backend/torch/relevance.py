@@ -13,12 +13,14 @@ mode ends with the call.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from xaikit.backend.base import T
+from xaikit.backend.rows import Rows
 from xaikit.backend.torch.deeplift import deeplift_step
 from xaikit.backend.torch.forms import eager_module, hook_refusal, is_exported, part_out_of_reach
 from xaikit.backend.torch.lrp import lrp_step
@@ -72,24 +74,16 @@ class ReluMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def modified_step(
-    bk: Any,
-    model: Any,
-    inputs: Sequence[T],
-    targets: T,
-    mode: str,
-    output: int | str = 0,
-    model_kwargs: dict[str, Any] | None = None,
-    target: Any = None,
-) -> list[T]:
+def modified_step(bk: Any, rows: Rows, mode: str) -> list[T]:
     """Input gradients of the target scores with every ReLU's backward modified: ``mode``
     ``"guided"`` or ``"deconvnet"`` (the torch backend's
     :meth:`~xaikit.backend.facets.RelevanceFacet.modified_step`; Guided Grad-CAM's guided part
     too). A forward pass that calls no ReLU is an error (its map would be the plain gradient,
     silently), and so is a model that holds a TorchScript module or a torch.export program (the
-    ReLUs inside run unmodified: its map would be modified only in part). ``target``: a bound
-    target object scoring the rows (``targets`` are then sample indices). ``mode`` is checked by
-    the facet."""
+    ReLUs inside run unmodified: its map would be modified only in part). ``rows.target``: a
+    bound target object scoring the rows (``rows.targets`` are then sample indices). ``mode`` is
+    checked by the facet."""
+    model = rows.model
     name = "guided backprop (guided_backprop, guided_gradcam)" if mode == "guided" else "deconvnet"
     refusal = hook_refusal(model, f"{name} maps")
     if refusal is not None:
@@ -102,10 +96,11 @@ def modified_step(
             f"(submodule {part[0]!r}): its map would be {mode} only in part. Explain a model of "
             "Python nn.Modules, or use a method that needs no hooks"
         )
-    model = eager_module(model)  # a torch.compile module: its eager module (same weights)
+    # a torch.compile module: its eager module (same weights)
+    rows = replace(rows, model=eager_module(model))
     relus = ReluMode(_GuidedRelu if mode == "guided" else _DeconvRelu)
     with relus:
-        _, grads, _ = bk.grad_step(model, inputs, targets, output, False, model_kwargs, target=target)
+        _, grads, _ = bk.grad_step(rows)
     if not relus.calls:
         name = "guided backprop" if mode == "guided" else "deconvnet"
         raise XaikitValueError(

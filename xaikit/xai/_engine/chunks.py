@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from xaikit.backend import Backend, T
+from xaikit.backend import Backend, Rows, T
 from xaikit.backend.outputs import as_matrix
 from xaikit.errors import XaikitError, XaikitValueError
 from xaikit.xai._engine.job import Job, device_of
@@ -31,9 +31,9 @@ from xaikit.xai._engine.plan import ChunkPlan, probes
 R = TypeVar("R")
 
 
-def kwargs_of(mk: ModelKwargs | None, r0: int, r1: int, rows: int) -> dict[str, Any]:
-    """``{"model_kwargs": ...}`` for rows [r0, r1) padded to ``rows`` (sample r % B), or {}."""
-    return {"model_kwargs": mk.span(r0, r1, rows)} if mk else {}
+def kwargs_of(mk: ModelKwargs | None, r0: int, r1: int, rows: int) -> dict[str, Any] | None:
+    """The model_kwargs of rows [r0, r1) padded to ``rows`` (sample r % B), or None."""
+    return mk.span(r0, r1, rows) if mk else None
 
 
 def chunk_error(exc: Exception, rows: int, batch: int, bk: Backend | None = None) -> XaikitValueError:
@@ -218,12 +218,11 @@ def forward_scores(
             rows, targets = pad_rows(bk, rows, targets, full - (r1 - r0))
         n = int(targets.shape[0])
         kw = kwargs_of(model_kwargs, r0, r1, n)
-        if target is not None:  # class targets call the step as before
-            kw["target"] = target
         if predicted is None:
-            scores = model_call(bk, lambda: bk.scores(model, rows, targets, output, xla, **kw), n, batch)
+            asked = Rows(model, rows, targets, output, kw, target)
+            scores = model_call(bk, lambda: bk.scores(asked, xla), n, batch)
             return scores[: r1 - r0], None
-        out = model_call(bk, lambda: bk.forward(model, rows, output, **kw), n, batch)
+        out = model_call(bk, lambda: bk.forward(model, rows, output, model_kwargs=kw), n, batch)
         host = bk.to_numpy(as_matrix(out))[: r1 - r0]
         picked = host[np.arange(r1 - r0), bk.to_numpy(targets)[: r1 - r0]]
         return bk.as_tensor(picked, bk.model_device(model), "float32"), host.argmax(axis=1).astype(np.int64)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from xaikit.backend import Backend, T
+from xaikit.backend import Backend, Rows, T
 from xaikit.errors import XaikitError
 from xaikit.xai._engine.chunks import forward_scores, kwargs_of, model_call, pad_rows, padded_rows, run_chunks
 from xaikit.xai._engine.job import Job, device_of
@@ -401,15 +401,8 @@ def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T
     likely cause (per-sample values bound in the model) and the option that fixes it
     (:func:`~xaikit.xai._engine.chunks.model_call`)."""
     n = int(targets.shape[0])
-    kw = kwargs_of(job.model_kwargs, r0, r1, n)
-    if job.target is not None:  # class targets call the step as before
-        kw["target"] = job.target
-    return model_call(  # type: ignore[no-any-return]
-        job.bk,
-        lambda: job.bk.grad_step(job.model, rows, targets, job.output, job.xla, **kw),
-        n,
-        job.batch,
-    )
+    asked = Rows(job.model, rows, targets, job.output, kwargs_of(job.model_kwargs, r0, r1, n), job.target)
+    return model_call(job.bk, lambda: job.bk.grad_step(asked, job.xla), n, job.batch)  # type: ignore[no-any-return]
 
 
 def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import T
+from xaikit.backend import Rows, T
 from xaikit.errors import XaikitValueError
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.plan import check_max_batch
@@ -30,7 +30,7 @@ def guided_backprop(
     shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
 
     def step(rows: list[T], tg: T, kw: dict[str, Any] | None) -> np.ndarray:
-        grads = bk.cam.guided_step(inp.model, rows, tg, output, kw, target)
+        grads = bk.cam.guided_step(Rows(inp.model, rows, tg, output, kw, target))
         n = int(tg.shape[0])
         return np.concatenate(
             [np.asarray(bk.to_numpy(g), dtype=np.float32).reshape(n, -1) for g in grads], axis=1

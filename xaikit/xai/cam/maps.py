@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xaikit.backend import T
+from xaikit.backend import Rows, T
 from xaikit.backend.facets import CamLayer
 from xaikit.xai._engine.chunks import chunk_error, forward_rows, halves_on, padded_rows, run_chunks
 from xaikit.xai._engine.inputs import Inputs, call_error, prepare
@@ -221,7 +221,7 @@ def maps_and_scores(
     def grads(
         rows: list[T], tg: T, kw: dict[str, Any] | None, spread: T | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        a, da, scores = facet.grad_step(inp.model, found, rows, tg, output, kw, target, spread)
+        a, da, scores = facet.grad_step(Rows(inp.model, rows, tg, output, kw, target), found, spread)
         return combine(method, host(a), host(da)), np.asarray(bk.to_numpy(scores), dtype=np.float64)
 
     # stacked targets (inp.repeats > 1): the layers below the layer run once per image

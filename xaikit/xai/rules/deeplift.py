@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import T
+from xaikit.backend import Rows, T
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.baselines import FIXED_BASELINES, check_baseline
 from xaikit.xai._engine.chunks import chunk_error, padded_rows, run_chunks
@@ -90,9 +90,8 @@ def pair_attributions(
         ref_rows = bk.index(index[samples, pairs // batch], where)
         bs = [bk.gather(r, ref_rows) for r in refs]
         kw = inp.kwargs.rows(np.concatenate([samples, samples])) if inp.kwargs else None
-        attributions, fx, fb = bk.relevance.deeplift_step(
-            inp.model, xs, bs, bk.gather(targets, picked), call.output, kw, call.spec
-        )
+        asked = Rows(inp.model, xs, bk.gather(targets, picked), call.output, kw, call.spec)
+        attributions, fx, fb = bk.relevance.deeplift_step(asked, bs)
         own = samples[:n]
         for i, a in enumerate(attributions):
             np.add.at(acc[i], own, np.asarray(bk.to_numpy(a), dtype=np.float64)[:n].reshape(n, -1))

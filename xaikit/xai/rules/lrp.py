@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.backend import Rows
 from xaikit.errors import XaikitTypeError, describe
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.plan import check_max_batch
@@ -46,7 +47,7 @@ def relevance(
     shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
 
     def step(rows: list[Any], tg: Any, kw: dict[str, Any] | None) -> np.ndarray:
-        rel, _ = bk.relevance.lrp_step(inp.model, rows, tg, comp, output, kw, target)
+        rel, _ = bk.relevance.lrp_step(Rows(inp.model, rows, tg, output, kw, target), comp)
         n = int(tg.shape[0])
         return np.concatenate(
             [np.asarray(bk.to_numpy(r), dtype=np.float32).reshape(n, -1) for r in rel], axis=1

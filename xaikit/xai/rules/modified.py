@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.backend import Rows
 from xaikit.xai._engine.plan import check_max_batch
 from xaikit.xai.cam.maps import chunked
 from xaikit.xai.registry import Call, Explained, Method, register_method
@@ -26,7 +27,7 @@ def run_modified(call: Call) -> Explained:
     shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
 
     def step(rows: list[Any], tg: Any, kw: dict[str, Any] | None) -> np.ndarray:
-        grads = bk.relevance.modified_step(inp.model, rows, tg, mode, call.output, kw, call.spec)
+        grads = bk.relevance.modified_step(Rows(inp.model, rows, tg, call.output, kw, call.spec), mode)
         n = int(tg.shape[0])
         return np.concatenate(
             [np.asarray(bk.to_numpy(g), dtype=np.float32).reshape(n, -1) for g in grads], axis=1

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.backend import Rows
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.chunks import run_chunks
 from xaikit.xai.cam.resize import image_size, upsample
@@ -113,10 +114,9 @@ def run_attention(call: Call, *, head_fusion: str = "mean") -> Explained:
 
     def step(r0: int, r1: int, _size: int) -> np.ndarray:
         kw = inp.kwargs.rows(np.arange(r0, r1)) if inp.kwargs else None
-        atts, grads = bk.attention.attentions(
-            inp.model, [t[r0:r1] for t in inp.tensors], None if targets is None else targets[r0:r1],
-            call.output, gradient, model_kwargs=kw, target=call.spec,
-        )  # fmt: skip
+        tg = None if targets is None else targets[r0:r1]
+        asked = Rows(inp.model, [t[r0:r1] for t in inp.tensors], tg, call.output, kw, call.spec)
+        atts, grads = bk.attention.attentions(asked, gradient)
         relevance = gradient_weighted(atts, grads or []) if gradient else rollout(atts, head_fusion)
         return upsample(class_row_map(relevance, size), size).astype(np.float32)
 
