@@ -321,3 +321,15 @@ def test_randomization_explains_the_region_of_the_original_model() -> None:
     )
     for name in a.maps:
         np.testing.assert_allclose(a.maps[name], b.maps[name], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("metric", sorted(METRICS))
+def test_results_name_no_class_for_a_target_object(metric: str) -> None:
+    """A target object names no class: a result's ``targets`` (or ``classes``) read -1 per sample,
+    never the row indices the object's scoring pins internally."""
+    model, target, _ = _kind("callable")
+    result = METRICS[metric](model, _x("callable"), target)
+    for name in ("targets", "classes"):
+        value = getattr(result, name, None)
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(value, np.full(B, -1), err_msg=f"{metric}: {name}")

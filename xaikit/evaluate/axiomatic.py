@@ -57,7 +57,7 @@ class NonSensitivityResult:
         zero: (B, n) which features (pixels, row-major) have zero attribution.
         changed: (B, n) which features change the output when perturbed (with their group).
         deltas: (B, n) ``|f(x) - f(x with the feature's group set to the baseline)|``.
-        targets: (B,) the class whose score is used.
+        targets: (B,) the class whose score is used (-1 per sample for a target object: it names no class).
         chunks: rows of each forward pass.
     """
 
@@ -198,7 +198,7 @@ def non_sensitivity(
         keep = (groups[sample] != group[:, None]).astype(np.float32).reshape((r1 - r0,) + job.spatial)
         return job.keep_rows(bk.gather(job.xt, idx), bk.gather(base_t, idx), keep)
 
-    flat, targets, _ = _score_rows(job, model, target, settings.output, total, build, sizes)
+    flat, classes = _score_rows(job, model, target, settings.output, total, build, sizes)
     per_group = np.abs(flat[batch:].reshape(max(rounds, 0), batch).T - flat[:batch, None])  # (B, rounds)
     deltas = np.take_along_axis(per_group, groups, axis=1) if n else np.zeros((batch, 0))
     changed = ~(deltas < output_eps)
@@ -211,7 +211,7 @@ def non_sensitivity(
         zero,
         changed,
         deltas,
-        bk.to_numpy(targets).astype(np.int64),
+        classes,
         sizes,
     )
 

@@ -207,7 +207,7 @@ def _curve(
             False,
         )
 
-    flat, _, reported = _score_rows(run, model, target, output, total, build, sizes)
+    flat, reported = _score_rows(run, model, target, output, total, build, sizes)
     return flat.reshape(steps + 1, batch).T, reported, sizes
 
 

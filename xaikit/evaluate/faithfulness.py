@@ -203,10 +203,10 @@ def _score_rows(
     build: Callable[[int, int, T], T],
     sizes: list[int],
     predicted: list[np.ndarray] | None = None,
-) -> tuple[np.ndarray, T, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray]:
     """The scores (total,) of ``total`` rows made from the batch (row r: sample r % B) for the
-    pinned ``target``, through one chunked :func:`forward_scores` call, with the pinned row
-    targets and the classes to report of :func:`~xaikit.evaluate._common.pin_scored`.
+    pinned ``target``, through one chunked :func:`forward_scores` call, and the classes to
+    report of :func:`~xaikit.evaluate._common.pin_scored` (-1 per sample for a target object).
     ``build(r0, r1, idx)`` makes rows r0..r1-1 on the device (``idx``: the device index of
     their samples); ``predicted`` collects the predicted classes (not for a target object:
     its rows are scored, not predicted)."""
@@ -221,7 +221,7 @@ def _score_rows(
         flat = _stash_scores(
             run, model, rows_fn, total, output, sizes, None if spec is not None else predicted, spec=spec
         )
-    return flat, targets, classes
+    return flat, classes
 
 
 # ---- ROAD --------------------------------------------------------------------------------------------
@@ -493,7 +493,7 @@ def road(
         return job.upload(images(r0, r1))
 
     # a target object names no class: its rows are scored, not predicted (correct stays False)
-    flat_scores, _, classes = _score_rows(job, model, target, output, total, build, sizes, predicted)
+    flat_scores, classes = _score_rows(job, model, target, output, total, build, sizes, predicted)
     predictions = np.concatenate(predicted) if predicted else np.full(total, -2, dtype=np.int64)
     curves: dict[str, ROADCurve] = {}
     for k, o in enumerate(orders):
@@ -674,7 +674,7 @@ def infidelity(
             dots[r0] = (r1, bk.sample_sum(bk.gather(attr_t, idx) * pert))
         return xs
 
-    flat, _, classes = _score_rows(job, model, target, output, total, build, sizes)
+    flat, classes = _score_rows(job, model, target, output, total, build, sizes)
     dot_rows = np.zeros(total)
     for r0, (r1, d) in dots.items():
         dot_rows[r0:r1] = bk.to_numpy(d).astype(np.float64)[: r1 - r0]
@@ -820,7 +820,7 @@ def faithfulness_correlation(
             bk.gather(job.xt, idx), bk.gather(base_t, idx), keep.reshape((r1 - r0,) + job.spatial)
         )
 
-    flat, _, classes = _score_rows(job, model, target, output, total, build, sizes)
+    flat, classes = _score_rows(job, model, target, output, total, build, sizes)
     deltas = (flat[None, :batch] - flat[batch:].reshape(nsamples, batch)).T
     return FaithfulnessCorrelationResult(_pearson(sums, deltas), sums, deltas, pixel_sets, classes, sizes)
 

@@ -115,7 +115,7 @@ def _removal_scores(
             base_rows = bk.gather(base, idx)
         return job.keep_rows(bk.gather(job.xt, idx), base_rows, keep)
 
-    flat, _, classes = _score_rows(job, model, target, output, total, build, sizes)
+    flat, classes = _score_rows(job, model, target, output, total, build, sizes)
     return flat[:batch], flat[batch:].reshape(n_pert, batch), classes
 
 
