@@ -209,23 +209,17 @@ class TorchBackend(Backend):
             raise error from exc
         return raw
 
-    def _scored(
-        self,
-        model: Any,
-        inputs: Sequence[T],
-        targets: T,
-        output: int | str,
-        kw: dict[str, Any] | None,
-        target: Any,
-    ) -> tuple[T, T]:
-        """``(scores, output)`` of one pass: a bound ``target`` object's scores of the raw output
-        (the scores stand for the output), else the ``targets`` column of each row of the
-        selected output (a (rows, classes) matrix)."""
-        if target is not None:
-            scores = target.scores(self, self._raw(model, inputs, kw), targets)
+    def _scored(self, rows: Rows, inputs: Sequence[T], model: Any = None) -> tuple[T, T]:
+        """``(scores, output)`` of one pass of ``model`` (default ``rows.model``) on ``inputs``
+        (the rows' inputs, or tensors standing for them, e.g. watched copies): a bound target
+        object's scores of the raw output (the scores stand for the output), else the
+        ``rows.targets`` column of each row of the selected output (a (rows, classes) matrix)."""
+        model = rows.model if model is None else model
+        if rows.target is not None:
+            scores = rows.target.scores(self, self._raw(model, inputs, rows.model_kwargs), rows.targets)
             return scores, scores
-        out = as_matrix(self._call(model, inputs, output, kw))
-        return out.gather(1, targets[:, None]).squeeze(1), out
+        out = as_matrix(self._call(model, inputs, rows.output, rows.model_kwargs))
+        return out.gather(1, rows.targets[:, None]).squeeze(1), out
 
     @contextlib.contextmanager
     def forward_only(self) -> Iterator[None]:
@@ -248,9 +242,7 @@ class TorchBackend(Backend):
 
     def scores(self, rows: Rows, xla: bool = False) -> T:
         with self.torch.no_grad():
-            return self._scored(
-                rows.model, rows.inputs, rows.targets, rows.output, rows.model_kwargs, rows.target
-            )[0]
+            return self._scored(rows, rows.inputs)[0]
 
     def grad_step(self, rows: Rows, xla: bool = False) -> tuple[T, list[T], T]:
         """One forward+backward; a gradient that does not reach the output or an input is an
@@ -261,7 +253,7 @@ class TorchBackend(Backend):
         model, output = rows.model, rows.output
         with self.torch.enable_grad():
             xs = [x.detach().requires_grad_(True) for x in rows.inputs]
-            scores, out = self._scored(model, xs, rows.targets, output, rows.model_kwargs, rows.target)
+            scores, out = self._scored(rows, xs)
             grads = input_grads(model, scores, xs, output)
         return scores.detach(), grads, out.detach()
 

@@ -418,7 +418,7 @@ def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
         handles = run.attach()
         try:
             with TransformerRules():  # AttnLRP's rules for attention, LayerNorm, functional activations
-                scores, _ = bk._scored(eager, xs, rows.targets, output, rows.model_kwargs, rows.target)
+                scores, _ = bk._scored(rows, xs, eager)
             if not run.ran:
                 raise XaikitValueError(
                     f"{_LRP} assigns its rules to the model's convolution and nn.Linear modules, and the "
