@@ -29,7 +29,16 @@ from tests.test_trace_xai_saliency import batches, run_epoch, tiny_model
 from xaikit.backend import Rows
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.trace.xai import GradCAM, Saliency
-from xaikit.xai import Call, Explained, Method, get_method, method_names, register_method, unregister_method
+from xaikit.xai import (
+    Call,
+    CallSettings,
+    Explained,
+    Method,
+    get_method,
+    method_names,
+    register_method,
+    unregister_method,
+)
 from xaikit.xai.internal import to_display
 
 sys.path.insert(0, str(Path(__file__).parent))  # dataset_models, as the CLI imports it by name
@@ -300,6 +309,28 @@ def test_an_in_pass_runner_that_skips_the_class_check_is_checked_by_the_front_do
         assert seen[-1] is None  # no classes given: nothing to check
     finally:
         unregister_method("toy_in_pass")
+
+
+def test_call_settings_carry_the_calls_settings(framework: str) -> None:
+    """``Call.settings()`` hands a runner's own loop the call's seed, output, chunking, memory
+    budget, XLA flag, progress and target object as one frozen ``CallSettings``."""
+    seen: list[CallSettings] = []
+
+    def run(call: Call) -> Explained:
+        seen.append(call.settings())
+        return toy_run(call)
+
+    register_method(dataclasses.replace(TOY_METHOD, run=run, options={}, check=None))
+    try:
+        model = tiny_model(framework)
+        x = batches(1, bs=3)[0]["x"]
+        x = x if framework == "tf" else _channel_first(x)
+        xk.xai.explain(model, x, method=TOY, seed=5, max_batch=7, memory_budget=0.25, progress=False)
+    finally:
+        unregister_method(TOY)
+    assert seen == [CallSettings(seed=5, output=0, max_batch=7, memory_budget=0.25, progress=False)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        seen[0].seed = 1  # type: ignore[misc]
 
 
 def test_names_aliases_and_titles_are_unique(toy: Method) -> None:

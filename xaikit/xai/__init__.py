@@ -26,6 +26,7 @@ from xaikit.xai.explain import explain
 from xaikit.xai.net import SaliencyNet
 from xaikit.xai.registry import (
     Call,
+    CallSettings,
     Explained,
     Method,
     get_method,
@@ -37,6 +38,7 @@ from xaikit.xai.registry import (
 __all__ = [
     "METHODS",
     "Call",
+    "CallSettings",
     "DatasetExplanation",
     "Explained",
     "Method",

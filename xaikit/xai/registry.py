@@ -41,6 +41,7 @@ __all__ = [
     "FAMILIES",
     "SHARED_OPTIONS",
     "Call",
+    "CallSettings",
     "Explained",
     "Method",
     "Runner",
@@ -61,6 +62,33 @@ FAMILIES = ("gradient", "cam", "perturbation", "rules", "agnostic", "transformer
 SHARED_OPTIONS = ("output", "model_kwargs")
 #: what a method needs to know about the explained classes before it runs
 TARGET_MODES = ("pinned", "in_pass")
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    """How a call runs, whatever its method: the settings a method's own loop hands on to the
+    engine (:meth:`Call.settings`; :func:`~xaikit.xai._engine.chunks.forward_rows`,
+    :meth:`~xaikit.xai._engine.job.Job.over` and the sweep read them from here).
+
+    Attributes:
+        seed: the seed of every random draw (noise, baselines, masks).
+        output: which model output is explained.
+        max_batch: rows per chunk, or ``"auto"`` (the engine's plan).
+        memory_budget: what an ``"auto"`` chunk may use (bytes, or a fraction of the memory).
+        xla: compile the TensorFlow step with XLA.
+        progress: report progress: True, False or None (shown once the call has run a few
+            seconds; :mod:`xaikit.xai._engine.progress`).
+        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows instead
+            of the classes (the pinned targets are then sample indices), or None.
+    """
+
+    seed: int = 0
+    output: int | str = 0
+    max_batch: int | str = "auto"
+    memory_budget: int | float = 0.5
+    xla: bool = False
+    progress: bool | None = None
+    target: Any = None
 
 
 @dataclass
@@ -117,19 +145,12 @@ class Call:
             self.checker(self.inp, self.unchecked, self.output, probe)
             self.unchecked = None
 
-    def settings(self) -> dict[str, Any]:
-        """The call's settings as the keyword arguments of a method's own function (``occlusion``,
-        ``rise``, XRAI's and Guided IG's ``run``): ``seed``, ``output``, ``max_batch``,
-        ``memory_budget``, ``xla``, ``progress``, and ``target`` (the bound target object)."""
-        return {
-            "seed": self.seed,
-            "output": self.output,
-            "max_batch": self.max_batch,
-            "memory_budget": self.memory_budget,
-            "xla": self.xla,
-            "progress": self.progress,
-            "target": self.spec,
-        }
+    def settings(self) -> CallSettings:
+        """The call's :class:`CallSettings`, for a method's own loop (occlusion, RISE, XRAI, Guided
+        IG, the sweep, the model-agnostic methods) to hand on to the engine."""
+        return CallSettings(
+            self.seed, self.output, self.max_batch, self.memory_budget, self.xla, self.progress, self.spec
+        )
 
     @property
     def bk(self) -> Backend:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from xaikit.errors import XaikitError, XaikitValueError
 from xaikit.xai._engine.job import Job, device_of
 from xaikit.xai._engine.kwargs import ModelKwargs
 from xaikit.xai._engine.plan import ChunkPlan, probes
+
+if TYPE_CHECKING:
+    from xaikit.xai.registry import CallSettings
 
 R = TypeVar("R")
 
@@ -240,18 +243,13 @@ def forward_rows(
     targets: T,
     per_sample: int,
     rows_fn: Callable[[int, int], list[T]],
-    *,
-    seed: int,
-    output: int | str,
-    max_batch: int | str,
-    memory_budget: int | float,
-    xla: bool,
+    settings: CallSettings,
     progress: Callable[[int], None] | None = None,
-    target: Any = None,
 ) -> np.ndarray:
     """Scores of the B x ``per_sample`` rows ``rows_fn(r0, r1)`` builds (row r: sample r % B),
     forward passes only, chunked by a :class:`ChunkPlan` of their own (``forward_only``: their
-    row cost is measured apart from the gradient jobs'), within ``memory_budget``, an
+    row cost is measured apart from the gradient jobs'), within the call's ``memory_budget``
+    (``settings``: also its output, ``max_batch``, XLA flag and target object), an
     out-of-memory error halving the chunk; returns them on the host as float64 (per_sample, B).
     The occlusion, RISE and Score-CAM row spaces run through it. ``progress`` is told the rows
     handed to the model so far (as each chunk is built: no synchronization), and all of them at
@@ -259,26 +257,15 @@ def forward_rows(
     :meth:`~xaikit.backend.base.Backend.forward_only` mode (torch: ``inference_mode``), ``rows_fn``
     too: a chunk's row indices are made on the device (:meth:`~xaikit.backend.base.Backend.arange`)
     and the callers build their masks there, so a chunk copies nothing from the host.
-    ``target``, a bound target object, scores the rows instead of the classes (``targets`` are
-    then sample indices, gathered by ``r % B`` like classes)."""
+    A target object (``settings.target``) scores the rows instead of the classes (``targets``
+    are then sample indices, gathered by ``r % B`` like classes)."""
     bk, model, B = inp.bk, inp.model, inp.batch
     device = getattr(inp.tensors[0], "device", None)
     total = B * per_sample
-    job = Job(
-        bk=bk,
-        model=model,
-        inputs=inp.tensors,
-        targets=targets,
-        n_noise=per_sample,
-        seed=seed,
-        output=output,
-        max_batch=max_batch,
-        dtype=inp.dtype,
-        xla=xla,
-        model_kwargs=inp.kwargs,
-        forward_only=True,
-    )
-    plan = ChunkPlan(job, memory_budget)
+    output, xla, target = settings.output, settings.xla, settings.target
+    job = Job.over(inp, targets, settings)
+    job.n_noise, job.forward_only = per_sample, True
+    plan = ChunkPlan(job, settings.memory_budget)
 
     def laid(
         layout: str, tell: Callable[[int], None] | None = None

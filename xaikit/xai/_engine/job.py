@@ -17,6 +17,7 @@ from xaikit.xai._engine.kwargs import ModelKwargs
 
 if TYPE_CHECKING:
     from xaikit.xai._engine.inputs import Inputs
+    from xaikit.xai.registry import CallSettings
 
 BaselineFn = Callable[[int], list[T]]
 PathFn = Callable[[list[T], np.ndarray], tuple[list[T], list[T]]]
@@ -67,32 +68,23 @@ class Job:
     target: Any = None
 
     @classmethod
-    def over(
-        cls,
-        inp: Inputs,
-        targets: T,
-        *,
-        seed: int,
-        output: int | str,
-        max_batch: int | str,
-        xla: bool,
-        target: Any = None,
-    ) -> Job:
+    def over(cls, inp: Inputs, targets: T, settings: CallSettings) -> Job:
         """A job over prepared inputs (their backend, model, tensors, working dtype and model
-        keyword arguments) explaining ``targets``: plain gradients at the inputs until the
-        method sets its row space (noise, path, baselines) on it."""
+        keyword arguments) explaining ``targets`` with a call's settings (seed, output,
+        ``max_batch``, XLA, target object): plain gradients at the inputs until the method sets
+        its row space (noise, path, baselines) on it."""
         return cls(
             bk=inp.bk,
             model=inp.model,
             inputs=inp.tensors,
             targets=targets,
-            seed=seed,
-            output=output,
-            max_batch=max_batch,
+            seed=settings.seed,
+            output=settings.output,
+            max_batch=settings.max_batch,
             dtype=inp.dtype,
-            xla=bool(xla),
+            xla=bool(settings.xla),
             model_kwargs=inp.kwargs,
-            target=target,
+            target=settings.target,
         )
 
     @property

@@ -151,7 +151,4 @@ def coalition_scores(space: Space, coalitions: np.ndarray, name: str) -> np.ndar
         return [bk.gather(x, b) * m + bk.gather(base, b) * (1.0 - m)]
 
     with for_method(call.progress, B * n, name) as bar:
-        return forward_rows(
-            inp, call.targets, n, rows_fn, seed=call.seed, output=call.output, max_batch=call.max_batch,  # type: ignore[arg-type]
-            memory_budget=call.memory_budget, xla=call.xla, progress=bar.advance_to, target=call.spec,
-        )  # fmt: skip
+        return forward_rows(inp, call.targets, n, rows_fn, call.settings(), bar.advance_to)  # type: ignore[arg-type]

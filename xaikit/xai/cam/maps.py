@@ -31,6 +31,7 @@ from xaikit.xai._engine.targets import pin
 from xaikit.xai.cam.formulas import combine, eigen_projection, relu
 from xaikit.xai.cam.layers import Reshape, check_reshape, find_layer, grid_size, to_chw
 from xaikit.xai.cam.resize import bilinear_matrix, image_size
+from xaikit.xai.registry import CallSettings
 
 
 class CamResult(NamedTuple):
@@ -301,11 +302,11 @@ def _score_cam(
     ``memory_budget``, halving on out-of-memory)."""
     B, C = acts.shape[:2]
     rows_fn = _masked_rows(inp, acts)
+    settings = CallSettings(
+        output=output, max_batch=max_batch, memory_budget=memory_budget, progress=progress, target=target
+    )
     with for_method(progress, B * C, "scorecam") as bar:
-        scores = forward_rows(
-            inp, targets, C, rows_fn, seed=0, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=False, progress=bar.advance_to, target=target,
-        )  # fmt: skip
+        scores = forward_rows(inp, targets, C, rows_fn, settings, bar.advance_to)
     return _weighted(scores.T, acts)  # (B, C): row r = c * B + b
 
 

@@ -101,12 +101,11 @@ from xaikit.xai._engine.baselines import FIXED_BASELINES, baseline_array, baseli
 from xaikit.xai._engine.chunks import forward_scores
 from xaikit.xai._engine.job import Job
 from xaikit.xai._engine.kwargs import ModelKwargs
-from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai._engine.sweep import sweep
 from xaikit.xai._engine.threads import host_threads
-from xaikit.xai.registry import Call, Explained, Method, register_method
+from xaikit.xai.registry import Call, CallSettings, Explained, Method, register_method
 
 __all__ = ["OPTIONS", "guided_paths", "noisy_inputs", "run"]
 
@@ -395,33 +394,24 @@ def _group_rows(paths: int, features: int, memory_budget: int | float) -> int:
 def run(
     inp: Any,
     targets: T,
+    settings: CallSettings,
     *,
-    seed: int = 0,
-    output: int | str = 0,
-    max_batch: int | str = "auto",
-    memory_budget: int | float = DEFAULT_BUDGET,
-    xla: bool = False,
     return_delta: bool = False,
-    progress: bool | None = None,
-    target: Any = None,
     **options: Any,
 ) -> Any:
     """Guided IG of prepared inputs (``xaikit.xai._engine.inputs.prepare``) for pinned ``targets``.
 
     Args:
         inp: the prepared ``Inputs`` (one model input).
-        targets: int64 (B,) classes on the model's device (each sample's index with ``target``).
-        seed: the noise seed (used when ``nsamples`` > 1).
-        output: the model output explained, as for ``xaikit.xai.explain``.
-        max_batch: rows per chunk of each step's gradient sweep, or ``"auto"``.
-        memory_budget: the budget of the chunks and of the paths' host arrays.
-        xla: compile the TF chunk step with XLA.
+        targets: int64 (B,) classes on the model's device (each sample's index with a target
+            object).
+        settings: the call's settings: ``seed`` draws the noise (when ``nsamples`` > 1);
+            ``max_batch`` is the rows per chunk of each step's gradient sweep;
+            ``memory_budget`` bounds the chunks and the paths' host arrays; ``progress`` reports
+            the gradient rows done, ``steps`` x B x ``nsamples`` in all
+            (``"guided_ig: 400/1600 rows ..."``); a target object (``settings.target``) scores the
+            rows instead of the classes (its per-sample arrays are gathered by each path's sample).
         return_delta: also return the completeness error (see the module).
-        progress: report the gradient rows done, ``steps`` x B x ``nsamples`` in all
-            (``"guided_ig: 400/1600 rows ..."``): True, False, or None (shown once the call has
-            run a few seconds; :mod:`xaikit.xai._engine.progress`).
-        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows instead
-            of the classes (its per-sample arrays are gathered by each path's sample).
         **options: ``steps``, ``fraction``, ``max_dist``, ``baseline``, ``nsamples``,
             ``stdev_spread``, ``magnitude`` (see the module).
 
@@ -447,11 +437,12 @@ def run(
     base = _baseline(inp, opts.baseline).reshape(batch, features)
     sigma = float(opts.stdev_spread) * (bk.sample_max(x) - bk.sample_min(x)) if S > 1 else None
     paths = batch * S
-    group = _group_rows(paths, features, memory_budget)
+    seed, output, xla, target = settings.seed, settings.output, settings.xla, settings.target
+    group = _group_rows(paths, features, settings.memory_budget)
     acc = np.zeros((batch, features), dtype=np.float64)
     gap = np.zeros(batch, dtype=np.float64)
     chunk = 1
-    with for_method(progress, opts.steps * paths, "guided_ig") as bar:
+    with for_method(settings.progress, opts.steps * paths, "guided_ig") as bar:
         for g0 in range(0, paths, group):
             rows = np.arange(g0, min(paths, g0 + group))
             samples, noise_ids = rows % batch, rows // batch
@@ -475,13 +466,13 @@ def run(
                     targets=bk.gather(targets, bk.index(owners, device)),
                     seed=seed,
                     output=output,
-                    max_batch=max_batch,
+                    max_batch=settings.max_batch,
                     dtype=inp.dtype,
                     xla=bool(xla),
                     model_kwargs=_row_kwargs(inp.kwargs, owners),
                     target=target,
                 )
-                result = sweep(job, memory_budget)
+                result = sweep(job, settings.memory_budget)
                 chunk = max(chunk, *result.chunks)
                 grads = bk.to_numpy(result.attributions[0]).astype(np.float64).reshape(len(which), features)
                 bar.update(len(which))  # counted once the step's gradients are on the host
@@ -542,7 +533,7 @@ def _score_gap(
 
 def runner(call: Call, **options: Any) -> Explained:
     """The runner of ``explain(method="guided_ig")`` (see :mod:`xaikit.xai.registry`)."""
-    result = run(call.inp, call.targets, return_delta=call.with_delta, **call.settings(), **options)
+    result = run(call.inp, call.targets, call.settings(), return_delta=call.with_delta, **options)
     out, delta = result if call.with_delta else (result, None)
     return Explained([out], delta)
 

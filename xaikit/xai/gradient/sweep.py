@@ -28,12 +28,21 @@ from xaikit.xai._engine.baselines import baseline_array, baseline_values, check_
 from xaikit.xai._engine.blur import BlurPath, sigmas
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.job import Job
-from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_memory_budget
+from xaikit.xai._engine.plan import check_memory_budget
 from xaikit.xai._engine.quadrature import QUADRATURES
 from xaikit.xai._engine.quadrature import quadrature as quadrature_nodes
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai._engine.sweep import endpoint_scores, sweep
-from xaikit.xai.registry import Call, Explained, Method, count, flag, non_negative, register_method
+from xaikit.xai.registry import (
+    Call,
+    CallSettings,
+    Explained,
+    Method,
+    count,
+    flag,
+    non_negative,
+    register_method,
+)
 
 
 def baseline_fn(inp: Inputs, baseline: Any, seed: int) -> Any:
@@ -105,6 +114,7 @@ def attribute(
     inp: Inputs,
     targets: T,
     method: str,
+    settings: CallSettings,
     *,
     nsamples: int | None = None,
     nintegration: int | None = None,
@@ -116,13 +126,7 @@ def attribute(
     max_sigma: float = 50.0,
     grad_step: float = 0.01,
     sqrt: bool = False,
-    seed: int = 0,
-    max_batch: int | str = "auto",
-    output: int | str = 0,
     with_delta: bool = False,
-    xla: bool = False,
-    memory_budget: int | float = DEFAULT_BUDGET,
-    target: Any = None,
 ) -> Attribution:
     """Run one sweep method on validated inputs and return raw, signed attributions.
 
@@ -134,17 +138,19 @@ def attribute(
     attributions (default: True for SmoothGrad and SmInt, as PAIR; False otherwise). ``baseline``
     is IG's path start (default ``"uniform"``) or Expected Gradients' reference set (an array of
     N samples; default: the batch itself). ``steps``, ``max_sigma``, ``grad_step`` and ``sqrt``
-    are Blur IG's (see :mod:`xaikit.xai._engine.blur`). ``memory_budget`` caps the rows of a
-    ``max_batch="auto"`` chunk (bytes, or a fraction of the available memory; see
-    :class:`xaikit.xai._engine.plan.ChunkPlan`). ``target``, a bound target object
-    (:class:`xaikit.targets.Bound`), is differentiated instead of the class scores (``targets``
+    are Blur IG's (see :mod:`xaikit.xai._engine.blur`). The call's ``settings``: its seed, output,
+    XLA flag, ``max_batch`` and ``memory_budget``, which caps the rows of a ``max_batch="auto"``
+    chunk (bytes, or a fraction of the available memory; see
+    :class:`xaikit.xai._engine.plan.ChunkPlan`); its target object (``settings.target``, a
+    :class:`xaikit.targets.Bound`) is differentiated instead of the class scores (``targets``
     then holds each sample's index).
     """
     if method not in SWEEP:
         raise XaikitError(f"internal error: {method!r} is not a sweep method ({', '.join(SWEEP)})")
-    memory_budget = check_memory_budget(memory_budget)
+    memory_budget = check_memory_budget(settings.memory_budget)
+    seed = settings.seed
     bk = inp.bk
-    job = Job.over(inp, targets, seed=seed, output=output, max_batch=max_batch, xla=xla, target=target)
+    job = Job.over(inp, targets, settings)
     smoothed = method in ("smoothgrad", "smint", "vargrad")
     if method in ("input_x_gradient", "blur_ig"):  # smoothed only when asked
         smoothed = (nsamples is not None and nsamples != 1) or bool(stdev_spread)
@@ -319,13 +325,8 @@ def run_sweep(call: Call, **options: Any) -> Explained:
         call.inp,
         call.targets,  # type: ignore[arg-type]  # sweep methods are pinned
         call.method.name,
-        seed=call.seed,
-        max_batch=call.max_batch,
-        memory_budget=call.memory_budget,
-        output=call.output,
+        call.settings(),
         with_delta=call.with_delta,
-        xla=call.xla,
-        target=call.spec,
         **options,
     )
     return Explained(result.arrays, result.delta, result.chunks)

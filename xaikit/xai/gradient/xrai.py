@@ -64,13 +64,12 @@ from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.baselines import BASELINES, check_baseline
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.job import Job
-from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.quadrature import quadrature
 from xaikit.xai._engine.sweep import sweep
 from xaikit.xai._engine.threads import host_threads
 from xaikit.xai.gradient.sweep import baseline_fn
-from xaikit.xai.registry import Call, Explained, Method, register_method
+from xaikit.xai.registry import Call, CallSettings, Explained, Method, register_method
 
 __all__ = ["OPTIONS", "XraiResult", "candidate_masks", "rank_regions", "run"]
 
@@ -236,16 +235,11 @@ def integrated_gradients(
     targets: T,
     baselines: Sequence[Any] | None,
     steps: int,
+    settings: CallSettings,
     *,
     nsamples: int | None = None,
     stdev_spread: float = 0.15,
-    seed: int = 0,
-    output: int | str = 0,
-    max_batch: int | str = "auto",
-    memory_budget: int | float = DEFAULT_BUDGET,
-    xla: bool = False,
     progress: Callable[[int], None] | None = None,
-    target: Any = None,
 ) -> T:
     """The mean over baselines of PAIR's Integrated Gradients, in ONE fused sweep.
 
@@ -253,7 +247,7 @@ def integrated_gradients(
     with ``nsamples``, noise sample ``s // K``: SmoothGrad of the IG part, each noisy copy with
     its own draw); the sweep's mean over ``s`` is then the mean over baselines (and noise).
     ``progress`` is told the rows done after each chunk (B x K x noise samples x steps rows).
-    ``target``, a bound target object, scores the rows (``targets`` are then sample indices).
+    A target object (``settings.target``) scores the rows (``targets`` are then sample indices).
 
     Returns:
         The attributions in the model's layout, on the model's device, (B, ...).
@@ -263,20 +257,20 @@ def integrated_gradients(
     if baselines is None:  # PAIR: constant images of the sample's minimum and maximum
         makers = [lambda s: [x * 0.0 + bk.sample_min(x)], lambda s: [x * 0.0 + bk.sample_max(x)]]
     else:
-        makers = [baseline_fn(inp, spec, seed) for spec in baselines]
+        makers = [baseline_fn(inp, spec, settings.seed) for spec in baselines]
     k = len(makers)
 
     def baseline(s: int) -> list[T]:
         return makers[s % k](s)  # type: ignore[no-any-return]
 
-    job = Job.over(inp, targets, seed=seed, output=output, max_batch=max_batch, xla=xla, target=target)
+    job = Job.over(inp, targets, settings)
     job.n_noise = k * (nsamples or 1)
     job.alphas, job.weights = quadrature("linspace", steps)
     job.baselines = baseline
     job.progress = progress
     if nsamples is not None:
         job.sigma = [stdev_spread * (bk.sample_max(t) - bk.sample_min(t)) for t in inp.tensors]
-    return sweep(job, memory_budget).attributions[0]
+    return sweep(job, settings.memory_budget).attributions[0]
 
 
 # ---- candidate regions ----------------------------------------------------------------------------
@@ -508,33 +502,22 @@ def rank_regions(
 def run(
     inp: Inputs,
     targets: T,
+    settings: CallSettings,
     *,
-    seed: int = 0,
-    output: int | str = 0,
-    max_batch: int | str = "auto",
-    memory_budget: int | float = DEFAULT_BUDGET,
-    xla: bool = False,
     return_delta: bool = False,
-    progress: bool | None = None,
-    target: Any = None,
     **options: Any,
 ) -> np.ndarray | XraiResult:
     """XRAI maps of a batch of images (``explain(model, x, method="xrai", ...)`` calls this).
 
     Args:
         inp: the prepared inputs (one image input, (B, C, H, W) or (B, H, W, C)).
-        targets: int64 (B,) classes on the model's device (pinned by the caller).
-        seed: seed of random baselines (``"uniform"``) and of the noise with ``nsamples``.
-        output: the model output explained.
-        max_batch: rows per fused chunk of the IG sweep, or ``"auto"``.
-        memory_budget: what an ``"auto"`` chunk may use (bytes or a fraction of the memory).
-        xla: compile the TensorFlow chunk step with XLA.
+        targets: int64 (B,) classes on the model's device (pinned by the caller; sample
+            indices with a target object, which the IG part then explains).
+        settings: the call's settings: ``seed`` draws random baselines (``"uniform"``) and the
+            noise with ``nsamples``; ``max_batch`` and ``memory_budget`` chunk the IG sweep;
+            ``progress`` reports the IG sweep's rows (``"xrai (IG sweep): 200/400 rows ..."``),
+            then the images whose regions are ranked (``"xrai (regions): 1/2 images ..."``).
         return_delta: refused: XRAI has no completeness delta.
-        progress: report the IG sweep's rows (``"xrai (IG sweep): 200/400 rows ..."``), then the
-            images whose regions are ranked (``"xrai (regions): 1/2 images ..."``): True, False,
-            or None (each shown once it has run a few seconds; :mod:`xaikit.xai._engine.progress`).
-        target: a bound target object (:class:`xaikit.targets.Bound`) the IG part explains
-            (``targets`` are then sample indices).
         **options: ``steps`` (IG steps, 100), ``baselines`` (None: two constant images, each
             sample's minimum and maximum; or a list of arrays broadcastable to the input in the
             caller's layout, or baseline names such as ``"zeros"``, ``"black"``, ``"blur"``),
@@ -579,11 +562,10 @@ def run(
         if overlap:
             candidates = [pool.submit(candidate_masks, image) for image in images]  # type: ignore[union-attr]
         paths = (2 if opts.baselines is None else len(opts.baselines)) * (opts.nsamples or 1)
-        with for_method(progress, batch * paths * opts.steps, "xrai (IG sweep)") as bar:
+        with for_method(settings.progress, batch * paths * opts.steps, "xrai (IG sweep)") as bar:
             attributions = integrated_gradients(
-                inp, targets, opts.baselines, opts.steps, nsamples=opts.nsamples,
-                stdev_spread=opts.stdev_spread, seed=seed, output=output, max_batch=max_batch,
-                memory_budget=memory_budget, xla=xla, progress=bar.advance_to, target=target,
+                inp, targets, opts.baselines, opts.steps, settings, nsamples=opts.nsamples,
+                stdev_spread=opts.stdev_spread, progress=bar.advance_to,
             )  # fmt: skip
             attr = bk.to_numpy(attributions)
         if not np.all(np.isfinite(attr)):
@@ -607,7 +589,7 @@ def run(
             ranking.update(1)
             return out
 
-        with for_method(progress, batch, "xrai (regions)", "images") as ranking:
+        with for_method(settings.progress, batch, "xrai (regions)", "images") as ranking:
             ranked = list(pool.map(one, range(batch)))
     maps = np.stack([r[0] for r in ranked]).astype(np.float32)
     if not opts.raw:
@@ -623,7 +605,7 @@ def run(
 
 def runner(call: Call, **options: Any) -> Explained:
     """The runner of ``explain(method="xrai")`` (see :mod:`xaikit.xai.registry`)."""
-    result = run(call.inp, call.targets, **call.settings(), **options)
+    result = run(call.inp, call.targets, call.settings(), **options)
     if isinstance(result, XraiResult):
         return Explained([result.maps], detail=result)
     return Explained([result])

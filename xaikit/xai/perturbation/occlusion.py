@@ -16,10 +16,9 @@ from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.xai._engine.chunks import forward_rows
 from xaikit.xai._engine.inputs import Inputs
-from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai.perturbation._image import maps_to_user, one_image, register_perturbation
-from xaikit.xai.registry import Call, Explained
+from xaikit.xai.registry import Call, CallSettings, Explained
 
 __all__ = ["default_window", "occlusion", "occlusion_windows"]
 
@@ -68,32 +67,24 @@ def occlusion_windows(size: int, window: int, stride: int) -> np.ndarray:
 def occlusion(
     inp: Inputs,
     targets: T,
+    settings: CallSettings,
     *,
     window: Any = None,
     stride: Any = None,
     baseline: Any = 0.0,
-    seed: int = 0,
-    output: int | str = 0,
-    max_batch: int | str = "auto",
-    memory_budget: int | float = DEFAULT_BUDGET,
-    xla: bool = False,
-    progress: bool | None = None,
-    target: Any = None,
 ) -> np.ndarray:
     """Occlusion attributions (captum's ``Occlusion`` with a window over all channels).
 
     Args:
         inp: one prepared 4-D image input.
-        targets: the pinned class of each sample (its sample index with ``target``).
+        targets: the pinned class of each sample (its sample index with a target object).
+        settings: the call's settings; ``progress`` reports the rows done
+            (``"occlusion: 120/650 rows ..."``).
         window: the window's (height, width), or one int for both; default an eighth of each
             side, rounded up (:func:`default_window`).
         stride: the step between windows, an int or (height, width); default half the window
             (at least 1).
         baseline: the value a window is set to (a number; default 0).
-        progress: report the rows done (``"occlusion: 120/650 rows ..."``): True, False, or None
-            (shown once the call has run a few seconds; see :mod:`xaikit.xai._engine.progress`).
-        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows instead
-            of the classes.
 
     Returns:
         Attributions with the input's shape and layout (the same value on every channel).
@@ -136,11 +127,8 @@ def occlusion(
         xr = bk.gather(x, r % B)
         return [xr * (1.0 - m) + fill * m]
 
-    with for_method(progress, B * (1 + ny * nx), "occlusion") as bar:
-        s = forward_rows(
-            inp, targets, 1 + ny * nx, rows_fn, seed=seed, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=xla, progress=bar.advance_to, target=target,
-        )  # fmt: skip
+    with for_method(settings.progress, B * (1 + ny * nx), "occlusion") as bar:
+        s = forward_rows(inp, targets, 1 + ny * nx, rows_fn, settings, bar.advance_to)
     drop = (s[0][None, :] - s[1:]).reshape(ny, nx, B)  # score(x) - score(occluded), per window
     ry, rx = rows_y.astype(np.float64), rows_x.astype(np.float64)
     total = ry.T @ drop.transpose(2, 0, 1) @ rx  # (H, ny) @ (B, ny, nx) @ (nx, W): two products
@@ -149,7 +137,7 @@ def occlusion(
 
 
 def _occlusion(call: Call, **options: Any) -> Explained:
-    return Explained([occlusion(call.inp, call.targets, **call.settings(), **options)])
+    return Explained([occlusion(call.inp, call.targets, call.settings(), **options)])
 
 
 register_perturbation(

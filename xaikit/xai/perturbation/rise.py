@@ -17,11 +17,10 @@ from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError
 from xaikit.xai._engine.chunks import forward_rows
 from xaikit.xai._engine.inputs import Inputs
-from xaikit.xai._engine.plan import DEFAULT_BUDGET
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai.perturbation._image import one_image, register_perturbation
-from xaikit.xai.registry import Call, Explained, count
+from xaikit.xai.registry import Call, CallSettings, Explained, count
 
 __all__ = ["rise", "rise_masks"]
 
@@ -135,29 +134,22 @@ class _DeviceMasks:
 def rise(
     inp: Inputs,
     targets: T,
+    settings: CallSettings,
     *,
     n_masks: int = DEFAULT_MASKS,
     cell: int = 8,
     p: float = 0.5,
-    seed: int = 0,
-    output: int | str = 0,
-    max_batch: int | str = "auto",
-    memory_budget: int | float = DEFAULT_BUDGET,
-    xla: bool = False,
-    progress: bool | None = None,
-    target: Any = None,
 ) -> np.ndarray:
     """RISE saliency maps: sum_i score(x * M_i) M_i / (N p), one (H, W) map per image.
 
     Args:
         inp: one prepared 4-D image input.
-        targets: the pinned class of each sample (its sample index with ``target``).
+        targets: the pinned class of each sample (its sample index with a target object).
+        settings: the call's settings (``seed`` draws the masks; ``progress`` reports the rows
+            done, as for :func:`~xaikit.xai.perturbation.occlusion.occlusion`).
         n_masks: N, the number of random masks (default 1000).
         cell: the mask grid's cells per side, s (default 8; at most min(H, W)).
         p: the probability that a grid cell is kept (default 0.5).
-        progress: report the rows done, as for :func:`occlusion`.
-        target: a bound target object (:class:`xaikit.targets.Bound`) scoring the rows instead
-            of the classes.
 
     Returns:
         float (B, H, W) maps, whatever the input's layout (the masks are shared by the channels).
@@ -171,7 +163,7 @@ def rise(
     x = inp.tensors[0]
     device = getattr(x, "device", None)
 
-    masks_of = _DeviceMasks(bk, seed, n, (H, W), s, keep, x)
+    masks_of = _DeviceMasks(bk, settings.seed, n, (H, W), s, keep, x)
     shape = (1, H, W) if axis == 1 else (H, W, 1)
 
     def rows_fn(r0: int, r1: int) -> list[T]:
@@ -180,11 +172,8 @@ def rise(
         masks = bk.reshape(masks_of(i0, i1), (i1 - i0, *shape))  # only this chunk's masks
         return [bk.gather(x, r % B) * bk.gather(masks, r // B - i0)]
 
-    with for_method(progress, B * n, "rise") as bar:
-        scores = forward_rows(
-            inp, targets, n, rows_fn, seed=seed, output=output, max_batch=max_batch,
-            memory_budget=memory_budget, xla=xla, progress=bar.advance_to, target=target,
-        )  # fmt: skip
+    with for_method(settings.progress, B * n, "rise") as bar:
+        scores = forward_rows(inp, targets, n, rows_fn, settings, bar.advance_to)
     # fold on the device, a block of masks at a time (the masks again, as the rows had them),
     # blocks of about _FOLD_ELEMENTS mask values: few launches, bounded memory
     weights = bk.as_tensor(np.ascontiguousarray(scores.T), device, bk.dtype_name(x))  # (B, n)
@@ -199,7 +188,7 @@ def rise(
 
 
 def _rise(call: Call, **options: Any) -> Explained:
-    return Explained([rise(call.inp, call.targets, **call.settings(), **options)])
+    return Explained([rise(call.inp, call.targets, call.settings(), **options)])
 
 
 def _check_rise(options: dict[str, Any]) -> None:
