@@ -29,16 +29,7 @@ from tests.test_trace_xai_saliency import batches, run_epoch, tiny_model
 from xaikit.backend import Rows
 from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.trace.xai import GradCAM, Saliency
-from xaikit.xai import (
-    Call,
-    CallSettings,
-    Explained,
-    Method,
-    get_method,
-    method_names,
-    register_method,
-    unregister_method,
-)
+from xaikit.xai import Call, Explained, Method, get_method, method_names, register_method, unregister_method
 from xaikit.xai.internal import to_display
 
 sys.path.insert(0, str(Path(__file__).parent))  # dataset_models, as the CLI imports it by name
@@ -314,7 +305,7 @@ def test_an_in_pass_runner_that_skips_the_class_check_is_checked_by_the_front_do
 def test_call_settings_carry_the_calls_settings(framework: str) -> None:
     """``Call.settings()`` hands a runner's own loop the call's seed, output, chunking, memory
     budget, XLA flag, progress and target object as one frozen ``CallSettings``."""
-    seen: list[CallSettings] = []
+    seen: list[xk.xai.CallSettings] = []
 
     def run(call: Call) -> Explained:
         seen.append(call.settings())
@@ -328,7 +319,7 @@ def test_call_settings_carry_the_calls_settings(framework: str) -> None:
         xk.xai.explain(model, x, method=TOY, seed=5, max_batch=7, memory_budget=0.25, progress=False)
     finally:
         unregister_method(TOY)
-    assert seen == [CallSettings(seed=5, output=0, max_batch=7, memory_budget=0.25, progress=False)]
+    assert seen == [xk.xai.CallSettings(seed=5, output=0, max_batch=7, memory_budget=0.25, progress=False)]
     with pytest.raises(dataclasses.FrozenInstanceError):
         seen[0].seed = 1  # type: ignore[misc]
 
