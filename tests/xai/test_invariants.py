@@ -260,25 +260,6 @@ def test_tf_fused_sweep_traces_once_per_signature(rng: np.random.Generator) -> N
     assert bk.traces(model, "sweep") <= bk.traces(eager_model, "grad")
 
 
-def test_tf_fused_chunks_span_up_to_four_noise_samples(rng: np.random.Generator) -> None:
-    """A chunk that may touch three or four noise samples (fewer path steps than slices, but at
-    least a third as many) is fused too, padded to four noise samples: its signature does not
-    change with ``nsamples``; a chunk that may touch more takes the eager step."""
-    pytest.importorskip("tensorflow")
-    model, _ = model_for("tf")
-    bk = xk.backend.get_backend(model)
-    x = images(rng, batch=4)  # 40 rows: 10 slices a chunk
-    for nsamples in (5, 7):  # 3 path steps: a chunk spans up to 1 + ceil(9 / 3) = 4 noise samples
-        xk.xai.explain(model, x, method="smint", nsamples=nsamples, nintegration=3, max_batch=40)
-    assert bk.traces(model, "grad") == 0
-    fused = bk.traces(model, "sweep")
-    assert fused >= 1
-    xk.xai.explain(model, x, method="smint", nsamples=5, nintegration=4, max_batch=40)  # up to 4
-    assert bk.traces(model, "sweep") == fused and bk.traces(model, "grad") == 0
-    xk.xai.explain(model, x, method="smint", nsamples=4, nintegration=2, max_batch=40)  # up to 6
-    assert bk.traces(model, "grad") >= 1
-
-
 def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monkeypatch) -> None:
     model, x = setup
     bk = xk.backend.get_backend(model)
@@ -325,8 +306,6 @@ FUSED_CASES = [
     ("smoothgrad", {"nsamples": 7}),
     ("integrated", {"nintegration": 13}),
     ("smint", {"nsamples": 3, "nintegration": 11}),
-    ("smint", {"nsamples": 5, "nintegration": 3}),  # 40 rows: 10 slices over up to 4 noise samples
-    ("smint", {"nsamples": 4, "nintegration": 2}),  # 40 rows: up to 6 noise samples (eager)
     ("vargrad", {"nsamples": 5}),
     ("expected_gradients", {"nsamples": 9}),
     ("input_x_gradient", {}),

@@ -19,7 +19,7 @@ forward+backward per chunk, and reduces the gradients at once into per-sample ac
 A path (one noise sample of one input sample) may span chunk boundaries; its partial sum is
 carried to the next chunk. Only one chunk of rows is alive at a time. Where the backend has
 compiled graphs (TF, ``Backend.fuses_chunks``), a chunk of whole slices of a straight path
-that spans at most four noise samples is built, differentiated and folded in one compiled call
+that spans at most two noise samples is built, differentiated and folded in one compiled call
 (:func:`fused_chunk`), the same arithmetic as the eager build, step and fold.
 
 The chunk size comes from :class:`~xaikit.xai._engine.plan.ChunkPlan`; an out-of-memory error
@@ -40,11 +40,6 @@ from xaikit.xai._engine.chunks import forward_scores, kwargs_of, model_call, pad
 from xaikit.xai._engine.job import Job, device_of
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, ChunkPlan, probes
 from xaikit.xai._engine.seeds import stream_seed
-
-#: the noise samples a fused chunk is padded to (the fewest that hold the most it can touch): a
-#: compiled body's signature then depends on the chunk's rows and this count only, not on the
-#: number of noise samples or path steps; a chunk that could touch more takes the eager path
-_FUSED_SPANS = (2, 4)
 
 
 @dataclass
@@ -213,20 +208,18 @@ class _Sweep:
 
         The chunk is padded to ``rows_to`` rows (rounded up to whole slices: more slices of its
         first noise sample, at path position 0, folded with weight 0), and its noise samples to
-        the first of ``_FUSED_SPANS`` that holds the most a chunk of that many slices can touch
-        (copies of the first, folded with weight 0): a compiled body's input signature is then
-        the padded chunk's and that count, whatever the number of noise samples (and, for the
-        count, whether the path steps are more than the slices or at least a third of them).
-        None (the chunk takes the eager path) where a chunk of that many slices could span more
-        noise samples than the largest count. Only for jobs that are :func:`fusable`.
+        two (a copy of the first, folded with weight 0): a compiled body's input signature is
+        then the padded chunk's, as the eager step's is, whatever the number of noise samples
+        and path steps. None (the chunk takes the eager path) where a chunk of that many slices
+        could span more than two noise samples (fewer path steps than slices). Only for jobs
+        that are :func:`fusable`.
         """
         job, bk, B = self.job, self.bk, self.B
         s_idx, m_idx, s0, s1 = self._slices(r0, r1)
         k = len(s_idx)
         k_pad = max(k, -(-rows_to // B))
-        spans = 1 + -(-(k_pad - 1) // self.M)  # the most noise samples k_pad slices can touch
-        n_max = next((n for n in _FUSED_SPANS if spans <= n), 0)
-        if not n_max:
+        n_max = 2
+        if k_pad > self.M + 1:
             return None
         parts = [self.cache.get(s) for s in range(s0, s1 + 1)]
         n_s = len(parts)
