@@ -25,13 +25,13 @@ from xaikit.backend import Rows, T
 from xaikit.backend.facets import CamLayer
 from xaikit.xai._engine.chunks import chunk_error, forward_rows, halves_on, padded_rows, run_chunks
 from xaikit.xai._engine.inputs import Inputs, call_error, prepare
-from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, default_rows
+from xaikit.xai._engine.plan import check_max_batch, default_rows
 from xaikit.xai._engine.progress import for_method
 from xaikit.xai._engine.targets import pin
 from xaikit.xai.cam.formulas import combine, eigen_projection, relu
 from xaikit.xai.cam.layers import Reshape, check_reshape, find_layer, grid_size, to_chw
 from xaikit.xai.cam.resize import bilinear_matrix, image_size
-from xaikit.xai.registry import CallSettings
+from xaikit.xai.registry import DEFAULT_SETTINGS, CallSettings
 
 
 class CamResult(NamedTuple):
@@ -136,17 +136,31 @@ def chunked(
     return np.concatenate(parts)
 
 
+def per_input(inp: Inputs, targets: T, max_batch: int | str, step: Step) -> list[np.ndarray]:
+    """:func:`chunked` for a step that returns one tensor per input with the input's shape
+    (gradients or relevance w.r.t. each input): the results, float32 (B, ...) per input in the
+    model's layout (what guided backprop, deconvnet and LRP return)."""
+    bk = inp.bk
+    shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
+
+    def flat(rows: list[T], tg: T, kw: dict[str, Any] | None) -> np.ndarray:
+        n = int(rows[0].shape[0])
+        values = step(rows, tg, kw)
+        return np.concatenate([np.asarray(bk.to_numpy(v), dtype=np.float32).reshape(n, -1) for v in values], axis=1)
+
+    joined = chunked(inp, targets, max_batch, flat)  # (B, sum of the inputs' sizes)
+    ends = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
+    return [joined[:, ends[i] : ends[i + 1]].reshape(inp.batch, *shapes[i]) for i in range(len(shapes))]
+
+
 def cam_maps(
     inp: Inputs,
     targets: T | None,
     method: str,
+    settings: CallSettings = DEFAULT_SETTINGS,
+    *,
     layer: Any = None,
-    output: int | str = 0,
-    max_batch: int | str = "auto",
     reshape: Reshape = None,
-    memory_budget: int | float = DEFAULT_BUDGET,
-    progress: bool | None = None,
-    target: Any = None,
 ) -> CamResult:
     """The layer-resolution maps (B, h, w) of one CAM method and the layer's name.
 
@@ -157,20 +171,16 @@ def cam_maps(
             same forward pass (the predicted class; Eigen-CAM needs none, Score-CAM pins them
             first).
         method: the canonical name of a CAM method (``xk.xai.registry.method_names("cam")``).
+        settings: how the call runs (:class:`~xaikit.xai.registry.CallSettings`): the model
+            ``output`` explained, ``max_batch`` (rows per fused chunk, or ``"auto"``), the
+            ``memory_budget`` Score-CAM's B x C masked rows may use (the one-pass methods run B
+            rows), Score-CAM's ``progress`` (the one-pass methods have none to report) and the
+            bound ``target`` object (``Call.spec``) when one was given: ``targets`` are then
+            each sample's index and the rows are scored by it.
         layer: a layer name / object, or None: the last layer with a spatial output.
-        output: the model output to explain.
-        max_batch: rows per fused chunk, or ``"auto"``.
         reshape: how a non-4-D layer output becomes a map (see :func:`to_chw`).
-        memory_budget: the memory Score-CAM's B x C masked rows may use (see
-            :class:`~xaikit.xai._engine.plan.ChunkPlan`); the one-pass methods run B rows.
-        progress: Score-CAM's rows done (True, False or None: shown once the call has run a few
-            seconds; :mod:`xaikit.xai._engine.progress`); the one-pass methods have none to report.
-        target: the bound target object (:class:`xaikit.targets.Bound`, ``Call.spec``) when one
-            was given: ``targets`` are then each sample's index and the rows are scored by it.
     """
-    result, _ = maps_and_scores(
-        inp, targets, method, layer, output, max_batch, reshape, memory_budget, progress, target
-    )
+    result, _ = maps_and_scores(inp, targets, method, settings, layer=layer, reshape=reshape)
     return result
 
 
@@ -178,13 +188,10 @@ def maps_and_scores(
     inp: Inputs,
     targets: T | None,
     method: str,
-    layer: Any,
-    output: int | str,
-    max_batch: int | str,
-    reshape: Reshape,
-    memory_budget: int | float = DEFAULT_BUDGET,
-    progress: bool | None = None,
-    target: Any = None,
+    settings: CallSettings,
+    *,
+    layer: Any = None,
+    reshape: Reshape = None,
     check_classes: Callable[[Any], None] | None = None,
 ) -> tuple[CamResult, np.ndarray | None]:
     """:func:`cam_maps` and, for the one-pass gradient methods, the (B,) explained score of each
@@ -204,25 +211,23 @@ def maps_and_scores(
             t = reshape(t)
         return to_chw(np.asarray(bk.to_numpy(t), dtype=np.float64), first, reshape, size)
 
+    output, max_batch = settings.output, settings.max_batch
     if method == "eigencam":
         maps = relu(eigen_projection(_layer_values(inp, found, output, max_batch, reshape)))
         return CamResult(maps, found.name), None
     if method == "scorecam":
-        if inp.repeats > 1 and target is not None and not inp.kwargs:  # stacked targets
-            maps = _shared_score_cam(
-                inp, targets, found, output, max_batch, reshape, progress, target, memory_budget
-            )
-            return CamResult(maps, found.name), None
+        if inp.repeats > 1 and settings.target is not None and not inp.kwargs:  # stacked targets
+            return CamResult(_shared_score_cam(inp, targets, found, settings, reshape), found.name), None  # type: ignore[arg-type]
         all_acts = _layer_values(inp, found, output, max_batch, reshape)
         if targets is None:
             targets = pin(inp, None, output).targets
-        maps = _score_cam(inp, targets, all_acts, output, max_batch, memory_budget, progress, target)  # type: ignore[arg-type]
-        return CamResult(maps, found.name), None
+        return CamResult(_score_cam(inp, targets, all_acts, settings), found.name), None  # type: ignore[arg-type]
 
     def grads(
         rows: list[T], tg: T, kw: dict[str, Any] | None, spread: T | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        a, da, scores = facet.grad_step(Rows(inp.model, rows, tg, output, kw, target), found, spread)
+        step = Rows(inp.model, rows, tg, output, kw, settings.target)
+        a, da, scores = facet.grad_step(step, found, spread)
         return combine(method, host(a), host(da)), np.asarray(bk.to_numpy(scores), dtype=np.float64)
 
     # stacked targets (inp.repeats > 1): the layers below the layer run once per image
@@ -284,28 +289,16 @@ def _layer_values(
     return chunked(inp, None, max_batch, acts, forward_only=True)
 
 
-def _score_cam(
-    inp: Inputs,
-    targets: T,
-    acts: np.ndarray,
-    output: int | str,
-    max_batch: int | str,
-    memory_budget: int | float = DEFAULT_BUDGET,
-    progress: bool | None = None,
-    target: Any = None,
-) -> np.ndarray:
+def _score_cam(inp: Inputs, targets: T, acts: np.ndarray, settings: CallSettings) -> np.ndarray:
     """Score-CAM: the B x C masked copies of the image input, scored in chunks of rows
     ``r = c * B + b`` (forward only); each chunk's masks are built from the (small) layer
     activations ``acts`` (B, C, h, w) on the device (upsampled and min-max normalised there, in
     the working dtype), so memory stays one chunk whatever C is. The chunk is
-    the engine's forward-only plan (:func:`~xaikit.xai._engine.chunks.forward_rows`: ``max_batch``,
-    ``memory_budget``, halving on out-of-memory)."""
+    the engine's forward-only plan (:func:`~xaikit.xai._engine.chunks.forward_rows`: the settings'
+    ``max_batch`` and ``memory_budget``, halving on out-of-memory)."""
     B, C = acts.shape[:2]
     rows_fn = _masked_rows(inp, acts)
-    settings = CallSettings(
-        output=output, max_batch=max_batch, memory_budget=memory_budget, progress=progress, target=target
-    )
-    with for_method(progress, B * C, "scorecam") as bar:
+    with for_method(settings.progress, B * C, "scorecam") as bar:
         scores = forward_rows(inp, targets, C, rows_fn, settings, bar.advance_to)
     return _weighted(scores.T, acts)  # (B, C): row r = c * B + b
 
@@ -348,27 +341,21 @@ def _masked_rows(inp: Inputs, acts: np.ndarray) -> Callable[[int, int], list[T]]
 
 
 def _shared_score_cam(
-    inp: Inputs,
-    targets: T,
-    found: CamLayer,
-    output: int | str,
-    max_batch: int | str,
-    reshape: Reshape,
-    progress: bool | None,
-    target: Any,
-    memory_budget: int | float = DEFAULT_BUDGET,
+    inp: Inputs, targets: T, found: CamLayer, settings: CallSettings, reshape: Reshape
 ) -> np.ndarray:
     """Score-CAM of stacked targets (``inp.repeats = T`` rows per image, a bound target object):
     the masks depend on the image only, so the layer's activations and the Bu x C masked images
     run once per image (Bu = B / T), and each masked pass's output, repeated T times
     (:func:`~xaikit.xai._engine.targets.spread_output`), is scored by the image's T targets.
-    Chunks of ``max_batch`` masked rows (``"auto"``: the engine's forward-only default; the
-    ``memory_budget`` plan of the unstacked passes is not used), halving on out-of-memory.
+    Chunks of the settings' ``max_batch`` masked rows (``"auto"``: the engine's forward-only
+    default; the ``memory_budget`` plan of the unstacked passes is not used), halving on
+    out-of-memory.
     A model output that cannot be repeated row by row runs the repeated rows (every target's
     masked passes) as the unstacked Score-CAM does."""
     from xaikit.xai._engine.targets import spread_output
 
     bk, group = inp.bk, inp.repeats
+    output, max_batch, target = settings.output, settings.max_batch, settings.target
     device = getattr(inp.tensors[0], "device", None)
     first = bk.index(np.arange(0, inp.batch, group), device)
     once = dataclasses.replace(inp, tensors=[bk.gather(t, first) for t in inp.tensors], repeats=1)
@@ -383,7 +370,7 @@ def _shared_score_cam(
     per_row = np.arange(group)
     samples = np.asarray(bk.to_numpy(targets)).reshape(-1)
 
-    with for_method(progress, Bu * C, "scorecam") as bar, bk.forward_only():
+    with for_method(settings.progress, Bu * C, "scorecam") as bar, bk.forward_only():
 
         def run(r0: int, r1: int, _size: int) -> np.ndarray:
             bar.advance_to(r0)
@@ -408,7 +395,7 @@ def _shared_score_cam(
         bar.advance_to(Bu * C)
     if not parts:  # every target's masked passes, as without a stack
         every = _layer_values(inp, found, output, max_batch, reshape)
-        return _score_cam(inp, targets, every, output, max_batch, memory_budget, progress, target)
+        return _score_cam(inp, targets, every, settings)
     scores = np.concatenate(parts).reshape(C, Bu, group).transpose(1, 2, 0)  # (Bu, T, C)
     maps = _weighted(scores.reshape(Bu * group, C), np.repeat(acts, group, axis=0))
     return maps  # (Bu * T, h, w): sample b * T + t

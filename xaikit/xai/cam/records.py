@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitTypeError, describe
-from xaikit.xai._engine.plan import check_max_batch
 from xaikit.xai.cam.formulas import gradcam, gradcampp, hirescam, layercam, xgradcam
 from xaikit.xai.cam.guided import run_guided_gradcam
 from xaikit.xai.cam.layers import check_reshape
@@ -30,8 +29,8 @@ def run_cam(call: Call, *, layer: Any = None, reshape: Any = None, raw: bool = F
     input's size (bilinear), or with ``raw`` the layer-resolution :class:`CamResult`."""
     inp = call.inp
     result, scores = maps_and_scores(
-        inp, call.targets, call.method.name, layer, call.output, check_max_batch(call.max_batch),
-        check_reshape(reshape), call.memory_budget, call.progress, call.spec, call.check_classes,
+        inp, call.targets, call.method.name, call.settings(),
+        layer=layer, reshape=check_reshape(reshape), check_classes=call.check_classes,
     )  # fmt: skip
     if raw:
         maps = result.maps.astype(np.float32)

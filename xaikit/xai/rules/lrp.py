@@ -18,9 +18,8 @@ import numpy as np
 from xaikit.backend import Rows
 from xaikit.errors import XaikitTypeError, describe
 from xaikit.xai._engine.inputs import Inputs
-from xaikit.xai._engine.plan import check_max_batch
-from xaikit.xai.cam.maps import chunked
-from xaikit.xai.registry import Call, Explained, Method, flag, non_negative, register_method
+from xaikit.xai.cam.maps import per_input
+from xaikit.xai.registry import Call, CallSettings, Explained, Method, flag, non_negative, register_method
 from xaikit.xai.rules.spec import COMPOSITES, Composite, composite
 
 __all__ = ["relevance", "run_lrp", "run_lrp_epsilon"]
@@ -37,25 +36,17 @@ def _bound(inp: Inputs, value: Any, low: bool) -> Any:
     return float(np.min(found) if low else np.max(found))
 
 
-def relevance(
-    inp: Inputs, targets: Any, comp: Composite, output: int | str, max_batch: int | str, target: Any = None
-) -> list[np.ndarray]:
-    """LRP relevance of each input (B, ...) in the model's layout, chunked like the other methods;
-    ``target`` a bound target object (``targets`` then sample indices) whose score is relevance's
-    start."""
-    bk = inp.bk
-    shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
+def relevance(inp: Inputs, targets: Any, comp: Composite, settings: CallSettings) -> list[np.ndarray]:
+    """LRP relevance of each input (B, ...) in the model's layout, chunked like the other methods
+    (the settings' ``max_batch``); the settings' ``target``: a bound target object (``targets``
+    then sample indices) whose score is relevance's start."""
+    bk, output, target = inp.bk, settings.output, settings.target
 
-    def step(rows: list[Any], tg: Any, kw: dict[str, Any] | None) -> np.ndarray:
+    def step(rows: list[Any], tg: Any, kw: dict[str, Any] | None) -> list[Any]:
         rel, _ = bk.relevance.lrp_step(Rows(inp.model, rows, tg, output, kw, target), comp)
-        n = int(tg.shape[0])
-        return np.concatenate(
-            [np.asarray(bk.to_numpy(r), dtype=np.float32).reshape(n, -1) for r in rel], axis=1
-        )
+        return rel
 
-    flat = chunked(inp, targets, max_batch, step)
-    ends = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
-    return [flat[:, ends[i] : ends[i + 1]].reshape(inp.batch, *shapes[i]) for i in range(len(shapes))]
+    return per_input(inp, targets, settings.max_batch, step)
 
 
 def _check(options: dict[str, Any]) -> None:
@@ -88,7 +79,7 @@ def run_lrp(
     comp = spec.composite(
         composite, epsilon=epsilon, gamma=gamma, low=low, high=high, canonize=bool(canonize)
     )
-    values = relevance(call.inp, call.targets, comp, call.output, check_max_batch(call.max_batch), call.spec)
+    values = relevance(call.inp, call.targets, comp, call.settings())
     return Explained(call.inp.to_user(values))
 
 

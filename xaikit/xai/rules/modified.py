@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from xaikit.backend import Rows
-from xaikit.xai._engine.plan import check_max_batch
-from xaikit.xai.cam.maps import chunked
+from xaikit.xai.cam.maps import per_input
 from xaikit.xai.registry import Call, Explained, Method, register_method
 
 __all__ = ["run_modified"]
@@ -21,22 +18,13 @@ __all__ = ["run_modified"]
 
 def run_modified(call: Call) -> Explained:
     """The runner of ``"guided_backprop"`` and ``"deconvnet"``: input-shaped gradients."""
-    inp = call.inp
-    bk = inp.bk
+    inp, bk = call.inp, call.bk
     mode = "guided" if call.method.name == "guided_backprop" else "deconvnet"
-    shapes = [tuple(int(d) for d in t.shape[1:]) for t in inp.tensors]
 
-    def step(rows: list[Any], tg: Any, kw: dict[str, Any] | None) -> np.ndarray:
-        grads = bk.relevance.modified_step(Rows(inp.model, rows, tg, call.output, kw, call.spec), mode)
-        n = int(tg.shape[0])
-        return np.concatenate(
-            [np.asarray(bk.to_numpy(g), dtype=np.float32).reshape(n, -1) for g in grads], axis=1
-        )
+    def step(rows: list[Any], tg: Any, kw: dict[str, Any] | None) -> list[Any]:
+        return bk.relevance.modified_step(Rows(inp.model, rows, tg, call.output, kw, call.spec), mode)
 
-    flat = chunked(inp, call.targets, check_max_batch(call.max_batch), step)
-    ends = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
-    values = [flat[:, ends[i] : ends[i + 1]].reshape(inp.batch, *shapes[i]) for i in range(len(shapes))]
-    return Explained(inp.to_user(values))
+    return Explained(inp.to_user(per_input(inp, call.targets, call.max_batch, step)))
 
 
 register_method(
