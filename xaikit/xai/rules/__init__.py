@@ -14,38 +14,7 @@ Each runs one modified backward pass per chunk of rows through the backend's rel
 # the records register when imported, in this order (the order of tables and docs)
 from xaikit.xai.rules import lrp, modified  # noqa: F401, I001
 from xaikit.xai.rules import deeplift  # noqa: F401  (registered after LRP and guided backprop)
-from xaikit.xai.rules.spec import (
-    COMPOSITES,
-    AlphaBeta,
-    Composite,
-    Epsilon,
-    Flat,
-    Gamma,
-    Gradient,
-    Norm,
-    Pass,
-    Rule,
-    WSquare,
-    ZBox,
-    Zero,
-    ZPlus,
-    composite,
-)
+from xaikit.xai.rules import spec
+from xaikit.xai.rules.spec import *  # noqa: F403  (the rules, the composites and their tables)
 
-__all__ = [
-    "COMPOSITES",
-    "AlphaBeta",
-    "Composite",
-    "Epsilon",
-    "Flat",
-    "Gamma",
-    "Gradient",
-    "Norm",
-    "Pass",
-    "Rule",
-    "WSquare",
-    "ZBox",
-    "ZPlus",
-    "Zero",
-    "composite",
-]
+__all__ = list(spec.__all__)
