@@ -182,7 +182,7 @@ def test_guided_backprop_torch_inplace_relu(rng: np.random.Generator) -> None:
     bk = xk.backend.get_backend(model)
     inp = prepare(bk, model, [x], ["x"])
     targets, _ = pin_targets(inp, [1, 2, 3])
-    ours = guided_backprop(inp, targets)[0]
+    ours = guided_backprop(inp, targets, xk.xai.CallSettings())[0]
     model[1].inplace = False
     theirs = captum_attr.GuidedBackprop(model).attribute(x, target=[1, 2, 3]).detach().numpy()
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-8)

@@ -91,10 +91,6 @@ class CallSettings:
     target: Any = None
 
 
-#: the settings of a call that sets none (a default argument of the internal entry points)
-DEFAULT_SETTINGS = CallSettings()
-
-
 @dataclass
 class Call:
     """One explanation call, built once by the front door and handed to the method's runner.

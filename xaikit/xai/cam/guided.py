@@ -16,10 +16,10 @@ from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai.cam.layers import Reshape, check_reshape
 from xaikit.xai.cam.maps import CamResult, cam_maps, per_input
 from xaikit.xai.cam.resize import image_size, upsample
-from xaikit.xai.registry import DEFAULT_SETTINGS, Call, CallSettings, Explained
+from xaikit.xai.registry import Call, CallSettings, Explained
 
 
-def guided_backprop(inp: Inputs, targets: T, settings: CallSettings = DEFAULT_SETTINGS) -> list[np.ndarray]:
+def guided_backprop(inp: Inputs, targets: T, settings: CallSettings) -> list[np.ndarray]:
     """Guided-backprop gradients of the target scores w.r.t. each input, in the model's layout
     (see :meth:`~xaikit.backend.facets.CamFacet.guided_step`), chunked like the other methods
     (the settings' ``max_batch``); the settings' ``target``: a bound target object
@@ -33,12 +33,7 @@ def guided_backprop(inp: Inputs, targets: T, settings: CallSettings = DEFAULT_SE
 
 
 def guided_gradcam(
-    inp: Inputs,
-    targets: T,
-    settings: CallSettings = DEFAULT_SETTINGS,
-    *,
-    layer: Any = None,
-    reshape: Reshape = None,
+    inp: Inputs, targets: T, settings: CallSettings, *, layer: Any = None, reshape: Reshape = None
 ) -> tuple[list[np.ndarray], CamResult]:
     """Guided Grad-CAM: guided backprop times the Grad-CAM map upsampled (bilinear) to the image,
     per input in the model's layout (inputs that are not the image keep their guided gradients

@@ -31,7 +31,7 @@ from xaikit.xai._engine.targets import pin
 from xaikit.xai.cam.formulas import combine, eigen_projection, relu
 from xaikit.xai.cam.layers import Reshape, check_reshape, find_layer, grid_size, to_chw
 from xaikit.xai.cam.resize import bilinear_matrix, image_size
-from xaikit.xai.registry import DEFAULT_SETTINGS, CallSettings
+from xaikit.xai.registry import CallSettings
 
 
 class CamResult(NamedTuple):
@@ -145,8 +145,8 @@ def per_input(inp: Inputs, targets: T, max_batch: int | str, step: Step) -> list
 
     def flat(rows: list[T], tg: T, kw: dict[str, Any] | None) -> np.ndarray:
         n = int(rows[0].shape[0])
-        values = step(rows, tg, kw)
-        return np.concatenate([np.asarray(bk.to_numpy(v), dtype=np.float32).reshape(n, -1) for v in values], axis=1)
+        values = [np.asarray(bk.to_numpy(v), dtype=np.float32).reshape(n, -1) for v in step(rows, tg, kw)]
+        return np.concatenate(values, axis=1)
 
     joined = chunked(inp, targets, max_batch, flat)  # (B, sum of the inputs' sizes)
     ends = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
@@ -157,7 +157,7 @@ def cam_maps(
     inp: Inputs,
     targets: T | None,
     method: str,
-    settings: CallSettings = DEFAULT_SETTINGS,
+    settings: CallSettings,
     *,
     layer: Any = None,
     reshape: Reshape = None,
