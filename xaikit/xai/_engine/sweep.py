@@ -19,8 +19,8 @@ forward+backward per chunk, and reduces the gradients at once into per-sample ac
 A path (one noise sample of one input sample) may span chunk boundaries; its partial sum is
 carried to the next chunk. Only one chunk of rows is alive at a time. Where the backend has
 compiled graphs (TF, ``Backend.fuses_chunks``), a chunk of whole slices of a straight path
-that spans at most two noise samples is built, differentiated and folded in one compiled call
-(:func:`fused_chunk`), the same arithmetic as the eager build, step and fold.
+that spans at most two noise samples is built, differentiated, folded and reduced in one
+compiled call (:func:`fused_chunk`), the same arithmetic as the eager build, step and fold.
 
 The chunk size comes from :class:`~xaikit.xai._engine.plan.ChunkPlan`; an out-of-memory error
 halves it and starts the sweep again (:func:`sweep`, through the engine's one chunk loop,
@@ -125,6 +125,9 @@ class _Sweep:
         #: before the two moments are summed, so that E[a^2] - E[a]^2 does not cancel
         self.shift: list[T] = []
         self.carry: list[T] | None = None
+        #: zero carries of a fused chunk that continues no path, and its magnitude flag (made once)
+        self.zeros: list[T] | None = None
+        self.magnitude: T | None = None
         self.mults: list[T] | None = None  # the current chunk's gradient multipliers (custom path)
         self.w = np.ones(1) if job.weights is None else np.asarray(job.weights, dtype=np.float64)
         self.a = np.ones(1) if job.alphas is None else np.asarray(job.alphas, dtype=np.float64)
@@ -201,16 +204,17 @@ class _Sweep:
         targets = job.targets if k == 1 else bk.cat([job.targets] * k)
         return rows, targets
 
-    def fused(self, r0: int, r1: int, rows_to: int, layout: str) -> list[T] | None:
-        """Rows [r0, r1) (whole slices) built, differentiated and folded per path in one
-        :meth:`~xaikit.backend.Backend.folded_grads` call: the per-path sums (n_s, B, ...) of
-        each input, as :meth:`reduce` takes them (``folded``).
+    def fused(self, r0: int, r1: int, rows_to: int, layout: str, keep: bool = True) -> bool:
+        """Rows [r0, r1) (whole slices) built, differentiated, folded per path and reduced in one
+        :meth:`~xaikit.backend.Backend.folded_grads` call (:func:`fused_chunk`): the paths the
+        chunk completes are added to the accumulators and the one it leaves open is carried,
+        as :meth:`reduce` does (``keep=False``: a probe's chunk, whose results are dropped).
 
         The chunk is padded to ``rows_to`` rows (rounded up to whole slices: more slices of its
         first noise sample, at path position 0, folded with weight 0), and its noise samples to
         two (a copy of the first, folded with weight 0): a compiled body's input signature is
         then the padded chunk's, as the eager step's is, whatever the number of noise samples
-        and path steps. None (the chunk takes the eager path) where a chunk of that many slices
+        and path steps. False (the chunk takes the eager path) where a chunk of that many slices
         could span more than two noise samples (fewer path steps than slices). Only for jobs
         that are :func:`fusable`.
         """
@@ -220,7 +224,7 @@ class _Sweep:
         k_pad = max(k, -(-rows_to // B))
         n_max = 2
         if k_pad > self.M + 1:
-            return None
+            return False
         parts = [self.cache.get(s) for s in range(s0, s1 + 1)]
         n_s = len(parts)
         fill = parts + [parts[0]] * (n_max - n_s)
@@ -229,10 +233,21 @@ class _Sweep:
         alpha = np.zeros(k_pad)
         alpha[:k] = self.a[m_idx]
         weights = self._fold_weights(s_idx, m_idx, n_max, k_pad)
+        # which of the (padded) noise samples' paths the chunk completes (row 0) and which one it
+        # leaves open, to be carried (row 1): the chunk's last noise sample unless it closes it
+        closes = r1 % self.block == 0
+        complete = n_s if closes else n_s - 1
+        ends = np.zeros((2, n_max))
+        ends[0, :complete] = 1.0
+        if complete < n_s:
+            ends[1, n_s - 1] = 1.0
         dtype = bk.dtype_name(job.inputs[0])
         n_in = range(len(job.inputs))
         starts = [[p[1][i] for p in fill] for i in n_in]  # type: ignore[index]
         diffs = [[p[2][i] for p in fill] for i in n_in]  # type: ignore[index]
+        if self.zeros is None:  # made once: zero carries, and the magnitude flag
+            self.zeros = [bk.zeros(tuple(x.shape), self.device, job.dtype) for x in job.inputs]
+            self.magnitude = bk.as_tensor(np.asarray(1.0 if job.magnitude else 0.0), self.device, dtype)
         args = (
             starts,
             diffs,
@@ -241,11 +256,24 @@ class _Sweep:
             bk.as_tensor(weights, self.device, dtype),
             job.targets,
             layout,
+            self.carry if self.carry is not None else self.zeros,
+            bk.as_tensor(ends, self.device, dtype),
+            self.magnitude,
         )
         out = model_call(
             bk, lambda: bk.folded_grads(job.model, fused_chunk, args, job.output, job.xla), k_pad * B, B
         )
-        return list(out) if n_s == n_max else [p[:n_s] for p in out]
+        if not keep:
+            return True
+        totals, opened = out[: len(n_in)], out[len(n_in) :]
+        if complete:
+            if self.acc is None:
+                self.acc = list(totals)
+            else:
+                self.acc = [a + t for a, t in zip(self.acc, totals)]
+        self.carry = list(opened) if complete < n_s else None
+        self.cache.forget_before(s1 if not closes else s1 + 1)
+        return True
 
     def _fold_weights(self, s_idx: np.ndarray, m_idx: np.ndarray, n: int, cols: int) -> np.ndarray:
         """(n, cols) weights folding a chunk's slices into its noise samples' path sums: slice j
@@ -263,10 +291,9 @@ class _Sweep:
         against ``like`` (b1 - b0, ...)."""
         return _row_weights(self.bk, self.cache.factor(s)[b0:b1], like)
 
-    def reduce(self, grads: Sequence[T], r0: int, r1: int, folded: Sequence[T] | None = None) -> None:
-        """Fold one chunk's gradients into the per-sample accumulators (``folded``: a whole-slice
-        chunk's gradients already folded per path by :func:`fused_chunk`, (n_s, B, ...) each;
-        ``grads`` is then unused)."""
+    def reduce(self, grads: Sequence[T], r0: int, r1: int) -> None:
+        """Fold one chunk's gradients into the per-sample accumulators (:func:`fused_chunk` does
+        the same for a whole-slice chunk of a :func:`fusable` job, in its one call)."""
         job, bk, B = self.job, self.bk, self.B
         s_idx, m_idx, s0, s1 = self._slices(r0, r1)
         n_s = s1 - s0 + 1
@@ -275,10 +302,10 @@ class _Sweep:
         parts = [self.cache.get(s) for s in range(s0, s0 + complete)]
         partial = r1 - r0 < B or r0 % B != 0
         new_carry: list[T] = []
-        for i, g in enumerate(folded if folded is not None else grads):
+        for i, g in enumerate(grads):
             if self.mults is not None:  # a custom path: each gradient times its multiplier
                 g = g * self.mults[i]
-            shape = tuple(int(d) for d in g.shape[1 if folded is None else 2 :])
+            shape = tuple(int(d) for d in g.shape[1:])
             if partial:
                 b0 = r0 % B
                 w = float(self.w[m_idx[0]]) if job.alphas is not None else 1.0
@@ -287,14 +314,11 @@ class _Sweep:
                 paths = contrib if self.carry is None else self.carry[i] + contrib
                 paths = bk.reshape(paths, (1, B, *shape))
             else:
-                if folded is not None:
-                    paths = g
-                else:
-                    k = len(s_idx)
-                    weights = self._fold_weights(s_idx, m_idx, n_s, k)
-                    flat = bk.reshape(g, (k, -1))
-                    paths = bk.matmul(bk.as_tensor(weights, self.device, bk.dtype_name(g)), flat)
-                    paths = bk.reshape(paths, (n_s, B, *shape))
+                k = len(s_idx)
+                weights = self._fold_weights(s_idx, m_idx, n_s, k)
+                flat = bk.reshape(g, (k, -1))
+                paths = bk.matmul(bk.as_tensor(weights, self.device, bk.dtype_name(g)), flat)
+                paths = bk.reshape(paths, (n_s, B, *shape))
                 if self.carry is not None:
                     carried = bk.reshape(self.carry[i], (1, B, *shape))
                     paths = paths + carried if n_s == 1 else bk.cat([paths[:1] + carried, paths[1:]])
@@ -346,38 +370,57 @@ def fused_chunk(
     weights: T,
     targets: T,
     layout: str,
+    carry: list[T],
+    ends: T,
+    magnitude: T,
 ) -> list[T]:
     """A whole-slice chunk of the sweep, written with backend ops only, so that a framework with
-    compiled graphs runs it as one graph (:meth:`~xaikit.backend.Backend.folded_grads`).
+    compiled graphs runs it as one graph (:meth:`~xaikit.backend.Backend.folded_grads`): its rows
+    built, their gradients folded per path and the paths it completes reduced, with the
+    arithmetic of :meth:`_Sweep.build`, the step and :meth:`_Sweep.reduce`.
 
     Args:
         bk: the backend.
         grad: the model's input gradients of a chunk of rows and their targets.
-        starts: per input, the chunk's noise samples' path starts (B, ...) each.
+        starts: per input, the chunk's n noise samples' path starts (B, ...) each.
         diffs: per input, the same noise samples' path ends minus starts.
         alpha: (k,) path position of each slice.
         sel: (k,) which of the noise samples each slice belongs to.
         weights: (n, k) each slice's weight in each noise sample's path sum.
         targets: (B,) the class of each sample.
         layout: the memory layout the model gets its rows in.
+        carry: per input, the (B, ...) partial path sums of the first noise sample carried from
+            the chunks before (zeros where none is open).
+        ends: (2, n): row 0 marks the noise samples whose paths the chunk completes, row 1 the
+            one it leaves open (all 0 when it closes its last).
+        magnitude: 1 to square each completed path's attributions (SmInt), 0 to keep them.
 
     Returns:
-        Per input, the per-path weighted sums of the gradients, (n, B, ...): row for row what
-        :meth:`_Sweep.build`, the step and the matrix product of :meth:`_Sweep.reduce` give.
+        Per input the (B, ...) sum of the completed paths' attributions (path sum times the
+        path's difference, squared with ``magnitude``), then per input the open path's partial
+        sum (B, ...), to be carried.
     """
     k = int(sel.shape[0])
     shapes = [tuple(int(d) for d in firsts[0].shape) for firsts in starts]
-    rows = []
+    n = int(weights.shape[0])
+    rows, steps = [], []
     for i, (firsts, shape) in enumerate(zip(starts, shapes)):
         base = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in firsts]), sel)
-        step = bk.gather(bk.cat([bk.reshape(t, (1, *shape)) for t in diffs[i]]), sel)
-        picked = base + bk.reshape(alpha, (k, *(1,) * len(shape))) * step
+        step = bk.cat([bk.reshape(t, (1, *shape)) for t in diffs[i]])  # (n, B, ...)
+        picked = base + bk.reshape(alpha, (k, *(1,) * len(shape))) * bk.gather(step, sel)
         rows.append(bk.to_layout(bk.reshape(picked, (k * shape[0], *shape[1:])), layout))
+        steps.append(step)
     grads = grad(rows, bk.cat([targets] * k))
-    n = int(weights.shape[0])
-    return [
-        bk.reshape(bk.matmul(weights, bk.reshape(g, (k, -1))), (n, *shape)) for g, shape in zip(grads, shapes)
-    ]
+    first = bk.as_tensor(np.eye(n, 1), device_of(weights), bk.dtype_name(weights))  # (n, 1): [1, 0, ...]
+    totals, opened = [], []
+    for g, shape, step, c in zip(grads, shapes, steps, carry):
+        paths = bk.reshape(bk.matmul(weights, bk.reshape(g, (k, -1))), (n, -1))
+        paths = paths + first * bk.reshape(c, (1, -1))  # the carried part of the first path
+        done = paths * bk.reshape(step, (n, -1))
+        done = done * (magnitude * done + (1 - magnitude))  # squared where magnitude is 1
+        totals.append(bk.reshape(bk.matmul(ends[:1], done), shape))
+        opened.append(bk.reshape(bk.matmul(ends[1:], paths), shape))
+    return [*totals, *opened]
 
 
 def fusable(job: Job) -> bool:
@@ -387,6 +430,7 @@ def fusable(job: Job) -> bool:
     so does a chunk that :meth:`_Sweep.fused` declines."""
     return (
         job.path is None
+        and not job.variance
         and job.alphas is not None
         and job.baselines is not None
         and job.row_alpha is None
@@ -425,14 +469,12 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
         state.cache.layout = layout
         n = r1 - r0
         full = padded_rows(n, min(size, state.align(0, size)))
-        folded = (
-            state.fused(r0, r1, full if pad else n, layout)
-            if fuse and n >= state.B and r0 % state.B == 0
-            else None
-        )
-        if folded is not None:
-            if keep:
-                state.reduce([], r0, r1, folded=folded)
+        if (
+            fuse
+            and n >= state.B
+            and r0 % state.B == 0
+            and state.fused(r0, r1, full if pad else n, layout, keep)
+        ):
             return
         rows, targets = state.build(r0, r1)
         padded = pad and n < full
