@@ -147,7 +147,7 @@ class Call:
 
     def settings(self) -> CallSettings:
         """The call's :class:`CallSettings`, for a method's own loop (occlusion, RISE, XRAI, Guided
-        IG, the sweep, the model-agnostic methods) to hand on to the engine."""
+        IG, the sweep, the CAMs, LRP, the model-agnostic methods) to hand on to the engine."""
         return CallSettings(
             self.seed, self.output, self.max_batch, self.memory_budget, self.xla, self.progress, self.spec
         )
