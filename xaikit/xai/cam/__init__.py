@@ -23,12 +23,11 @@ from xaikit.xai.cam import records  # noqa: F401
 from xaikit.xai.cam.formulas import combine, eigen_components, eigen_projection
 from xaikit.xai.cam.guided import guided_backprop, guided_gradcam
 from xaikit.xai.cam.layers import find_layer, to_chw, token_grid
-from xaikit.xai.cam.maps import CamResult, cam_maps, layer_activations
+from xaikit.xai.cam.maps import CamResult, layer_activations, maps_and_scores
 from xaikit.xai.cam.resize import upsample
 
 __all__ = [
     "CamResult",
-    "cam_maps",
     "combine",
     "eigen_components",
     "eigen_projection",
@@ -36,6 +35,7 @@ __all__ = [
     "guided_backprop",
     "guided_gradcam",
     "layer_activations",
+    "maps_and_scores",
     "to_chw",
     "token_grid",
     "upsample",

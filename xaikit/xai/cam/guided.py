@@ -14,7 +14,7 @@ from xaikit.backend import Rows, T
 from xaikit.errors import XaikitValueError
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai.cam.layers import Reshape, check_reshape
-from xaikit.xai.cam.maps import CamResult, cam_maps, per_input
+from xaikit.xai.cam.maps import CamResult, maps_and_scores, per_input
 from xaikit.xai.cam.resize import image_size, upsample
 from xaikit.xai.registry import Call, CallSettings, Explained
 
@@ -39,7 +39,7 @@ def guided_gradcam(
     per input in the model's layout (inputs that are not the image keep their guided gradients
     unscaled), and the Grad-CAM result; the settings' ``target``: a bound target object scoring
     both."""
-    cam = cam_maps(inp, targets, "gradcam", settings, layer=layer, reshape=reshape)
+    cam, _ = maps_and_scores(inp, targets, "gradcam", settings, layer=layer, reshape=reshape)
     which, size = image_size(inp)
     up = upsample(cam.maps, size)
     grads = guided_backprop(inp, targets, settings)

@@ -1,9 +1,9 @@
-"""The maps of one CAM method for a batch: :func:`cam_maps` runs the fused forward+backward of the
-backend's CAM facet (``bk.cam``, which returns a layer's activations ``A`` and their gradients
-``dA`` channel-first for both frameworks) in chunks of rows and applies the method's formula
-(:mod:`xaikit.xai.cam.formulas`); Eigen-CAM reads the activations alone
-(:func:`layer_activations`), Score-CAM scores the B x C masked images through the engine's
-forward-only plan.
+"""The maps of one CAM method for a batch: :func:`maps_and_scores` runs the fused
+forward+backward of the backend's CAM facet (``bk.cam``, which returns a layer's activations
+``A`` and their gradients ``dA`` channel-first for both frameworks) in chunks of rows and
+applies the method's formula (:mod:`xaikit.xai.cam.formulas`); Eigen-CAM reads the activations
+alone (:func:`layer_activations`), Score-CAM scores the B x C masked images through the
+engine's forward-only plan.
 
 Stacked targets (``inp.repeats = T``: each image's rows repeated T times, one per target): the
 gradient CAMs run the layers below the layer once per image and spread the layer's output to
@@ -153,7 +153,7 @@ def per_input(inp: Inputs, targets: T, max_batch: int | str, step: Step) -> list
     return [joined[:, ends[i] : ends[i + 1]].reshape(inp.batch, *shapes[i]) for i in range(len(shapes))]
 
 
-def cam_maps(
+def maps_and_scores(
     inp: Inputs,
     targets: T | None,
     method: str,
@@ -161,8 +161,11 @@ def cam_maps(
     *,
     layer: Any = None,
     reshape: Reshape = None,
-) -> CamResult:
-    """The layer-resolution maps (B, h, w) of one CAM method and the layer's name.
+    check_classes: Callable[[Any], None] | None = None,
+) -> tuple[CamResult, np.ndarray | None]:
+    """The layer-resolution maps (B, h, w) of one CAM method and the layer's name, and for the
+    one-pass gradient methods the (B,) explained score of each row as their pass read it (None
+    for Eigen-CAM and Score-CAM).
 
     Args:
         inp: the prepared inputs (:func:`~xaikit.xai._engine.inputs.prepare`).
@@ -179,25 +182,9 @@ def cam_maps(
             each sample's index and the rows are scored by it.
         layer: a layer name / object, or None: the last layer with a spatial output.
         reshape: how a non-4-D layer output becomes a map (see :func:`to_chw`).
+        check_classes: called with what the model returned on the layer probe's row, before
+            any row of the batch runs (:meth:`~xaikit.xai.registry.Call.check_classes`).
     """
-    result, _ = maps_and_scores(inp, targets, method, settings, layer=layer, reshape=reshape)
-    return result
-
-
-def maps_and_scores(
-    inp: Inputs,
-    targets: T | None,
-    method: str,
-    settings: CallSettings,
-    *,
-    layer: Any = None,
-    reshape: Reshape = None,
-    check_classes: Callable[[Any], None] | None = None,
-) -> tuple[CamResult, np.ndarray | None]:
-    """:func:`cam_maps` and, for the one-pass gradient methods, the (B,) explained score of each
-    row as their pass read it (None for Eigen-CAM and Score-CAM). ``check_classes`` is called
-    with what the model returned on the layer probe's row, before any row of the batch runs
-    (:meth:`~xaikit.xai.registry.Call.check_classes`)."""
     bk = inp.bk
     facet = bk.cam
     found = find_layer(inp, layer, reshape)
