@@ -306,6 +306,13 @@ FUSED_CASES = [
     ("smoothgrad", {"nsamples": 7}),
     ("integrated", {"nintegration": 13}),
     ("smint", {"nsamples": 3, "nintegration": 11}),
+    # fewer path steps than slices: chunks of 40 rows (10 slices) may span up to 4 and 6 noise
+    # samples and take the eager step
+    ("smint", {"nsamples": 5, "nintegration": 3}),
+    ("smint", {"nsamples": 4, "nintegration": 2}),
+    # at 40 rows an eager chunk (10 slices > 7 steps) leaves a path open and the fused tail
+    # (4 slices) completes it from the eager chunk's carry
+    ("smint", {"nsamples": 2, "nintegration": 7}),
     ("vargrad", {"nsamples": 5}),
     ("expected_gradients", {"nsamples": 9}),
     ("input_x_gradient", {}),
