@@ -334,3 +334,28 @@ def test_bad_inputs_are_named():
         xk.evaluate.compare(model, x, ["vanilla"], metrics=["sparseness", "sparseness"])
     with pytest.raises(XaikitTypeError, match="methods must be"):
         xk.evaluate.compare(model, x, 3)
+
+
+def test_every_method_with_a_delta_reports_it_and_smints_default_is_no_error(framework):
+    """compare reports the completeness delta of every method whose record has one (the records,
+    not a list of path methods): DeepLIFT's is float rounding; SmInt's default squares its paths,
+    so it has none (NaN), and that is not an error the user has to dodge."""
+    from tests.test_trace_xai_saliency import tiny_model
+
+    model = tiny_model(framework)
+    x = np.random.default_rng(2).random((3, 8, 8, 3), dtype=np.float32)
+    x = x if framework == "tf" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    smint = {"nsamples": 2, "nintegration": 8}
+    opts = {"smint": smint, "signed smint": {**smint, "magnitude": False}}
+    methods = {"smint": "smint", "signed smint": "smint", "deeplift": "deeplift", "vanilla": "vanilla"}
+    res = xk.evaluate.compare(model, x, methods, metrics=["completeness_delta"], method_options=opts, seed=1)
+    delta = res.table.set_index("method")["completeness_delta"]
+    assert np.isnan(delta["smint"]) and np.isnan(delta["vanilla"])
+    assert 0 <= delta["deeplift"] < 1e-5
+    for label, method in (("signed smint", "smint"), ("deeplift", "deeplift")):
+        c = xk.evaluate.completeness(
+            model, x, method, target=res.targets, seed=1, method_options=opts.get(label, {})
+        )
+        got = res.per_sample.query("method == @label and metric == 'completeness_delta'")["score"]
+        np.testing.assert_allclose(got, np.abs(c.delta), rtol=1e-6, atol=1e-9)
+    assert 0 < delta["signed smint"] < 1  # a Riemann sum over 8 steps of a ReLU net: small, not 0

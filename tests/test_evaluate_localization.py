@@ -156,9 +156,14 @@ def test_completeness_report(framework: str, rng: np.random.Generator) -> None:
         method_options={"steps": 200, "max_sigma": 2.0, "grad_step": 1e-3},
     )
     assert b.summary["max_relative"] < 2e-2  # Riemann sum and finite difference of the blur path
+    for method, options in (("deeplift", {}), ("deepliftshap", {"baselines": refs})):
+        d = xk.evaluate.completeness(model, x, method, target=2, method_options=options)
+        np.testing.assert_allclose(d.total, d.gap, rtol=1e-5, atol=1e-5)  # complete by construction
+        assert d.summary["max_relative"] < 1e-5
     with pytest.raises(
         XaikitValueError,
-        match=r"completeness applies to path methods 'integrated', 'smint', 'blur_ig'.*; got method 'vanilla'",
+        match=r"completeness applies to the methods with a completeness delta 'integrated', 'smint', .*"
+        r"'deeplift', 'deepliftshap'; got method 'vanilla'",
     ):
         xk.evaluate.completeness(model, x, method="vanilla")
     with pytest.raises(XaikitValueError, match=r"completeness of 'smint' needs magnitude=False"):

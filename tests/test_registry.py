@@ -155,6 +155,47 @@ def test_a_registered_method_is_a_row_of_compare(toy: Method) -> None:
     assert r.table.loc[1, "deletion_auc"] == pytest.approx(float(np.mean(deletion.auc)))
 
 
+def _toy_complete_run(call: Call) -> Explained:
+    """x times the gradient, with the delta against a gap of f(x) (a zero baseline whose score the
+    toy leaves out): what a record with ``delta=True`` hands back when ``call.with_delta``."""
+    bk, inp = call.bk, call.inp
+    scores, grads, _ = bk.grad_step(Rows(inp.model, inp.tensors, call.targets, call.output, None))
+    attr = [bk.to_numpy(g) * bk.to_numpy(t) for g, t in zip(grads, inp.tensors)]
+    total = sum(a.reshape(len(a), -1).sum(axis=1, dtype=np.float64) for a in attr)
+    delta = total - bk.to_numpy(scores).astype(np.float64) if call.with_delta else None
+    return Explained(inp.to_user(attr), delta=delta)
+
+
+def test_a_registered_method_with_a_delta_is_checked_for_completeness(framework: str) -> None:
+    """A record with ``delta=True`` is taken by ``return_delta``, ``completeness`` and ``compare``'s
+    ``completeness_delta``: the delta its runner reports, not a list of path methods."""
+    record = Method("toy_complete", "gradient", "Toy Complete", _toy_complete_run, {}, delta=True)
+    register_method(record)
+    try:
+        model = tiny_model(framework)
+        x = batches(1, bs=3, seed=4)[0]["x"]
+        x = x if framework == "tf" else _channel_first(x)
+        attr, delta = xk.xai.explain(model, x, target=1, method="toy_complete", return_delta=True)
+        c = xk.evaluate.completeness(model, x, "toy_complete", target=1)
+        np.testing.assert_array_equal(c.delta, delta)
+        assert attr.shape == x.shape and np.abs(delta).max() > 0
+        if framework == "torch":
+            import torch
+
+            f = model(torch.as_tensor(x)).detach().numpy()[:, 1]
+        else:
+            f = np.asarray(model(x))[:, 1]
+        np.testing.assert_allclose(c.gap, f, rtol=1e-5, atol=1e-6)  # the toy's gap: f(x)
+        r = xk.evaluate.compare(
+            model, x, ["toy_complete", "vanilla"], metrics=["completeness_delta"], target=1
+        )
+        got = r.table.set_index("method")["completeness_delta"]
+        assert got["toy_complete"] == pytest.approx(float(np.mean(np.abs(delta))))
+        assert np.isnan(got["vanilla"])
+    finally:
+        unregister_method("toy_complete")
+
+
 def test_a_registered_method_is_in_the_cli(
     toy: Method, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

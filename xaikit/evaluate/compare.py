@@ -61,7 +61,6 @@ from xaikit.evaluate._common import (
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._rerun import randomized_maps
 from xaikit.evaluate.agreement import MIN_METHODS, MetricAgreement, metric_agreement
-from xaikit.evaluate.completeness import PATH_METHODS
 from xaikit.evaluate.registry import FAMILIES, METRICS, Metric, MetricContext, _has_weights
 from xaikit.xai.internal import check_max_batch, prepare
 from xaikit.xai.registry import canonical, method_names
@@ -92,7 +91,7 @@ _RESERVED = {
     "seed": "compare's seed argument",
     "max_batch": "compare's max_batch argument",
     "framework": "compare's framework argument",
-    "return_delta": "nothing (compare asks for it for path methods)",
+    "return_delta": "nothing (compare reports the delta of every method that has one)",
 }
 _WORDS = {
     "faithfulness": ("most faithful", "least faithful"),
@@ -454,7 +453,7 @@ def compare(
     """
     import pandas as pd
 
-    from xaikit.xai.internal import explain, to_display
+    from xaikit.xai.internal import explain_with_delta, to_display
 
     entries = _methods(methods)
     chosen = _metrics(metrics, mask)
@@ -496,11 +495,10 @@ def compare(
         if name is None:
             raw = host(custom, f"methods[{label!r}]")
         else:
-            out = explain(
-                model, x, target=targets if explained is None else explained, method=name, framework=framework,
-                seed=seed, max_batch=max_batch, return_delta=name in PATH_METHODS, **opts,
+            raw, delta = explain_with_delta(
+                model, x, targets if explained is None else explained, name, framework=framework, seed=seed,
+                max_batch=max_batch, **opts,
             )  # fmt: skip
-            raw, delta = out if name in PATH_METHODS else (out, None)
             raw = np.asarray(raw)
         seconds[label] = time.perf_counter() - t0
         ctx = MetricContext(

@@ -1,4 +1,8 @@
-"""Completeness of path attributions: sum(attributions) = f(x) - f(baseline) (Sundararajan et al.)."""
+"""Completeness of attributions: sum(attributions) = f(x) - f(baseline) (Sundararajan et al.).
+
+It applies to the methods whose record says ``delta=True`` (``xk.xai.method_names(delta=True)``:
+the path methods, DeepLIFT, DeepLiftShap, and any registered method that reports a delta).
+"""
 
 from __future__ import annotations
 
@@ -14,14 +18,10 @@ from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 
 __all__ = ["CompletenessResult", "completeness"]
 
-#: the methods whose attributions add up to f(x) - f(baseline): exactly as the steps grow, or in
-#: expectation (Expected Gradients)
-PATH_METHODS = ("integrated", "smint", "blur_ig", "guided_ig", "expected_gradients")
-
 
 @dataclass
 class CompletenessResult:
-    """Per-sample completeness of IG-based attributions.
+    """Per-sample completeness of attributions (the methods with a completeness delta).
 
     Attributes:
         delta: (B,) sum(attributions) - (f(x) - f(baseline)).
@@ -63,15 +63,18 @@ def completeness(
     target: Any = None,
     **run: Unpack[RunOptions],
 ) -> CompletenessResult:
-    """How far IG-based attributions are from adding up to f(x) - f(baseline).
+    """How far attributions are from adding up to f(x) - f(baseline).
 
     Args:
         model: a torch or Keras/TF model.
         x: the input batch.
-        method: a path method: ``"integrated"``, ``"smint"`` (run with ``magnitude=False``,
-            the signed average that completeness applies to), ``"blur_ig"`` (the baseline is the
-            fully blurred image), ``"guided_ig"`` or ``"expected_gradients"`` (complete in
-            expectation over the reference draws: the delta shrinks like 1 / sqrt(nsamples)).
+        method: a method with a completeness delta (``xk.xai.method_names(delta=True)``):
+            ``"integrated"``, ``"smint"`` (run with ``magnitude=False``, the signed average that
+            completeness applies to), ``"blur_ig"`` (the baseline is the fully blurred image),
+            ``"guided_ig"``, ``"expected_gradients"`` (complete in expectation over the
+            reference draws: the delta shrinks like 1 / sqrt(nsamples)), ``"deeplift"`` and
+            ``"deepliftshap"`` (complete by construction: the delta is float rounding), or a
+            registered method whose record has ``delta=True``.
         target: classes (None = the prediction, pinned).
         **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
             method_options), see :class:`~xaikit.evaluate.RunOptions`. ``seed`` seeds the method
@@ -94,18 +97,21 @@ def completeness(
         settings.method_options,
         {**RESERVED, "return_delta": "nothing: completeness asks for the delta itself"},
     )
-    if name not in PATH_METHODS:
+    from xaikit.xai import explain, get_method, method_names
+
+    complete = method_names(delta=True)
+    if name not in complete:
         raise XaikitValueError(
-            f"completeness applies to path methods {', '.join(map(repr, PATH_METHODS))}; got method {method!r}"
+            f"completeness applies to the methods with a completeness delta {', '.join(map(repr, complete))}; "
+            f"got method {method!r}"
         )
     if options.get("magnitude", False):
         raise XaikitValueError(
             f"completeness of {name!r} needs magnitude=False (squared attributions do not add up); "
             "got magnitude=True"
         )
-    if name == "smint":
+    if "magnitude" in get_method(name).options:  # SmInt's (and Guided IG's) default squares the paths
         options["magnitude"] = False
-    from xaikit.xai import explain
 
     attr, delta = explain(
         model, x, target=target, method=name, framework=settings.framework, seed=settings.seed,

@@ -451,7 +451,7 @@ METRICS: OrderedDict[str, Metric] = OrderedDict(
         ),
         Metric(
             "completeness_delta", "faithfulness", False, False, False,
-            "Do the attributions add up to f(x) - f(baseline)? |delta| (path methods only, NaN otherwise)",
+            "Do the attributions add up to f(x) - f(baseline)? |delta| (methods with a delta only, NaN otherwise)",
             _completeness,
             label="completeness delta", short="|Δ|",
         ),

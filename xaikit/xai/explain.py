@@ -27,7 +27,7 @@ from xaikit.xai._engine.progress import check_progress
 from xaikit.xai._engine.targets import Pinned, check_given, pin
 from xaikit.xai.registry import Call, Explained, Method, get_method
 
-__all__ = ["explain", "fresh_seed", "prepared", "run"]
+__all__ = ["explain", "explain_with_delta", "fresh_seed", "prepared", "run"]
 
 
 def fresh_seed() -> int:
@@ -146,7 +146,8 @@ def explain(
         memory_budget: what an ``"auto"`` chunk may use: bytes (int) or a fraction in (0, 1]
             (float) of the available RAM / free GPU memory; default 0.5.
         return_delta: also return the completeness delta (B,) of the methods that have one
-            (Integrated Gradients and its relatives, Guided IG).
+            (``xk.xai.method_names(delta=True)``: Integrated Gradients and its relatives, Guided
+            IG, DeepLIFT, DeepLiftShap); an error for a method without one.
         xla: compile the TensorFlow chunk step with XLA; ignored for torch.
         progress: progress of the slow methods (``"xrai"``, ``"guided_ig"``, ``"occlusion"``,
             ``"rise"``, ``"scorecam"``) on stderr: a tqdm bar on a terminal, else a line every
@@ -181,10 +182,48 @@ def explain(
         True
     """
     record = get_method(method)  # an unknown name is refused here, with the list of every method
+    values, delta = _explain(
+        model, x, target, method, framework, seed, max_batch, memory_budget, "asked" if return_delta else "no",
+        xla, progress, options,
+    )  # fmt: skip
+    return (values, delta) if return_delta and delta is not None else values  # raw=True: the full result
+
+
+def explain_with_delta(
+    model: Any, x: Any, target: Any, method: str, *, framework: str | None, seed: int | None,
+    max_batch: int | str, **options: Any,
+) -> tuple[Any, np.ndarray | None]:  # fmt: skip
+    """``explain(model, x, target, method, return_delta=True, ...)``, except that the delta is None
+    (not an error) where the method has none, or none with these options (SmInt's default squared
+    paths): for a caller that reports the delta of every method that has one, as
+    :func:`xaikit.evaluate.compare` does, without making its user ask method by method."""
+    return _explain(
+        model, x, target, method, framework, seed, max_batch, DEFAULT_BUDGET, "if_any", False, None, options
+    )
+
+
+def _explain(
+    model: Any,
+    x: Any,
+    target: Any,
+    method: str,
+    framework: str | None,
+    seed: int | None,
+    max_batch: int | str,
+    memory_budget: int | float,
+    delta_mode: str,
+    xla: bool,
+    progress: bool | None,
+    options: dict[str, Any],
+) -> tuple[Any, np.ndarray | None]:
+    """The body of :func:`explain`: ``(values, delta)`` (``raw=True``: ``(full result, None)``). ``delta_mode``: ``"no"`` (delta None),
+    ``"asked"`` (the caller's ``return_delta=True``: a method without one is an error) or
+    ``"if_any"`` (the delta where the method gives one with these options, else None)."""
     progress = check_progress(progress)
     shared, own = record.split_options(options)
     output = check_output(shared.get("output", 0))
-    if return_delta and not record.delta:
+    return_delta = delta_mode == "asked" or (delta_mode == "if_any" and record.delta)
+    if delta_mode == "asked" and not record.delta:
         raise XaikitValueError(
             f"return_delta is the completeness delta of the methods that have one "
             f"({', '.join(m for m in _delta_methods())}); method {record.name!r} has none: call "
@@ -208,22 +247,22 @@ def explain(
             record, inp, pinned, own, seed=fresh_seed() if seed is None else seed, max_batch=max_batch,
             memory_budget=memory_budget, output=output, xla=xla, with_delta=return_delta, progress=progress,
         )  # fmt: skip
-    if return_delta and result.delta is None:  # never a silent None where a delta was asked for
+    if delta_mode == "asked" and result.delta is None:  # never a silent None where a delta was asked for
         raise XaikitValueError(
             f"return_delta: {record.title} ({record.name}) has no completeness delta with these options: "
             "with magnitude=True (the default of SmInt, and of Guided IG with nsamples > 1) each path's "
             "attributions are squared, "
             "so they do not add up to f(x) - f(baseline). Pass magnitude=False to get the delta"
         )
-    if result.detail is not None:
-        return regrouped_detail(result.detail, stacked, inp.batch) if stacked else result.detail
+    if result.detail is not None:  # raw=True: the method's full result, which has no delta of its own
+        return (regrouped_detail(result.detail, stacked, inp.batch) if stacked else result.detail), None
     values: Any = result.values if multi and record.result == "input" else result.values[0]
     delta = result.delta
     if stacked:  # (B*T, ...) logical samples -> (B, T, ...), T = 1 included
         regroup = lambda a: np.asarray(a).reshape(-1, stacked, *np.shape(a)[1:])  # noqa: E731
         values = [regroup(v) for v in values] if isinstance(values, list) else regroup(values)
         delta = None if delta is None else regroup(delta)
-    return (values, delta) if return_delta else values
+    return values, delta
 
 
 def regrouped_detail(detail: Any, per_image: int, rows: int) -> Any:

@@ -24,7 +24,7 @@ from xaikit.xai.cam.resize import image_size, upsample
 from xaikit.xai.dataset._grids import save_grids
 from xaikit.xai.dataset._ray import start_ray
 from xaikit.xai.dataset._sources import as_source
-from xaikit.xai.explain import explain, fresh_seed, run
+from xaikit.xai.explain import explain, explain_with_delta, fresh_seed, run
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -41,6 +41,7 @@ __all__ = [
     "default_rows",
     "eigen_components",
     "explain",
+    "explain_with_delta",
     "find_layer",
     "forward_scores",
     "fresh_seed",
