@@ -62,8 +62,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
 #: the methods that hook layers (CAMs) or ReLU modules (guided backprop)
 HOOKED = tuple(m for m in ALL_METHODS if family(m) in ("cam", "rules"))
 #: the forms whose submodule hooks never fire and that cannot be rewritten: TorchScript
-HOOKLESS = ("script", "trace", "script_file")
-FORMS = ("module", "script", "trace", "script_file", "compile", "export", "fx", "dict_io")
+HOOKLESS = ("script", "trace", "script_file", "frozen")
+FORMS = ("module", "script", "trace", "script_file", "frozen", "compile", "export", "fx", "dict_io")
 
 
 class Net(torch.nn.Module):
@@ -131,6 +131,8 @@ def build(form: str, net: Net, tmp: Path) -> Any:
         path = tmp / "net.pt"
         quiet(torch.jit.save, quiet(torch.jit.script, net), str(path))
         return load_model_file(path)
+    if form == "frozen":  # torch.jit.freeze: no training flag left on the module, its mode is fixed
+        return quiet(torch.jit.freeze, quiet(torch.jit.script, net))
     if form == "compile":
         return torch.compile(net, backend="aot_eager")
     if form == "export":

@@ -65,6 +65,8 @@ class TorchBackend(Backend):
                 return p.device
             for b in model.buffers():
                 return b.device
+            for c in self._frozen_constants(model):  # torch.jit.freeze: the weights are graph constants
+                return c.device
         return self.torch.device("cpu")
 
     def model_dtype(self, model: Any) -> str:
@@ -72,7 +74,15 @@ class TorchBackend(Backend):
             for p in model.parameters():
                 if p.is_floating_point():
                     return str(p.dtype).replace("torch.", "")
+            for c in self._frozen_constants(model):
+                if c.is_floating_point() and c.ndim > 1:  # a weight, not a scalar of the graph
+                    return str(c.dtype).replace("torch.", "")
         return "float32"
+
+    def _frozen_constants(self, model: Any) -> list[Any]:
+        from xaikit.backend.torch.forms import graph_constants
+
+        return graph_constants(model)
 
     def _dtype(self, name: str | None) -> Any:
         return None if name is None else getattr(self.torch, name)
@@ -166,7 +176,9 @@ class TorchBackend(Backend):
         if not isinstance(model, self.torch.nn.Module):
             yield
             return
-        flags = [(m, m.training) for m in model.modules()]
+        # a frozen TorchScript module (torch.jit.freeze) has no training flag: its mode was fixed
+        # when it was frozen
+        flags = [(m, m.training) for m in model.modules() if hasattr(m, "training")]
         try:
             model.eval()
         except NotImplementedError:  # a torch.export program's module: its mode was fixed at export

@@ -142,6 +142,8 @@ def first_conv_channels(model: Any) -> int | None:
     """
     if is_exported(model):
         return _exported_conv_channels(model)
+    if is_script(model) and not hasattr(model, "training"):  # frozen: weights are graph constants
+        return _frozen_conv_channels(model)
     for m in model.modules():
         if isinstance(m, torch.nn.Conv2d):
             return int(m.in_channels)
@@ -151,6 +153,45 @@ def first_conv_channels(model: Any) -> int | None:
             weight = getattr(m, "weight", None)
             if isinstance(weight, torch.Tensor) and weight.ndim == 4:
                 return int(weight.shape[1]) * _script_groups(m)
+    return None
+
+
+def graph_constants(model: Any) -> list[torch.Tensor]:
+    """The tensor constants of a frozen TorchScript module's graph (``torch.jit.freeze`` folds
+    the weights into it, so the module has no parameters), in graph order; [] for another model."""
+    if not (is_script(model) and not hasattr(model, "training")):
+        return []
+    out = []
+    try:
+        for node in model.graph.nodes():
+            if node.kind() == "prim::Constant" and node.output().type().kind() == "TensorType":
+                value = node.output().toIValue()
+                if isinstance(value, torch.Tensor):
+                    out.append(value)
+    except (AttributeError, RuntimeError):
+        return []
+    return out
+
+
+def _frozen_conv_channels(model: Any) -> int | None:
+    """The input channels of the first 2-D convolution of a frozen TorchScript module's graph:
+    its weight constant's input channels times its groups."""
+    try:
+        for node in model.graph.nodes():
+            kind = node.kind()
+            if kind not in ("aten::conv2d", "aten::_convolution", "aten::convolution"):
+                continue
+            args = list(node.inputs())
+            weight = args[1].toIValue()
+            if not isinstance(weight, torch.Tensor) or weight.ndim != 4:
+                return None
+            at = 6 if kind == "aten::conv2d" else 8
+            if kind != "aten::conv2d" and args[6].toIValue():
+                return None  # a transposed convolution first: weight is (in, out / groups, ...)
+            groups = args[at].toIValue() if len(args) > at else 1
+            return int(weight.shape[1]) * (int(groups) if isinstance(groups, int) else 1)
+    except (AttributeError, IndexError, RuntimeError):
+        pass
     return None
 
 
