@@ -445,3 +445,21 @@ def test_bad_records_are_refused(change: dict[str, Any], error: type[Exception],
         dataclasses.replace(TOY_METHOD, **change)
     with pytest.raises(XaikitTypeError, match=r"^register_method takes a Method record; got str 'toy'$"):
         register_method("toy")  # type: ignore[arg-type]
+
+
+def test_an_option_given_as_none_takes_its_default() -> None:
+    """None means "the method's default" for every option: a flag whose default is True
+    (KernelSHAP's ``paired``, LRP's ``canonize``) is not turned off by None."""
+    model = tiny_cnn()
+    x = images(2, seed=3)
+    for method, option, other in (
+        ("kernel_shap", "paired", {"segments": 9, "nsamples": 20}),
+        ("lrp", "canonize", {}),
+    ):
+        assert get_method(method).options[option] is True
+        default = xk.xai.explain(model, x, method=method, **other)
+        none = xk.xai.explain(model, x, method=method, **other, **{option: None})
+        off = xk.xai.explain(model, x, method=method, **other, **{option: False})
+        np.testing.assert_array_equal(none, default)
+        if method == "kernel_shap":  # tiny_cnn has no BatchNorm, so canonize changes nothing in LRP
+            assert not np.array_equal(off, default)

@@ -339,13 +339,17 @@ class Method:
 
     def split_options(self, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(shared, own)``: the shared options given (``output``, ``model_kwargs``) and the
-        method's own, every one filled with its default; an option the method does not take is
-        an error naming the ones it does, and :attr:`check` checks the values.
+        method's own, every one filled with its default (a flag, an option whose default is True or
+        False, given as None takes its default too, as :func:`flag` reads None); an option the
+        method does not take is an error naming the ones it does, and :attr:`check` checks the
+        values.
 
         Example:
             >>> shared, own = get_method("rise").split_options({"n_masks": 64, "output": 1})
             >>> shared, own["n_masks"], own["cell"]
             ({'output': 1}, 64, 8)
+            >>> get_method("kernel_shap").split_options({"paired": None})[1]["paired"]
+            True
         """
         unknown = sorted(k for k in options if k not in self.options and k not in SHARED_OPTIONS)
         if unknown:
@@ -355,7 +359,11 @@ class Method:
                 f"{own}, and output and model_kwargs"
             )
         shared = {k: options[k] for k in SHARED_OPTIONS if k in options}
-        given = {k: v for k, v in options.items() if k in self.options}
+        given = {
+            k: v
+            for k, v in options.items()
+            if k in self.options and not (v is None and isinstance(self.options[k], bool))
+        }
         if self.check is not None:
             self.check(dict(given))
         return shared, {**self.options, **given}
