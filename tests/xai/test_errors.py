@@ -182,3 +182,35 @@ def test_input_the_model_cannot_take(framework: str, rng: np.random.Generator) -
         XaikitValueError, match=r"the model could not be called on the model inputs \('x': \(2, "
     ):
         net.get_integrated_masks({"x": x})
+
+
+@pytest.mark.parametrize(
+    ("seed", "error", "got"),
+    [
+        ("a", XaikitTypeError, "str 'a'"),
+        (1.5, XaikitTypeError, "float 1.5"),
+        (True, XaikitTypeError, "bool True"),
+        (-1, XaikitValueError, "int -1"),
+    ],
+)
+def test_a_seed_is_an_int_or_none(net_and_batch, seed, error, got) -> None:
+    """A float seed is not truncated (1.5 gave seed 1's map), a string not parsed, and a negative
+    one not folded onto a large positive one: each is an error naming seed."""
+    model, net, batch = net_and_batch
+    message = rf"^seed must be None or an int >= 0; got {got}$"
+    with pytest.raises(error, match=message):
+        xk.xai.explain(model, batch["x"], method="smoothgrad", seed=seed)
+    with pytest.raises(error, match=message):
+        net.get_smoothed_masks(batch, seed=seed)
+    with pytest.raises(error, match=message):
+        xk.xai.SaliencyNet(model, "x", "y_pred", seed=seed)
+    with pytest.raises(error, match=message):
+        xk.xai.explain(model, batch["x"], method="feature_ablation", seed=seed)
+
+
+def test_a_numpy_integer_seed_is_the_same_seed(net_and_batch) -> None:
+    model, _, batch = net_and_batch
+    a = xk.xai.explain(model, batch["x"], method="smoothgrad", seed=np.int64(3), nsamples=2)
+    np.testing.assert_array_equal(
+        a, xk.xai.explain(model, batch["x"], method="smoothgrad", seed=3, nsamples=2)
+    )

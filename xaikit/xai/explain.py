@@ -24,6 +24,7 @@ from xaikit.xai import health
 from xaikit.xai._engine.inputs import Inputs, prepare
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_max_batch, check_memory_budget
 from xaikit.xai._engine.progress import check_progress
+from xaikit.xai._engine.seeds import check_seed
 from xaikit.xai._engine.targets import Pinned, check_given, pin
 from xaikit.xai.registry import Call, Explained, Method, get_method
 
@@ -181,7 +182,6 @@ def explain(
         >>> bool(np.allclose(attr, model.weight[1].detach().numpy()))
         True
     """
-    record = get_method(method)  # an unknown name is refused here, with the list of every method
     values, delta = _explain(
         model, x, target, method, framework, seed, max_batch, memory_budget, "asked" if return_delta else "no",
         xla, progress, options,
@@ -219,7 +219,9 @@ def _explain(
     """The body of :func:`explain`: ``(values, delta)`` (``raw=True``: ``(full result, None)``). ``delta_mode``: ``"no"`` (delta None),
     ``"asked"`` (the caller's ``return_delta=True``: a method without one is an error) or
     ``"if_any"`` (the delta where the method gives one with these options, else None)."""
+    record = get_method(method)  # an unknown name is refused here, with the list of every method
     progress = check_progress(progress)
+    seed = check_seed(seed)
     shared, own = record.split_options(options)
     output = check_output(shared.get("output", 0))
     return_delta = delta_mode == "asked" or (delta_mode == "if_any" and record.delta)

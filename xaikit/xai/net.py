@@ -15,6 +15,7 @@ from xaikit.xai._engine.display import to_display
 from xaikit.xai._engine.inputs import Inputs, prepare
 from xaikit.xai._engine.kwargs import merge_model_kwargs
 from xaikit.xai._engine.plan import DEFAULT_BUDGET, check_memory_budget
+from xaikit.xai._engine.seeds import check_seed
 from xaikit.xai._engine.targets import logits, pin, predictions_of
 from xaikit.xai.explain import explain, fresh_seed, run
 from xaikit.xai.registry import get_method
@@ -109,7 +110,7 @@ class SaliencyNet:
         if channel_axis not in (None, 1, 3, -1):
             raise XaikitValueError(f"channel_axis must be None, 1 or -1; got {channel_axis!r}")
         self.class_key = class_key
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.max_batch = max_batch
         self.channel_axis = 3 if channel_axis == -1 else channel_axis
         #: rows per chunk of the last call (for inspection and benchmarks)
@@ -278,6 +279,7 @@ class SaliencyNet:
             self.channel_axis,
             merge_model_kwargs(self.model_kwargs, model_kwargs),
         )
+        seed = check_seed(seed)
         seed = (self.seed if self.seed is not None else fresh_seed()) if seed is None else seed
         record = get_method(method)
         _, own = record.split_options(options)

@@ -5,7 +5,18 @@ on the chunking.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from xaikit.checks import check_int
+from xaikit.errors import XaikitTypeError
+
+
+def check_seed(seed: Any, name: str = "seed") -> int | None:
+    """A call's seed: an int >= 0, or None (fresh randomness); anything else is an error naming
+    ``name`` (a float or a string is not silently truncated or parsed)."""
+    return check_int(seed, name, 0, allow_none=True, kind=XaikitTypeError)  # type: ignore[no-any-return]
 
 
 def stream_seed(seed: int, *key: int) -> int:
