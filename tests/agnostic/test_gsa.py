@@ -342,6 +342,6 @@ def test_hsic_nsamples_is_checked() -> None:
     x = np.ones((1, 3, 8, 8), np.float32)
     with pytest.raises(XaikitValueError, match=r"nsamples must be an int >= 2; got int 1"):
         xk.xai.explain(model, x, target=0, method="hsic", segments=4, nsamples=1)
-    with pytest.raises(XaikitTypeError, match=r"nsamples must be an int >= 1; got str '64'"):
+    with pytest.raises(XaikitTypeError, match=r"nsamples must be an int >= 2; got str '64'"):
         xk.xai.explain(model, x, target=0, method="hsic", segments=4, nsamples="64")
     assert model.calls == 0

@@ -18,7 +18,7 @@ from xaikit.errors import XaikitTypeError, XaikitValueError
 from xaikit.xai._engine.baselines import FIXED_BASELINES, check_baseline
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai.agnostic.features import FEATURE_KINDS
-from xaikit.xai.registry import Method, Runner, count, register_method
+from xaikit.xai.registry import Method, Runner, register_method
 
 __all__ = ["COMMON", "FACTS", "check_common", "per_count", "register_agnostic", "rng_for"]
 
@@ -38,8 +38,9 @@ def rng_for(seed: int, method: str, features: int) -> np.random.Generator:
     return np.random.default_rng(stream_seed(seed, STREAMS[method], features))
 
 
-def check_common(options: dict[str, Any]) -> None:
-    """Checks ``features``, ``segments`` and ``baseline`` before any model runs."""
+def check_common(options: dict[str, Any], fewest: int = 1) -> None:
+    """Checks ``features``, ``segments``, ``baseline`` and ``nsamples`` (an int >= ``fewest``, or
+    None) before any model runs."""
     feats = options.get("features")
     if isinstance(feats, str) and feats not in FEATURE_KINDS:
         raise XaikitValueError(
@@ -50,7 +51,8 @@ def check_common(options: dict[str, Any]) -> None:
     base = options.get("baseline")
     if isinstance(base, str):
         check_baseline(base, FIXED_BASELINES)
-    count(options.get("nsamples"), "nsamples")
+    if options.get("nsamples") is not None:
+        check_int(options["nsamples"], "nsamples", fewest, kind=XaikitTypeError)
 
 
 def per_count(

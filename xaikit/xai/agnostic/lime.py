@@ -119,9 +119,7 @@ def lime(
 
 
 def _check_lime(options: dict[str, Any]) -> None:
-    if options.get("nsamples") is not None:  # one coalition (the full one) fits nothing
-        check_int(options["nsamples"], "nsamples", 2, kind=XaikitTypeError)
-    check_common(options)
+    check_common(options, fewest=2)  # one coalition (the full one) fits nothing
     if "kernel_width" in options:
         check_number(options["kernel_width"], "kernel_width", 0, low_open=True, kind=XaikitTypeError)
     if "alpha" in options:

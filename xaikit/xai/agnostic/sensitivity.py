@@ -99,15 +99,13 @@ def _power_of_two(value: Any) -> int:
 
 
 def _check_sobol(options: dict[str, Any]) -> None:
-    check_common(options)
+    check_common(options, fewest=2)
     if options.get("nsamples") is not None:
         _power_of_two(options["nsamples"])
 
 
 def _check_hsic(options: dict[str, Any]) -> None:
-    check_common(options)
-    if options.get("nsamples") is not None:
-        check_int(options["nsamples"], "nsamples", 2, kind=XaikitTypeError)
+    check_common(options, fewest=2)
 
 
 def hsic_scores(z: np.ndarray, y: np.ndarray) -> np.ndarray:
