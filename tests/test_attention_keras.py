@@ -294,6 +294,63 @@ def test_refusals() -> None:
         vit(dim=30, heads=4)
 
 
+class Windowed(keras.Model):  # type: ignore[misc]
+    """16 patch tokens of a 16x16 image; attention within 3 windows of 5 of them (the windows of
+    each image stacked along the batch, (B * 3, 5, C), as Swin does), or cross-attention of the
+    first 5 tokens (queries) to all 16 (keys)."""
+
+    def __init__(self, cross: bool = False) -> None:
+        super().__init__()
+        self.cross = cross
+        self.embed = keras.layers.Conv2D(8, 4, strides=4)
+        self.attn = keras.layers.MultiHeadAttention(2, 4, name="cross_attn" if cross else "window_attn")
+        self.head = keras.layers.Dense(3)
+
+    def call(self, x: Any) -> Any:
+        t = tf.reshape(self.embed(x), (-1, 16, 8))
+        if self.cross:
+            t = self.attn(t[:, :5], t)
+        else:
+            windows = tf.reshape(t[:, :15], (-1, 5, 8))
+            t = tf.reshape(self.attn(windows, windows), (-1, 15, 8))
+        return self.head(t[:, 0])
+
+
+#: the refusal of attention that is not global self-attention over one token sequence
+NOT_GLOBAL = (
+    r"the attention methods read ViT-style global self-attention .* windowed attention such as Swin's"
+)
+
+
+REFUSED = {
+    # the (B * 3, heads, 5, 5) windows (5 tokens: a class token and a 2x2 grid, to the map) gave
+    # 6 maps for 2 images, silently
+    "windows": (
+        False,
+        r"block 0 \('window_attn'\) gave attention probabilities \(6, 2, 5, 5\), expected \(2, 2, 5, 5\): "
+        r"6 rows for a batch of 2 \(windowed .*",
+    ),
+    # a raw numpy ValueError (operands could not be broadcast together)
+    "cross": (
+        True,
+        r"block 0 \('cross_attn'\) gave attention probabilities \(2, 2, 5, 16\), expected \(2, 2, N, N\): "
+        r"5 queries attend to 16 keys \(cross-attention\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+@pytest.mark.parametrize("method", METHODS)
+def test_windowed_and_cross_attention_are_refused(method: str, case: str) -> None:
+    cross, why = REFUSED[case]
+    keras.utils.set_random_seed(0)
+    model, x = Windowed(cross=cross), np.random.default_rng(1).random((B, 16, 16, 3)).astype(np.float32)
+    model(x)
+    with pytest.raises(XaikitValueError, match=rf"model: {method}: {why}; {NOT_GLOBAL}"):
+        xk.xai.explain(model, x, method=method)
+    assert "_compute_attention" not in model.attn.__dict__
+
+
 # --- the same ViT in both frameworks --------------------------------------------------------------
 
 

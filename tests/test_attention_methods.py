@@ -115,6 +115,55 @@ def test_refusals_name_the_argument() -> None:
         xk.xai.explain(vit(), x, method="attention_rollout", target=xk.targets.Output(0))
 
 
+#: the refusal of attention that is not global self-attention over one token sequence
+NOT_GLOBAL = (
+    r"the attention methods read ViT-style global self-attention .* windowed attention such as Swin's"
+)
+
+
+@pytest.mark.parametrize("method", ["attention_rollout", "transformer_attribution"])
+@pytest.mark.parametrize("depths", [[2], [1, 1]], ids=["one-stage", "two-stages"])
+def test_swin_windowed_attention_is_refused(method: str, depths: list[int]) -> None:
+    """Swin's windowed attention (B * windows, heads, w*w, w*w): before, one stage gave 8 maps for
+    2 images, silently, and two stages a raw numpy broadcast error."""
+    torch.manual_seed(0)
+    cfg = transformers.SwinConfig(
+        image_size=24, patch_size=4, embed_dim=16, depths=depths, num_heads=[2] * len(depths), window_size=3,
+        num_labels=3,
+    )  # fmt: skip
+    model = transformers.SwinForImageClassification(cfg).eval()
+    impl = model.config._attn_implementation
+    x = torch.rand(B, 3, 24, 24, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(
+        XaikitValueError,
+        match=rf"model: {method}: block 0 gave attention probabilities \(8, 2, 9, 9\), expected "
+        rf"\(2, 2, 9, 9\): 8 rows for a batch of 2 \(windowed attention .*; {NOT_GLOBAL}",
+    ):
+        xk.xai.explain(model, x, method=method)
+    assert model.config._attn_implementation == impl  # switched back
+
+
+def test_check_blocks_names_the_block_and_the_reason() -> None:
+    from xaikit.xai.transformer.attention import check_blocks
+
+    square, merged, cross = np.zeros((2, 2, 9, 9)), np.zeros((2, 2, 5, 5)), np.zeros((2, 2, 3, 9))
+    check_blocks("attention_rollout", [square, square], 2)
+    with pytest.raises(
+        XaikitValueError,
+        match=r"block 1 \('s1'\) gave .* \(2, 2, 5, 5\), expected "
+        r"\(2, 2, 9, 9\): 5 tokens where an earlier block has 9 \(blocks that merge",
+    ):
+        check_blocks("attention_rollout", [square, merged], 2, ["s0", "s1"])
+    with pytest.raises(
+        XaikitValueError,
+        match=r"transformer_attribution: block 0 gave .* \(2, 2, 3, 9\), "
+        r"expected \(2, 2, N, N\): 3 queries attend to 9 keys \(cross-attention\)",
+    ):
+        check_blocks("transformer_attribution", [cross], 2)
+    with pytest.raises(XaikitValueError, match=r"not 4-D; " + NOT_GLOBAL):
+        check_blocks("attention_rollout", [np.zeros((2, 9, 9))], 2)
+
+
 def test_a_failing_call_switches_the_attention_back() -> None:
     """The model raises inside the attention pass (after the clean pass pinned the class): the
     error comes through and the attention implementation is switched back all the same."""

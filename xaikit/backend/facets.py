@@ -355,6 +355,17 @@ class RelevanceFacet:
         return self._steps().modified_step(self.bk, rows, mode)  # type: ignore[no-any-return]
 
 
+class Attentions(NamedTuple):
+    """What :meth:`AttentionFacet.attentions` returns: per block, in call order, the host
+    float64 attention probabilities, their gradients (or None) and the block's name where the
+    framework gives one (a Keras layer's name; None for a Hugging Face model's ``attentions``
+    tuple, whose blocks are named by their index)."""
+
+    atts: list[np.ndarray]
+    grads: list[np.ndarray] | None
+    names: list[str] | None = None
+
+
 class AttentionFacet(abc.ABC):
     """What the attention methods of :mod:`xaikit.xai.transformer` read from a vision
     transformer: every block's attention probabilities (B, heads, N, N) for a batch, and, for
@@ -365,16 +376,18 @@ class AttentionFacet(abc.ABC):
         self.bk = bk
 
     @abc.abstractmethod
-    def attentions(self, rows: Rows, gradients: bool) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-        """``(attentions, grads)``: per block, host float64 (B, heads, N, N) attention
-        probabilities and (with ``gradients``) the gradient of the summed target scores (class
-        ``rows.targets``, or the bound ``rows.target`` object) with respect to them (else
-        None)."""
+    def attentions(self, rows: Rows, gradients: bool) -> Attentions:
+        """Per block, host float64 (B, heads, N, N) attention probabilities and (with
+        ``gradients``) the gradient of the summed target scores (class ``rows.targets``, or the
+        bound ``rows.target`` object) with respect to them (else None), and the blocks' names
+        where the framework has them. The shapes are as the model gave them: the attention
+        methods check them (:func:`xaikit.xai.transformer.attention.check_blocks`)."""
 
     def _host(
-        self, atts: Sequence[T], grads: Sequence[T] | None
-    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        self, atts: Sequence[T], grads: Sequence[T] | None, names: list[str] | None = None
+    ) -> Attentions:
         """What :meth:`attentions` returns for the framework's attention tensors and gradients:
         host float64 arrays."""
         host = [self.bk.to_numpy(a).astype(np.float64) for a in atts]
-        return host, None if grads is None else [self.bk.to_numpy(g).astype(np.float64) for g in grads]
+        back = None if grads is None else [self.bk.to_numpy(g).astype(np.float64) for g in grads]
+        return Attentions(host, back, names)

@@ -18,9 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-
-from xaikit.backend.facets import AttentionFacet
+from xaikit.backend.facets import AttentionFacet, Attentions
 from xaikit.backend.outputs import as_matrix
 from xaikit.backend.rows import Rows
 from xaikit.backend.tf.layers import all_layers
@@ -48,8 +46,9 @@ def attention_layers(model: Any) -> list[Any]:
 
 @contextmanager
 def recording(layers: Sequence[Any]) -> Iterator[list[Any]]:
-    """Within the block, every call of ``layers`` appends its attention probabilities
-    (B, heads, N, N) to the yielded list; each layer's own attributes are restored on exit."""
+    """Within the block, every call of ``layers`` appends ``(layer name, attention
+    probabilities)`` (B, heads, N, N) to the yielded list; each layer's own attributes are
+    restored on exit."""
     seen: list[Any] = []
     saved: list[tuple[Any, Any]] = []
 
@@ -61,7 +60,7 @@ def recording(layers: Sequence[Any]) -> Iterator[list[Any]]:
             return_attention_scores: bool = False, **kw: Any,
         ) -> Any:  # fmt: skip
             out, scores = original(query, key, value, attention_mask, training, True, **kw)
-            seen.append(scores)
+            seen.append((layer.name, scores))
             return out, scores
 
         return compute
@@ -82,7 +81,7 @@ def recording(layers: Sequence[Any]) -> Iterator[list[Any]]:
 class Attention(AttentionFacet):
     """The attention facet of the Keras backend."""
 
-    def attentions(self, rows: Rows, gradients: bool) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    def attentions(self, rows: Rows, gradients: bool) -> Attentions:
         model, inputs, targets, target = rows.model, rows.inputs, rows.targets, rows.target
         tf = self.bk.tf
         layers = attention_layers(model)
@@ -108,7 +107,7 @@ class Attention(AttentionFacet):
                     out = as_matrix(self.bk.selected(raw, rows.output, int(inputs[0].shape[0])))
                     scores = tf.gather(out, targets, axis=1, batch_dims=1)
                 total = tf.reduce_sum(scores)
-        atts = list(seen)
+        names, atts = [n for n, _ in seen], [a for _, a in seen]
         if not atts or any(not hasattr(a, "numpy") for a in atts):
             raise XaikitValueError(
                 f"model: {_METHODS} read the attention probabilities of each MultiHeadAttention call in "
@@ -130,4 +129,4 @@ class Attention(AttentionFacet):
                     f"attention (a block after the class token was read?); {_METHODS} need each "
                     "block on the path"
                 )
-        return self._host(atts, grads)
+        return self._host(atts, grads, names)

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
-from xaikit.backend.facets import AttentionFacet
+from xaikit.backend.facets import AttentionFacet, Attentions
 from xaikit.backend.outputs import as_matrix, select_output
 from xaikit.backend.rows import Rows
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
@@ -33,7 +32,7 @@ def _attentions_of(raw: Any) -> Any:
 class Attention(AttentionFacet):
     """The attention facet of the torch backend."""
 
-    def attentions(self, rows: Rows, gradients: bool) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    def attentions(self, rows: Rows, gradients: bool) -> Attentions:
         model, inputs, targets, target = rows.model, rows.inputs, rows.targets, rows.target
         config = getattr(model, "config", None)
         switch = getattr(model, "set_attn_implementation", None)

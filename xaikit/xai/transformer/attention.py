@@ -33,6 +33,54 @@ from xaikit.xai.registry import Call, Explained, Method, register_method
 HEAD_FUSIONS = ("mean", "max", "min")
 
 
+#: which models the attention methods read, for their refusals
+SUPPORTED = (
+    "the attention methods read ViT-style global self-attention over one token sequence (ViT, DeiT, "
+    "a Keras ViT: a class token, every block's queries and keys the same tokens of each image); "
+    "windowed attention such as Swin's (each image's windows stacked along the batch), "
+    "cross-attention and blocks that merge tokens are not supported: use a CAM method on a token "
+    "layer (gradcam, layer=...)"
+)
+
+
+def check_blocks(method: str, atts: list[np.ndarray], batch: int, names: list[str] | None = None) -> None:
+    """Refuse, naming the block, attention probabilities that are not (``batch``, heads, N, N)
+    with the same N queries and keys in every block: the relevance ``R`` (B, N, N) they
+    propagate would be wrong or fail to broadcast (Swin's windows come as ``B * windows`` rows
+    of the window's tokens; cross-attention has fewer queries than keys).
+
+    Example:
+        >>> check_blocks("attention_rollout", [np.zeros((2, 1, 5, 5))], 2)
+        >>> try:
+        ...     check_blocks("attention_rollout", [np.zeros((8, 1, 9, 9))], 2)
+        ... except XaikitValueError as e:
+        ...     print(str(e).split("; ")[0])
+        model: attention_rollout: block 0 gave attention probabilities (8, 1, 9, 9), expected (2, 1, 9, 9): 8 rows for a batch of 2 (windowed attention stacks each image's windows along the batch)
+    """
+    n = None
+    for i, a in enumerate(atts):
+        shape = tuple(int(d) for d in a.shape)
+        if n is None and len(shape) == 4 and shape[-2] == shape[-1]:
+            n = shape[-1]
+        why = None
+        if len(shape) != 4:
+            why = "not 4-D"
+        elif shape[0] != batch:
+            why = f"{shape[0]} rows for a batch of {batch} (windowed attention stacks each image's windows along the batch)"
+        elif shape[2] != shape[3]:
+            why = f"{shape[2]} queries attend to {shape[3]} keys (cross-attention)"
+        elif shape[3] != n:
+            why = f"{shape[3]} tokens where an earlier block has {n} (blocks that merge tokens)"
+        if why is not None:
+            block = f"block {i}" + (f" ({names[i]!r})" if names is not None and i < len(names) else "")
+            heads = shape[1] if len(shape) == 4 else "heads"
+            side = "N" if n is None else n
+            raise XaikitValueError(
+                f"model: {method}: {block} gave attention probabilities {shape}, expected "
+                f"({batch}, {heads}, {side}, {side}): {why}; {SUPPORTED}"
+            )
+
+
 def rollout(attentions: list[np.ndarray], head_fusion: str = "mean") -> np.ndarray:
     """Attention rollout ``R = Â_L ... Â_1`` (B, N, N) of per-block (B, heads, N, N) attentions.
 
@@ -116,7 +164,8 @@ def run_attention(call: Call, *, head_fusion: str = "mean") -> Explained:
         kw = inp.kwargs.rows(np.arange(r0, r1)) if inp.kwargs else None
         tg = None if targets is None else targets[r0:r1]
         asked = Rows(inp.model, [t[r0:r1] for t in inp.tensors], tg, call.output, kw, call.spec)
-        atts, grads = bk.attention.attentions(asked, gradient)
+        atts, grads, names = bk.attention.attentions(asked, gradient)
+        check_blocks(call.method.name, atts, r1 - r0, names)
         relevance = gradient_weighted(atts, grads or []) if gradient else rollout(atts, head_fusion)
         return upsample(class_row_map(relevance, size), size).astype(np.float32)
 
