@@ -425,3 +425,13 @@ def test_the_renames_table_is_the_one_the_docs_show() -> None:
     page = (Path(__file__).resolve().parent.parent / "docs" / "evaluate.md").read_text(encoding="utf-8")
     for old, new in _conventions.RENAMED.items():
         assert f"`{old}`" in page and f"`{new}`" in page, old
+
+
+@pytest.mark.parametrize("name", [n for n in RUN_FUNCTIONS if "seed" in run_keys(FUNCTIONS[n])])
+def test_a_bad_seed_is_refused_by_name_before_anything_runs(name: str) -> None:
+    """RunSettings.of checks the run options: a float seed is not truncated by a random
+    generator, nor a string passed on to numpy's raw error."""
+    fn, args = FUNCTIONS[name], DATA[name]
+    for seed, got in ((1.5, "float 1.5"), ("a", "str 'a'"), (-1, "int -1")):
+        with pytest.raises(XaikitValueError, match=rf"^seed must be an int >= 0; got {got}$"):
+            fn(*args, seed=seed)

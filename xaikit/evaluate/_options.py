@@ -82,8 +82,9 @@ class RunSettings:
 
     @classmethod
     def of(cls, run: Mapping[str, Any]) -> RunSettings:
-        """The settings of the keyword arguments ``run`` (keys of :class:`RunOptions`)."""
-        return cls(**run)
+        """The settings of the keyword arguments ``run`` (keys of :class:`RunOptions`), checked
+        (:meth:`checked`)."""
+        return cls(**run).checked()
 
     def checked(self) -> RunSettings:
         """These settings with ``seed``, ``max_batch`` and ``output`` checked (a clear error for

@@ -175,7 +175,7 @@ def non_sensitivity(
     step = check_int(features_in_step, "features_in_step", 1)
     normalize = check_bool(normalize, "normalize")
     check_baseline(baseline, NS_BASELINES)
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     job = _start(model, x, saliency, target, settings)
     batch, bk = job.batch, job.bk
     mag = _normalized(_spatial_map(job, absolute=True).reshape(batch, -1), normalize)
@@ -349,7 +349,7 @@ def input_invariance(
     shift = check_number(shift, "shift")
     atol = check_number(atol, "atol", 0.0)
     rtol = check_number(rtol, "rtol", 0.0)
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     options = check_method_options(settings.method_options)
     bk = get_backend(model, settings.framework)
     input_layout(x, bk)  # a clear error for a wrong batch

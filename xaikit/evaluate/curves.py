@@ -252,7 +252,7 @@ def _patch_curve(
     ``score(curve)`` (B,) its scores."""
     check_baseline(baseline, CURVE_BASELINES)
     check_rank(rank)
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     job = _start(model, x, saliency, target, settings)
     regions, count = _patches(job, x, kind, patch_size)
     rank = resolve_rank(rank, job.saliency)
@@ -462,7 +462,7 @@ def irof(
     segments = check_int(segments, "segments", 1)
     check_baseline(baseline, CURVE_BASELINES)
     check_rank(rank)
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     job = _start(model, x, saliency, target, settings)
     spatial = _check_image(job, x, "irof")
     values = job.x_host()

@@ -436,7 +436,7 @@ def road(
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {describe(order)}")
     stdev = check_number(stdev, "stdev", 0.0)
     check_rank(rank)
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     seed, output = settings.seed, settings.output
     job = _start(model, x, saliency, target, settings)
     if len(job.spatial) != 2:
@@ -634,7 +634,7 @@ def infidelity(
             raise XaikitValueError(
                 f"perturbation must be 'gaussian' or an array (nsamples={n}, *x.shape); got {describe(perturbation)}"
             )
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     seed, output = settings.seed, settings.output
     job = _start(model, x, saliency, target, settings)
     batch, bk = job.batch, job.bk
@@ -782,7 +782,7 @@ def faithfulness_correlation(
     if subsets is None:
         subset_size = check_int(subset_size, "subset_size", 1)
         nsamples = check_int(nsamples, "nsamples", 2)
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     seed, output = settings.seed, settings.output
     job = _start(model, x, saliency, target, settings)
     batch, bk = job.batch, job.bk

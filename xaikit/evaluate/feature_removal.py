@@ -153,7 +153,7 @@ def _signed_groups(
     checked settings, the signed map (B, P), each pixel's group (B, P) (:func:`_groups` of
     ``features_in_step`` pixels) and the number of groups."""
     check_baseline(baseline, FIXED_BASELINES)
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     job = _start(model, x, saliency, target, settings)
     smap = _spatial_map(job, absolute=False).reshape(job.batch, -1)
     step = _check_step(features_in_step, smap.shape[1])
@@ -261,7 +261,7 @@ def sensitivity_n(
         ([4, 8, 12], [1.0, 1.0])
     """
     check_baseline(baseline, FIXED_BASELINES)
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     job = _start(model, x, saliency, target, settings)
     batch = job.batch
     smap = _spatial_map(job, absolute=False).reshape(batch, -1)
@@ -575,7 +575,7 @@ def monotonicity_correlation(
         or not value_range[0] < value_range[1]
     ):
         raise XaikitValueError(f"value_range must be (low, high) with low < high; got {value_range!r}")
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     job = _start(model, x, saliency, target, settings)
     batch = job.batch
     magnitude = _spatial_map(job, absolute=True).reshape(batch, -1)
@@ -712,7 +712,7 @@ def sufficiency(
         "it asks whether samples with nearby explanations get the same predicted class, and a target "
         "object names no class",
     )
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     job = _start(model, x, saliency, target, settings)
     maps = _spatial_map(job, absolute=True).reshape(job.batch, -1)
     dist = _pairwise(maps, distance)

@@ -662,7 +662,7 @@ def consistency(
     k = check_int(k, "k (the top-k positions)", 1)
     decimals = check_int(decimals, "decimals", 0)
     check_bool(absolute, "absolute")
-    settings = RunSettings.of(run).checked()
+    settings = RunSettings.of(run)
     bk = get_backend(model, settings.framework)
     shape, _ = input_layout(x, bk)
     batch = shape[0]
