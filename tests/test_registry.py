@@ -463,3 +463,29 @@ def test_an_option_given_as_none_takes_its_default() -> None:
         np.testing.assert_array_equal(none, default)
         if method == "kernel_shap":  # tiny_cnn has no BatchNorm, so canonize changes nothing in LRP
             assert not np.array_equal(off, default)
+
+
+def test_a_records_units_decide_the_underflow_check() -> None:
+    """A map far below float32's resolution of the score is an "underflow" for a method whose
+    values are shares of the score (the default units), and nothing for one whose record says
+    its values have no unit of the score (``units="none"``)."""
+    model = tiny_cnn()
+    x = images(2, seed=5)
+    tiny = {"scale": 1e-30}
+    for units, warned in (("attribution", True), ("none", False)):
+        record = dataclasses.replace(
+            TOY_METHOD, name=f"toy_{units}", title=f"Toy {units}", aliases=(), units=units
+        )
+        register_method(record)
+        try:
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                xk.xai.explain(model, x, method=record.name, **tiny)
+            underflow = [w for w in seen if issubclass(w.category, xk.DegenerateMapWarning)]
+            assert bool(underflow) is warned, units
+            if warned:
+                assert "'underflow'" in str(underflow[0].message)
+        finally:
+            unregister_method(record.name)
+    with pytest.raises(XaikitValueError, match=r"units must be one of \('gradient', 'attribution', 'none'\)"):
+        dataclasses.replace(TOY_METHOD, units="percent")

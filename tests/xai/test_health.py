@@ -166,7 +166,7 @@ def test_method_kinds() -> None:
     assert map_kind("vanilla") == ("gradient", False)
     assert map_kind("smoothgrad", magnitude=False) == ("gradient", False)
     assert map_kind("smint") == ("attribution", True)
-    assert map_kind("vargrad") == map_kind("vargrad", nintegration=10) == ("none", True)
+    assert map_kind("vargrad") == map_kind("vargrad", nintegration=10) == ("none", False)
     assert map_kind("Grad-CAM") == ("attribution", False)
     assert map_kind("occlusion") == ("attribution", False)
     assert [map_kind(m)[0] for m in ("eigencam", "scorecam", "rise", "guided_gradcam")] == ["none"] * 4

@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import DegenerateMapWarning, XaikitValueError, describe
-from xaikit.xai.registry import canonical, family, title
+from xaikit.xai.registry import UNITS, canonical, family, get_method, title
 
 __all__ = [
     "KINDS",
@@ -89,8 +89,8 @@ OK = ""
 #: the statuses of a degenerate map, in the order they are tested
 STATUSES = ("non-finite", "zero", "constant", "underflow")
 #: how a map relates to the score (see the module): its values are gradients, shares of the
-#: score, or have no score scale
-KINDS = ("gradient", "attribution", "none")
+#: score, or have no score scale (a method's record says which: ``Method.units``)
+KINDS = UNITS
 #: float32 resolution: the gap between 1 and the next float32
 EPS32 = float(np.finfo(np.float32).eps)
 #: float32's smallest normal number: below it a value has lost precision
@@ -100,19 +100,10 @@ CONSTANT_EPS = 4.0
 #: rows of a (B, classes) output that lie in [0, 1] and sum to 1 within this are probabilities
 PROBABILITY_TOL = 1e-4
 
-_GRADIENT = ("vanilla", "smoothgrad")
-#: maps whose values are not a change of the score: no underflow test against the score.
-#: VarGrad is the spread of the gradients (or IG attributions) over the noise, which may be
-#: resolved exactly while tiny next to the score (a model that is almost linear near x)
-#: Sobol's total indices and HSIC are shares of the score's variance and a dependence measure,
-#: not changes of the score
-_NO_SCALE = (
-    "eigencam", "scorecam", "rise", "guided_gradcam", "vargrad", "guided_backprop", "deconvnet", "sobol", "hsic",
-)  # fmt: skip
-
 
 def map_kind(method: str, magnitude: bool | None = None, nintegration: int | None = None) -> tuple[str, bool]:
-    """``(kind, squared)`` of a method's raw map for :func:`map_status`.
+    """``(kind, squared)`` of a method's raw map for :func:`map_status`: the kind is its record's
+    ``units`` (:data:`~xaikit.xai.registry.UNITS`), ``squared`` whether the map holds squares.
 
     Args:
         method: a method name or alias of :func:`xaikit.xai.explain`.
@@ -123,13 +114,11 @@ def map_kind(method: str, magnitude: bool | None = None, nintegration: int | Non
 
     Example:
         >>> map_kind("smoothgrad"), map_kind("ig"), map_kind("vargrad"), map_kind("rise")
-        (('gradient', True), ('attribution', False), ('none', True), ('none', False))
+        (('gradient', True), ('attribution', False), ('none', False), ('none', False))
     """
     name = canonical(method)
-    if name in _NO_SCALE:
-        return "none", name == "vargrad"
     squared = bool(name in ("smoothgrad", "smint") if magnitude is None else magnitude)
-    return ("gradient" if name in _GRADIENT else "attribution"), squared
+    return get_method(name).units, squared
 
 
 def _flat(maps: Any) -> list[np.ndarray]:
@@ -409,7 +398,7 @@ def _cause(status: str, group: str, method: str, facts: OutputFacts) -> tuple[st
             "gradients too small for float32"
         )
         fix = f"check model(x) on these inputs; {_LOGITS}; re-initialize or train a dead layer"
-        if method not in _GRADIENT:  # a path from a baseline: x = baseline leaves nothing to attribute
+        if get_method(method).units != "gradient":  # a path from a baseline: x = baseline leaves nothing
             cause = (
                 "the input equals the baseline, so there is nothing to attribute (the attributions "
                 "add up to f(x) - f(baseline); Input x Gradient: x = 0; Expected Gradients: every "

@@ -62,6 +62,10 @@ FAMILIES = ("gradient", "cam", "perturbation", "rules", "agnostic", "transformer
 SHARED_OPTIONS = ("output", "model_kwargs")
 #: what a method needs to know about the explained classes before it runs
 TARGET_MODES = ("pinned", "in_pass")
+#: what a method's map values measure (``Method.units``), for the health check's underflow test:
+#: a derivative of the score (compared with the score per unit of input), a share of a change of
+#: the score (compared with the score), or no score unit (not compared)
+UNITS = ("gradient", "attribution", "none")
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,8 @@ class Method:
 
     Attributes:
         name: the canonical name (lower case), e.g. ``"gradcam++"``.
-        family: ``"gradient"``, ``"cam"`` or ``"perturbation"`` (see :data:`FAMILIES`).
+        family: one of :data:`FAMILIES` (``"gradient"``, ``"cam"``, ``"perturbation"``, ``"rules"``,
+            ``"agnostic"``, ``"transformer"``).
         title: the display name of columns, legends and grids, e.g. ``"Grad-CAM++"``.
         run: the runner, or ``"module:function"`` naming it (imported on first use).
         options: the method's own options and their defaults (None: the method chooses);
@@ -231,6 +236,12 @@ class Method:
         formula: for a gradient class-activation map, ``formula(A, dA) -> (B, h, w)`` from a
             layer's activations and their gradients, channel-first float64 (the ``GradCAM``
             trace applies it to recorded batch keys).
+        units: what the map's values measure (:data:`UNITS`), for the check of degenerate maps
+            (:mod:`xaikit.xai.health`): ``"gradient"`` (a derivative of the score: vanilla
+            gradients, SmoothGrad), ``"attribution"`` (default: a share of a change of the score,
+            which a map below float32's resolution of the score has lost) or ``"none"`` (no unit
+            of the score: a variance, a normalized or masked map, a dependence measure; no
+            underflow test).
     """
 
     name: str
@@ -253,6 +264,7 @@ class Method:
     summary: str = ""
     reference: str = ""
     formula: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    units: str = "attribution"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name != self.name.lower():
@@ -291,6 +303,8 @@ class Method:
             raise XaikitValueError(
                 f"Method {self.name!r}: result must be 'input' or 'map'; got {self.result!r}"
             )
+        if self.units not in UNITS:
+            raise XaikitValueError(f"Method {self.name!r}: units must be one of {UNITS}; got {self.units!r}")
         if self.targets not in TARGET_MODES:
             raise XaikitValueError(
                 f"Method {self.name!r}: targets must be one of {TARGET_MODES}; got {self.targets!r}"

@@ -152,6 +152,7 @@ register_agnostic(
     sobol,
     {"nsamples": None},
     check=_check_sobol,
+    units="none",  # a share of the score's variance
     summary="each feature's total Sobol index: the share of the score's variance it takes part in",
     reference="Fel et al., 2021, https://arxiv.org/abs/2111.04138",
 )
@@ -162,6 +163,7 @@ register_agnostic(
     hsic,
     {"nsamples": None},
     check=_check_hsic,
+    units="none",  # a dependence measure
     summary="the statistical dependence (HSIC) of the score on each feature's presence",
     reference="Novello et al., 2022, https://arxiv.org/abs/2206.06219",
 )

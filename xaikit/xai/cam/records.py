@@ -87,17 +87,18 @@ _record(
     reference="Draelos & Carin, 2020, https://arxiv.org/abs/2011.08891",
 )  # fmt: skip
 _record(
-    "scorecam", "Score-CAM", gradients=False, slow=True,
+    "scorecam", "Score-CAM", gradients=False, slow=True, units="none",
     summary="channels weighted by the score of the image masked by each: no gradients",
     reference="Wang et al., 2020, https://arxiv.org/abs/1910.01279",
 )  # fmt: skip
 _record(
-    "eigencam", "Eigen-CAM", gradients=False, targets="in_pass", target_objects=False,
+    "eigencam", "Eigen-CAM", gradients=False, targets="in_pass", target_objects=False, units="none",
     summary="the first principal component of a layer's activations: class-agnostic",
     reference="Muhammad & Yeasin, 2020, https://arxiv.org/abs/2008.00299",
 )  # fmt: skip
 _record(
     "guided_gradcam", "Guided Grad-CAM", aliases=("guidedgradcam",), run=run_guided_gradcam,
-    result="input", summary="guided backpropagation times the Grad-CAM map: fine detail where the class is",
+    result="input", units="none",
+    summary="guided backpropagation times the Grad-CAM map: fine detail where the class is",
     reference=_GRADCAM,
 )  # fmt: skip

@@ -369,6 +369,7 @@ SWEEP: dict[str, Method] = {
             _CORE,
             aliases=("gradient", "gradients", "saliency"),
             core=True,
+            units="gradient",
             summary="d score / d input at the input: what moves the score locally",
             reference="Simonyan et al., 2013, https://arxiv.org/abs/1312.6034",
         ),
@@ -379,6 +380,7 @@ SWEEP: dict[str, Method] = {
             aliases=("SmoothGrad",),
             core=True,
             noise=True,
+            units="gradient",
             summary="gradients averaged over noisy copies: the local sensitivity without its noise",
             reference="Smilkov et al., 2017, https://arxiv.org/abs/1706.03825",
         ),
@@ -415,6 +417,7 @@ SWEEP: dict[str, Method] = {
             },
             aliases=("var_grad",),
             noise=True,
+            units="none",  # a variance: resolved exactly while tiny next to the score (a near-linear model)
             summary="the variance of noisy gradients: where the explanation is unstable",
             reference="Adebayo et al., 2018, https://arxiv.org/abs/1810.03307",
         ),

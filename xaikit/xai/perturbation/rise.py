@@ -205,6 +205,7 @@ register_perturbation(
     {"n_masks": DEFAULT_MASKS, "cell": 8, "p": 0.5},
     result="map",
     noise=True,
+    units="none",  # a mean of masked scores, not a change of the score
     check=_check_rise,
     summary="the score of randomly masked copies, averaged per pixel over the masks that keep it",
     reference="Petsiuk et al., 2018, https://arxiv.org/abs/1806.07421",

@@ -31,12 +31,13 @@ register_method(
     Method(
         "guided_backprop", "rules", "Guided Backprop", run_modified, aliases=("guided_backpropagation", "guidedbp"),
         short="Guided BP", reference="Springenberg et al., 2015, https://arxiv.org/abs/1412.6806", target_objects=True,
+        units="none",
         summary="gradients passed back only where positive through every ReLU: sharp edges of what excites the class",
     )
 )  # fmt: skip
 register_method(
     Method(
-        "deconvnet", "rules", "Deconvnet", run_modified, aliases=("deconvolution",), target_objects=True,
+        "deconvnet", "rules", "Deconvnet", run_modified, aliases=("deconvolution",), target_objects=True, units="none",
         reference="Zeiler & Fergus, 2014, https://arxiv.org/abs/1311.2901",
         summary="the gradient with each ReLU applied to the gradient itself: patterns a unit responds to",
     )
