@@ -17,7 +17,14 @@ from typing import Any
 __version__ = "0.1.0"
 
 from xaikit._lazy import submodule
-from xaikit.errors import DegenerateMapWarning, XaikitError, XaikitTypeError, XaikitValueError, XaikitWarning
+from xaikit.errors import (
+    DegenerateMapWarning,
+    IncompleteMapWarning,
+    XaikitError,
+    XaikitTypeError,
+    XaikitValueError,
+    XaikitWarning,
+)
 
 # name -> module that defines it; resolved on first attribute access (PEP 562).
 _LAZY_ATTRS = {
@@ -46,6 +53,7 @@ __all__ = [
     "DegenerateMapWarning",
     "Estimator",
     "ImgData",
+    "IncompleteMapWarning",
     "Network",
     "Pipeline",
     "XaikitError",

@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "DegenerateMapWarning",
+    "IncompleteMapWarning",
     "MissingFrameworkError",
     "XaikitError",
     "XaikitTypeError",
@@ -50,6 +51,13 @@ class DegenerateMapWarning(XaikitWarning):
     resolution of the explained score (see :mod:`xaikit.xai.health`). Given once per (model,
     method, status) in a process; silence it with
     ``warnings.filterwarnings("ignore", category=xaikit.DegenerateMapWarning)``."""
+
+
+class IncompleteMapWarning(XaikitWarning):
+    """DeepLIFT / DeepLiftShap attributions that do not add up to the score change
+    ``f(x) - f(baseline)`` beyond float rounding: an operation of the model has no DeepLIFT rule
+    and passes its plain gradient (see ``docs/rules.md``). Given once per (model, method) in a
+    process; silence it with ``warnings.filterwarnings("ignore", category=xaikit.IncompleteMapWarning)``."""
 
 
 _EXTRAS = {"torch": "torch", "tensorflow": "tf"}

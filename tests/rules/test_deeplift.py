@@ -1,7 +1,9 @@
 """DeepLIFT (Rescale rule) and DeepLiftShap: summation-to-delta, exact values on a model computed
 by hand, agreement with captum where captum is right (and where it is not: issues #1104, #1082
 and the overlapping-window max pooling, shown against a known answer), torch == Keras on the
-same weights, the model left as it was, chunking, and bad options."""
+same weights, the model left as it was, chunking, and bad options; ReLUs written as a threshold,
+clamp or maximum (ruled), forms refused (a TorchScript part, a tf.function), and the warning for
+attributions that do not add up (an activation no rule reaches)."""
 
 from __future__ import annotations
 
@@ -487,6 +489,183 @@ def test_a_keras_activation_out_of_reach_is_refused() -> None:
     layered = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Flatten()(keras.layers.MaxPooling2D()(h))))
     _, delta = xk.xai.explain(layered, x, target=0, method="deeplift", return_delta=True)
     assert np.abs(delta).max() < 1e-4
+
+
+def test_a_tf_function_is_refused_by_name() -> None:
+    """tf.function(model) has no layers to give the rules to, and its ops run in a graph of their
+    own, out of the search for unreached activations: the map was Input x Gradient (a delta of
+    2.6-9 times the score change), returned without a word. Refused as LRP refuses it."""
+    keras = pytest.importorskip("keras")
+    tf = pytest.importorskip("tensorflow")
+    model = cnn("tf")
+    x = images("tf", np.random.default_rng(0), 2)
+    for method in ("deeplift", "deepliftshap"):
+        with pytest.raises(
+            XaikitTypeError,
+            match=r"DeepLIFT \(deeplift, deepliftshap\) needs a Keras model with layers .*got a TensorFlow "
+            r"function .*Pass the Keras model itself .*for tf\.function\(model\), pass model",
+        ):
+            xk.xai.explain(tf.function(model), x, target=0, method=method, framework="tf")
+    assert isinstance(model, keras.Model)  # the model itself runs (with its rules)
+    _, delta = xk.xai.explain(model, x, target=0, method="deeplift", return_delta=True)
+    assert np.abs(delta).max() < 1e-5
+
+
+class Activated(nn.Module):
+    """conv -> ``act`` -> linear, (B, 3, 8, 8) -> 3 classes: the activation as the model writes it."""
+
+    def __init__(self, act: Any) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.act = act
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x: Any) -> Any:
+        return self.fc(self.act(self.conv(x)).flatten(1))
+
+
+def _clamp_(z: Any) -> Any:
+    return z.clone().clamp_(min=0)
+
+
+#: ReLUs written otherwise that have a rule: the same map as nn.ReLU, adding up
+RULED_RELUS = {
+    "Threshold": lambda: nn.Threshold(0.0, 0.0),
+    "Threshold_inplace": lambda: nn.Threshold(0.0, 0.0, inplace=True),
+    "clamp": lambda: lambda z: z.clamp(min=0),
+    "clamp_": lambda: _clamp_,
+    "torch.clip": lambda: lambda z: torch.clip(z, 0.0),
+    "maximum": lambda: lambda z: torch.maximum(z, torch.zeros(())),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RULED_RELUS))
+def test_relus_written_as_threshold_clamp_or_maximum_get_the_relu_rule(name: str) -> None:
+    """nn.Threshold(0, 0), z.clamp(min=0) and torch.maximum(z, 0) are ReLUs: their calls passed the
+    plain gradient (a delta of 5-43 % of the score change, without a word); now rescaled."""
+    import warnings
+
+    x = images("torch", np.random.default_rng(3), 3, 8)
+    relu = xk.xai.explain(Activated(nn.ReLU()), x, method="deeplift")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in ("deeplift", "deepliftshap"):
+            got, delta = xk.xai.explain(Activated(RULED_RELUS[name]()), x, method=method, return_delta=True)
+            assert np.abs(delta).max() < 1e-5
+        got = xk.xai.explain(Activated(RULED_RELUS[name]()), x, method="deeplift")
+    np.testing.assert_allclose(got, relu, rtol=0, atol=1e-6 * np.abs(relu).max())
+
+
+def test_a_threshold_and_a_clamp_that_are_not_relus_add_up() -> None:
+    import warnings
+
+    x = images("torch", np.random.default_rng(3), 3, 8)
+    for act in (nn.Threshold(0.1, -0.5), lambda z: torch.clamp(z, -0.2, 0.3), lambda z: z.clamp_max(0.1)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _, delta = xk.xai.explain(Activated(act), x, method="deepliftshap", return_delta=True)
+        assert np.abs(delta).max() < 1e-5
+
+
+def _script_relu() -> Any:
+    import warnings
+
+    def act(z: torch.Tensor) -> torch.Tensor:
+        return torch.relu(z)
+
+    with warnings.catch_warnings():  # torch's deprecation notice of TorchScript
+        warnings.simplefilter("ignore")
+        return torch.jit.script(act)
+
+
+#: activations the rules cannot see: the map is partly the plain gradient
+UNRULED = {
+    "TorchScript function": _script_relu,
+    "torch.where": lambda: lambda z: torch.where(z > 0, z, 0.0),
+    "clamp at an input-dependent bound": lambda: lambda z: torch.clamp(z, min=z.mean(1, keepdim=True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNRULED))
+def test_an_activation_without_a_rule_is_warned_about(name: str) -> None:
+    """A TorchScript function, a torch.where ReLU or a clamp whose bound comes from the input run
+    without a rule: the attributions missed f(x) - f(baseline) by up to 43 % without a word. The
+    runner's completeness check warns (once per model and method); the map still comes back."""
+    import warnings
+
+    x = images("torch", np.random.default_rng(3), 3, 8)
+    model = Activated(UNRULED[name]()).eval()
+    for method, gap in (
+        ("deeplift", r"f\(x\) - f\(baseline\)"),
+        ("deepliftshap", r"f\(x\) - mean f\(references\)"),
+    ):
+        with pytest.warns(
+            xk.IncompleteMapWarning,
+            match=rf"\({method}\): the attributions do not add up to {gap} for [1-3] of 3 samples "
+            r"\(\|delta\| up to [\d.]+ % .*operation of the model without a DeepLIFT rule.*TorchScript function"
+            r".*Fix: write ReLUs as nn\.ReLU / torch\.relu",
+        ):
+            attr, delta = xk.xai.explain(model, x, method=method, return_delta=True)
+        assert attr.shape == x.shape and np.abs(delta).max() > 1e-3
+        with warnings.catch_warnings():  # shown once per model and method
+            warnings.simplefilter("error")
+            xk.xai.explain(model, x, method=method)
+
+
+def test_relu_models_are_not_warned_about(rng: np.random.Generator) -> None:
+    """ReLU modules and torch.relu calls: complete to float rounding, no warning (not even for a
+    score that does not change: a sample that is its own baseline, within the rounding floor)."""
+    import warnings
+
+    x = images("torch", np.random.default_rng(3), 3, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for act in (nn.ReLU(), torch.relu, nn.ReLU(inplace=True)):
+            for method in ("deeplift", "deepliftshap"):
+                xk.xai.explain(Activated(act), x, method=method)
+        xk.xai.explain(cnn("torch"), images("torch", rng), target=1, method="deeplift", baseline="blur")
+        warnings.simplefilter("ignore", xk.DegenerateMapWarning)  # the maps of x against x are 0
+        xk.xai.explain(
+            cnn("torch"), images("torch", rng), target=1, method="deeplift", baseline=images("torch", rng)[0]
+        )
+
+
+def test_a_keras_relu_written_as_a_maximum_in_a_lambda_is_warned_about() -> None:
+    """keras.ops.maximum(z, 0) inside a Lambda (tf.maximum, tf.where, tf.clip_by_value alike) is
+    no op the search for unreached activations knows: it kept its plain gradient (a delta of
+    2.6-16 times the score change) without a word. The completeness check warns."""
+    import warnings
+
+    keras = pytest.importorskip("keras")
+    layers = keras.layers
+    x = np.random.default_rng(1).random((3, 16, 16, 3)).astype(np.float32)
+
+    def model(act: Any) -> Any:
+        keras.utils.set_random_seed(0)
+        m = keras.Sequential(
+            [
+                keras.Input((16, 16, 3)),
+                layers.Conv2D(4, 3),
+                act,
+                layers.MaxPooling2D(2),
+                layers.Flatten(),
+                layers.Dense(3),
+            ]
+        )
+        m.layers[0].bias.assign(np.random.default_rng(2).normal(0, 0.3, 4).astype(np.float32))
+        return m
+
+    with pytest.warns(
+        xk.IncompleteMapWarning,
+        match=r"DeepLIFT \(deeplift\): the attributions do not add up .* inside a Lambda or custom layer's call "
+        r"\(keras\.ops\.maximum.*Fix: compute ReLUs as a ReLU activation or layer",
+    ):
+        xk.xai.explain(model(layers.Lambda(lambda z: keras.ops.maximum(z, 0.0))), x, method="deeplift")
+    with warnings.catch_warnings():  # the same model with a ReLU layer adds up
+        warnings.simplefilter("error")
+        _, delta = xk.xai.explain(model(layers.ReLU()), x, method="deeplift", return_delta=True)
+    assert np.abs(delta).max() < 1e-5
 
 
 # ---- torch == Keras --------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ __all__ = [
     "map_status",
     "probability_rows",
     "warn_degenerate",
+    "warn_once",
 ]
 
 #: the status of a map that is not degenerate
@@ -529,6 +530,20 @@ def warn_degenerate(
     seen.update((name, s) for s in found)
     message = degenerate_message(name, status, facts or OutputFacts(), where)
     warnings.warn(message, DegenerateMapWarning, stacklevel=_caller_level())
+    return True
+
+
+def warn_once(message: str, category: type[Warning], *, method: str, model: Any, status: str) -> bool:
+    """Emit ``message`` as a ``category`` warning unless this (model, method, status) was warned
+    about before in this process: the once-per-model rule of :func:`warn_degenerate`, for the
+    warnings a method gives itself (DeepLIFT's :class:`~xaikit.errors.IncompleteMapWarning`,
+    status ``"incomplete"``); :func:`forget_warnings` starts over. Returns whether it was emitted."""
+    name = canonical(method)
+    seen = _warned(model)
+    if (name, status) in seen:
+        return False
+    seen.add((name, status))
+    warnings.warn(message, category, stacklevel=_caller_level())
     return True
 
 

@@ -19,12 +19,15 @@ class-activation maps swap layer calls (:mod:`xaikit.backend.tf.cam`) and restor
   input's argmax and ``y - max(y, y0)`` through the baseline's (the rule the torch step uses);
 * every other layer keeps its gradient (recurrent layers too: their gates multiply).
 
-An activation applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) or
-a plain TensorFlow function model cannot be reached. A ReLU-family op among them (ReLU, ReLU6,
+A model without Keras layers (a ``tf.function``, a Python function) is refused: nothing of it
+can be reached, and a nested ``tf.function``'s ops are not even seen by the search below. An
+activation applied inside a custom layer's ``call`` (``tf.nn.relu``, ``keras.ops.relu``) cannot
+be reached either. A ReLU-family op among them (ReLU, ReLU6,
 leaky ReLU, ELU, SELU, softplus; the traced forward pass is searched for them) is refused,
 naming the ops. Any other (a sigmoid or tanh, which recurrent layers' gates keep by design, a
 GELU written out) keeps its plain gradient, and the completeness delta (``return_delta=True``)
-then shows what the sum misses.
+then shows what the sum misses (and the runner warns where it exceeds its tolerance: an
+``IncompleteMapWarning``, as for a ``keras.ops.maximum(z, 0)`` or ``tf.where`` ReLU in a ``Lambda``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from xaikit.backend.facets import DEEPLIFT_EPS, DEEPLIFT_TIES, MAX_TIE_ROUNDS, c
 from xaikit.backend.rows import Rows
 from xaikit.backend.tf.cam import _call_attr, _restore
 from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach
-from xaikit.backend.tf.forms import model_form
+from xaikit.backend.tf.forms import model_form, refuse_layerless
 from xaikit.backend.tf.layers import all_layers
 from xaikit.backend.tf.steps import Traced, cached_step, constants_key, input_grads, model_ref, scorer_of
 
@@ -305,6 +308,11 @@ def deeplift_step(bk: Any, rows: Rows, baselines: Sequence[T]) -> tuple[list[T],
 
     model, inputs, target = rows.model, rows.inputs, rows.target
     refuse_exported(model, "DeepLIFT (deeplift, deepliftshap)")  # no layers to give the rules to
+    # a tf.function or Python function: its activations get no rule (a nested tf.function's ops are
+    # not even seen by the search below), and the map would be Input x Gradient without a word
+    refuse_layerless(
+        model, "DeepLIFT (deeplift, deepliftshap)", "each activation and max pooling gets a rule"
+    )
     check_baselines(inputs, baselines)
     tensors, static, extra = bk._step_args(rows.model_kwargs, target)
     step = _step(bk, model, len(inputs), rows.output, static, target)

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["NO_LAYER_METHODS", "exported_artifact", "input_shapes", "model_form", "not_callable"]
+from xaikit.backend.tf.layers import all_layers, sublayers
+from xaikit.errors import XaikitTypeError
+
+__all__ = [
+    "NO_LAYER_METHODS",
+    "exported_artifact",
+    "input_shapes",
+    "model_form",
+    "not_callable",
+    "refuse_layerless",
+]
 
 #: the methods that need no inner layer (the gradient, perturbation and model-agnostic methods,
 #: as ``xaikit.xai.registry`` lists them; tests/test_model_forms_keras.py keeps the two in step)
@@ -87,6 +97,21 @@ def exported_artifact(model: Any) -> bool:
         isinstance(model, keras.layers.TFSMLayer)
         or cls == "RestoredFunction"
         or cls.startswith("_UserObject")
+    )
+
+
+def refuse_layerless(model: Any, what: str, rules: str) -> None:
+    """A model without a Keras layer (a ``tf.function``, a Python function, a bare object) has
+    nothing to give ``what``'s rules to (``rules`` says what gets one): refused, saying what to
+    pass instead. Without it a rule-based method would run the plain gradient: a nested
+    ``tf.function`` runs its ops in a graph of its own, out of the search for unreached ones."""
+    if any(not sublayers(la) for la in all_layers(model)):
+        return
+    hint = "; for tf.function(model), pass model" if "Function" in type(model).__name__ else ""
+    raise XaikitTypeError(
+        f"{what} needs a Keras model with layers ({rules}); got a {model_form(model)}. Pass the Keras "
+        f"model itself (the model in memory, or keras.models.load_model('model.keras'){hint}), or use a "
+        "method that needs no layer"
     )
 
 

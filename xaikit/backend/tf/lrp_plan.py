@@ -23,9 +23,9 @@ import keras
 
 from xaikit.backend.facets import LRP_ALLOWED as ALLOWED
 from xaikit.backend.tf.cam import _call_attr
-from xaikit.backend.tf.forms import model_form
+from xaikit.backend.tf.forms import refuse_layerless
 from xaikit.backend.tf.layers import all_layers, sublayers
-from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.errors import XaikitValueError
 
 __all__ = [
     "ALLOWED",
@@ -75,14 +75,9 @@ class Assignment:
     separable convolution's pointwise part in ``pointwise``), checked before anything runs."""
 
     def __init__(self, model: Any, comp: Any) -> None:
+        refuse_layerless(model, "LRP", "each layer gets a rule")
         self.layers = all_layers(model)
         leaves = [la for la in self.layers if not sublayers(la)]
-        if not leaves:
-            raise XaikitTypeError(
-                f"LRP needs a Keras model with layers (each layer gets a rule); got a {model_form(model)}. "
-                "Pass the Keras model itself (keras.models.load_model('model.keras')), or use a method "
-                "that needs no layer"
-            )
         names = {str(la.name) for la in leaves}
         unknown = sorted(set(comp.names) - names)
         if unknown:

@@ -13,7 +13,9 @@ autograd function with its own backward:
 
 * an elementwise nonlinearity ``y = f(a)`` (ReLU, sigmoid, tanh, GELU, SiLU, ELU, SELU, CELU,
   leaky ReLU, ReLU6, hardtanh, softplus, softsign, log-sigmoid, mish, hardswish, hardsigmoid,
-  PReLU, exp) passes the gradient times the Rescale multiplier
+  PReLU, exp, threshold (``nn.Threshold``); ``clamp`` / ``clip`` and ``maximum`` / ``minimum``
+  in their first argument, where no other argument is a tensor of the 2n rows: a ReLU written
+  ``z.clamp(min=0)`` or ``torch.maximum(z, zero)``) passes the gradient times the Rescale multiplier
   ``(f(a) - f(a0)) / (a - a0)`` of each element, ``a0`` being the same element in the baseline
   row; where ``|a - a0| <`` :data:`EPS` the plain derivative ``f'(a)`` is used instead (the
   element's contribution ``(a - a0) * multiplier`` is then below ``EPS`` times the slope);
@@ -33,7 +35,10 @@ A nonlinearity applies the rule only to a tensor of 2n rows that requires grad: 
 a constant passed through ``exp`` or ``softplus`` (a learned scale) keeps its plain function. A
 model that moves the batch off the first axis (a sequence-first RNN) keeps plain gradients
 there; a model that holds a TorchScript module is refused (its graph runs without the calls the
-mode sees: the attributions would miss the score change without a word). The module of a
+mode sees: the attributions would miss the score change without a word). A TorchScript
+*function* called in a ``forward``, or a ReLU written another way (``torch.where(z > 0, z, 0)``),
+is not seen either: the runner warns where the attributions do not add up
+(:data:`xaikit.xai.rules.deeplift.COMPLETENESS_TOL`). The module of a
 torch.export program and a ``torch.compile`` part are seen (dynamo keeps the mode: the same
 attributions as the eager model, tested). The
 baseline rows get no gradient (their multipliers are the inputs'). In-place calls stay in place
@@ -56,7 +61,7 @@ from xaikit.backend.outputs import as_matrix
 from xaikit.backend.rows import Rows
 from xaikit.backend.torch.forms import eager_module, form_of, hook_refusal, part_out_of_reach
 from xaikit.backend.torch.grads import input_grads
-from xaikit.backend.torch.nonlinear import ELEMENTWISE, IN_PLACE, MAXES
+from xaikit.backend.torch.nonlinear import BOUNDED, ELEMENTWISE, IN_PLACE, MAXES
 from xaikit.errors import XaikitTypeError
 
 __all__ = ["EPS", "DeepLiftMode", "deeplift_step", "snap_ties"]
@@ -68,7 +73,8 @@ EPS = DEEPLIFT_EPS
 
 _KIND: dict[Any, str] = {
     **dict.fromkeys(ELEMENTWISE, "elementwise"),
-    **dict.fromkeys(IN_PLACE, "elementwise"),
+    **dict.fromkeys(BOUNDED, "bounded"),
+    **{op: "bounded" if twin in BOUNDED else "elementwise" for op, twin in IN_PLACE.items()},
     **dict.fromkeys(MAXES, "max"),
 }
 #: the signatures of the Python functions with an ``inplace`` argument (read once)
@@ -243,6 +249,8 @@ class DeepLiftMode(TorchFunctionMode):
             kind = None
         if kind is None or not args or not self._paired(args[0]):
             return func(*args, **kwargs)
+        if kind == "bounded" and any(self._paired(v) for v in (*args[1:], *kwargs.values())):
+            return func(*args, **kwargs)  # a bound or second operand from the input: its gradient counts
         if kind == "max":
             named = func in (torch.max, torch.Tensor.max)
             if named and "dim" not in kwargs and (len(args) < 2 or isinstance(args[1], torch.Tensor)):

@@ -2,7 +2,8 @@
 ``nn`` module calls them too: ``nn.ReLU`` calls ``F.relu``, ``nn.MaxPool2d`` calls
 ``F.max_pool2d``; the module of a ``torch.export`` program calls the aten ops): the ReLUs that
 guided backprop and deconvnet modify (:mod:`xaikit.backend.torch.relevance`), and the
-elementwise nonlinearities and maxima that DeepLIFT rescales (:mod:`xaikit.backend.torch.deeplift`).
+elementwise nonlinearities (clamps and thresholds included) and maxima that DeepLIFT rescales
+(:mod:`xaikit.backend.torch.deeplift`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ELEMENTWISE", "IN_PLACE", "MAXES", "RELUS"]
+__all__ = ["BOUNDED", "ELEMENTWISE", "IN_PLACE", "MAXES", "RELUS"]
 
 F = torch.nn.functional
 
@@ -45,12 +46,22 @@ _ACTIVATIONS = (
 #: elementwise nonlinearities computed out of place
 ELEMENTWISE = (
     *RELUS,  # the in-place ones are computed out of place and written back (IN_PLACE)
-    *_fns(torch, "sigmoid", "tanh", "exp", "prelu", "selu", "celu", "rrelu"),
+    *_fns(torch, "sigmoid", "tanh", "exp", "prelu", "selu", "celu", "rrelu", "threshold"),
     *_fns(torch.Tensor, "sigmoid", "tanh", "exp"),
-    *_fns(F, *_ACTIVATIONS),
+    *_fns(F, *_ACTIVATIONS, "threshold"),
     *_fns(torch.special, "expit"),
     *_aten("sigmoid", "tanh", "exp", "gelu", "silu", "elu", "selu", "celu", "leaky_relu", "hardtanh", "softplus",
-           "mish", "hardswish", "hardsigmoid", "prelu", "_prelu_kernel"),
+           "mish", "hardswish", "hardsigmoid", "prelu", "_prelu_kernel", "threshold"),
+)  # fmt: skip
+_BOUNDS = ("clamp", "clip", "clamp_min", "clamp_max")
+#: elementwise in their first argument while the others are held fixed: ``clamp`` / ``clip``
+#: (a ReLU written ``z.clamp(min=0)``) and a maximum or minimum with a second tensor
+#: (``torch.maximum(z, zero)``); DeepLIFT rescales them only where no other argument is a
+#: tensor of the explained rows (a bound that depends on the input keeps the plain gradient)
+BOUNDED = (
+    *_fns(torch, *_BOUNDS, "maximum", "minimum", "fmax", "fmin"),
+    *_fns(torch.Tensor, *_BOUNDS, "maximum", "minimum", "fmax", "fmin"),
+    *_aten(*_BOUNDS, "maximum", "minimum", "fmax", "fmin"),
 )  # fmt: skip
 
 
@@ -61,14 +72,22 @@ def _in_place(where: Any, names: tuple[str, ...], twin_of: Any) -> list[tuple[An
 #: in-place elementwise nonlinearities, each with the out-of-place function it computes
 IN_PLACE: dict[Any, Any] = dict(
     [
-        *_in_place(torch, ("relu", "sigmoid", "tanh", "exp", "selu", "celu"), lambda n: getattr(torch, n)),
-        *_in_place(torch.Tensor, ("relu", "sigmoid", "tanh", "exp"), lambda n: getattr(torch, n)),
         *_in_place(
-            F, ("relu", "elu", "selu", "celu", "leaky_relu", "hardtanh", "rrelu"), lambda n: getattr(F, n)
+            torch,
+            ("relu", "sigmoid", "tanh", "exp", "selu", "celu", "threshold", *_BOUNDS),
+            lambda n: getattr(torch, n),
+        ),
+        *_in_place(torch.Tensor, ("relu", "sigmoid", "tanh", "exp", *_BOUNDS), lambda n: getattr(torch, n)),
+        *_in_place(
+            F,
+            ("relu", "elu", "selu", "celu", "leaky_relu", "hardtanh", "rrelu", "threshold"),
+            lambda n: getattr(F, n),
         ),
         *[
-            (op, twin)
-            for op, twin in zip(_aten("relu_", "sigmoid_", "tanh_"), _aten("relu", "sigmoid", "tanh"))
+            (op[0], twin[0])
+            for n in ("relu", "sigmoid", "tanh", "threshold", *_BOUNDS)
+            for op, twin in [(_aten(f"{n}_"), _aten(n))]
+            if op and twin
         ],
     ]
 )

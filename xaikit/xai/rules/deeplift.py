@@ -15,6 +15,15 @@ Every (sample, reference) pair is one row of a row space of B x K rows (row r: s
 its reference r // B), run in chunks through the engine's chunk loop; a chunk of m pairs is one
 forward and one backward pass of 2m model rows (the inputs, then their references), so
 ``max_batch`` counts model rows and a chunk holds ``max_batch // 2`` pairs (at least one).
+
+With a rule at every nonlinearity the attributions add up to the score change by construction
+(the completeness delta is float rounding: below 5e-6 of ``|f(x) - f(baseline)|`` on ResNets in
+float32). An operation without a rule (a ReLU written ``torch.where(z > 0, z, 0)``, a
+TorchScript function, a softmax, an activation inside a Keras ``Lambda``) passes its plain
+gradient, and the sum misses: where a sample's ``|delta|`` exceeds :data:`COMPLETENESS_TOL` of
+``|f(x) - f(baseline)|`` plus :data:`ROUNDING_FLOOR` of the magnitudes it is computed from,
+:func:`check_completeness` gives an :class:`~xaikit.errors.IncompleteMapWarning` (once per model
+and method), from the delta already computed.
 """
 
 from __future__ import annotations
@@ -25,22 +34,40 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Rows, T
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import IncompleteMapWarning, XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.baselines import FIXED_BASELINES, check_baseline
 from xaikit.xai._engine.chunks import chunk_error, padded_rows, run_chunks
 from xaikit.xai._engine.inputs import call_error
 from xaikit.xai._engine.plan import check_max_batch, default_rows
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai.gradient.sweep import baseline_fn, reference_set
-from xaikit.xai.registry import Call, Explained, Method, count, register_method
+from xaikit.xai.health import warn_once
+from xaikit.xai.registry import Call, Explained, Method, count, register_method, title
 
-__all__ = ["DEFAULT_REFERENCES", "pair_attributions", "run_deeplift", "run_deepliftshap"]
+__all__ = [
+    "COMPLETENESS_TOL",
+    "DEFAULT_REFERENCES",
+    "ROUNDING_FLOOR",
+    "check_completeness",
+    "pair_attributions",
+    "run_deeplift",
+    "run_deepliftshap",
+]
 
 #: DeepLiftShap's references per sample when ``nsamples`` is not given: all N, at most this many
 DEFAULT_REFERENCES = 100
 #: the seeded stream of DeepLiftShap's reference draws (the engine's streams 0-2 are noise,
 #: uniform baselines and Expected Gradients' draws)
 _DRAWS = 5
+#: a sample's attributions do not add up when its ``|delta|`` exceeds this fraction of
+#: ``|f(x) - f(baseline)|`` (plus :data:`ROUNDING_FLOOR`): float rounding stays below 5e-6 of it
+#: (float32 ResNets, DeepLiftShap included), an operation without a rule misses by 5e-2 to 16 times
+#: it (a softmax output: 8e-4 to 0.28)
+COMPLETENESS_TOL = 1e-3
+#: the rounding allowance added to that, as a fraction of ``sum |attributions| + |f(x)| +
+#: |f(baseline)|``, for a score that barely changes: the delta's float rounding stays below 1e-7 of
+#: that sum (float32)
+ROUNDING_FLOOR = 1e-5
 
 
 def pair_attributions(
@@ -106,7 +133,59 @@ def pair_attributions(
     done = run_chunks(bk, device, batch * k, max(1, rows // 2), step, error=error)
     means = [a / k for a in acc]
     delta = sum(m.sum(axis=1) for m in means) - (f_x - f_ref / k)
+    check_completeness(call, delta, f_x, f_ref / k, sum(np.abs(m).sum(axis=1) for m in means))
     return [m.reshape(batch, *s) for m, s in zip(means, shapes)], delta, done.sizes
+
+
+_CAUSES = {
+    "torch": (
+        "a ReLU written as torch.where(z > 0, z, 0), a TorchScript function called in forward, a "
+        "softmax, a normalization or a product of two tensors",
+        "write ReLUs as nn.ReLU / torch.relu (z.clamp(min=0), nn.Threshold and torch.maximum(z, c) "
+        "have rules too)",
+    ),
+    "tf": (
+        "an activation computed inside a Lambda or custom layer's call (keras.ops.maximum, "
+        "tf.maximum, tf.where, tf.clip_by_value), a softmax, a normalization or a product of two tensors",
+        "compute ReLUs as a ReLU activation or layer (activation='relu', keras.layers.ReLU)",
+    ),
+}
+
+
+def check_completeness(call: Call, delta: np.ndarray, f_x: np.ndarray, f_ref: np.ndarray, mass: Any) -> bool:
+    """Warn (:class:`~xaikit.errors.IncompleteMapWarning`, once per model and method) when some
+    samples' attributions miss their score change beyond float rounding: ``|delta| >``
+    :data:`COMPLETENESS_TOL` ``* |f(x) - f_ref| +`` :data:`ROUNDING_FLOOR` ``* (mass + |f(x)| +
+    |f_ref|)``, ``mass`` being each sample's ``sum |attributions|``; NaN is left to the health
+    check. Returns whether any sample missed."""
+    change = np.abs(f_x - f_ref)
+    allowed = COMPLETENESS_TOL * change + ROUNDING_FLOOR * (np.asarray(mass) + np.abs(f_x) + np.abs(f_ref))
+    missed = np.abs(delta) > allowed
+    if not missed.any():
+        return False
+    name = call.method.name
+    shap = name == "deepliftshap"
+    gap = "f(x) - mean f(references)" if shap else "f(x) - f(baseline)"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = float(np.max(np.abs(delta[missed]) / change[missed]))
+    how = (
+        f"|delta| up to {100 * share:.3g} % of |{gap}|"
+        if np.isfinite(share)
+        else f"|delta| up to {float(np.max(np.abs(delta[missed]))):.3g}, and |{gap}| is 0"
+    )
+    cause, fix = _CAUSES.get(call.bk.name, _CAUSES["torch"])
+    message = (
+        f"{title(name)} ({name}): the attributions do not add up to {gap} for {int(missed.sum())} of "
+        f"{len(delta)} samples ({how}; float rounding alone stays below {COMPLETENESS_TOL:.1%}). Likely "
+        f"cause: an operation of the model without a DeepLIFT rule, through which the map is the plain "
+        f"gradient: {cause}; or activations so small that |a - a0| < 1e-7, where the multipliers fall "
+        f"back to the derivative (a random model whose BatchNorm statistics were never calibrated). Fix: "
+        f"{fix}; explain the logits, not a softmax output; return_delta=True gives each sample's delta. "
+        "(Shown once per model and method; silence it with warnings.filterwarnings('ignore', "
+        "category=xaikit.IncompleteMapWarning).)"
+    )
+    warn_once(message, IncompleteMapWarning, method=name, model=call.inp.model, status="incomplete")
+    return True
 
 
 def _specs(baseline: Any) -> list[Any]:
