@@ -216,9 +216,11 @@ def _explain(
     progress: bool | None,
     options: dict[str, Any],
 ) -> tuple[Any, np.ndarray | None]:
-    """The body of :func:`explain`: ``(values, delta)`` (``raw=True``: ``(full result, None)``). ``delta_mode``: ``"no"`` (delta None),
-    ``"asked"`` (the caller's ``return_delta=True``: a method without one is an error) or
-    ``"if_any"`` (the delta where the method gives one with these options, else None)."""
+    """The body of :func:`explain`: ``(values, delta)``; with ``raw=True`` ``(full result, None)``.
+
+    ``delta_mode``: ``"no"`` (delta None), ``"asked"`` (the caller's ``return_delta=True``: a
+    method without one is an error) or ``"if_any"`` (the delta where the method gives one with
+    these options, else None)."""
     record = get_method(method)  # an unknown name is refused here, with the list of every method
     progress = check_progress(progress)
     seed = check_seed(seed)

@@ -142,7 +142,7 @@ def first_conv_channels(model: Any) -> int | None:
     """
     if is_exported(model):
         return _exported_conv_channels(model)
-    if is_script(model) and not hasattr(model, "training"):  # frozen: weights are graph constants
+    if is_frozen(model):  # its weights are graph constants
         return _frozen_conv_channels(model)
     for m in model.modules():
         if isinstance(m, torch.nn.Conv2d):
@@ -156,10 +156,15 @@ def first_conv_channels(model: Any) -> int | None:
     return None
 
 
+def is_frozen(model: Any) -> bool:
+    """A frozen TorchScript module (``torch.jit.freeze``): no training flag, no parameters."""
+    return is_script(model) and not hasattr(model, "training")
+
+
 def graph_constants(model: Any) -> list[torch.Tensor]:
     """The tensor constants of a frozen TorchScript module's graph (``torch.jit.freeze`` folds
     the weights into it, so the module has no parameters), in graph order; [] for another model."""
-    if not (is_script(model) and not hasattr(model, "training")):
+    if not is_frozen(model):
         return []
     out = []
     try:
