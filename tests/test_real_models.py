@@ -22,7 +22,8 @@ everything on the ViT, agree element by element to 1e-4 of the largest value.
 
 Budget: B=2 and 2-16 steps; the non-slow tests take 37 s in one process on 2 CPU cores (load
 ~2.5; most of it importing TensorFlow and tracing MobileNetV2), 97 s when three other jobs load
-the cores. EfficientNetB0 / ResNet50 and the docs page's code are marked slow.
+the cores. EfficientNetB0 / ResNet50 are marked slow; the docs page's code runs in
+tests/test_own_models_page.py (not a numerics file: it is not rerun under another CPU capability).
 """
 
 from __future__ import annotations
@@ -421,29 +422,6 @@ def test_keras_applications_equal_a_tape_reference(name: str) -> None:
     check_delta(ig, delta, f_x[rows, target], f_b[rows, target])
     for w, b in zip(model.weights, before):
         np.testing.assert_array_equal(w.numpy(), b, err_msg=w.path)
-
-
-# --------------------------------------------------------------------------- the docs page
-@needs_torch
-@needs_tf
-@pytest.mark.slow
-def test_the_own_models_page_runs_as_written(tmp_path, monkeypatch) -> None:
-    """Every ``python`` block of docs/own_models.md, in order, in one namespace."""
-    import re
-    from pathlib import Path
-
-    pytest.importorskip("transformers")
-    page = Path(__file__).resolve().parent.parent / "docs" / "own_models.md"
-    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
-    assert len(blocks) >= 6
-    monkeypatch.chdir(tmp_path)  # the page writes a picture into the working folder
-    namespace: dict[str, object] = {"__name__": "own_models_page"}
-    for block in blocks:
-        exec(compile(block, str(page), "exec"), namespace)
-    assert (tmp_path / "resnet18_smoothgrad.png").stat().st_size > 10_000
-    assert np.all(np.abs(namespace["delta"] / namespace["gap"]) < 1e-3)  # the ViT's, at 32 steps
-    grid = namespace["grid"]
-    np.testing.assert_allclose(grid["x"][0], namespace["pixels"][:3] / 255.0, atol=2e-6)
 
 
 def test_calibrate_batchnorm_refuses_an_empty_batch_and_a_bad_batch_size() -> None:
