@@ -131,6 +131,30 @@ def test_bad_options(net_and_batch, call: str, kwargs: dict, message: str) -> No
         getattr(net, call)(batch, **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("method", "option"),
+    [
+        ("integrated", "baseline"),
+        ("smint", "baseline"),
+        ("guided_ig", "baseline"),
+        ("expected_gradients", "baseline"),
+        ("deepliftshap", "baselines"),
+    ],
+)
+def test_a_baseline_that_is_not_real_numbers_is_refused(framework: str, method: str, option: str) -> None:
+    """Complex values lost their imaginary part with only numpy's ComplexWarning (a map of another
+    baseline); text, objects and ragged lists gave numpy's bare TypeError or ValueError."""
+    model, layout = model_for(framework)
+    x = layout(images(np.random.default_rng(0), batch=2))
+    sample = np.ones(x.shape[1:])
+    for bad in (sample * 1j, sample[None].astype(np.complex64), [["a"] * 3], [[1.0, 2.0], [3.0]], object()):
+        with pytest.raises(XaikitTypeError, match=rf"{option}.* must be real numbers.*; got "):
+            xk.xai.explain(model, x, method=method, **{option: bad})
+    if option == "baseline" and method != "expected_gradients":  # a named baseline or one number
+        with pytest.raises(XaikitTypeError, match=r"baseline must be one of .* or real numbers; got complex"):
+            xk.xai.explain(model, x, method=method, baseline=2j)
+
+
 def test_model_output_must_be_batch_by_classes(framework: str, rng: np.random.Generator) -> None:
     x = rng.random((2, 6)).astype(np.float32)
     if framework == "torch":

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from xaikit.errors import XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 #: every baseline name; a function that takes baselines names which of them it accepts
 BASELINES = ("uniform", "zeros", "black", "mean", "blur")
@@ -64,6 +64,8 @@ def check_baseline(baseline: object, allowed: Sequence[str] = BASELINES, name: s
             raise XaikitValueError(f"{name} must be one of {names} or an array; got {baseline!r}")
     elif baseline is None or isinstance(baseline, (dict, bytes)):
         raise XaikitValueError(f"{name} must be one of {names} or an array; got {describe(baseline)}")
+    elif isinstance(baseline, (complex, np.complexfloating)):
+        raise XaikitTypeError(f"{name} must be one of {names} or real numbers; got {describe(baseline)}")
 
 
 def blur_sigma(shape: tuple[int, ...], axes: Sequence[int]) -> float:
@@ -96,9 +98,37 @@ def baseline_values(x: np.ndarray, baseline: object, channel_axis: int | None, k
     return baseline_array(baseline, x.shape, key)
 
 
+def real_array(value: object, what: str, expected: str = "") -> np.ndarray:
+    """``value`` as a float64 array, or an :class:`XaikitTypeError` naming ``what`` for complex
+    values (the cast would drop their imaginary part with only a numpy warning), text, objects
+    and ragged lists.
+
+    Example:
+        >>> real_array([1, 2], "baseline").tolist()
+        [1.0, 2.0]
+        >>> real_array(2j, "baseline")
+        Traceback (most recent call last):
+        ...
+        xaikit.errors.XaikitTypeError: baseline must be real numbers; got complex
+    """
+    try:
+        arr = None if np.iscomplexobj(value) else np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None:
+        raise XaikitTypeError(
+            f"{what} must be real numbers{' ' + expected if expected else ''}; got {describe(value)}"
+        )
+    return arr
+
+
 def baseline_array(value: object, x_shape: tuple[int, ...], key: str) -> np.ndarray:
     """An explicit baseline broadcast to the batch shape (a scalar, one sample, or a batch)."""
-    arr = np.asarray(value, dtype=np.float64)
+    arr = real_array(
+        value,
+        f"baseline for input {key!r}",
+        "(a scalar, one sample or a batch) or a named baseline such as 'zeros'",
+    )
     if not np.isfinite(arr).all():  # every row built from it would be NaN or inf
         bad = int((~np.isfinite(arr)).sum())
         raise XaikitValueError(

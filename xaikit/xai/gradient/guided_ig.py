@@ -357,7 +357,7 @@ def _baseline(inp: Any, spec: Any) -> np.ndarray:
     host = bk.to_numpy(x)
     if isinstance(spec, str):
         return baseline_values(host, spec, inp.channel_axes[0], inp.keys[0])
-    arr = np.asarray(bk.to_numpy(spec) if bk.is_tensor(spec) else spec, dtype=np.float64)
+    arr = bk.to_numpy(spec) if bk.is_tensor(spec) else spec  # baseline_array checks and casts
     how = inp.moves[0]
     user_shape = move_back(np.empty(host.shape), how).shape
     values = move(baseline_array(arr, user_shape, inp.keys[0]), how)

@@ -24,7 +24,7 @@ from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import move, move_back
-from xaikit.xai._engine.baselines import baseline_array, baseline_values, check_baseline
+from xaikit.xai._engine.baselines import baseline_array, baseline_values, check_baseline, real_array
 from xaikit.xai._engine.blur import BlurPath, sigmas
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai._engine.job import Job
@@ -72,7 +72,7 @@ def baseline_fn(inp: Inputs, baseline: Any, seed: int) -> Any:
         if isinstance(spec, str):
             values = baseline_values(bk.to_numpy(x), spec, axis, key)
         else:  # an array in the caller's layout
-            arr = np.asarray(bk.to_numpy(spec) if bk.is_tensor(spec) else spec, dtype=np.float64)
+            arr = bk.to_numpy(spec) if bk.is_tensor(spec) else spec  # baseline_array checks and casts
             shape = tuple(int(d) for d in x.shape)
             values = move(baseline_array(arr, move_back(np.empty(shape), how).shape, key), how)
         fixed.append(bk.as_tensor(values, getattr(x, "device", None), inp.dtype))
@@ -226,7 +226,7 @@ def reference_set(
                 f"{option} of {method} must be an array of reference samples (N, ...) "
                 f"for model input {key!r}; got {describe(ref)}"
             )
-        arr = np.asarray(bk.to_numpy(ref) if bk.is_tensor(ref) else ref, dtype=np.float64)
+        arr = real_array(bk.to_numpy(ref) if bk.is_tensor(ref) else ref, f"{option} of {method} ({key!r})")
         own = tuple(int(d) for d in x.shape[1:])  # the model's layout
         want = move_back(np.empty((1, *own)), how).shape[1:]  # the caller's
         if arr.ndim != len(want) + 1 or arr.shape[0] < 1 or arr.shape[1:] not in (want, own):
