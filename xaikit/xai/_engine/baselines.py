@@ -11,6 +11,7 @@ pixels that deletion/insertion curves remove. One list of names, one checker, on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def real_array(value: object, what: str, expected: str = "") -> np.ndarray:
         xaikit.errors.XaikitTypeError: baseline must be real numbers; got complex
     """
     try:
-        arr = None if np.iscomplexobj(value) else np.asarray(value, dtype=np.float64)
+        arr = None if np.iscomplexobj(cast(Any, value)) else np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         arr = None
     if arr is None:
