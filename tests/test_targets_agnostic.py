@@ -46,8 +46,33 @@ def reference() -> np.ndarray:
     return np.random.default_rng(2).normal(size=(H, W, K)).astype(np.float32)
 
 
+def weights_of(framework: str, model: Any) -> list[np.ndarray]:
+    if framework == "torch":
+        return [p.detach().numpy().copy() for p in model.parameters()]
+    return [np.array(v) for v in model.get_weights()]
+
+
+_SEGMENTERS: dict[tuple[str, bool, bytes, bytes], tuple[Any, list[np.ndarray]]] = {}
+
+
 def segmenter(framework: str, w: np.ndarray, b: np.ndarray, pool: bool = False) -> Any:
-    return linear_segmenter(framework, w, b, (H, W), pool)
+    """The segmenter of these weights, built once per module: a fresh model pays its first
+    explanation's plan tuning (and, for Keras, its construction and step tracing) again, ~1-2 s
+    a call on these 4x4 images. ``_shared_models_stay_unchanged`` checks after every test that
+    no explanation changed a shared model's weights."""
+    key = (framework, pool, w.tobytes(), b.tobytes())
+    if key not in _SEGMENTERS:
+        model = linear_segmenter(framework, w, b, (H, W), pool)
+        _SEGMENTERS[key] = (model, weights_of(framework, model))
+    return _SEGMENTERS[key][0]
+
+
+@pytest.fixture(autouse=True)
+def _shared_models_stay_unchanged() -> Any:
+    yield
+    for (framework, _, _, _), (model, built) in _SEGMENTERS.items():
+        for old, new in zip(built, weights_of(framework, model), strict=True):
+            np.testing.assert_array_equal(old, new)
 
 
 def target_of(kind: str, framework: str, ref: np.ndarray) -> Any:
@@ -106,7 +131,7 @@ def per_patch(values: np.ndarray) -> np.ndarray:
 
 
 LINEAR_KINDS = ["region_mask", "region_predicted", "region_per_sample", "output", "similarity", "callable"]
-PATCH_METHODS = {
+PATCH_METHODS: dict[str, dict[str, Any]] = {
     "occlusion": {"window": 2, "stride": 2, "baseline": BASE},
     "feature_ablation": {"features": PATCHES, "baseline": BASE},
     "shapley_sampling": {"features": PATCHES, "baseline": BASE, "nsamples": 3},
@@ -168,7 +193,7 @@ def test_xrai_ranks_the_integrated_gradients_of_the_target(
             np.testing.assert_allclose(result.maps[i][region], peak[i][region].mean(), rtol=1e-4, atol=1e-5)
 
 
-TWIN_METHODS = {
+TWIN_METHODS: dict[str, dict[str, Any]] = {
     "occlusion": {"window": 2, "stride": 1},
     "rise": {"n_masks": 16, "cell": 2},
     "lime": {"features": PATCHES, "nsamples": 32},
@@ -218,7 +243,7 @@ def test_a_callable_equals_the_region_it_computes(method: str, weights: Any, ima
     np.testing.assert_allclose(region, fn, rtol=1e-5, atol=1e-5)
 
 
-ALL_METHODS = {
+ALL_METHODS: dict[str, dict[str, Any]] = {
     **PATCH_METHODS,
     **TWIN_METHODS,
     "guided_ig": {"steps": 4},
@@ -241,19 +266,13 @@ def test_class_k_is_bit_equal_to_the_int_and_registered(
     assert xk.xai.registry.get_method(method).target_objects
 
 
-def weights_of(framework: str, model: Any) -> list[np.ndarray]:
-    if framework == "torch":
-        return [p.detach().numpy().copy() for p in model.parameters()]
-    return [np.array(v) for v in model.get_weights()]
-
-
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("method", ["occlusion", "kernel_shap", "guided_ig"])
 def test_the_model_is_unchanged_after_explaining_a_region(
     framework: str, method: str, weights: Any, images: np.ndarray
 ) -> None:
     w, b = weights
-    model = segmenter(framework, w, b)
+    model = linear_segmenter(framework, w, b, (H, W))  # a fresh model: its very first explanation too
     before = weights_of(framework, model)
     xk.xai.explain(
         model,

@@ -13,6 +13,7 @@ scores differently against region A than against the argmax class, as computed b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,10 @@ MASK = np.zeros((H, W), dtype=bool)
 MASK[2:6, 1:5] = True
 
 
-class Wrapped(torch.nn.Module):
+_Module: Any = torch.nn.Module  # torch comes from importorskip: a value, not a module mypy sees
+
+
+class Wrapped(_Module):
     """``net`` followed by ``score``: one output per row, the target object's score."""
 
     def __init__(self, net: Any, score: Callable[[Any], Any]) -> None:
@@ -74,8 +78,11 @@ def _x(kind: str = "") -> Any:
     return torch.as_tensor(x)
 
 
+@functools.cache
 def _kind(kind: str) -> tuple[Any, Any, Any]:
-    """``(model, target object, wrapped model scoring that object)`` of one target kind."""
+    """``(model, target object, wrapped model scoring that object)`` of one target kind, built once
+    per module (a fresh model pays its first metric's plan tuning again); each test checks the model's
+    parameters are unchanged by what it ran."""
     x = _x(kind)
     if kind in ("region", "region_none", "callable"):
         net = _segmenter()
@@ -207,8 +214,10 @@ def test_metrics_of_the_predicted_class_refuse_objects(metric: Any, words: str) 
 
 
 # ---- analytic checks on a 1x1 convolution segmenter, torch and Keras on the same weights ----------------
+@functools.cache
 def _linear(framework: str) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-    """``(model, x in its layout, w (K, C), b (K,))``: class k's logit at a pixel is w[k].x + b[k]."""
+    """``(model, x in its layout, w (K, C), b (K,))``: class k's logit at a pixel is w[k].x + b[k]
+    (built once per module: the analytic checks below read w and b, so a changed model fails them)."""
     rng = np.random.default_rng(4)
     w, b = rng.normal(size=(K, C)).astype(np.float32), rng.normal(size=K).astype(np.float32)
     x = rng.normal(size=(B, H, W, C)).astype(np.float32)  # channel last
