@@ -23,6 +23,12 @@ def test_bench_quick_writes_report(tmp_path: Path) -> None:
             sys.executable,
             str(ROOT / "benchmarks" / "saliency_bench.py"),
             "--quick",
+            # one torch / TF thread and one timed round: a test shares the CPU with other workers,
+            # where intra-op threads oversubscribe it (10x slower); a round checks what two do
+            "--threads",
+            "1",
+            "--reps",
+            "1",
             "--out",
             str(out),
             "--json",
@@ -57,7 +63,10 @@ def test_methods_bench_quick_writes_section(tmp_path: Path) -> None:
     out, raw = tmp_path / "bench.md", tmp_path / "methods.json"
     out.write_text("# Saliency benchmarks\n\nkept text\n")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "methods_bench.py"), "--quick", "--out", str(out)]
+    # one torch thread: a test shares the CPU with other workers, where torch's intra-op threads
+    # oversubscribe it (a ResNet-18 call measured 20x slower with two)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "methods_bench.py"), "--quick", "--threads", "1"]
+    cmd += ["--out", str(out)]
 
     def run(*extra: str) -> str:
         proc = subprocess.run([*cmd, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -10,11 +13,31 @@ from tests.xai.models import analytic, analytic_f, analytic_grad
 
 KINDS = ["linear", "quadratic", "sin"]
 
+#: the module's analytic models, one per framework, kind and weights (the seeded ``rng`` gives
+#: most tests the same weights): a TF step is traced, and an ``"auto"`` chunk plan probed, once
+#: per model and input shape, not once per test
+_MODELS: dict[tuple[Any, ...], Any] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_models() -> Iterator[None]:
+    yield
+    _MODELS.clear()
+
+
+def _analytic(framework: str, kind: str, w: np.ndarray) -> Any:
+    """``analytic(framework, kind, w)``, made once per module (read-only: explain never changes it)."""
+    w = np.asarray(w, dtype=np.float32)
+    key = (framework, kind, w.shape, w.tobytes())
+    if key not in _MODELS:
+        _MODELS[key] = analytic(framework, kind, w)
+    return _MODELS[key]
+
 
 def _setup(framework: str, kind: str, rng: np.random.Generator, batch: int = 5, dim: int = 6):
     w = rng.normal(size=(3, dim))
     x = rng.uniform(-1.5, 1.5, size=(batch, dim)).astype(np.float32)
-    model = analytic(framework, kind, w)
+    model = _analytic(framework, kind, w)
     return w, x, model
 
 
@@ -79,7 +102,7 @@ def test_smoothgrad_of_sine_matches_its_expectation(framework: str, rng: np.rand
     for n ~ N(0, s^2): many noise samples must land within a few standard errors."""
     w = rng.normal(size=(2, 4))
     x = np.array([[-1.0, 0.0, 0.5, 1.0], [0.2, -0.7, 1.0, 0.0]], dtype=np.float32)  # range 2 and 1.7
-    model = analytic(framework, "sin", w)
+    model = _analytic(framework, "sin", w)
     S, spread = 4000, 0.25
     sigma = spread * (x.max(axis=1) - x.min(axis=1))[:, None]
     target = np.array([0, 1])
