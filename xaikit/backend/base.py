@@ -280,6 +280,12 @@ class Backend(abc.ABC):
         """What the model returns for ``inputs`` (a tensor, tuple, dict or output object), as it
         returns it, without gradients, in inference mode (target objects read it)."""
 
+    def logits(self, rows: Rows) -> T:
+        """:meth:`forward` of the rows (``rows.targets`` and ``rows.target`` are not read): the
+        classes a call explains are read off it. A backend with compiled steps may compile it
+        for calls that repeat (TensorFlow: from the fourth call with the same input signature)."""
+        return self.forward(rows.model, rows.inputs, rows.output, model_kwargs=rows.model_kwargs)
+
     @abc.abstractmethod
     def scores(self, rows: Rows, xla: bool = False) -> T:
         """Forward only: the target score of each of the rows (``rows.targets``' class, or with

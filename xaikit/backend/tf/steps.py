@@ -34,6 +34,8 @@ KINDS = {
     "grad": "scores and input gradients of a chunk of rows (the gradient methods)",
     "sweep": "a whole chunk of the gradient sweep: its rows built, their input gradients, folded per path",
     "scores": "forward scores of a chunk of rows (perturbation methods, probes)",
+    "logits": "the explained output of a batch, forward only (the classes a call explains), compiled "
+    "once the same input signature has come back three times",
     "cam_grad": "a layer's activations and the scores' gradient with respect to them (Grad-CAM family)",
     "cam_spread": "the same, the layer's output spread to several targets' rows (stacked targets)",
     "cam_acts": "a layer's activations (Eigen-CAM, Score-CAM)",
@@ -97,6 +99,11 @@ class Traced:
         #: the message of each input signature whose trace failed (see :meth:`fail`)
         self.problems: dict[str, str] = {}
         self._tracing = ""
+        #: how often :meth:`again` has seen each input signature
+        self.sightings: dict[str, int] = {}
+        #: set when the compiled function failed where the eager call may not: every call then
+        #: runs eagerly (see :meth:`again`)
+        self.eager_only = False
 
     def __call__(self, *args: Any) -> Any:
         """The traced function (runs at trace time only)."""
@@ -117,6 +124,19 @@ class Traced:
             if message is not None:
                 raise XaikitValueError(message)
         return out
+
+    def again(self, *args: Any, eager_calls: int = 3) -> bool:
+        """Whether this input signature has already run ``eager_calls`` times (counting this call):
+        a step worth compiling only when its calls repeat runs eagerly until then. The rule of
+        renting before buying: a trace costs about 3-6 eager calls (Keras: a LeNet's forward
+        pass 23 ms eagerly, 128 ms for its first compiled call; a ResNet-50's 0.73 s and 2.6 s),
+        so a signature that comes back pays at most about twice the cheapest choice, and a
+        one-off call pays no trace at all."""
+        if self.eager_only:
+            return False
+        key = signature(args)
+        self.sightings[key] = self.sightings.get(key, 0) + 1
+        return self.sightings[key] > eager_calls
 
 
 def signature(args: Any) -> str:

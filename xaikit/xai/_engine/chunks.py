@@ -225,7 +225,7 @@ def forward_scores(
             asked = Rows(model, rows, targets, output, kw, target)
             scores = model_call(bk, lambda: bk.scores(asked, xla), n, batch)
             return scores[: r1 - r0], None
-        out = model_call(bk, lambda: bk.forward(model, rows, output, model_kwargs=kw), n, batch)
+        out = model_call(bk, lambda: bk.logits(Rows(model, rows, targets, output, kw)), n, batch)
         host = bk.to_numpy(as_matrix(out))[: r1 - r0]
         picked = host[np.arange(r1 - r0), bk.to_numpy(targets)[: r1 - r0]]
         return bk.as_tensor(picked, bk.model_device(model), "float32"), host.argmax(axis=1).astype(np.int64)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import Backend, T
+from xaikit.backend import Backend, Rows, T
 from xaikit.backend.outputs import select_output
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.targets import Bound, Class, Target, is_target, picked, resolve_callable
@@ -31,15 +31,16 @@ from xaikit.xai._engine.inputs import Inputs, call_error
 
 def logits(inp: Inputs, output: int | str, chunk: int = 1024) -> T:
     """The explained model output for the clean inputs, forward only: (B, classes), or (B,) for a
-    model that returns one score per row, ``chunk`` rows at a time. An out-of-memory error halves
-    ``chunk`` and goes on (:func:`~xaikit.xai._engine.chunks.run_chunks`); a model that fails
-    otherwise gets :func:`~xaikit.xai._engine.inputs.call_error`."""
+    model that returns one score per row, ``chunk`` rows at a time (:meth:`~xaikit.backend.base.Backend.logits`: a
+    compiled step where the same batch shape comes back, e.g. a trace's call every epoch). An
+    out-of-memory error halves ``chunk`` and goes on (:func:`~xaikit.xai._engine.chunks.run_chunks`);
+    a model that fails otherwise gets :func:`~xaikit.xai._engine.inputs.call_error`."""
     bk = inp.bk
 
     def step(r0: int, r1: int, _size: int) -> T:
         rows = [t[r0:r1] for t in inp.tensors]
-        kw = {"model_kwargs": inp.kwargs.rows(np.arange(r0, r1))} if inp.kwargs else {}
-        return bk.forward(inp.model, rows, output, **kw)
+        kw = inp.kwargs.rows(np.arange(r0, r1)) if inp.kwargs else None
+        return bk.logits(Rows(inp.model, rows, None, output, kw))
 
     def error(exc: Exception, _r0: int, _r1: int, _size: int) -> Exception:
         return call_error(inp, exc)
