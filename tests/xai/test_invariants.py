@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -12,8 +13,52 @@ from tests.xai.models import cnn, cnn_weights, from_layout, images, model_for, t
 from xaikit.errors import DegenerateMapWarning
 
 
+def weights_of(framework: str, model: Any) -> list[np.ndarray]:
+    if framework == "torch":
+        return [p.detach().numpy().copy() for p in model.parameters()]
+    return [np.array(v) for v in model.get_weights()]
+
+
+#: the module's CNNs, built once per (framework, seed, options): a fresh model pays its first
+#: explanation's plan tuning (and, for Keras, its step tracing) again, ~1-3 s a test; with the
+#: weights each had when built, which ``_shared_models_stay_unchanged`` checks after every test
+_MODELS: dict[tuple[Any, ...], tuple[Any, Any, list[np.ndarray]]] = {}
+
+
+def shared_model(framework: str, seed: int = 0, **kw: Any) -> tuple[Any, Any]:
+    """``model_for(framework, seed, **kw)``, made once per module (explaining never changes a model).
+    Tests that count traces, expect a once-per-model warning or inject failures build their own."""
+    key = (framework, seed, tuple(sorted(kw.items())))
+    if key not in _MODELS:
+        model, layout = model_for(framework, seed, **kw)
+        _MODELS[key] = (model, layout, weights_of(framework, model))
+    model, layout, _ = _MODELS[key]
+    return model, layout
+
+
+@pytest.fixture(autouse=True)
+def _shared_models_stay_unchanged() -> Iterator[None]:
+    yield
+    for (framework, *_), (model, _, built) in _MODELS.items():
+        for old, new in zip(built, weights_of(framework, model), strict=True):
+            np.testing.assert_array_equal(old, new)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_models() -> Iterator[None]:
+    yield
+    _MODELS.clear()
+
+
 @pytest.fixture
 def setup(framework: str, rng: np.random.Generator):
+    model, layout = shared_model(framework)
+    return model, layout(images(rng, batch=4))
+
+
+@pytest.fixture
+def fresh_setup(framework: str, rng: np.random.Generator):
+    """``setup`` on a model of its own: for tests whose point needs a model nothing explained yet."""
     model, layout = model_for(framework)
     return model, layout(images(rng, batch=4))
 
@@ -35,7 +80,7 @@ def test_ig_completeness_on_a_smooth_cnn(framework: str, rng: np.random.Generato
 
 
 def test_ig_delta_shrinks_with_steps_on_a_relu_cnn(framework: str, rng: np.random.Generator) -> None:
-    model, layout = model_for(framework, size=12)
+    model, layout = shared_model(framework)  # size 12, the default: setup's model
     x = layout(images(rng, batch=4))
     errors = []
     for steps in (16, 256):
@@ -196,8 +241,8 @@ def test_class_key_and_target_are_honoured_by_every_method(setup) -> None:
         assert not np.allclose(by_key, predicted)
 
 
-def test_display_masks(framework: str, setup) -> None:
-    model, x = setup
+def test_display_masks(framework: str, fresh_setup) -> None:
+    model, x = fresh_setup  # its own model: a degenerate map is warned about once per model
     net = xk.xai.SaliencyNet(model, "x", "y")
     flat = x * 0.0 + 0.5
     res = net.get_masks({"x": flat})
@@ -260,8 +305,8 @@ def test_tf_fused_sweep_traces_once_per_signature(rng: np.random.Generator) -> N
     assert bk.traces(model, "sweep") <= bk.traces(eager_model, "grad")
 
 
-def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monkeypatch) -> None:
-    model, x = setup
+def test_out_of_memory_halves_the_chunk_and_retries(framework: str, fresh_setup, monkeypatch) -> None:
+    model, x = fresh_setup  # its own model: the simulated out-of-memory errors stay in this test
     bk = xk.backend.get_backend(model)
     monkeypatch.setattr(type(bk), "fuses_chunks", lambda self: False)  # chunks through grad_step
     reference = xk.xai.explain(model, x, method="integrated", nsamples=6, max_batch=100)
@@ -294,7 +339,7 @@ def test_out_of_memory_halves_the_chunk_and_retries(framework: str, setup, monke
 
 def test_tf_xla_step_gives_the_same_attributions(rng: np.random.Generator) -> None:
     pytest.importorskip("tensorflow")
-    model, _ = model_for("tf")
+    model, _ = shared_model("tf")
     x = images(rng, batch=3)
     plain = xk.xai.explain(model, x, method="integrated", nsamples=8, baseline="zeros")
     compiled = xk.xai.explain(model, x, method="integrated", nsamples=8, baseline="zeros", xla=True)
@@ -345,10 +390,12 @@ def test_fused_chunks_give_the_eager_chunks_maps(framework: str, setup, monkeypa
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * float(np.abs(b).max()), err_msg=method)
 
 
-def test_out_of_memory_in_a_fused_chunk_halves_it_and_retries(framework: str, setup, monkeypatch) -> None:
+def test_out_of_memory_in_a_fused_chunk_halves_it_and_retries(
+    framework: str, fresh_setup, monkeypatch
+) -> None:
     """The fused chunk (built, stepped and folded in one ``folded_grads`` call) halves on an
     out-of-memory error like the eager step, to the same maps."""
-    model, x = setup
+    model, x = fresh_setup  # its own model: the simulated out-of-memory errors stay in this test
     bk = xk.backend.get_backend(model)
     monkeypatch.setattr(type(bk), "fuses_chunks", lambda self: True)
     reference = xk.xai.explain(model, x, method="smint", nsamples=3, nintegration=6, max_batch=100)

@@ -3,17 +3,59 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 import xaikit as xk
-from tests.xai.models import cnn, cnn_weights, from_layout, images, model_for, to_channel_first
+from tests.xai.models import from_layout, images, model_for, to_channel_first
 from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
 from xaikit.xai.perturbation import rise
 
 SIZE = 12
+
+
+def weights_of(framework: str, model: Any) -> list[np.ndarray]:
+    if framework == "torch":
+        return [p.detach().numpy().copy() for p in model.parameters()]
+    return [np.array(v) for v in model.get_weights()]
+
+
+#: the module's models, built once per what defines them: a fresh model pays its first
+#: explanation's plan tuning (and, for Keras, its step tracing) again; with the weights each had
+#: when built, which ``_shared_models_stay_unchanged`` checks after every test
+_MODELS: dict[tuple[Any, ...], tuple[Any, Any, list[np.ndarray]]] = {}
+
+
+def _shared(framework: str, key: tuple[Any, ...], make: Any) -> tuple[Any, Any]:
+    if (framework, *key) not in _MODELS:
+        model, layout = make()
+        _MODELS[(framework, *key)] = (model, layout, weights_of(framework, model))
+    model, layout, _ = _MODELS[(framework, *key)]
+    return model, layout
+
+
+def shared_model(framework: str, seed: int = 0) -> tuple[Any, Any]:
+    """``model_for(framework, seed)``, made once per module (explaining never changes a model). Tests
+    that check a model unchanged, count the masks made, wrap the model or expect a once-per-model
+    warning build their own."""
+    return _shared(framework, ("cnn", seed), lambda: model_for(framework, seed))
+
+
+@pytest.fixture(autouse=True)
+def _shared_models_stay_unchanged() -> Iterator[None]:
+    yield
+    for (framework, *_), (model, _, built) in _MODELS.items():
+        for old, new in zip(built, weights_of(framework, model), strict=True):
+            np.testing.assert_array_equal(old, new)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_models() -> Iterator[None]:
+    yield
+    _MODELS.clear()
 
 
 def _explain(model: Any, x: np.ndarray, framework: str, method: str, **kw: Any) -> np.ndarray:
@@ -40,10 +82,11 @@ def test_occlusion_matches_captum(
 ) -> None:
     torch = pytest.importorskip("torch")
     captum_attr = pytest.importorskip("captum.attr")
-    model, layout = model_for("torch", seed=1)
+    whole = window == (12, 12)  # one window: one score change for every pixel, a constant map
+    # its own model where a degenerate map is expected: it is warned about once per model
+    model, layout = model_for("torch", seed=1) if whole else shared_model("torch", seed=1)
     x = torch.as_tensor(layout(images(rng, batch=3)))
     target = torch.as_tensor([0, 3, 4])
-    whole = window == (12, 12)  # one window: one score change for every pixel, a constant map
     expect = (
         pytest.warns(DegenerateMapWarning, match=r"3 of 3 maps hold one value.*occlusion window covers")
         if whole
@@ -79,10 +122,10 @@ def test_occlusion_matches_captum(
 def test_torch_equals_keras_on_copied_weights(rng: np.random.Generator, method: str, options: dict) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("tensorflow")
-    w = cnn_weights(2)
     x = images(rng, batch=3)
-    a = _explain(cnn("torch", w), x, "torch", method, seed=3, **options)
-    b = _explain(cnn("tf", w), x, "tf", method, seed=3, **options)
+    (tm, _), (km, _) = shared_model("torch", 2), shared_model("tf", 2)  # cnn(framework, cnn_weights(2))
+    a = _explain(tm, x, "torch", method, seed=3, **options)
+    b = _explain(km, x, "tf", method, seed=3, **options)
     assert a.shape == b.shape == ((3, SIZE, SIZE, 3) if method == "occlusion" else (3, SIZE, SIZE))
     assert np.abs(a).max() > 1e-3  # not trivially zero
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
@@ -93,6 +136,11 @@ BOX = (3, 7, 5, 9)  # rows 3..6, columns 5..8
 
 
 def box_model(framework: str) -> Any:
+    """``_box_model(framework)``, made once per module."""
+    return _shared(framework, ("box",), lambda: (_box_model(framework), None))[0]
+
+
+def _box_model(framework: str) -> Any:
     """score = sum of the pixels (all channels) in BOX, as a (B, 1) output."""
     y0, y1, x0, x1 = BOX
     if framework == "torch":
@@ -221,7 +269,7 @@ def test_rise_masks_are_binary_grids_upsampled() -> None:
 
 
 def test_rise_seeded_and_chunking_invariant(framework: str, rng: np.random.Generator) -> None:
-    model, layout = model_for(framework, seed=1)
+    model, layout = shared_model(framework, seed=1)
     x = layout(images(rng, batch=3))
     run = lambda **kw: xk.xai.explain(model, x, method="rise", n_masks=70, cell=3, **kw)  # noqa: E731
     a = run(seed=1, max_batch=512)
@@ -232,7 +280,7 @@ def test_rise_seeded_and_chunking_invariant(framework: str, rng: np.random.Gener
 
 
 def test_occlusion_chunking_invariant(framework: str, rng: np.random.Generator) -> None:
-    model, layout = model_for(framework, seed=1)
+    model, layout = shared_model(framework, seed=1)
     x = layout(images(rng, batch=3))
     run = lambda chunk: xk.xai.explain(model, x, method="occlusion", window=3, max_batch=chunk)  # noqa: E731
     whole = run(1000)
@@ -371,7 +419,7 @@ def test_keras_model_is_unchanged(rng: np.random.Generator) -> None:
 )  # fmt: skip
 def test_bad_options(rng: np.random.Generator, method: str, options: dict, error: type, message: str) -> None:
     pytest.importorskip("torch")
-    model, layout = model_for("torch")
+    model, layout = shared_model("torch")
     with pytest.raises(error, match=message):
         xk.xai.explain(model, layout(images(rng, batch=2)), method=method, **options)
 
