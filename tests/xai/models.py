@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -153,3 +154,57 @@ def to_channel_first(x: np.ndarray) -> np.ndarray:
 def from_layout(framework: str, a: np.ndarray) -> np.ndarray:
     """Back to channel-last, for comparing the two frameworks."""
     return np.transpose(a, (0, 2, 3, 1)) if framework == "torch" else a
+
+
+def weights_of(framework: str, model: Any) -> list[np.ndarray]:
+    """Copies of a model's weights (torch parameters or Keras weights), to check it unchanged."""
+    if framework == "torch":
+        return [p.detach().cpu().numpy().copy() for p in model.parameters()]
+    return [np.array(v) for v in model.get_weights()]
+
+
+class ModelCache:
+    """A test module's models, each built once per key: a fresh model pays its first explanation's
+    plan tuning (and, for Keras, its step tracing) again, ~1-3 s a test. Each model's weights at
+    build time are kept: :meth:`check_unchanged` (an autouse fixture's job) proves after every
+    test that explaining changed none of them. Tests whose point needs a model nothing explained
+    yet (once-per-model warnings, trace counts, simulated failures, wrapped models) build their own.
+    """
+
+    def __init__(self) -> None:
+        self.models: dict[tuple[Any, ...], tuple[Any, Any, list[np.ndarray]]] = {}
+
+    def get(self, framework: str, key: tuple[Any, ...], make: Any) -> tuple[Any, Any]:
+        """``make()``'s ``(model, layout)``, made the first time ``(framework, *key)`` is asked for."""
+        full = (framework, *key)
+        if full not in self.models:
+            model, layout = make()
+            self.models[full] = (model, layout, weights_of(framework, model))
+        model, layout, _ = self.models[full]
+        return model, layout
+
+    def check_unchanged(self) -> None:
+        for (framework, *_), (model, _, built) in self.models.items():
+            for old, new in zip(built, weights_of(framework, model), strict=True):
+                np.testing.assert_array_equal(old, new)
+
+    def clear(self) -> None:
+        self.models.clear()
+
+    def fixtures(self) -> tuple[Any, Any]:
+        """Two autouse fixtures for the test module that holds the cache (assign them to module
+        names): one checks the models unchanged after every test, one forgets them at the
+        module's end."""
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def unchanged() -> Iterator[None]:
+            yield
+            self.check_unchanged()
+
+        @pytest.fixture(scope="module", autouse=True)
+        def forget() -> Iterator[None]:
+            yield
+            self.clear()
+
+        return unchanged, forget

@@ -2,52 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 import xaikit as xk
-from tests.xai.models import cnn, cnn_weights, from_layout, images, model_for, to_channel_first
+from tests.xai.models import ModelCache, cnn, cnn_weights, from_layout, images, model_for, to_channel_first
 from xaikit.errors import DegenerateMapWarning
 
-
-def weights_of(framework: str, model: Any) -> list[np.ndarray]:
-    if framework == "torch":
-        return [p.detach().numpy().copy() for p in model.parameters()]
-    return [np.array(v) for v in model.get_weights()]
-
-
-#: the module's CNNs, built once per (framework, seed, options): a fresh model pays its first
-#: explanation's plan tuning (and, for Keras, its step tracing) again, ~1-3 s a test; with the
-#: weights each had when built, which ``_shared_models_stay_unchanged`` checks after every test
-_MODELS: dict[tuple[Any, ...], tuple[Any, Any, list[np.ndarray]]] = {}
+#: the module's CNNs, per (framework, seed, options) (see ``ModelCache``), each checked
+#: unchanged after every test
+_MODELS = ModelCache()
 
 
 def shared_model(framework: str, seed: int = 0, **kw: Any) -> tuple[Any, Any]:
     """``model_for(framework, seed, **kw)``, made once per module (explaining never changes a model).
     Tests that count traces, expect a once-per-model warning or inject failures build their own."""
-    key = (framework, seed, tuple(sorted(kw.items())))
-    if key not in _MODELS:
-        model, layout = model_for(framework, seed, **kw)
-        _MODELS[key] = (model, layout, weights_of(framework, model))
-    model, layout, _ = _MODELS[key]
-    return model, layout
+    return _MODELS.get(framework, (seed, tuple(sorted(kw.items()))), lambda: model_for(framework, seed, **kw))
 
 
-@pytest.fixture(autouse=True)
-def _shared_models_stay_unchanged() -> Iterator[None]:
-    yield
-    for (framework, *_), (model, _, built) in _MODELS.items():
-        for old, new in zip(built, weights_of(framework, model), strict=True):
-            np.testing.assert_array_equal(old, new)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _forget_models() -> Iterator[None]:
-    yield
-    _MODELS.clear()
+_shared_models_stay_unchanged, _forget_models = _MODELS.fixtures()
 
 
 @pytest.fixture

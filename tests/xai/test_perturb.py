@@ -3,59 +3,31 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 import xaikit as xk
-from tests.xai.models import from_layout, images, model_for, to_channel_first
+from tests.xai.models import ModelCache, from_layout, images, model_for, to_channel_first
 from xaikit.errors import DegenerateMapWarning, XaikitTypeError, XaikitValueError
 from xaikit.xai.perturbation import rise
 
 SIZE = 12
 
 
-def weights_of(framework: str, model: Any) -> list[np.ndarray]:
-    if framework == "torch":
-        return [p.detach().numpy().copy() for p in model.parameters()]
-    return [np.array(v) for v in model.get_weights()]
-
-
-#: the module's models, built once per what defines them: a fresh model pays its first
-#: explanation's plan tuning (and, for Keras, its step tracing) again; with the weights each had
-#: when built, which ``_shared_models_stay_unchanged`` checks after every test
-_MODELS: dict[tuple[Any, ...], tuple[Any, Any, list[np.ndarray]]] = {}
-
-
-def _shared(framework: str, key: tuple[Any, ...], make: Any) -> tuple[Any, Any]:
-    if (framework, *key) not in _MODELS:
-        model, layout = make()
-        _MODELS[(framework, *key)] = (model, layout, weights_of(framework, model))
-    model, layout, _ = _MODELS[(framework, *key)]
-    return model, layout
+#: the module's models (see ``ModelCache``), each checked unchanged after every test
+_MODELS = ModelCache()
 
 
 def shared_model(framework: str, seed: int = 0) -> tuple[Any, Any]:
     """``model_for(framework, seed)``, made once per module (explaining never changes a model). Tests
     that check a model unchanged, count the masks made, wrap the model or expect a once-per-model
     warning build their own."""
-    return _shared(framework, ("cnn", seed), lambda: model_for(framework, seed))
+    return _MODELS.get(framework, ("cnn", seed), lambda: model_for(framework, seed))
 
 
-@pytest.fixture(autouse=True)
-def _shared_models_stay_unchanged() -> Iterator[None]:
-    yield
-    for (framework, *_), (model, _, built) in _MODELS.items():
-        for old, new in zip(built, weights_of(framework, model), strict=True):
-            np.testing.assert_array_equal(old, new)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _forget_models() -> Iterator[None]:
-    yield
-    _MODELS.clear()
+_shared_models_stay_unchanged, _forget_models = _MODELS.fixtures()
 
 
 def _explain(model: Any, x: np.ndarray, framework: str, method: str, **kw: Any) -> np.ndarray:
@@ -137,7 +109,7 @@ BOX = (3, 7, 5, 9)  # rows 3..6, columns 5..8
 
 def box_model(framework: str) -> Any:
     """``_box_model(framework)``, made once per module."""
-    return _shared(framework, ("box",), lambda: (_box_model(framework), None))[0]
+    return _MODELS.get(framework, ("box",), lambda: (_box_model(framework), None))[0]
 
 
 def _box_model(framework: str) -> Any:
