@@ -17,6 +17,8 @@ import pytest
 from target_models import batch, channel_last, linear_segmenter
 
 import xaikit as xk
+from tests.evaluate_models import weights_of
+from tests.xai.models import ModelCache
 from xaikit.errors import XaikitError
 
 FRAMEWORKS = ("torch", "tf")
@@ -46,33 +48,19 @@ def reference() -> np.ndarray:
     return np.random.default_rng(2).normal(size=(H, W, K)).astype(np.float32)
 
 
-def weights_of(framework: str, model: Any) -> list[np.ndarray]:
-    if framework == "torch":
-        return [p.detach().numpy().copy() for p in model.parameters()]
-    return [np.array(v) for v in model.get_weights()]
-
-
-_SEGMENTERS: dict[tuple[str, bool, bytes, bytes], tuple[Any, list[np.ndarray]]] = {}
+#: the segmenters, built once per module (see ``ModelCache``), each checked unchanged after every test
+_SEGMENTERS = ModelCache()
 
 
 def segmenter(framework: str, w: np.ndarray, b: np.ndarray, pool: bool = False) -> Any:
     """The segmenter of these weights, built once per module: a fresh model pays its first
     explanation's plan tuning (and, for Keras, its construction and step tracing) again, ~1-2 s
-    a call on these 4x4 images. ``_shared_models_stay_unchanged`` checks after every test that
-    no explanation changed a shared model's weights."""
-    key = (framework, pool, w.tobytes(), b.tobytes())
-    if key not in _SEGMENTERS:
-        model = linear_segmenter(framework, w, b, (H, W), pool)
-        _SEGMENTERS[key] = (model, weights_of(framework, model))
-    return _SEGMENTERS[key][0]
+    a call on these 4x4 images."""
+    make = lambda: (linear_segmenter(framework, w, b, (H, W), pool), None)  # noqa: E731
+    return _SEGMENTERS.get(framework, (pool, w.tobytes(), b.tobytes()), make)[0]
 
 
-@pytest.fixture(autouse=True)
-def _shared_models_stay_unchanged() -> Any:
-    yield
-    for (framework, _, _, _), (model, built) in _SEGMENTERS.items():
-        for old, new in zip(built, weights_of(framework, model), strict=True):
-            np.testing.assert_array_equal(old, new)
+_shared_models_stay_unchanged, _forget_models = _SEGMENTERS.fixtures()
 
 
 def target_of(kind: str, framework: str, ref: np.ndarray) -> Any:

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.evaluate_models import weights_of
+
 
 def analytic(framework: str, kind: str, w: np.ndarray) -> Any:
     """f_c(x) = sum_j w[c, j] * g(x_j) for x of shape (B, D); g = identity, square or sin.
@@ -154,13 +156,6 @@ def to_channel_first(x: np.ndarray) -> np.ndarray:
 def from_layout(framework: str, a: np.ndarray) -> np.ndarray:
     """Back to channel-last, for comparing the two frameworks."""
     return np.transpose(a, (0, 2, 3, 1)) if framework == "torch" else a
-
-
-def weights_of(framework: str, model: Any) -> list[np.ndarray]:
-    """Copies of a model's weights (torch parameters or Keras weights), to check it unchanged."""
-    if framework == "torch":
-        return [p.detach().cpu().numpy().copy() for p in model.parameters()]
-    return [np.array(v) for v in model.get_weights()]
 
 
 class ModelCache:
