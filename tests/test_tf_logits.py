@@ -119,6 +119,12 @@ def test_a_model_error_reads_the_same_on_every_call() -> None:
         messages.append(str(err.value))
     assert "expected 4 features, got 5" in messages[0]
     assert messages == [messages[0]] * 6
+    # the wrong rows did not turn the step eager: right rows are compiled after their own three calls
+    good = np.ones((2, 4), np.float32)
+    traced = get_backend(model).traces(model, "logits")
+    for _ in range(4):
+        xk.xai.explain(model, good, method="vanilla")
+    assert get_backend(model).traces(model, "logits") == traced + 1
 
 
 def test_out_of_memory_in_the_compiled_logits_is_passed_on(monkeypatch: pytest.MonkeyPatch) -> None:
