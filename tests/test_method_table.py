@@ -43,7 +43,7 @@ def test_the_table_has_a_row_per_record_with_its_facts() -> None:
     assert cells["integrated"][1:] == [
         "gradient",
         get_method("integrated").summary,
-        "`nsamples`, `nintegration`, `stdev_spread`, `magnitude`, `baseline`, `quadrature='gausslegendre'`",
+        "`nsamples`, `magnitude`, `baseline`, `quadrature='gausslegendre'`",
         "gradients",
         "x's shape",
         "✓",

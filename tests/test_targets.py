@@ -99,10 +99,11 @@ def test_class_region_without_mask_is_the_predicted_region(
     predicted = logits_of(framework, model, images).argmax(axis=-1) == 1  # (B, H, W)
     assert predicted.any() and not predicted.all()
     target = xk.targets.ClassRegion(1)
+    noise = {"stdev_spread": 0.5} if method == "smoothgrad" else {}
     a = channel_last(
         framework,
         xk.xai.explain(
-            model, batch(framework, images), target=target, method=method, magnitude=False, stdev_spread=0.5
+            model, batch(framework, images), target=target, method=method, magnitude=False, **noise
         ),
     )
     np.testing.assert_allclose(a, predicted[..., None] * w[1][None, None, None, :], rtol=1e-5, atol=1e-6)
@@ -144,10 +145,10 @@ def test_integrated_gradients_complete_for_a_region(framework: str, method: str,
     model = nonlinear_segmenter(framework)
     x = batch(framework, images.astype(np.float64))
     target = xk.targets.ClassRegion(3, mask=MASK)
+    steps = {"nsamples": 64} if method == "integrated" else {"nsamples": 2, "nintegration": 64}
     a, delta = xk.xai.explain(
-        model, x, target=target, method=method, baseline="zeros", magnitude=False, return_delta=True,
-        nsamples=64 if method == "integrated" else 2, nintegration=64,
-    )  # fmt: skip
+        model, x, target=target, method=method, baseline="zeros", magnitude=False, return_delta=True, **steps
+    )
     # the explained score at x and at the baseline, by hand
     logits = logits_of(framework, model, images.astype(np.float64))
     zero = logits_of(framework, model, np.zeros_like(images, dtype=np.float64))

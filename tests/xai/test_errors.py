@@ -189,6 +189,57 @@ def test_explain_rejects_unknown_methods_and_options(net_and_batch) -> None:
         xk.xai.explain(model, batch["x"], method="vanilla", max_batch=0)
 
 
+@pytest.mark.parametrize(
+    ("method", "option", "value", "takers"),
+    [
+        ("vanilla", "nsamples", 50, "smoothgrad, integrated, smint"),
+        ("vanilla", "stdev_spread", 0.3, "smoothgrad, smint, vargrad"),
+        ("vanilla", "baseline", "black", "integrated, smint, vargrad"),
+        ("smoothgrad", "nintegration", 50, "smint, vargrad"),
+        ("smoothgrad", "baseline", "zeros", "integrated, smint, vargrad"),
+        ("integrated", "stdev_spread", 0.2, "smoothgrad, smint, vargrad"),
+        ("integrated", "nintegration", 8, "smint, vargrad"),
+    ],
+)
+def test_an_option_the_method_would_not_read_is_refused(net_and_batch, method, option, value, takers) -> None:
+    """Each sweep method takes only the options it reads: before, the core four shared one list,
+    and ``nsamples`` of vanilla, ``nintegration`` of SmoothGrad (SmInt reads it) or
+    ``stdev_spread`` of IG were dropped without a word. The message names the methods that
+    take the option, the method's own family first."""
+    model, _, batch = net_and_batch
+    with pytest.raises(
+        XaikitTypeError,
+        match=rf"^explain\(method='{method}'\) got unknown option\(s\) \['{option}'\]; its options are "
+        rf".*\({option} is an option of: {takers}",
+    ):
+        xk.xai.explain(model, batch["x"], method=method, **{option: value})
+
+
+def test_path_options_of_smoothgrad_and_vargrad_need_nintegration(net_and_batch) -> None:
+    """``baseline`` and ``quadrature`` set an IG path: SaliencyNet's SmoothGrad and VarGrad take
+    them only with ``nintegration`` (SmInt, VarGrad of IG), and use them then."""
+    model, net, batch = net_and_batch
+    for option, value in (("baseline", "black"), ("quadrature", "riemann_left")):
+        with pytest.raises(XaikitTypeError, match=rf"^get_smoothed_masks got {option} without nintegration"):
+            net.get_smoothed_masks(batch, nsamples=2, **{option: value})
+        with pytest.raises(XaikitTypeError, match=rf"^vargrad got {option} without nintegration"):
+            xk.xai.explain(model, batch["x"], method="vargrad", nsamples=2, **{option: value})
+    x, target = batch["x"], [0] * len(batch["x"])
+    smint = net.get_smoothed_masks(
+        batch, nsamples=2, nintegration=3, baseline="black", target=target, raw=True
+    )
+    want = xk.xai.explain(
+        model, x, method="smint", target=target, nsamples=2, nintegration=3, baseline="black", seed=0
+    )
+    np.testing.assert_array_equal(smint["saliency"], want)
+    other = xk.xai.explain(model, x, method="smint", target=target, nsamples=2, nintegration=3, seed=0)
+    assert not np.array_equal(want, other)  # the baseline is used, not dropped
+    var = xk.xai.explain(
+        model, x, method="vargrad", target=target, nsamples=2, nintegration=3, quadrature="riemann_left"
+    )
+    assert var.shape == np.shape(x)
+
+
 def test_model_of_no_framework() -> None:
     with pytest.raises(
         XaikitTypeError,

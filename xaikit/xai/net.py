@@ -176,8 +176,8 @@ class SaliencyNet:
         target: Any = None,
         raw: bool = False,
         seed: int | None = None,
-        baseline: Any = "uniform",
-        quadrature: str = "gausslegendre",
+        baseline: Any = None,
+        quadrature: str | None = None,
         max_batch: int | str | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         memory_budget: int | float | None = None,
@@ -187,11 +187,24 @@ class SaliencyNet:
         The noise is Gaussian with sigma = ``stdev_spread`` x (max - min) of each sample. With
         ``magnitude`` the squared gradients are averaged. With ``nintegration`` (an integer >= 1)
         each noisy copy is explained by Integrated Gradients with that many steps instead
-        (SmInt); ``None`` (the default) means plain SmoothGrad, and 0 or a negative number is an
-        error. The target class is pinned to the clean input's prediction (or ``target`` /
-        ``class_key``).
+        (SmInt), from ``baseline`` (default ``"uniform"``) with the ``quadrature`` rule (default
+        ``"gausslegendre"``); ``None`` (the default) means plain SmoothGrad, and 0 or a negative
+        number is an error, as are ``baseline`` or ``quadrature`` without ``nintegration`` (plain
+        SmoothGrad has no path for them). The target class is pinned to the clean input's
+        prediction (or ``target`` / ``class_key``).
         """
-        method = "smoothgrad" if nintegration is None else "smint"
+        path: dict[str, Any] = {"baseline": baseline, "quadrature": quadrature}
+        if nintegration is None:
+            unused = [k for k, v in path.items() if v is not None]
+            if unused:
+                raise XaikitTypeError(
+                    f"get_smoothed_masks got {', '.join(unused)} without nintegration: they set the "
+                    "paths of SmInt (SmoothGrad of Integrated Gradients); pass nintegration= (the "
+                    "steps of each path) too, or leave them out for plain SmoothGrad"
+                )
+            method, path = "smoothgrad", {}
+        else:
+            method, path["nintegration"] = "smint", nintegration
         return self._run(
             batch,
             method,
@@ -202,11 +215,9 @@ class SaliencyNet:
             model_kwargs=model_kwargs,
             memory_budget=memory_budget,
             nsamples=nsamples,
-            nintegration=nintegration,
             stdev_spread=stdev_spread,
             magnitude=magnitude,
-            baseline=baseline,
-            quadrature=quadrature,
+            **{k: v for k, v in path.items() if v is not None},
         )
 
     def get_integrated_masks(

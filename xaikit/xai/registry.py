@@ -370,7 +370,7 @@ class Method:
             own = ", ".join(self.options) or "none of its own"
             raise XaikitTypeError(
                 f"explain(method={self.name!r}) got unknown option(s) {unknown}; its options are "
-                f"{own}, and output and model_kwargs"
+                f"{own}, and output and model_kwargs{_taken_by(unknown, self.family)}"
             )
         shared = {k: options[k] for k in SHARED_OPTIONS if k in options}
         given = {
@@ -381,6 +381,25 @@ class Method:
         if self.check is not None:
             self.check(dict(given))
         return shared, {**self.options, **given}
+
+
+def _taken_by(options: list[str], family: str = "", most: int = 6) -> str:
+    """For an error about options a method does not take: which methods take each of them (those
+    of ``family`` first), so that an option meant for another method (``nsamples`` given to
+    vanilla, ``nintegration`` to SmoothGrad) says where it belongs.
+
+    Example:
+        >>> _taken_by(["n_masks", "no_such_option"])
+        ' (n_masks is an option of: rise)'
+    """
+    said = []
+    for option in options:
+        takers = [m.name for m in _REGISTRY.values() if option in m.options]
+        takers.sort(key=lambda name: _REGISTRY[name].family != family)  # stable: record order within
+        if takers:
+            more = f" and {len(takers) - most} more" if len(takers) > most else ""
+            said.append(f"{option} is an option of: {', '.join(takers[:most])}{more}")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def _method_from(state: dict[str, Any]) -> Method:

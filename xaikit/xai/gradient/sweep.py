@@ -319,6 +319,20 @@ def check_sweep_options(options: dict[str, Any]) -> None:
         _check_quadrature(options["quadrature"])
 
 
+def _check_vargrad(options: dict[str, Any]) -> None:
+    """VarGrad's options: those of every sweep method, and a path's ``baseline`` and
+    ``quadrature`` only with ``nintegration`` (VarGrad of IG); without it they would be unused."""
+    check_sweep_options(options)
+    if options.get("nintegration") is None:
+        unused = [k for k in ("baseline", "quadrature") if options.get(k) is not None]
+        if unused:
+            raise XaikitTypeError(
+                f"vargrad got {', '.join(unused)} without nintegration: they set the path of VarGrad "
+                "of Integrated Gradients; pass nintegration= (its steps) too, or leave them out "
+                "for VarGrad of plain gradients"
+            )
+
+
 def run_sweep(call: Call, **options: Any) -> Explained:
     """The runner of every sweep method: one :func:`attribute` call."""
     result = attribute(
@@ -332,31 +346,17 @@ def run_sweep(call: Call, **options: Any) -> Explained:
     return Explained(result.arrays, result.delta, result.chunks)
 
 
-#: the options of the four core methods: one list for all four, as the reference had it
-_CORE = {
-    "nsamples": None,
-    "nintegration": None,
-    "stdev_spread": None,
-    "magnitude": None,
-    "baseline": None,
-    "quadrature": "gausslegendre",
-}
+#: the options of the sweep methods: each method lists the ones it reads, so that an option it
+#: would ignore (``nsamples`` of vanilla, ``stdev_spread`` of IG, ``nintegration`` of SmoothGrad,
+#: which SmInt reads) is refused with the methods that take it instead of dropped without a word
 _SMOOTH = {"nsamples": None, "stdev_spread": None, "magnitude": None}
+_PATH = {"baseline": None, "quadrature": "gausslegendre"}
+_CORE = {"nsamples": None, "nintegration": None, "stdev_spread": None, "magnitude": None, **_PATH}
 
 
 def _sweep(name: str, title: str, options: dict[str, Any], **facts: Any) -> Method:
-    return register_method(
-        Method(
-            name,
-            "gradient",
-            title,
-            run_sweep,
-            options,
-            check=check_sweep_options,
-            target_objects=True,
-            **facts,
-        )
-    )
+    facts.setdefault("check", check_sweep_options)
+    return register_method(Method(name, "gradient", title, run_sweep, options, target_objects=True, **facts))
 
 
 #: the methods of one precomputed sweep (:func:`attribute`), by name
@@ -366,7 +366,7 @@ SWEEP: dict[str, Method] = {
         _sweep(
             "vanilla",
             "Vanilla",
-            _CORE,
+            {"magnitude": None},
             aliases=("gradient", "gradients", "saliency"),
             core=True,
             units="gradient",
@@ -376,7 +376,7 @@ SWEEP: dict[str, Method] = {
         _sweep(
             "smoothgrad",
             "Smoothed",
-            _CORE,
+            _SMOOTH,
             aliases=("SmoothGrad",),
             core=True,
             noise=True,
@@ -387,7 +387,7 @@ SWEEP: dict[str, Method] = {
         _sweep(
             "integrated",
             "Integrated",
-            _CORE,
+            {"nsamples": None, "magnitude": None, **_PATH},
             aliases=("ig", "integrated_gradients"),
             core=True,
             noise=True,
@@ -416,6 +416,7 @@ SWEEP: dict[str, Method] = {
                 "quadrature": "gausslegendre",
             },
             aliases=("var_grad",),
+            check=_check_vargrad,
             noise=True,
             units="none",  # a variance: resolved exactly while tiny next to the score (a near-linear model)
             summary="the variance of noisy gradients: where the explanation is unstable",
