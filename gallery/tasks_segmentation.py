@@ -65,7 +65,7 @@ def main() -> None:
     for k in (1, 2):  # one row per class: where the clean image is predicted k, and why
         regions.append((predicted == k).astype(np.float32))
         target = xk.targets.ClassRegion(k)
-        ig = np.asarray(xk.xai.explain(model, x, target=target, method="integrated", nintegration=32))
+        ig = np.asarray(xk.xai.explain(model, x, target=target, method="integrated", nsamples=32))
         maps["Integrated Gradients"].append(np.abs(ig).sum(axis=1))
         maps["Grad-CAM"].append(
             np.asarray(xk.xai.explain(model, x, target=target, method="gradcam", layer="features"))
