@@ -519,7 +519,7 @@ def test_keras_unet_maps_survive_save_and_load(tmp_path: Path) -> None:
     runs = [
         ("gradcam", {"layer": "up2"}, T.ClassRegion(k, mask=mask)),
         ("gradcam", {}, T.ClassRegion(k)),
-        ("integrated", {"nintegration": 8, "baseline": "zeros"}, T.ClassRegion(k, mask=mask)),
+        ("integrated", {"nsamples": 8, "baseline": "zeros"}, T.ClassRegion(k, mask=mask)),
     ]
     for method, kw, target in runs:
         a = np.asarray(xk.xai.explain(model, x, target=target, method=method, **kw))
