@@ -370,10 +370,10 @@ def test_steps_are_traced_once_and_tf_does_not_warn(forms: dict[str, Any], x: np
             assert counts[-1] == counts[0], (i, counts[-1], counts[0])
     finally:
         tf_logger.removeHandler(handler)
-    # one trace per step and input signature: rows 2 (vanilla), 8 (smoothgrad's 6 rows padded;
-    # both without a path: the eager step, not the fused chunk); the Grad-CAM step with and
-    # without given targets; forward scores of 2 and 8 rows
-    assert counts[0] == {"grad": 2, "sweep": 0, "scores": 2, "cam_grad": 2, "cam_acts": 1, "guided": 1}
+    # one trace per step and input signature: the fused chunk of rows 2 (vanilla) and 8
+    # (smoothgrad's 6 rows padded; both without a path: ``noise_chunk``, no plain gradient
+    # step); the Grad-CAM step with and without given targets; forward scores of 2 and 8 rows
+    assert counts[0] == {"grad": 0, "sweep": 2, "scores": 2, "cam_grad": 2, "cam_acts": 1, "guided": 1}
     retracing = [m for m in handler.messages if "retracing" in m]
     assert not retracing, retracing[0]
     with pytest.raises(XaikitValueError, match="kind must be one of"):

@@ -366,15 +366,28 @@ def test_fused_chunks_give_the_eager_chunks_maps(framework: str, setup, monkeypa
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * float(np.abs(b).max()), err_msg=method)
 
 
+@pytest.mark.parametrize(
+    ("opts", "body", "slices", "samples"),
+    [
+        ({"method": "smint", "nsamples": 3, "nintegration": 6}, "fused_chunk", 3, 5),
+        # SmoothGrad's noisy copies drawn, stepped and summed in one call
+        ({"method": "smoothgrad", "nsamples": 6, "seed": 5}, "noise_chunk", 3, 4),
+    ],
+)
 def test_out_of_memory_in_a_fused_chunk_halves_it_and_retries(
-    framework: str, fresh_setup, monkeypatch
+    framework: str, fresh_setup, monkeypatch, opts, body, slices, samples
 ) -> None:
-    """The fused chunk (built, stepped and folded in one ``folded_grads`` call) halves on an
-    out-of-memory error like the eager step, to the same maps."""
+    """A fused chunk (built, stepped and folded in one ``folded_grads`` call: ``fused_chunk``
+    for a path, ``noise_chunk`` for SmoothGrad) halves on an out-of-memory error like the eager
+    step, to the maps of the eager chunks. ``slices``/``samples``: the body's arguments whose
+    first axes are the chunk's slices and the batch's samples."""
+    import xaikit.xai._engine.sweep as sweep
+
     model, x = fresh_setup  # its own model: the simulated out-of-memory errors stay in this test
     bk = xk.backend.get_backend(model)
+    monkeypatch.setattr(type(bk), "fuses_chunks", lambda self: False)
+    eager = xk.xai.explain(model, x, max_batch=100, **opts)
     monkeypatch.setattr(type(bk), "fuses_chunks", lambda self: True)
-    reference = xk.xai.explain(model, x, method="smint", nsamples=3, nintegration=6, max_batch=100)
 
     class FakeOOM(RuntimeError):
         pass
@@ -382,15 +395,41 @@ def test_out_of_memory_in_a_fused_chunk_halves_it_and_retries(
     real = bk.folded_grads
     seen: list[int] = []
 
-    def folded(m, body, args, output=0, xla=False):
-        rows = int(args[3].shape[0]) * int(args[5].shape[0])  # slices x samples
+    def folded(m, fn, args, output=0, xla=False):
+        assert fn is getattr(sweep, body)
+        rows = int(args[slices].shape[0]) * int(args[samples].shape[0])
         seen.append(rows)
         if rows > 8:
             raise FakeOOM("CUDA out of memory (simulated)")
-        return real(m, body, args, output, xla)
+        return real(m, fn, args, output, xla)
 
     monkeypatch.setattr(bk, "folded_grads", folded)
     monkeypatch.setattr(bk, "is_oom", lambda exc: isinstance(exc, FakeOOM))
-    got = xk.xai.explain(model, x, method="smint", nsamples=3, nintegration=6, max_batch=24)
-    np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-7)
+    got = xk.xai.explain(model, x, max_batch=24, **opts)
+    np.testing.assert_allclose(got, eager, rtol=1e-5, atol=1e-6 * float(np.abs(eager).max()))
     assert seen[:2] == [24, 12] and max(seen[2:]) <= 8  # halved until it fits (aligned to B=4)
+
+
+def test_tf_smoothgrad_chunks_run_as_one_compiled_step(rng: np.random.Generator) -> None:
+    """On TensorFlow a SmoothGrad chunk is one compiled ``"sweep"`` call (no eager op per noisy
+    copy), traced once per padded chunk shape: more noise samples or another seed trace nothing
+    new, and the maps are those of the eager chunks."""
+    pytest.importorskip("tensorflow")
+    model, layout = model_for("tf")
+    x = layout(images(rng, batch=4))
+    bk = xk.backend.get_backend(model)
+    xk.xai.explain(model, x, method="smoothgrad", nsamples=3, max_batch=8, seed=1)
+    traced = bk.traces(model, "sweep")
+    assert traced >= 1
+    a = xk.xai.explain(model, x, method="smoothgrad", nsamples=5, max_batch=8, seed=2)
+    assert bk.traces(model, "sweep") == traced  # 8-row chunks again: the same signature
+    assert bk.traces(model, "grad") == 0  # no eager-built chunk took the plain gradient step
+    from unittest import mock
+
+    with mock.patch.object(type(bk), "fuses_chunks", lambda self: False):
+        b = xk.xai.explain(model, x, method="smoothgrad", nsamples=5, max_batch=8, seed=2)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * float(np.abs(b).max()))
+    # XLA draws other values for the same seeds: with xla=True the noise stays eager, so the
+    # flag does not change the noise (the maps agree with the non-XLA ones to rounding)
+    c = xk.xai.explain(model, x, method="smoothgrad", nsamples=5, max_batch=8, seed=2, xla=True)
+    np.testing.assert_allclose(c, b, rtol=1e-4, atol=1e-5 * float(np.abs(b).max()))

@@ -248,6 +248,17 @@ class Backend(abc.ABC):
     def uniform(self, seed: int, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
         """Uniform values in [0, 1), a pure function of ``seed``."""
 
+    def seed_list(self, seeds: Sequence[int], device: Any) -> Any:
+        """Seeds of :meth:`normal` as an argument of a :meth:`folded_grads` body, which draws
+        with :meth:`normal_at` (a backend with compiled graphs makes them a tensor, so that
+        other seeds trace nothing new)."""
+        return [int(s) for s in seeds]
+
+    def normal_at(self, seeds: Any, j: int, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
+        """:meth:`normal` of seed ``j`` of a :meth:`seed_list`: the same values, inside a
+        compiled body too."""
+        return self.normal(seeds[j], shape, device, dtype)
+
     # ---- the model ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def inference(self, model: Any) -> Iterator[None]:

@@ -217,6 +217,12 @@ class TFBackend(Backend):
     def uniform(self, seed: int, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
         return self.tf.random.stateless_uniform(tuple(shape), seed=self._seed(seed), dtype=dtype)
 
+    def seed_list(self, seeds: Sequence[int], device: Any) -> Any:
+        return self.tf.constant([self._seed(s) for s in seeds], dtype=self.tf.int32)  # (k, 2)
+
+    def normal_at(self, seeds: Any, j: int, shape: Sequence[int], device: Any, dtype: str = "float32") -> T:
+        return self.tf.random.stateless_normal(tuple(shape), seed=seeds[j], dtype=dtype)
+
     # ---- the model ----------------------------------------------------------------------------
     def _call(self, model: Any, inputs: Sequence[T], kw: dict[str, Any] | None = None) -> Any:
         """The model's own output for a list of inputs, in inference mode where it has one, with

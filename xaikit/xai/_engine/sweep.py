@@ -20,7 +20,9 @@ A path (one noise sample of one input sample) may span chunk boundaries; its par
 carried to the next chunk. Only one chunk of rows is alive at a time. Where the backend has
 compiled graphs (TF, ``Backend.fuses_chunks``), a chunk of whole slices of a straight path
 that spans at most two noise samples is built, differentiated, folded and reduced in one
-compiled call (:func:`fused_chunk`), the same arithmetic as the eager build, step and fold.
+compiled call (:func:`fused_chunk`), the same arithmetic as the eager build, step and fold;
+so is a chunk of whole slices of a job without a path (SmoothGrad, vanilla gradients: its
+noisy copies drawn from the same seeds inside the call, :func:`noise_chunk`).
 
 The chunk size comes from :class:`~xaikit.xai._engine.plan.ChunkPlan`; an out-of-memory error
 halves it and starts the sweep again (:func:`sweep`, through the engine's one chunk loop,
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -275,6 +278,46 @@ class _Sweep:
         self.cache.forget_before(s1 if not closes else s1 + 1)
         return True
 
+    def fused_noise(self, r0: int, r1: int, rows_to: int, layout: str, keep: bool = True) -> bool:
+        """Rows [r0, r1) (whole slices) of a job without a path (:func:`noise_fusable`: one slice
+        per noise sample) drawn, differentiated and summed in one
+        :meth:`~xaikit.backend.Backend.folded_grads` call (:func:`noise_chunk`); every noise
+        sample it holds is complete, so nothing is carried (``keep=False``: a probe's chunk).
+
+        The chunk is padded to ``rows_to`` rows (rounded up to whole slices: copies of its first
+        slice, summed with weight 0), so that a compiled body's input signature is the padded
+        chunk's whatever the number of noise samples."""
+        job, bk, B = self.job, self.bk, self.B
+        s_idx = np.arange(r0 // B, r1 // B)
+        k = len(s_idx)
+        k_pad = max(k, -(-rows_to // B))
+        pad = np.r_[s_idx, np.full(k_pad - k, s_idx[0])]
+        weights = np.zeros(k_pad)
+        weights[:k] = 1.0
+        dtype = bk.dtype_name(job.inputs[0])
+        if self.magnitude is None:  # made once: the magnitude flag
+            self.magnitude = bk.as_tensor(np.asarray(1.0 if job.magnitude else 0.0), self.device, dtype)
+        sigmas: list[Any] = list(job.sigma) if job.sigma is not None else [None] * len(job.inputs)
+        seeds = [
+            bk.seed_list([stream_seed(job.seed, 0, i, int(s)) for s in pad], self.device)
+            for i in range(len(job.inputs))
+        ]
+        args = (
+            list(job.inputs),
+            sigmas,
+            seeds,
+            bk.as_tensor(weights, self.device, dtype),
+            job.targets,
+            layout,
+            self.magnitude,
+        )
+        out = model_call(
+            bk, lambda: bk.folded_grads(job.model, noise_chunk, args, job.output, job.xla), k_pad * B, B
+        )
+        if keep:
+            self.acc = list(out) if self.acc is None else [a + t for a, t in zip(self.acc, out)]
+        return True
+
     def _fold_weights(self, s_idx: np.ndarray, m_idx: np.ndarray, n: int, cols: int) -> np.ndarray:
         """(n, cols) weights folding a chunk's slices into its noise samples' path sums: slice j
         adds to noise sample ``s_idx[j] - s_idx[0]`` with its step's quadrature weight (1 without
@@ -423,6 +466,58 @@ def fused_chunk(
     return [*totals, *opened]
 
 
+def noise_chunk(
+    bk: Backend,
+    grad: Callable[[list[T], T], Sequence[T]],
+    inputs: list[T],
+    sigmas: list[T],
+    seeds: list[Any],
+    weights: T,
+    targets: T,
+    layout: str,
+    magnitude: T,
+) -> list[T]:
+    """A whole-slice chunk of a sweep without a path (SmoothGrad; vanilla gradients), written
+    with backend ops only, so that a framework with compiled graphs runs it as one graph
+    (:meth:`~xaikit.backend.Backend.folded_grads`): each slice's noisy copy of the inputs drawn
+    (:meth:`~xaikit.backend.Backend.normal_at`, the values :class:`_PathCache` draws), the rows'
+    gradients taken once, squared with ``magnitude`` and summed over the slices, with the
+    arithmetic of :meth:`_Sweep.build`, the step and :meth:`_Sweep.reduce`.
+
+    Args:
+        bk: the backend.
+        grad: the model's input gradients of a chunk of rows and their targets.
+        inputs: the model's inputs (B, ...).
+        sigmas: per input, the (B, 1, ...) noise scale, or None for no noise (vanilla).
+        seeds: per input, the chunk's k slices' noise seeds (a :meth:`~xaikit.backend.Backend.seed_list`).
+        weights: (k,) 1 for each slice of the chunk, 0 for a padding slice.
+        targets: (B,) the class of each sample.
+        layout: the memory layout the model gets its rows in.
+        magnitude: 1 to square each slice's gradients (SmoothGrad's default), 0 to keep them.
+
+    Returns:
+        Per input the (B, ...) sum of the chunk's slices' (squared) gradients.
+    """
+    k = int(weights.shape[0])
+    rows = []
+    for x, sigma, chunk_seeds in zip(inputs, sigmas, seeds):
+        shape = tuple(int(d) for d in x.shape)
+        device = device_of(x)
+        copies = [
+            x if sigma is None else x + sigma * bk.normal_at(chunk_seeds, j, shape, device, bk.dtype_name(x))
+            for j in range(k)
+        ]
+        rows.append(bk.to_layout(bk.cat(copies), layout))
+    grads = grad(rows, bk.cat([targets] * k))
+    totals = []
+    for g, x in zip(grads, inputs):
+        shape = tuple(int(d) for d in x.shape)
+        g = bk.reshape(g, (k, -1))
+        g = g * (magnitude * g + (1 - magnitude))  # squared where magnitude is 1
+        totals.append(bk.reshape(bk.matmul(bk.reshape(weights, (1, k)), g), shape))
+    return totals
+
+
 def fusable(job: Job) -> bool:
     """Whether the whole-slice chunks of a job can go through :func:`fused_chunk`: a straight path
     from baselines (IG, SmInt, Input x Gradient), class targets and no model arguments; other
@@ -433,6 +528,23 @@ def fusable(job: Job) -> bool:
         and not job.variance
         and job.alphas is not None
         and job.baselines is not None
+        and job.row_alpha is None
+        and not job.model_kwargs
+        and job.target is None
+    )
+
+
+def noise_fusable(job: Job) -> bool:
+    """Whether the whole-slice chunks of a job without a path (SmoothGrad, vanilla gradients)
+    can go through :func:`noise_chunk`: class targets, no model arguments, not VarGrad (whose
+    two moments and shift take the eager fold), and no XLA (whose random number generator
+    gives other values for the same seeds than the framework's kernels: the noise would
+    depend on the flag)."""
+    return (
+        not job.xla
+        and job.path is None
+        and job.alphas is None
+        and not job.variance
         and job.row_alpha is None
         and not job.model_kwargs
         and job.target is None
@@ -462,6 +574,7 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
     total = job.rows
     pad = bk.pads_chunks()
     fuse = bk.fuses_chunks() and fusable(job)
+    fuse_noise = bk.fuses_chunks() and noise_fusable(job)
 
     def run(state: _Sweep, r0: int, r1: int, size: int, layout: str, keep: bool) -> None:
         """Rows [r0, r1), padded as a chunk of ``size`` rows is (the plan's size: a probe's rows
@@ -469,12 +582,11 @@ def sweep(job: Job, memory_budget: int | float = DEFAULT_BUDGET) -> Result:
         state.cache.layout = layout
         n = r1 - r0
         full = padded_rows(n, min(size, state.align(0, size)))
-        if (
-            fuse
-            and n >= state.B
-            and r0 % state.B == 0
-            and state.fused(r0, r1, full if pad else n, layout, keep)
-        ):
+        whole = n >= state.B and r0 % state.B == 0
+        if fuse and whole and state.fused(r0, r1, full if pad else n, layout, keep):
+            return
+        if fuse_noise and whole:
+            state.fused_noise(r0, r1, full if pad else n, layout, keep)
             return
         rows, targets = state.build(r0, r1)
         padded = pad and n < full
