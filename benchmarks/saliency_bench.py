@@ -119,12 +119,12 @@ def memory_phase(res: dict[str, Any], st: Settings) -> None:
     mod = importlib.import_module("_torch_cases" if fw == "torch" else "_tf_cases")
     for case in res["cases"]:
         case.memory_once()
+    if fw == "tf":  # every case called once more: still no new trace (the sweep's new shapes may)
+        facts["traces_after_memory"] = mod.traces(model)
     memory = mod.memory_cases(model, name, st) if res["memory_runs"] else []
     for case in memory:  # one call each (memory needs no repetitions), after everything is warm
         case.run_once()
         log(f"  memory {case.name}: {case.peak_rss / MB:.0f} MB in {case.median:.2f}s")
-    if fw == "tf":
-        facts["traces_after_memory"] = mod.traces(model)
     res["cases"] = res["cases"] + memory
 
 
@@ -261,9 +261,9 @@ def analyse(fw: str, name: str, res: dict[str, Any], st: Settings) -> tuple[list
         lines.append(
             f"TF chunk-step traces: {facts['traces_after_warmup']} after the warm-up calls, "
             f"{facts['traces_after_rounds']} after {st.reps} more rounds of every call, "
-            f"{facts.get('traces_after_memory', 'not yet measured')} after the memory phase; distinct "
-            "padded chunk shapes "
-            f"expected: {facts['traces_expected']}."
+            f"{facts.get('traces_after_memory', 'not yet measured')} after the memory phase's call of "
+            "every case (the S×M sweep's new shapes are traced after that); distinct padded chunk "
+            f"shapes expected: {facts['traces_expected']}."
         )
         lines.append("")
     return lines, numbers
