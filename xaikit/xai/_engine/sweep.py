@@ -248,9 +248,8 @@ class _Sweep:
         n_in = range(len(job.inputs))
         starts = [[p[1][i] for p in fill] for i in n_in]  # type: ignore[index]
         diffs = [[p[2][i] for p in fill] for i in n_in]  # type: ignore[index]
-        if self.zeros is None:  # made once: zero carries, and the magnitude flag
+        if self.zeros is None:  # made once: zero carries
             self.zeros = [bk.zeros(tuple(x.shape), self.device, job.dtype) for x in job.inputs]
-            self.magnitude = bk.as_tensor(np.asarray(1.0 if job.magnitude else 0.0), self.device, dtype)
         args = (
             starts,
             diffs,
@@ -261,7 +260,7 @@ class _Sweep:
             layout,
             self.carry if self.carry is not None else self.zeros,
             bk.as_tensor(ends, self.device, dtype),
-            self.magnitude,
+            self._magnitude_flag(),
         )
         out = model_call(
             bk, lambda: bk.folded_grads(job.model, fused_chunk, args, job.output, job.xla), k_pad * B, B
@@ -278,7 +277,14 @@ class _Sweep:
         self.cache.forget_before(s1 if not closes else s1 + 1)
         return True
 
-    def fused_noise(self, r0: int, r1: int, rows_to: int, layout: str, keep: bool = True) -> bool:
+    def _magnitude_flag(self) -> T:
+        """The job's ``magnitude`` as a tensor argument of a fused body (1 or 0), made once."""
+        if self.magnitude is None:
+            value = np.asarray(1.0 if self.job.magnitude else 0.0)
+            self.magnitude = self.bk.as_tensor(value, self.device, self.bk.dtype_name(self.job.inputs[0]))
+        return self.magnitude
+
+    def fused_noise(self, r0: int, r1: int, rows_to: int, layout: str, keep: bool = True) -> None:
         """Rows [r0, r1) (whole slices) of a job without a path (:func:`noise_fusable`: one slice
         per noise sample) drawn, differentiated and summed in one
         :meth:`~xaikit.backend.Backend.folded_grads` call (:func:`noise_chunk`); every noise
@@ -295,8 +301,6 @@ class _Sweep:
         weights = np.zeros(k_pad)
         weights[:k] = 1.0
         dtype = bk.dtype_name(job.inputs[0])
-        if self.magnitude is None:  # made once: the magnitude flag
-            self.magnitude = bk.as_tensor(np.asarray(1.0 if job.magnitude else 0.0), self.device, dtype)
         sigmas: list[Any] = list(job.sigma) if job.sigma is not None else [None] * len(job.inputs)
         seeds = [
             bk.seed_list([stream_seed(job.seed, 0, i, int(s)) for s in pad], self.device)
@@ -309,14 +313,13 @@ class _Sweep:
             bk.as_tensor(weights, self.device, dtype),
             job.targets,
             layout,
-            self.magnitude,
+            self._magnitude_flag(),
         )
         out = model_call(
             bk, lambda: bk.folded_grads(job.model, noise_chunk, args, job.output, job.xla), k_pad * B, B
         )
         if keep:
             self.acc = list(out) if self.acc is None else [a + t for a, t in zip(self.acc, out)]
-        return True
 
     def _fold_weights(self, s_idx: np.ndarray, m_idx: np.ndarray, n: int, cols: int) -> np.ndarray:
         """(n, cols) weights folding a chunk's slices into its noise samples' path sums: slice j
@@ -523,11 +526,15 @@ def fusable(job: Job) -> bool:
     from baselines (IG, SmInt, Input x Gradient), class targets and no model arguments; other
     jobs (no path, a custom path, per-row path factors) take the eager build, step and fold, and
     so does a chunk that :meth:`_Sweep.fused` declines."""
+    return _plain(job) and job.alphas is not None and job.baselines is not None
+
+
+def _plain(job: Job) -> bool:
+    """What both fused bodies need: no custom path, not VarGrad (whose two moments and shift
+    take the eager fold), no per-row path factors, class targets and no model arguments."""
     return (
         job.path is None
         and not job.variance
-        and job.alphas is not None
-        and job.baselines is not None
         and job.row_alpha is None
         and not job.model_kwargs
         and job.target is None
@@ -536,19 +543,10 @@ def fusable(job: Job) -> bool:
 
 def noise_fusable(job: Job) -> bool:
     """Whether the whole-slice chunks of a job without a path (SmoothGrad, vanilla gradients)
-    can go through :func:`noise_chunk`: class targets, no model arguments, not VarGrad (whose
-    two moments and shift take the eager fold), and no XLA (whose random number generator
-    gives other values for the same seeds than the framework's kernels: the noise would
-    depend on the flag)."""
-    return (
-        not job.xla
-        and job.path is None
-        and job.alphas is None
-        and not job.variance
-        and job.row_alpha is None
-        and not job.model_kwargs
-        and job.target is None
-    )
+    can go through :func:`noise_chunk`: :func:`_plain`, and no XLA (whose random number
+    generator gives other values for the same seeds than the framework's kernels: the noise
+    would depend on the flag)."""
+    return _plain(job) and job.alphas is None and not job.xla
 
 
 def model_step(job: Job, rows: list[T], targets: T, r0: int, r1: int) -> tuple[T, list[T], T]:
