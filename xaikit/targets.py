@@ -346,10 +346,9 @@ def resolve_callable(fn: Callable[[Any], Any], scores: np.ndarray, output: int |
 
 
 def picked(raw: Any, output: int | str) -> Any:
-    """The output a target object reads: ``output`` of what the model returned; the default 0
-    means a dict's ``"logits"`` key when it has one."""
-    if isinstance(raw, dict) and output == 0 and "logits" in raw:
-        output = "logits"
+    """The output a target object reads: ``output`` of what the model returned, by the rule every
+    target follows (:func:`~xaikit.backend.outputs.pick_output`: the default 0 means a dict's
+    ``"logits"`` key when it has one)."""
     return pick_output(raw, output)
 
 

@@ -66,6 +66,10 @@ OUTPUTS = {
     "hf_named": (lambda z, x: FakeHFOutput(logits=z, hidden_states=x), {"output": "logits"}),
     "dict": (lambda z, x: {"aux": z[:, :2] * 3.0, "logits": z}, {"output": "logits"}),
     "dict_index": (lambda z, x: {"aux": z[:, :2] * 3.0, "logits": z}, {"output": 1}),
+    # the default output of a dict is its "logits" key, wherever it stands (a Hugging Face output
+    # given labels has "loss" first)
+    "dict_default": (lambda z, x: {"aux": z[:, :2] * 3.0, "logits": z}, {}),
+    "dict_loss_first": (lambda z, x: {"loss": z[:, :1] * z[:, :1], "logits": z}, {}),
     "tuple": (lambda z, x: (z[:, :2] * 3.0, z), {"output": 1}),
     "object_attr": (lambda z, x: NoLogits(scores=z, features=x), {"output": "scores"}),
 }
@@ -89,6 +93,32 @@ def test_selected_output_explains_like_the_bare_model(
     res = net.get_masks({"x": x}, raw=True)
     np.testing.assert_array_equal(res["y_pred"], plain["y_pred"])
     np.testing.assert_allclose(res["saliency"], plain["saliency"], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("method", ["vanilla", "gradcam", "occlusion"])
+def test_class_targets_and_target_objects_read_the_same_dict_output(
+    framework: str, rng: np.random.Generator, method: str
+) -> None:
+    """A class number and the target objects (Class, Output) explain the same entry of a dict:
+    its "logits" key by default, the named one with output= (they once read the first entry and
+    "logits" respectively)."""
+    model, x = _setup(framework, rng)
+    if framework == "torch":
+        wrapped = wrap(framework, model, lambda z, x: {"aux": z * 3.0, "logits": z})
+    else:  # a Keras model with a dict of outputs (Grad-CAM reads a layer of a Keras model)
+        import keras
+
+        z = model.outputs[0]
+        wrapped = keras.Model(model.inputs, {"aux": keras.layers.Rescaling(3.0)(z), "logits": z})
+    want = xk.xai.explain(model, x, target=1, method=method)
+    for target in (1, xk.targets.Class(1), xk.targets.Output(1)):
+        got = xk.xai.explain(wrapped, x, target=target, method=method)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
+    aux = xk.xai.explain(wrapped, x, target=1, method=method, output="aux")
+    for target in (xk.targets.Class(1), xk.targets.Output(1)):
+        got = xk.xai.explain(wrapped, x, target=target, method=method, output="aux")
+        np.testing.assert_allclose(got, aux, rtol=1e-6, atol=1e-6 * float(np.abs(aux).max()))
+    assert not np.allclose(aux, want)
 
 
 def test_several_model_outputs_keys_get_each_output(framework: str, rng: np.random.Generator) -> None:

@@ -82,8 +82,8 @@ def pick_output(out: Any, output: int | str) -> Any:
         out: what the model returned: a tensor, a tuple/list of tensors, a dict of tensors or an
             object with tensor attributes (e.g. a Hugging Face output with ``.logits``).
         output: index (tuple/list; a dict's keys in order), key (dict) or attribute name
-            (object, named tuple). The default 0 on an object that is not a tensor, tuple or
-            dict means its ``logits`` attribute.
+            (object, named tuple). The default 0 means a dict's ``"logits"`` key when it has one
+            (else its first entry) and an object's ``logits`` attribute.
 
     Example:
         >>> import numpy as np
@@ -91,6 +91,8 @@ def pick_output(out: Any, output: int | str) -> Any:
         (2, 3, 4, 4)
     """
     if isinstance(out, dict):
+        if isinstance(output, int) and output == 0 and "logits" in out and 0 not in out:
+            output = "logits"  # a Hugging Face-style dict: the default means its logits
         if output not in out:
             key = output if isinstance(output, str) else None
             if key is None and isinstance(output, int) and 0 <= output < len(out):
@@ -130,8 +132,9 @@ def select_output(out: Any, output: int | str, rows: int) -> Any:
         out: what the model returned: a tensor, a tuple/list of tensors, a dict of tensors or an
             object with tensor attributes (e.g. a Hugging Face output with ``.logits``).
         output: index (tuple/list; a dict's keys in order), key (dict) or attribute name
-            (object, named tuple) of the output to explain. The default 0 on an object that is
-            not a tensor, tuple or dict means its ``logits`` attribute.
+            (object, named tuple) of the output to explain. The default 0 means a dict's
+            ``"logits"`` key when it has one (else its first entry) and an object's ``logits``
+            attribute.
         rows: the number of input rows, which the output's first axis must match.
 
     Returns:
