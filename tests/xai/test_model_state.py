@@ -79,3 +79,35 @@ def test_keras_model_is_unchanged(rng: np.random.Generator) -> None:
         np.testing.assert_array_equal(
             getattr(net, call)({"x": x}, raw=True, **opts)["saliency"], first[call + str(opts)]
         )
+
+
+#: one method of each torch code path: the gradient sweep, the layer steps (CAM), the rule hooks
+#: (LRP, guided backprop), DeepLIFT's own pass and the forward-only chunks
+INFERENCE_METHODS = ["vanilla", "gradcam", "lrp", "guided_backprop", "deeplift", "occlusion", "smint"]
+
+
+@pytest.mark.parametrize("method", INFERENCE_METHODS)
+def test_torch_inference_mode_inputs_and_callers_get_the_same_maps(method: str) -> None:
+    """A batch made under ``torch.inference_mode`` (a data pipeline's) and a call made inside it
+    give the maps of an ordinary call: autograd cannot record or save inference tensors, so the
+    explanation works on normal copies and leaves inference mode for its own steps (the CAM, rule
+    and guided methods once failed with "check their shape and layout")."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(16, 5)
+    ).eval()
+    x = torch.randn(2, 3, 8, 8)
+    opts = {"nsamples": 2, "nintegration": 3} if method == "smint" else {}
+    want = xk.xai.explain(model, x, target=1, method=method, seed=0, **opts)
+    with torch.inference_mode():
+        made_there = x.clone()
+    assert made_there.is_inference()
+    got = xk.xai.explain(model, made_there, target=1, method=method, seed=0, **opts)
+    np.testing.assert_array_equal(got, want)
+    with torch.inference_mode():
+        inside = xk.xai.explain(model, x, target=1, method=method, seed=0, **opts)
+        assert torch.is_inference_mode_enabled()  # the caller's mode is back
+    np.testing.assert_array_equal(inside, want)
+    assert not made_there.requires_grad and made_there.is_inference()

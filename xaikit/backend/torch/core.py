@@ -89,6 +89,17 @@ class TorchBackend(Backend):
 
     def as_tensor(self, x: Any, device: Any, dtype: str | None = "float32") -> T:
         torch = self.torch
+        if torch.is_inference_mode_enabled() or (isinstance(x, torch.Tensor) and x.is_inference()):
+            # a caller inside torch.inference_mode, or a tensor made there (a data pipeline's):
+            # autograd can neither record nor save such tensors, so the explanation works on a
+            # normal copy
+            with torch.inference_mode(False):
+                inferred = isinstance(x, torch.Tensor) and x.is_inference()
+                return self._as_tensor(x.clone() if inferred else x, device, dtype)
+        return self._as_tensor(x, device, dtype)
+
+    def _as_tensor(self, x: Any, device: Any, dtype: str | None) -> T:
+        torch = self.torch
         if not isinstance(x, torch.Tensor):
             if hasattr(x, "numpy") and not isinstance(x, np.ndarray):
                 x = x.numpy()  # a TF tensor
@@ -173,6 +184,13 @@ class TorchBackend(Backend):
     # ---- the model ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def inference(self, model: Any) -> Iterator[None]:
+        # a caller inside torch.inference_mode (or no_grad) still gets gradients: the methods
+        # that need them turn autograd on for their own steps, which inference mode forbids
+        with self.torch.inference_mode(False), self._eval(model):
+            yield
+
+    @contextlib.contextmanager
+    def _eval(self, model: Any) -> Iterator[None]:
         if not isinstance(model, self.torch.nn.Module):
             yield
             return
