@@ -116,7 +116,11 @@ def test_empty_batch_and_wrong_types(net_and_batch) -> None:
             {"target": 5},
             r"target classes must lie in \[0, 4\] for a model with 5 outputs; got values \[5\]",
         ),
-        ("get_masks", {"target": [0, 1]}, r"target must be one class or one class per sample \(3\)"),
+        (
+            "get_masks",
+            {"target": [0, 1]},
+            r"target must be one class or one class per sample \(3\); got list of 2$",
+        ),
         ("get_integrated_masks", {"target": [0.5, 1, 2]}, r"target must be integer class indices"),
         (
             "get_integrated_masks",
@@ -246,6 +250,16 @@ def test_model_of_no_framework() -> None:
         match=r"model must be a torch.nn.Module, a Keras model or a TensorFlow callable .*got function",
     ):
         xk.xai.SaliencyNet(lambda x: x, "x", "y")
+
+
+def test_framework_that_does_not_match_the_model(framework: str, rng: np.random.Generator) -> None:
+    """framework= naming the other framework is refused up front (it once failed inside the
+    model with "check their shape and layout")."""
+    model, layout = model_for(framework)
+    other = "tf" if framework == "torch" else "torch"
+    match = rf"framework='{other}' does not match the model, a \w+ of .*: pass framework='{framework}'"
+    with pytest.raises(XaikitTypeError, match=match):
+        xk.xai.explain(model, layout(images(rng, batch=2)), method="vanilla", framework=other)
 
 
 def test_input_the_model_cannot_take(framework: str, rng: np.random.Generator) -> None:

@@ -64,9 +64,20 @@ def get_backend(obj: Any, framework: str | None = None) -> Backend:
         framework: force ``"torch"`` or ``"tf"`` (for a plain Python callable wrapping a model).
 
     Raises:
-        XaikitTypeError: ``obj`` belongs to no supported framework and none was named.
+        XaikitTypeError: ``obj`` belongs to no supported framework and none was named, or
+            ``framework`` names another framework than ``obj``'s.
     """
-    name = framework or framework_of(obj)
+    own = framework_of(obj)
+    if framework is not None and own is not None:
+        named = load_backend(framework)
+        roots = {_FRAMEWORK_ROOTS.get(c.__module__.split(".")[0]) for c in type(obj).__mro__}
+        if not any(named is load_backend(r) for r in roots if r is not None):
+            raise XaikitTypeError(
+                f"framework={framework!r} does not match the model, a {type(obj).__name__} of "
+                f"{'torch' if own == 'torch' else 'TensorFlow/Keras'}: pass framework={own!r} or leave it out"
+            )
+        return named
+    name = framework or own
     if name is None:
         raise XaikitTypeError(
             "model must be a torch.nn.Module, a Keras model or a TensorFlow callable "

@@ -289,9 +289,8 @@ def check_targets(bk: Backend, target: Any, batch: int, n_classes: int | None) -
         raise XaikitTypeError(f"target must be integer class indices; got {describe(target)}")
     host = host.astype(np.int64).reshape(-1) if host.ndim <= 2 else host
     if host.ndim != 1 or host.size not in (1, batch):
-        raise XaikitValueError(
-            f"target must be one class or one class per sample ({batch}); got {describe(target)}"
-        )
+        what = describe(target) if hasattr(target, "shape") else f"{type(target).__name__} of {host.size}"
+        raise XaikitValueError(f"target must be one class or one class per sample ({batch}); got {what}")
     if host.size == 1:
         host = np.full(batch, int(host[0]), dtype=np.int64)
     if n_classes is not None:
