@@ -152,7 +152,11 @@ def test_a_failed_run_does_not_block_the_corrected_command(
         f"read every image as RGB; in dataset sample 0, file {str(tmp_path / 'gray' / '00.png')!r}, the first "
         "sample read\n"
     )
-    assert list((tmp_path / "g.zarr").iterdir()) == []
+    assert not (tmp_path / "g.zarr").exists()  # not even the folder the --out check made
+    # nor does a class the model does not have (checked on the first sample)
+    status, _, err = _run(_explain(tmp_path / "imgs", tmp_path / "k.zarr", "--target", "class:99"), capsys)
+    assert status == 2 and "target classes must lie in [0, " in err and "the first sample read" in err
+    assert not (tmp_path / "k.zarr").exists()
     status, printed, err = _run(
         _explain(tmp_path / "gray", tmp_path / "g.zarr", "--method", "vanilla", "--channels", "3"), capsys
     )

@@ -118,6 +118,19 @@ def test_linear_model_exact_and_delta(tmp_path: Path) -> None:
         model, x, method="vanilla", out=tmp_path / "lab.zarr", labels=y, target="label", progress=False
     )
     np.testing.assert_allclose(lab.attributions[:], w[y], rtol=1e-6)
+    # one class number for every sample, as explain takes it: stored as Class(k)
+    two = xk.xai.explain_dataset(
+        model, x, method="vanilla", out=tmp_path / "two.zarr", target=2, progress=False
+    )
+    np.testing.assert_allclose(two.attributions[:], np.broadcast_to(w[2], x.shape), rtol=1e-6)
+    assert isinstance(two.target, xk.targets.Class) and int(two.target.k) == 2
+    # a class the model does not have is refused at the first sample, before the store is made
+    for bad in (7, xk.targets.Class(-1)):
+        with pytest.raises(XaikitValueError, match=r"must lie in \[0, 3\] .* in dataset sample 0, the first"):
+            xk.xai.explain_dataset(
+                model, x, method="vanilla", out=tmp_path / "bad.zarr", target=bad, progress=False
+            )
+        assert not (tmp_path / "bad.zarr").exists()
 
 
 def test_adapters_agree(tmp_path: Path) -> None:

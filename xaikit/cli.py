@@ -27,6 +27,7 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 __all__ = ["main"]
@@ -539,6 +540,7 @@ def _explain(args: argparse.Namespace) -> int:
         )
     except XaikitError as err:
         _fail(prog, cli_message(str(err)))
+    existed = Path(args.out).exists()
     problem = _out_problem(args.out)
     if problem is not None:
         _fail(prog, f"argument --out: {problem}")
@@ -573,6 +575,9 @@ def _explain(args: argparse.Namespace) -> int:
             else []
         )
     except (XaikitError, OSError) as err:
+        if not existed:  # the folder the writability check made, still empty: refused before the store
+            with contextlib.suppress(OSError):
+                Path(args.out).rmdir()
         print(f"xaikit: error: {cli_message(str(err), args.option)}", file=sys.stderr)
         return 2
     _explain_summary(args.out, result, table, table_path, grids)

@@ -36,7 +36,7 @@ from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, descri
 from xaikit.targets import Class, is_target
 from xaikit.xai import health
 from xaikit.xai._engine.progress import Progress
-from xaikit.xai._engine.targets import refused
+from xaikit.xai._engine.targets import check_class_range, refused
 from xaikit.xai.dataset._shard import Settings, batch_object, explain_shard, model_scores, where_samples
 from xaikit.xai.dataset._sources import ImageFilesSource, Rows, Source, as_source
 from xaikit.xai.dataset._store import Store
@@ -104,7 +104,10 @@ def _preflight(model: Any, source: Source, first: tuple[int, Rows], settings: Se
     the number of the model's outputs (None for a one-score model)."""
     i, rows = first
     try:
-        scores = model_scores(model, rows.x, settings, _first_target(first, settings))
+        target = _first_target(first, settings)
+        scores = model_scores(model, rows.x, settings, target)
+        if isinstance(target, Class) and scores.ndim == 2:  # its class range, before the store
+            check_class_range(np.asarray(target.k, dtype=np.int64).reshape(-1), int(scores.shape[1]))
     except (XaikitValueError, XaikitTypeError) as exc:
         hint = _channel_hint(model, source, rows.x, settings)
         where = where_samples(
@@ -172,7 +175,8 @@ def explain_dataset(
         resume: keep the shards an earlier run of the same settings committed (False: start over).
         seed: the run's seed; shard ``k``'s batch ``j`` runs with a seed derived from ``(seed, k, j)``.
         shard_size: samples per shard, the unit of commit and of work (default 4 batches).
-        target: None (explain each sample's predicted class), ``"label"`` (its label), or a
+        target: None (explain each sample's predicted class), ``"label"`` (its label), a class
+            number for every sample (stored as ``Class(k)``), or a
             target object of :mod:`xaikit.targets` (``Class(k)``, ``ClassRegion(k, mask)``,
             ``Output(i)``, ``Similarity(reference)``, ``Box(box, k)``) whose fields are one
             value for every sample, one per dataset sample (``mask`` (N, H, W), ``box`` (N, 4),
@@ -233,13 +237,16 @@ def explain_dataset(
         workers = check_int(workers, "workers", 1)
     if not isinstance(resume, bool):
         raise XaikitTypeError(f"resume must be True or False; got {describe(resume)}")
+    if isinstance(target, (int, np.integer)) and not isinstance(target, (bool, np.bool_)):
+        target = Class(int(target))  # one class for every sample, as explain takes it
     stored: Any = target
     if is_target(target):  # described once the dataset's length is known
         if not isinstance(target, Class) and not get_method(name).target_objects:
             raise refused(target)
     elif target not in (None, "label"):
         raise XaikitValueError(
-            f"target must be None (the predicted class) or 'label'; got {describe(target)}"
+            "target must be None (the predicted class), 'label', one class number for every sample "
+            f"or a target object of xk.targets (e.g. Class(k), ClassRegion(k)); got {describe(target)}"
         )
     if not isinstance(out, (str, os.PathLike)) or "://" in os.fspath(out):
         raise XaikitValueError(
