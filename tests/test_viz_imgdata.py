@@ -303,6 +303,27 @@ def test_framework_channel_first_input(framework: str) -> None:
     assert _pixel_at_center(img, "x", row=1).tolist() == [0, 0, 255]
 
 
+def test_bfloat16_images_and_masks_are_images(framework: str) -> None:
+    """A bfloat16 batch (Keras mixed precision, or a torch bf16 model's inputs) paints as images
+    like float32: TensorFlow's bfloat16 reaches the host as an ml_dtypes array, which numpy
+    files under "void" (it was drawn as rows of text)."""
+    import ml_dtypes
+
+    from xaikit.backend import to_tensor
+
+    hwc = np.random.default_rng(0).random((2, 6, 6, 3)).astype(np.float32)
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        value = to_tensor(np.moveaxis(hwc, -1, 1), framework).to(torch.bfloat16)
+    else:
+        tf = pytest.importorskip("tensorflow")
+        value = tf.cast(to_tensor(hwc, framework), tf.bfloat16)
+    host = hwc.astype(ml_dtypes.bfloat16)
+    img = ImgData(x=value, y=host, m=host[..., 0])
+    assert img.kinds("x") == ["image"] and img.kinds("y") == ["image"] and img.kinds("m") == ["image"]
+    np.testing.assert_array_equal(img["y"][0], host.astype(np.float32))
+
+
 def test_framework_ambiguous_torch_defaults_to_channel_first(framework: str) -> None:
     from xaikit.backend import to_tensor
 

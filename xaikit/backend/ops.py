@@ -27,10 +27,22 @@ def to_number(data: Any) -> np.ndarray:
     """
     fw = framework_of(data)
     if fw is not None and (load_backend(fw).is_tensor(data) or hasattr(data, "numpy")):
-        return np.asarray(load_backend(fw).to_numpy(data))
+        return _plain_float(np.asarray(load_backend(fw).to_numpy(data)))
     if isinstance(data, (list, tuple)) and data and framework_of(data[0]) is not None:
         return np.stack([to_number(d) for d in data])
-    return np.asarray(data)
+    return _plain_float(np.asarray(data))
+
+
+def _plain_float(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as float32 when its dtype is one of ``ml_dtypes``' floats (bfloat16, float8: what a
+    TensorFlow bfloat16 tensor becomes on the host), which numpy files under "void" (kind "V")
+    and so cannot do arithmetic with; any other array unchanged."""
+    if arr.dtype.kind == "V" and arr.dtype.names is None and arr.dtype.itemsize <= 2:
+        try:
+            return arr.astype(np.float32)
+        except (TypeError, ValueError):
+            return arr
+    return arr
 
 
 def to_tensor(data: Any, target_type: str) -> Any:
