@@ -67,7 +67,9 @@ def overlay(
         image: ``(B, H, W)``, ``(B, H, W, C)`` or ``(B, C, H, W)`` images, C in {1, 3}; numpy,
             torch or TF; any value range.
         mask: ``(B, H, W)``, ``(B, H, W, 1)`` or ``(B, 1, H, W)`` values in [0, 1], as the
-            saliency engine returns them for display.
+            saliency engine returns them for display. NaN is drawn as 0 (no heat), so that a
+            trace painting a degenerate map (which the engine reports with a
+            ``DegenerateMapWarning``) still writes its figure.
         alpha: the heat's weight where the mask is 1, in [0, 1].
         colormap: colormap name or object for the heat.
         channel_axis: the image's channel axis when its layout is ambiguous.
