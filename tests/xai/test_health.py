@@ -140,6 +140,66 @@ def test_underflow_threshold_is_eps32_times_the_score() -> None:
     assert map_status(m).tolist() == ["", ""]
 
 
+def test_a_half_precision_model_is_held_to_its_own_resolution() -> None:
+    """A model computing in float16 (bfloat16) rounds its score and gradients to 2**-10 (2**-7)
+    of their size, whatever the maps' dtype: D is compared with that resolution."""
+    score = 1.0
+    m = np.zeros((3, 50), np.float32)
+    m[0, :5] = 1e-4 / 5  # D = 1e-4: sound in float32, below float16's 9.8e-4
+    m[1, :5] = 2e-3 / 5  # D = 2e-3: sound in float16, below bfloat16's 7.8e-3
+    m[2, :5] = 1e-2 / 5  # sound in both
+    assert map_status(m, scores=score).tolist() == ["", "", ""]
+    assert map_status(m, scores=score, precision="float16").tolist() == ["underflow", "", ""]
+    assert map_status(m, scores=score, precision="bfloat16").tolist() == ["underflow", "underflow", ""]
+    # a float32 or float64 model keeps the rule by the maps' dtype
+    assert map_status(m, scores=score, precision="float32").tolist() == ["", "", ""]
+    assert map_status(m.astype(np.float64), scores=score, precision="float64").tolist() == ["", "", ""]
+
+
+def _nearly_saturated(framework: str, half: bool) -> Any:
+    """softmax(x @ W.T + b) with p(class 1) ~ 1e-5: its class-0 gradient (~1e-6) is resolved in
+    float32 and lost in float16, where p0 rounds to 1."""
+    w = np.linspace(0.02, 0.08, D).astype(np.float32)
+    weight, bias = np.stack([w, -w]), np.array([11.5, 0.0], np.float32)
+    if framework == "torch":
+        import torch
+
+        lin = torch.nn.Linear(D, 2)
+        with torch.no_grad():
+            lin.weight.copy_(torch.as_tensor(weight))
+            lin.bias.copy_(torch.as_tensor(bias))
+        model = torch.nn.Sequential(lin, torch.nn.Softmax(dim=1))
+        return model.half() if half else model
+    import keras
+
+    if half:
+        keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = keras.Sequential([keras.Input((D,)), keras.layers.Dense(2, activation="softmax")])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    model.set_weights([weight.T, bias])
+    return model
+
+
+def test_a_float16_model_gets_the_warning_its_float32_copy_does_not(
+    framework: str, rng: np.random.Generator
+) -> None:
+    """The same weights in float32 and float16 (torch .half(), Keras mixed_float16): the float16
+    maps are round-off of a score stuck at 1, and the warning says so and names float16; the
+    float32 model's maps are sound (no warning)."""
+    x = _x(rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateMapWarning)
+        xk.xai.explain(_nearly_saturated(framework, half=False), x, method="vanilla")
+    with pytest.warns(DegenerateMapWarning) as caught:
+        xk.xai.explain(_nearly_saturated(framework, half=True), x, method="vanilla")
+    (w,) = caught
+    text = str(w.message)
+    assert "4 of 4 maps" in text and "the model computes in float16" in text
+    assert "explain a float32 copy of the model" in text and "classifier_activation=None" in text
+
+
 def test_several_inputs_share_one_status() -> None:
     a = np.zeros((2, 3, 4))
     b = np.zeros((2, 5))
@@ -296,7 +356,7 @@ def test_warning_lists_every_status_of_a_call() -> None:
         assert health.warn_degenerate(status, method="ig", model="key", facts=facts)
     text = str(caught[0].message)
     assert "1 of 5 maps hold NaN or inf" in text and "1 of 5 maps are exactly 0" in text
-    assert "2 of 5 maps account for a change of the explained score below float32 resolution" in text
+    assert "2 of 5 maps account for a change of the explained score below the resolution" in text
     assert "near uniform (largest probability 0.001 over 1000 classes" in text
     assert text.index("'non-finite'") < text.index("'zero'") < text.index("'underflow'")
     # all known: nothing; a new status of the same key: said, with every status of the call

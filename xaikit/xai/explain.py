@@ -171,9 +171,9 @@ def explain(
 
     Warns:
         DegenerateMapWarning: maps that hold NaN / inf, are all zero or constant, or account for
-            a change of the explained score below float32 resolution (a saturated or near-uniform
-            softmax: explain the logits); once per (model, method, status), with the likely cause
-            and fix. See :mod:`xaikit.xai.health` and ``docs/degenerate.md``.
+            a change of the explained score below its resolution (float32's, or a half-precision
+            model's; a saturated or near-uniform softmax: explain the logits); once per (model,
+            method, status), with the likely cause and fix. See :mod:`xaikit.xai.health` and ``docs/degenerate.md``.
 
     Example:
         >>> import torch

@@ -7,8 +7,8 @@ scaling:
 * ``"zero"``: every value is exactly 0;
 * ``"constant"``: every value is the same (within float32 resolution of its own size), and
   not 0; a one-element map is never called constant;
-* ``"underflow"``: it accounts for a change of the explained score that float32 cannot even
-  represent (below).
+* ``"underflow"``: it accounts for a change of the explained score that float32 (or the half
+  type a model computes in) cannot even represent (below).
 
 :func:`map_status` gives one status per sample, ``""`` (:data:`OK`) when none applies.
 
@@ -24,7 +24,8 @@ class. Read each method's map as the change of that score it accounts for:
 * a squared map (``magnitude=True``, VarGrad's variance): the same on ``sqrt(|m|)``.
 
 The score itself is a float32 number: its resolution is ``eps32 * |f(x)|`` (``eps32`` =
-2**-23, about 1.2e-7; float64 maps, those of a float64 model, are held to float64's). A map with ``D < eps32 * |f(x)|`` describes changes of the score below
+2**-23, about 1.2e-7; float64 maps, those of a float64 model, are held to float64's, and a
+model that computes in float16 or bfloat16 to that type's, 2**-10 or 2**-7). A map with ``D < eps32 * |f(x)|`` describes changes of the score below
 that resolution, that is round-off, not an explanation (a softmax output of a random Keras
 MobileNetV2: ``f(x)`` = 0.001, ``D`` ~ 6e-13 < 1.2e-10). ``D`` is the most generous reading
 (every element moved across the whole range, all contributions of one sign), so the test calls
@@ -56,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import os
 import sys
 import warnings
@@ -96,6 +98,8 @@ KINDS = UNITS
 EPS32 = float(np.finfo(np.float32).eps)
 #: float32's smallest normal number: below it a value has lost precision
 TINY32 = float(np.finfo(np.float32).tiny)
+#: the resolution of the half types a model may compute in (the gap between 1 and the next value)
+HALF_EPS = {"float16": float(np.finfo(np.float16).eps), "bfloat16": 2.0**-7}
 #: a map whose range is within this many eps32 of its size is constant
 CONSTANT_EPS = 4.0
 #: rows of a (B, classes) output that lie in [0, 1] and sum to 1 within this are probabilities
@@ -150,6 +154,7 @@ def map_status(
     kind: str = "attribution",
     squared: bool = False,
     spans: Any = None,
+    precision: str | None = None,
 ) -> np.ndarray:
     """The status of each sample's map: ``""`` (ok), ``"non-finite"``, ``"zero"``,
     ``"constant"`` or ``"underflow"`` (see the module for the criteria).
@@ -166,6 +171,11 @@ def map_status(
         squared: the map holds squares (``magnitude=True``, VarGrad): tested on ``sqrt(|m|)``.
         spans: for ``kind="gradient"``: each sample's input value range (max - min), (B,) or one
             per input; a zero range counts as 1. None: 1.
+        precision: the dtype the model computes in, when it is a half type (``"float16"``,
+            ``"bfloat16"``: Keras mixed precision, a half torch model): the underflow test then
+            uses that type's resolution (2**-10, 2**-7), since the score and the gradients were
+            rounded to it whatever the maps' dtype; any other value (or None) leaves the rule
+            by the maps' dtype.
 
     Returns:
         A (B,) array of str.
@@ -202,6 +212,7 @@ def map_status(
     eps, tiny = (
         (float(np.finfo(np.float64).eps), float(np.finfo(np.float64).tiny)) if wide else (EPS32, TINY32)
     )
+    eps = max(eps, HALF_EPS.get(precision or "", 0.0))
     constant = finite & ~zero & (hi - lo <= CONSTANT_EPS * eps * top) & (size > 1)
     status[constant] = "constant"
     live = finite & ~zero & ~constant
@@ -289,11 +300,13 @@ class OutputFacts:
         largest: the largest value of those rows (a saturated softmax gives ~1, one over near-
             equal logits ~1 / classes).
         classes: the output's class count (None: unknown or one score per sample).
+        precision: the half type the model computes in (``"float16"``, ``"bfloat16"``), or None.
     """
 
     probabilities: bool | None = None
     largest: float | None = None
     classes: int | None = None
+    precision: str | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def of(cls, output: Any) -> OutputFacts:
@@ -319,8 +332,8 @@ _WHAT = {
     "zero": "are exactly 0 everywhere",
     "constant": "hold one value everywhere",
     "underflow": (
-        "account for a change of the explained score below float32 resolution of that score "
-        "(about 1.2e-7 x |score|): round-off, not an explanation"
+        "account for a change of the explained score below the resolution of that score (about "
+        "1.2e-7 x |score| in float32, 1e-3 x |score| in float16): round-off, not an explanation"
     ),
 }
 
@@ -357,6 +370,16 @@ def _cause(status: str, group: str, method: str, facts: OutputFacts) -> tuple[st
             "never calibrated or float16 overflow, or the input holds NaN / inf",
             "check that model(x) is finite and x holds no NaN; calibrate BatchNorm statistics; "
             "compute in float32",
+        )
+    if facts.precision is not None and status in ("underflow", "zero") and group != "cam":
+        eps = HALF_EPS[facts.precision]
+        return (
+            f"the model computes in {facts.precision}: its score and gradients are rounded to about "
+            f"{eps:.1g} x their size, and smaller gradients become 0"
+            + (f"; {_softmax_cause(facts)}" if probs else ""),
+            "explain a float32 copy of the model (torch: a copy with .float(); Keras: build it under "
+            "keras.mixed_precision.set_global_policy('float32') and set_weights) with the same "
+            f"weights{'; ' + _LOGITS if probs else ''}",
         )
     if status == "underflow":
         if probs:
@@ -587,9 +610,25 @@ def check_maps(
             scores = explained_scores(out, targets)
         elif out.size:
             scores = float(np.nanmax(np.abs(out)))
-    status = map_status(maps, scores=scores, kind=kind, squared=squared, spans=spans)
-    warn_degenerate(status, method=method, model=model, facts=OutputFacts.of(output), where=where)
+    precision = _precision(model)
+    status = map_status(maps, scores=scores, kind=kind, squared=squared, spans=spans, precision=precision)
+    if precision in HALF_EPS:
+        facts = dataclasses.replace(OutputFacts.of(output), precision=precision)
+    else:
+        facts = OutputFacts.of(output)
+    warn_degenerate(status, method=method, model=model, facts=facts, where=where)
     return status
+
+
+def _precision(model: Any) -> str | None:
+    """The dtype ``model`` computes in (its backend's reading), or None for a model of no known
+    framework (a plain function)."""
+    from xaikit.backend import get_backend
+
+    try:
+        return get_backend(model).model_dtype(model)
+    except Exception:  # a model no backend reads: the rule by the maps' dtype
+        return None
 
 
 def _caller_level() -> int:
