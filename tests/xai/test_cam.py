@@ -351,6 +351,60 @@ def test_default_layer_is_logged(
     assert f"chose layer {res.layer!r}" in caplog.text
 
 
+def _two_heads(framework: str) -> Any:
+    """A stem convolution feeding two heads, each with a convolution of its own: ``"logits"`` (5
+    classes, through ``main``) and ``"aux"`` (2, through ``auxconv``, which runs last)."""
+    if framework == "torch":
+        import torch
+
+        nn = torch.nn
+
+        class TwoHeads(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                torch.manual_seed(0)
+                self.stem = nn.Conv2d(3, 4, 3)
+                self.main = nn.Conv2d(4, 6, 3)
+                self.head = nn.Linear(6, 5)
+                self.auxconv = nn.Conv2d(4, 3, 3)
+                self.auxhead = nn.Linear(3, 2)
+
+            def forward(self, x: Any) -> dict[str, Any]:
+                h = torch.relu(self.stem(x))
+                main = self.head(torch.relu(self.main(h)).mean((2, 3)))
+                aux = self.auxhead(torch.relu(self.auxconv(h)).mean((2, 3)))
+                return {"logits": main, "aux": aux}
+
+        return TwoHeads().eval()
+    import keras
+
+    L = keras.layers
+    keras.utils.set_random_seed(0)
+    i = keras.Input((12, 12, 3))
+    h = L.Conv2D(4, 3, activation="relu", name="stem")(i)
+    main = L.Dense(5)(L.GlobalAveragePooling2D()(L.Conv2D(6, 3, activation="relu", name="main")(h)))
+    aux = L.Dense(2)(L.GlobalAveragePooling2D()(L.Conv2D(3, 3, activation="relu", name="auxconv")(h)))
+    return keras.Model(i, {"logits": main, "aux": aux})
+
+
+@pytest.mark.parametrize("method", ["gradcam", "scorecam", "eigencam"])
+def test_default_layer_of_a_two_head_model_follows_output(
+    framework: str, method: str, rng: np.random.Generator
+) -> None:
+    """layer=None on a model with two outputs takes the last spatial layer that the explained
+    output depends on: the aux head's convolution runs last, and once was taken for
+    output="logits" too (Score-CAM and Eigen-CAM then explained the other head without a word,
+    Grad-CAM refused a layer the user never named)."""
+    model = _two_heads(framework)
+    x = images(rng, batch=2)
+    x = np.ascontiguousarray(np.moveaxis(x, -1, 1)) if framework == "torch" else x
+    for output, layer in (("logits", "main"), ("aux", "auxconv")):
+        res = xk.xai.explain(model, x, method=method, output=output, raw=True)
+        assert res.layer == layer
+        named = xk.xai.explain(model, x, method=method, output=output, layer=layer, raw=True)
+        np.testing.assert_array_equal(res.maps, named.maps)
+
+
 def test_keras_dict_output_and_guided_step_do_not_hold_the_model(rng: np.random.Generator) -> None:
     """A Keras model with a dict output explains the output named by ``output=`` (the sub-model
     keeps the dict's keys), and the cached guided step holds its model weakly."""

@@ -250,11 +250,17 @@ class CamFacet(abc.ABC):
 
     @abc.abstractmethod
     def resolve(
-        self, model: Any, layer: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None
+        self,
+        model: Any,
+        layer: Any,
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+        output: int | str = 0,
     ) -> CamLayer:
         """The layer ``layer`` names (a name, an object, or None: the last layer with a spatial
-        4-D output), with its output shape, found by running the model on ``inputs`` (one row)
-        where the framework needs it; an unknown name is a
+        4-D output; for a model that returns several outputs, the last such layer that
+        ``output`` depends on), with its output shape, found by running the model on ``inputs``
+        (one row) where the framework needs it; an unknown name is a
         :class:`~xaikit.errors.XaikitValueError`, a wrong type a :class:`~xaikit.errors.XaikitTypeError`."""
 
     @abc.abstractmethod

@@ -41,12 +41,13 @@ import tensorflow as tf
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
+from xaikit.backend.outputs import pick_output
 from xaikit.backend.rows import Rows
 from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach, unreachable_layer
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
 from xaikit.backend.tf.steps import Traced, constants_key, input_grads, scorer_of, signature
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 
 
 def _spatial(shape: tuple[Any, ...] | None, channel_first: bool) -> bool:
@@ -80,7 +81,12 @@ class Cam(CamFacet):
 
     # ---- which layer -----------------------------------------------------------------------
     def resolve(
-        self, model: Any, layer: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None
+        self,
+        model: Any,
+        layer: Any,
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+        output: int | str = 0,
     ) -> CamLayer:
         """The layer (see :meth:`CamFacet.resolve`), found by running the model on one row with
         the layers' calls captured; cached per model, layer and input signature, so a repeated
@@ -89,10 +95,11 @@ class Cam(CamFacet):
         key = (
             layer if layer is None or isinstance(layer, str) else ("object", id(layer)),
             signature((list(inputs), dict(model_kwargs or {}))),
+            output if layer is None else None,
         )
         cache = self._resolved.setdefault(model, {})
         if key not in cache:
-            cache[key] = self._resolve(model, top, layer, inputs, model_kwargs)
+            cache[key] = self._resolve(model, top, layer, inputs, model_kwargs, output)
         return cache[key]
 
     def _resolve(
@@ -102,14 +109,20 @@ class Cam(CamFacet):
         layer: Any,
         inputs: Sequence[T],
         model_kwargs: dict[str, Any] | None,
+        output: int | str = 0,
     ) -> CamLayer:
         first = self.channel_first(model)
         if layer is None:
             outs, order, raw = self._probe(model, top, inputs, model_kwargs)
-            for i in reversed(order):  # the last top-level layer to finish with a spatial output
-                shape = _shape(outs[i])
-                if _spatial(shape, first):
-                    return CamLayer(str(top[i].name), top[i], shape[1:], raw)  # type: ignore[index]
+            # the last top-level layers to finish with a spatial output, latest first
+            spatial = [i for i in reversed(order) if _spatial(_shape(outs[i]), first)]
+            if len(spatial) > 1 and isinstance(raw, (dict, list, tuple)):
+                # several outputs (a second head): the last spatial layer that the explained
+                # output depends on, not one that feeds only another output
+                spatial = self._on_path(model, top, spatial, inputs, model_kwargs, output)
+            if spatial:
+                i = spatial[0]
+                return CamLayer(str(top[i].name), top[i], _shape(outs[i])[1:], raw)  # type: ignore[index]
             raise XaikitValueError(
                 "layer=None looks for the last layer with a spatial (B, h, w, C) output (h * w > 1) "
                 "and the model has none: pass layer= (a layer name of model.layers, with reshape= "
@@ -128,6 +141,36 @@ class Cam(CamFacet):
                 f"layer {chosen.name!r} must output one tensor; it gives {describe(outs[0])}"
             )
         return CamLayer(str(chosen.name), chosen, shape[1:], raw)
+
+    def _on_path(
+        self,
+        model: Any,
+        top: list[Any],
+        candidates: list[int],
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+        output: int | str,
+    ) -> list[int]:
+        """The indices of ``candidates`` (into ``top``, latest first) whose output ``output`` of
+        the model depends on, in the same order, found by one pass under a tape on the probe's
+        row; all of them when none is (the gradient CAMs then say the layer is off the path)."""
+        layers = [top[i] for i in candidates]
+        xs = [tf.convert_to_tensor(x) for x in inputs]
+        with tf.GradientTape() as tape:
+            for x in xs:
+                if x.dtype.is_floating:
+                    tape.watch(x)
+            with _capture(layers) as seen:
+                raw = self.bk._call(model, xs, model_kwargs)
+            try:
+                score = tf.reduce_sum(tf.cast(pick_output(raw, output), tf.float32))
+            except XaikitError:
+                return candidates  # the call's own output check says what is wrong
+        outs = [s.outputs[-1] if s.outputs else None for s in seen]
+        live = [(i, o) for i, o in zip(candidates, outs) if isinstance(o, tf.Tensor)]
+        grads = tape.gradient(score, [o for _, o in live], unconnected_gradients=tf.UnconnectedGradients.NONE)
+        reached = [i for (i, _), g in zip(live, grads) if g is not None]
+        return reached or candidates
 
     def _probe(
         self, model: Any, layers: list[Any], inputs: Sequence[T], model_kwargs: dict[str, Any] | None

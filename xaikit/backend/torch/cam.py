@@ -45,12 +45,12 @@ import torch
 
 from xaikit.backend.base import T
 from xaikit.backend.facets import CamFacet, CamLayer
-from xaikit.backend.outputs import as_matrix
+from xaikit.backend.outputs import as_matrix, pick_output
 from xaikit.backend.rows import Rows
 from xaikit.backend.torch import graph_hooks
 from xaikit.backend.torch.forms import compiled_module, eager_module, hook_refusal, is_exported, is_script
 from xaikit.backend.torch.grads import layer_grad
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 
 #: what the CAM methods are called in refusals
 _CAMS = "class-activation maps (gradcam, gradcam++, xgradcam, layercam, hirescam, scorecam, eigencam, guided_gradcam)"
@@ -67,7 +67,12 @@ class Cam(CamFacet):
         return True
 
     def resolve(
-        self, model: Any, layer: Any, inputs: Sequence[T], model_kwargs: dict[str, Any] | None
+        self,
+        model: Any,
+        layer: Any,
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+        output: int | str = 0,
     ) -> CamLayer:
         if not isinstance(model, torch.nn.Module):
             raise XaikitTypeError(
@@ -92,7 +97,8 @@ class Cam(CamFacet):
             return _checked(name, None, box.get("a"))._replace(probe=raw)
         named = [(n, m) for n, m in model.named_modules() if n]
         if layer is None:
-            return self._auto(model, [(n, m) for n, m in named if not _unhookable(m)], inputs, model_kwargs)
+            hookable = [(n, m) for n, m in named if not _unhookable(m)]
+            return self._auto(model, hookable, inputs, model_kwargs, output)
         if isinstance(layer, str):
             modules = dict(named)
             if layer not in modules and compiled_module(model) is not None:
@@ -126,10 +132,16 @@ class Cam(CamFacet):
         return _checked(name, module, outs[0])._replace(probe=raw)
 
     def _probe(
-        self, model: Any, modules: list[Any], inputs: Sequence[T], model_kwargs: dict[str, Any] | None
+        self,
+        model: Any,
+        modules: list[Any],
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+        grad: bool = False,
     ) -> tuple[list[Any], list[int], Any]:
         """The output of each module (the last call's) on one row, the order in which the
-        modules finished and what the model returned; forward only."""
+        modules finished and what the model returned; forward only, or with ``grad`` recorded by
+        autograd (the inputs made leaves that require grad) so that paths can be followed."""
         seen: dict[int, Any] = {}
         order: list[int] = []
 
@@ -137,9 +149,11 @@ class Cam(CamFacet):
             seen[id(module)] = out
             order.append(id(module))
 
+        if grad:
+            inputs = [x.detach().requires_grad_(True) if x.is_floating_point() else x for x in inputs]
         handles = [m.register_forward_hook(hook) for m in modules]
         try:
-            with torch.no_grad():
+            with torch.enable_grad() if grad else torch.no_grad():
                 raw = self.bk._raw(
                     eager_module(model), list(inputs), model_kwargs
                 )  # any output (a segmenter's)
@@ -154,18 +168,48 @@ class Cam(CamFacet):
         named: list[tuple[str, Any]],
         inputs: Sequence[T],
         model_kwargs: dict[str, Any] | None,
+        output: int | str,
     ) -> CamLayer:
-        outs, order, raw = self._probe(model, [m for _, m in named], inputs, model_kwargs)
+        modules = [m for _, m in named]
+        outs, order, raw = self._probe(model, modules, inputs, model_kwargs)
         by_id = {id(m): (n, m, o) for (n, m), o in zip(named, outs)}
-        for mid in reversed(order):  # the last module to finish with a spatial output
-            n, m, o = by_id[mid]
-            if _spatial(o):
-                return CamLayer(n, m, tuple(int(d) for d in o.shape[1:]), raw)
+        # the last modules to finish with a spatial output, latest first
+        spatial = [mid for mid in reversed(order) if _spatial(by_id[mid][2])]
+        if len(spatial) > 1 and not isinstance(raw, torch.Tensor):
+            # several outputs (a second head, an auxiliary classifier): the last spatial module
+            # that the explained output depends on, not one that feeds only another output
+            spatial = self._on_path(model, [by_id[mid][1] for mid in spatial], inputs, model_kwargs, output)
+        if spatial:
+            n, m, o = by_id[spatial[0]]
+            return CamLayer(n, m, tuple(int(d) for d in o.shape[1:]), raw)
         raise XaikitValueError(
             "layer=None looks for the last module with a spatial (B, C, h, w) output (h * w > 1) "
             "and the model has none: pass layer= (a module path of named_modules(), with reshape= "
             "for a token output)"
         )
+
+    def _on_path(
+        self,
+        model: Any,
+        candidates: list[Any],
+        inputs: Sequence[T],
+        model_kwargs: dict[str, Any] | None,
+        output: int | str,
+    ) -> list[int]:
+        """The ids of ``candidates`` (modules, latest first) that ``output`` of the model depends
+        on, in the same order, found by one recorded pass on the probe's row; all of them when
+        none is (the gradient CAMs then say that the layer is off the path)."""
+        outs, _, raw = self._probe(model, candidates, inputs, model_kwargs, grad=True)
+        try:
+            score = pick_output(raw, output)
+        except XaikitError:
+            return [id(m) for m in candidates]  # the call's own output check says what is wrong
+        if not isinstance(score, torch.Tensor) or not score.requires_grad:
+            return [id(m) for m in candidates]
+        live = [(m, o) for m, o in zip(candidates, outs) if isinstance(o, torch.Tensor) and o.requires_grad]
+        grads = torch.autograd.grad(score.float().sum(), [o for _, o in live], allow_unused=True)
+        reached = [id(m) for (m, _), g in zip(live, grads) if g is not None]
+        return reached or [id(m) for m in candidates]
 
     def _run(
         self,

@@ -123,14 +123,15 @@ def to_chw(a: np.ndarray, first: bool, reshape: Reshape, size: Size = None) -> n
     )
 
 
-def find_layer(inp: Inputs, layer: Any = None, reshape: Reshape = None) -> CamLayer:
-    """The layer a CAM explains (see :meth:`~xaikit.backend.facets.CamFacet.resolve`), checked
+def find_layer(inp: Inputs, layer: Any = None, reshape: Reshape = None, output: int | str = 0) -> CamLayer:
+    """The layer a CAM explains (see :meth:`~xaikit.backend.facets.CamFacet.resolve`: for
+    ``layer=None`` on a model with several outputs, one that ``output`` depends on), checked
     to give a map with ``reshape`` (tokens: on a grid with the image's aspect ratio); the layer
     found for ``layer=None`` is logged."""
     facet = inp.bk.cam
     kw0 = inp.kwargs.rows(np.arange(1)) if inp.kwargs else None
     try:  # the first call of the model on these inputs: a shape the model cannot take shows here
-        found = facet.resolve(inp.model, layer, [t[:1] for t in inp.tensors], kw0)
+        found = facet.resolve(inp.model, layer, [t[:1] for t in inp.tensors], kw0, output)
     except XaikitError:
         raise
     except Exception as exc:

@@ -187,7 +187,7 @@ def maps_and_scores(
     """
     bk = inp.bk
     facet = bk.cam
-    found = find_layer(inp, layer, reshape)
+    found = find_layer(inp, layer, reshape, settings.output)
     if check_classes is not None:
         check_classes(found.probe)
     first = facet.channel_first(inp.model)
@@ -254,7 +254,7 @@ def layer_activations(
     bk = get_backend(model, framework)
     inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
     with bk.inference(model):
-        found = find_layer(inp, layer, reshape)
+        found = find_layer(inp, layer, reshape, output)
         return CamResult(_layer_values(inp, found, output, max_batch, reshape), found.name)
 
 
