@@ -331,6 +331,24 @@ def test_page_escapes_what_it_shows(tmp_path):
     assert html.count("</script>") == 2  # the JSON block and the page's own script only
 
 
+def test_an_evaluation_file_that_cannot_be_shown_gets_a_note(tmp_path):
+    """A broken or foreign evaluation/*.json keeps its section, with a note that says why (it
+    was dropped without a word), beside a good one."""
+    run = make_run(tmp_path / "run", epochs=1, methods=1, samples=2)
+    save_evaluation({"vanilla": [0.5, 0.25]}, run, "good")
+    (run / "evaluation" / "broken.json").write_text("{bad json", encoding="utf-8")
+    (run / "evaluation" / "other.json").write_text('{"format": "other/1"}', encoding="utf-8")
+    (run / "evaluation" / "list.json").write_text("[1, 2]", encoding="utf-8")
+    html = report(run).read_text(encoding="utf-8")
+    assert "broken.json cannot be shown: it cannot be read as JSON" in html
+    assert (
+        "other.json cannot be shown: its format is &#39;other/1&#39;, not &#39;xaikit-evaluation/1&#39;"
+        in html
+    )
+    assert "list.json cannot be shown: it holds a JSON list, not an evaluation object" in html
+    assert 'href="evaluation/good.json"' in html
+
+
 def test_page_links_are_relative_to_where_it_is_written(tmp_path):
     run = make_run(tmp_path / "run", epochs=2, methods=1, samples=2)
     page = report(run, tmp_path / "pages" / "r.html")

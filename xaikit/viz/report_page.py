@@ -283,10 +283,29 @@ def _summary_charts(history: Any) -> list[dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------------- evaluation
-def _evaluation(path: Path, run: Path) -> dict[str, Any] | None:
+def _evaluation(path: Path, run: Path) -> dict[str, Any]:
+    """The section of one ``evaluation/*.json`` file; one that cannot be read, or is not an
+    evaluation file of this format, gets a section with a note saying so (it is not dropped)."""
     doc = read_json(path)
     if not isinstance(doc, Mapping) or doc.get("format") != EVALUATION_FORMAT:
-        return None
+        if doc is None:
+            why = "it cannot be read as JSON"
+        elif not isinstance(doc, Mapping):
+            why = f"it holds a JSON {type(doc).__name__}, not an evaluation object"
+        else:
+            why = f"its format is {doc.get('format')!r}, not {EVALUATION_FORMAT!r}"
+        return {
+            "title": path.stem,
+            "kind": "",
+            "note": f"{path.name} cannot be shown: {why} (xaikit.evaluate.save_evaluation writes these files)",
+            "verdicts": [],
+            "agreement": [],
+            "heat": None,
+            "tables": [],
+            "charts": [],
+            "images": [],
+            "source": path.relative_to(run).as_posix(),
+        }
     images = []
     for name in doc.get("images") or []:
         picture = path.parent / str(name)
@@ -649,11 +668,10 @@ def _collect(run: Path) -> dict[str, Any]:
             group = _picture_group(run, key, mode, files, len(picture_groups))
             if group is not None:
                 picture_groups.append(group)
-    evaluations = []
-    for path in sorted((run / "evaluation").glob("*.json")) if (run / "evaluation").is_dir() else []:
-        ev = _evaluation(path, run)
-        if ev is not None:
-            evaluations.append(ev)
+    folder = run / "evaluation"
+    evaluations = [
+        _evaluation(path, run) for path in (sorted(folder.glob("*.json")) if folder.is_dir() else [])
+    ]
     explained: list[dict[str, Any]] = []
     folders = [run, *sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("."))]
     for folder in folders:
