@@ -100,9 +100,16 @@ def test_localization_bad_inputs() -> None:
     sal, gt = np.ones((2, 4, 4)), np.ones((2, 4, 4), dtype=bool)
     with pytest.raises(
         XaikitValueError,
-        match=r"saliency must have shape \(2, 4, 4\).*got ndarray of shape \(2, 5, 5\).*mask's shape is \(2, 4, 4\)",
+        match=r"saliency and mask must cover the same pixels; the mask's shape is \(2, 4, 4\): saliency must "
+        r"have shape \(2, 4, 4\).*got ndarray of shape \(2, 5, 5\)",
     ):
         xk.evaluate.localization(np.ones((2, 5, 5)), gt)
+    with pytest.raises(
+        XaikitValueError,
+        match=r"mask must hold one mask per sample \(2\); got one mask of shape \(4, 4\) .*np.broadcast_to\(mask, "
+        r"\(2, 4, 4\)\)",
+    ):
+        xk.evaluate.localization(sal, gt[0])
     with pytest.raises(
         XaikitValueError, match=r"saliency and mask must have the same batch size; mask has 3 masks"
     ):

@@ -139,6 +139,13 @@ def maps_and_masks(
     batch, spatial = masks.shape[0], tuple(masks.shape[1:])
     sal_shape = tuple(getattr(saliency, "shape", np.shape(saliency)))
     if not sal_shape or sal_shape[0] != batch:
+        given = tuple(np.shape(mask))
+        if len(sal_shape) > len(given) and tuple(sal_shape[-len(given) :]) == given:
+            raise XaikitValueError(
+                f"mask must hold one mask per sample ({sal_shape[0]}); got one mask of shape {given} "
+                f"for saliency {describe(saliency)}: pass np.broadcast_to(mask, "
+                f"{(sal_shape[0], *given)}) to use it for every sample"
+            )
         raise XaikitValueError(
             f"saliency and mask must have the same batch size; mask has {batch} masks of shape {spatial}, "
             f"saliency is {describe(saliency)}"
@@ -146,7 +153,9 @@ def maps_and_masks(
     try:
         smap = to_spatial(saliency, spatial, batch, channels=None, absolute=absolute)
     except XaikitValueError as exc:
-        raise XaikitValueError(f"{exc} (the mask's shape is {masks.shape})") from None
+        raise XaikitValueError(
+            f"saliency and mask must cover the same pixels; the mask's shape is {masks.shape}: {exc}"
+        ) from None
     return smap, masks
 
 
