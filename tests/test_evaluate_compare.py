@@ -263,6 +263,13 @@ def test_custom_maps_score_nan_on_re_explaining_metrics():
     assert {"localization_energy", "pointing_game", "deletion_auc"} <= set(every.table.columns)
     assert np.isnan(res.table["randomization"].iloc[0]) and np.isfinite(res.table["sparseness"].iloc[0])
     assert "custom maps" in res.verdicts["mine"]
+    # the same maps among names in a list: the same scores as the dict form
+    mixed = xk.evaluate.compare(model, x, ["vanilla", {"mine": exact}], metrics=["sparseness"], target=0)
+    both = xk.evaluate.compare(
+        model, x, {"vanilla": "vanilla", "mine": exact}, metrics=["sparseness"], target=0
+    )
+    assert list(mixed.table["method"]) == list(both.table["method"]) == ["vanilla", "mine"]
+    np.testing.assert_array_equal(mixed.table["sparseness"], both.table["sparseness"])
 
 
 def test_each_framework_agrees_with_torch_on_the_same_weights(framework):

@@ -196,8 +196,8 @@ def _methods(methods: Any) -> list[tuple[str, str | None, Any]]:
         methods = [methods]
     if isinstance(methods, Mapping):
         items = list(methods.items())
-    elif isinstance(methods, Sequence):
-        items = [(m, m) for m in methods]
+    elif isinstance(methods, Sequence):  # names, and {label: maps or name} dicts among them
+        items = [kv for m in methods for kv in (m.items() if isinstance(m, Mapping) else [(m, m)])]
     else:
         raise XaikitTypeError(
             f"methods must be a list of method names or a dict label -> method name or maps; got {describe(methods)}"
@@ -423,7 +423,8 @@ def compare(
         x: the input batch, in the model's layout (numpy or tensor).
         methods: method names (any :func:`xaikit.xai.explain` takes), or a dict label -> method
             name or custom maps (``{"random": np.random.rand(B, H, W)}``: scored by every metric
-            of maps; NaN for the ones that re-explain).
+            of maps; NaN for the ones that re-explain); a list may hold such dicts among the
+            names (``["vanilla", {"random": maps}]``).
         metrics: metric names of :data:`~xaikit.evaluate.registry.METRICS` (or
             :class:`~xaikit.evaluate.registry.Metric` objects); None = every cheap metric
             without a mask, plus the mask metrics when ``mask`` is given.
