@@ -431,6 +431,21 @@ def test_save_is_atomic_on_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert os.listdir(tmp_path) == []
 
 
+def test_a_place_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    """A save path under a file, or in a folder nothing can be written to, is an XaikitWriteError
+    (still an OSError) naming the destination, not the temporary file the write went to."""
+    (tmp_path / "a_file").write_text("x")
+    img = ImgData(x=np.zeros((1, 4, 4)))
+    under_file = tmp_path / "a_file" / "g.png"
+    with pytest.raises(
+        xk.XaikitWriteError, match=rf"cannot write '{under_file}': '{tmp_path / 'a_file'}' is a file"
+    ):
+        img.paint_figure(save_path=under_file, dpi=20)
+    with pytest.raises(OSError, match=r"cannot write '/proc/xaikit-grid.png': No such file or directory$"):
+        img.paint_figure(save_path="/proc/xaikit-grid.png", dpi=20)
+    assert os.listdir(tmp_path) == ["a_file"]
+
+
 def test_unknown_extension(tmp_path: Path) -> None:
     with pytest.raises(
         XaikitValueError, match=r"save_path must end in one of \.png, \.svg, \.pdf; got .*grid\.jpg"

@@ -24,6 +24,7 @@ from xaikit.errors import (
     XaikitTypeError,
     XaikitValueError,
     XaikitWarning,
+    XaikitWriteError,
 )
 
 # name -> module that defines it; resolved on first attribute access (PEP 562).
@@ -60,6 +61,7 @@ __all__ = [
     "XaikitTypeError",
     "XaikitValueError",
     "XaikitWarning",
+    "XaikitWriteError",
     "__version__",
     "build",
 ]

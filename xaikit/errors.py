@@ -22,6 +22,7 @@ __all__ = [
     "XaikitTypeError",
     "XaikitValueError",
     "XaikitWarning",
+    "XaikitWriteError",
     "describe",
 ]
 
@@ -40,6 +41,11 @@ class XaikitTypeError(XaikitError, TypeError):
 
 class MissingFrameworkError(XaikitError, ImportError):
     """A deep-learning framework that the call needs is not installed."""
+
+
+class XaikitWriteError(XaikitError, OSError):
+    """A file cannot be written where it was asked for (a read-only or missing place, a file
+    where a folder should be); the message names the destination, not a temporary file."""
 
 
 class XaikitWarning(UserWarning):

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from xaikit.errors import XaikitError, XaikitWriteError
+
 __all__ = ["atomic_path", "records_digest", "sha256_of_file", "write_json", "write_text"]
 
 
@@ -55,15 +57,30 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
         b'123'
     """
     dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_name(dest)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temp_name(dest)
+    except OSError as exc:
+        raise _write_error(dest, exc) from exc
     try:
         yield tmp
         os.replace(tmp, dest)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, XaikitError) and exc.filename in (tmp, str(dest)):
+            raise _write_error(dest, exc) from exc  # named by the destination, not the temporary
         raise
+
+
+def _write_error(dest: Path, exc: OSError) -> XaikitWriteError:
+    """The error of a destination that cannot be written: its path and why, in words."""
+    blocking = next((p for p in dest.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        why = f"{str(blocking)!r} is a file, not a folder"
+    else:
+        why = exc.strerror or str(exc)
+    return XaikitWriteError(f"cannot write {str(dest)!r}: {why}")
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:
