@@ -332,6 +332,11 @@ def test_bad_inputs(framework: str, rng: np.random.Generator) -> None:
         (lambda: fc(model, xs, smap, baseline="grey"), XaikitValueError, "baseline"),
         (lambda: fc(model, xs, smap, subsets=np.zeros((3, 2, 2), dtype=int)), XaikitValueError, "subsets"),
         (lambda: fc(model, xs, smap, subsets=np.full((3, 2, 2), SIZE * SIZE)), XaikitValueError, "subsets"),
+        (
+            lambda: fc(model, xs, smap, subsets=np.arange(-5, 7).reshape(3, 2, 2)),
+            XaikitValueError,
+            rf"subsets must hold pixel indices in \[0, {SIZE * SIZE}\); got values in \[-5, 6\]",
+        ),
         (lambda: fc(model, xs, smap, subsets=np.zeros((3, 1, 2), dtype=int)), XaikitValueError, "subsets"),
         (lambda: fc(model, xs, smap, subsets=np.zeros((3, 2, 1)) + 0.5), XaikitTypeError, "subsets"),
         (lambda: fc(model, xs, None), XaikitTypeError, "saliency"),

@@ -840,7 +840,8 @@ def _check_subsets(subsets: Any, batch: int, n_pixels: int) -> np.ndarray:
         raise XaikitTypeError(f"subsets must hold integer pixel indices; got {describe(subsets)}")
     if pixel_sets.min() < 0 or pixel_sets.max() >= n_pixels:
         raise XaikitValueError(
-            f"subsets must hold pixel indices in [0, {n_pixels}); got values up to {int(pixel_sets.max())}"
+            f"subsets must hold pixel indices in [0, {n_pixels}); got values in "
+            f"[{int(pixel_sets.min())}, {int(pixel_sets.max())}]"
         )
     ordered = np.sort(pixel_sets, axis=2)
     if np.any(ordered[..., 1:] == ordered[..., :-1]):
