@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.errors import XaikitTypeError, XaikitValueError, XaikitWarning
 from xaikit.summary import Summary, ValWithError
 from xaikit.trace.base import Data, System
 from xaikit.trace.xai import InstanceTracker, LabelTracker
@@ -176,10 +176,11 @@ def test_instance_tracker_pickle_resumes():
     assert [s.name for s in out] == [1] and out[0].history["eval"]["ce"] == {10: 0.8, 20: 0.95}
 
 
-def test_instance_tracker_missing_listed_index_is_skipped():
+def test_instance_tracker_missing_listed_index_is_skipped_with_a_warning():
     t = InstanceTracker("idx", "ce", n_max_to_keep=0, n_min_to_keep=0, list_to_keep=[99])
     drive(t, [scores(E1)])
-    assert finish(t) == []
+    with pytest.warns(XaikitWarning, match=r"list_to_keep \[99\] never appeared under the index key 'idx'"):
+        assert finish(t) == []
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ label / kept instance) at the end of training, drawn by :func:`xaikit.viz.plot_h
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from xaikit.backend import to_number
 from xaikit.checks import check_int
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, XaikitWarning, describe
 from xaikit.summary import Summary, ValWithError
 from xaikit.trace.base import Data, Trace
 from xaikit.trace.xai.saliency import invert_mapping
@@ -275,6 +276,7 @@ class InstanceTracker(_MetricByKey):
         self._epoch: dict[Any, float] = {}  # this epoch: {idx: last value}
         self.index_history: dict[str, dict[Any, list[tuple[int, float]]]] = {}  # {mode: {idx: [(step, v)]}}
         self.summaries: list[Summary] = []
+        self._modes_seen: set[str] = set()  # modes with a tracked batch (for the unseen-index warning)
 
     @property
     def only_listed(self) -> bool:
@@ -291,6 +293,7 @@ class InstanceTracker(_MetricByKey):
         if not self._active():
             return
         idx, values = _pair(data, self.index_key, self.metric_key)
+        self._modes_seen.add(self.system.mode)
         listed = self.only_listed
         for i, v in zip(idx.tolist(), values.astype(np.float64).tolist()):
             key = _key_of(i)
@@ -324,5 +327,15 @@ class InstanceTracker(_MetricByKey):
                     summary.write(mode, self.metric_key, step, v)
             if summary.modes():
                 out.append(summary)
+        unseen = [key for key in self.list_to_keep if not any(key in h for h in self.index_history.values())]
+        if unseen and getattr(self, "_modes_seen", None):  # (a tracker pickled before it had none)
+            warnings.warn(
+                f"InstanceTracker: list_to_keep {unseen} never appeared under the index key "
+                f"{self.index_key!r} (modes {sorted(self._modes_seen)}): nothing is drawn for "
+                f"{'it' if len(unseen) == 1 else 'them'}; the indices are the values of that key, "
+                "not positions",
+                XaikitWarning,
+                stacklevel=2,
+            )
         self.summaries = out
         data.write_without_log(self.outputs[0], list(out))
