@@ -273,6 +273,29 @@ def test_input_the_model_cannot_take(framework: str, rng: np.random.Generator) -
         net.get_integrated_masks({"x": x})
 
 
+def test_integer_ids_the_model_cannot_take_are_named() -> None:
+    """A model that reads token ids (an nn.Embedding) fails on the float copy every method
+    explains, also a forward-only one: the error says that the ids were cast and what to explain."""
+    torch = pytest.importorskip("torch")
+
+    class Tokens(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.head = torch.nn.Embedding(10, 4), torch.nn.Linear(4, 3)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.head(self.embed(ids).mean(1))
+
+    ids = torch.randint(0, 10, (2, 6))
+    for method in ("vanilla", "kernel_shap"):
+        with pytest.raises(
+            XaikitValueError,
+            match=r"Model input\(s\) \['x'\] came as integers and are explained as float32 .* explain it as "
+            r"a function of its embeddings",
+        ):
+            xk.xai.explain(Tokens().eval(), ids, method=method)
+
+
 @pytest.mark.parametrize(
     ("seed", "error", "got"),
     [

@@ -46,6 +46,8 @@ class Inputs:
     compute_dtype: str = "float32"
     kwargs: ModelKwargs | None = None
     repeats: int = 1
+    #: the keys of the inputs that came as signed integers (ids, indices; cast to ``dtype``)
+    cast_integers: tuple[str, ...] = ()
 
     @property
     def batch(self) -> int:
@@ -83,6 +85,7 @@ def prepare(
     axes: list[int | None] = []
     moves: list[Move | None] = []
     batch = None
+    integers: list[str] = []
     for key, value in zip(keys, values):
         if value is None or isinstance(value, (str, bytes, Mapping)):
             hint = (
@@ -99,8 +102,13 @@ def prepare(
         if isinstance(host, np.ndarray):
             kind = host.dtype.kind
             numeric = kind in "fiub"
+            integer = kind == "i"  # signed: ids and indices (uint8 and bool are images and masks)
         else:  # a tensor: floating, integer and bool tensors are cast like numpy arrays
-            numeric = bk.dtype_name(host).startswith(("float", "bfloat", "half", "int", "uint", "bool"))
+            name = bk.dtype_name(host)
+            numeric = name.startswith(("float", "bfloat", "half", "int", "uint", "bool"))
+            integer = name.startswith("int")
+        if numeric and integer:
+            integers.append(key)
         if not numeric:
             raise XaikitTypeError(
                 f"model input {key!r} must hold floating-point values (integer and bool values are cast); got {describe(value)}"
@@ -146,7 +154,9 @@ def prepare(
         else:
             axes.append(channel_axis_of(shape, bk.channel_first))
     kwargs = check_model_kwargs(bk, model_kwargs, int(batch or 0), device)
-    return Inputs(bk, model, list(keys), tensors, axes, dtype, moves, compute, kwargs)
+    return Inputs(
+        bk, model, list(keys), tensors, axes, dtype, moves, compute, kwargs, cast_integers=tuple(integers)
+    )
 
 
 def call_error(inp: Inputs, exc: Exception) -> XaikitValueError:
@@ -177,6 +187,13 @@ def call_error(inp: Inputs, exc: Exception) -> XaikitValueError:
         hint = " " + rank3_hint(rank3[0], inp.bk.model_layout(inp.model).channels)
     if inp.kwargs:
         hint += f" model_kwargs passed: {_describe_kwargs(inp.kwargs)}."
+    if inp.cast_integers:
+        hint += (
+            f" Model input(s) {list(inp.cast_integers)} came as integers and are explained as "
+            f"{inp.dtype} (every method moves or replaces input values): a model that reads "
+            "integer ids or indices (an nn.Embedding, a lookup) cannot be explained on them; "
+            "explain it as a function of its embeddings (the embedding output as the model input)."
+        )
     return XaikitValueError(
         f"the model could not be called on the model inputs ({shapes}){expected}; "
         f"check their shape and layout.{hint} The model raised {type(exc).__name__}: "
