@@ -22,11 +22,15 @@ def framework_of(obj: Any) -> str | None:
         >>> framework_of(np.zeros(3)) is None
         True
     """
-    for cls in type(obj).__mro__:
-        root = cls.__module__.split(".")[0]
-        if root in _FRAMEWORK_ROOTS:
-            return _FRAMEWORK_ROOTS[root]
-    return None
+    found = _frameworks_of(obj)
+    return found[0] if found else None
+
+
+def _frameworks_of(obj: Any) -> list[str]:
+    """Every framework among the modules of ``obj``'s type's classes, nearest class first (a
+    Keras 3 layer on the torch backend is both)."""
+    roots = (_FRAMEWORK_ROOTS.get(cls.__module__.split(".")[0]) for cls in type(obj).__mro__)
+    return list(dict.fromkeys(r for r in roots if r is not None))
 
 
 def load_backend(name: str) -> Backend:
@@ -67,11 +71,11 @@ def get_backend(obj: Any, framework: str | None = None) -> Backend:
         XaikitTypeError: ``obj`` belongs to no supported framework and none was named, or
             ``framework`` names another framework than ``obj``'s.
     """
-    own = framework_of(obj)
+    owns = _frameworks_of(obj)
+    own = owns[0] if owns else None
     if framework is not None and own is not None:
         named = load_backend(framework)
-        roots = {_FRAMEWORK_ROOTS.get(c.__module__.split(".")[0]) for c in type(obj).__mro__}
-        if not any(named is load_backend(r) for r in roots if r is not None):
+        if not any(named is load_backend(r) for r in owns):
             raise XaikitTypeError(
                 f"framework={framework!r} does not match the model, a {type(obj).__name__} of "
                 f"{'torch' if own == 'torch' else 'TensorFlow/Keras'}: pass framework={own!r} or leave it out"

@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import DegenerateMapWarning, XaikitValueError, describe
+from xaikit.errors import DegenerateMapWarning, XaikitError, XaikitValueError, describe
 from xaikit.xai.registry import UNITS, canonical, family, get_method, title
 
 __all__ = [
@@ -612,10 +612,8 @@ def check_maps(
             scores = float(np.nanmax(np.abs(out)))
     precision = _precision(model)
     status = map_status(maps, scores=scores, kind=kind, squared=squared, spans=spans, precision=precision)
-    if precision in HALF_EPS:
-        facts = dataclasses.replace(OutputFacts.of(output), precision=precision)
-    else:
-        facts = OutputFacts.of(output)
+    half = precision if precision in HALF_EPS else None
+    facts = dataclasses.replace(OutputFacts.of(output), precision=half)
     warn_degenerate(status, method=method, model=model, facts=facts, where=where)
     return status
 
@@ -627,7 +625,7 @@ def _precision(model: Any) -> str | None:
 
     try:
         return get_backend(model).model_dtype(model)
-    except Exception:  # a model no backend reads: the rule by the maps' dtype
+    except XaikitError:  # a model no backend reads: the rule by the maps' dtype
         return None
 
 
