@@ -115,3 +115,75 @@ def test_many_steps_accumulate_in_float32(framework: str, rng: np.random.Generat
     for _ in range(steps):
         acc = acc + term
     assert abs(float(acc) - float(np.abs(w).max())) > 1e-3 * float(np.abs(w).max())
+
+
+def small_scores_pair(framework: str, scale: float) -> tuple[Any, Any]:
+    """A float16 model whose last layer is multiplied by ``scale`` (scores and gradients about
+    ``scale`` x the usual: at 1e-6 most input gradients lie below float16's smallest normal value) and a
+    float32 copy with the same rounded weights."""
+    if framework == "torch":
+        import torch
+
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(F, 16), torch.nn.Tanh(), torch.nn.Linear(16, C))
+        with torch.no_grad():
+            m[2].weight.mul_(scale)
+            m[2].bias.mul_(scale)
+        half = copy.deepcopy(m).half()
+        return half, copy.deepcopy(half).float()
+    import keras
+
+    keras.utils.set_random_seed(0)
+
+    def build(dt: Any) -> Any:
+        return keras.Sequential(
+            [
+                keras.layers.Input((F,)),
+                keras.layers.Dense(16, activation="tanh", dtype=dt),
+                keras.layers.Dense(C, dtype=dt),
+            ]
+        )
+
+    ref = build(None)
+    w = [a * np.float32(scale) if i >= 2 else a for i, a in enumerate(ref.get_weights())]
+    w = [a.astype(np.float16).astype(np.float32) for a in w]
+    half = build("mixed_float16")
+    ref.set_weights(w)
+    half.set_weights(w)
+    return half, ref
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1e-6])
+def test_float16_gradients_are_loss_scaled(framework: str, rng: np.random.Generator, scale: float) -> None:
+    """Gradients below float16's range are brought into it by a per-row power of two on the
+    score (and divided by it after, in float32). At scale 1e-6 the unscaled float16 backward
+    pass was 15 % (torch) and 6 % (Keras) off the float32 copy's vanilla map; scaled, the maps
+    match it to float16's precision (0.05 % measured)."""
+    half, ref = small_scores_pair(framework, scale)
+    x = rng.standard_normal((B, F)).astype(np.float32)
+    target = np.array([0, 1, 2, 1])
+    for method, opts in METHODS[:4]:
+        got = xk.xai.explain(half, x, target=target, method=method, seed=0, **opts)
+        want = xk.xai.explain(ref, x, target=target, method=method, seed=0, **opts)
+        assert np.abs(want).max() < 10 * scale  # the gradients are as small as intended
+        np.testing.assert_allclose(
+            got, want, rtol=0, atol=TOL["float16"] * np.abs(want).max(), err_msg=method
+        )
+
+
+def test_float16_loss_scaling_keeps_rows_that_would_overflow() -> None:
+    """A row whose scaled backward pass overflows inside the model (a hidden gradient of 1e3 x
+    the scale, past float16's 65504) keeps its unscaled gradient: finite, and the float32 copy's
+    to float16's precision. The other rows are scaled."""
+    torch = pytest.importorskip("torch")
+
+    m = torch.nn.Sequential(torch.nn.Linear(2, 1, bias=False), torch.nn.Linear(1, 1, bias=False))
+    with torch.no_grad():
+        m[0].weight.copy_(torch.tensor([[1e-7, 2e-7]]))  # input gradients 1e-4 and 2e-4
+        m[1].weight.fill_(1e3)  # the hidden unit's gradient: 1e3 x the score's scale
+    half = m.half()
+    x = np.ones((2, 2), np.float32)
+    got = xk.xai.explain(half, x, target=np.array([0, 0]), method="vanilla")
+    want = xk.xai.explain(copy.deepcopy(half).float(), x, target=np.array([0, 0]), method="vanilla")
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=3e-3)

@@ -50,6 +50,18 @@ T = Any  # a framework tensor; kept loose so that no framework is imported for t
 #: (the inputs are cast to the model's dtype inside the step)
 HALF_DTYPES = ("float16", "bfloat16")
 
+#: Loss scaling of a float16 model's input gradients (the backward pass runs in float16, whose
+#: smallest normal value is 6.1e-5: smaller gradients lose bits, and below 6e-8 they become 0).
+#: When a row's largest input gradient is below :data:`F16_GRAD_GOAL`, the backward pass is run
+#: again with that row's score multiplied by a power of two, ``2**e`` with ``e`` at most
+#: :data:`F16_SCALE_MAX_EXP`, that brings it to about the goal, and divided by it afterwards
+#: (exact in float32). The goal leaves 2**15 of headroom to float16's largest value (65504) for
+#: the gradients inside the model; the cap keeps the scaled score's own gradient, which enters
+#: the float16 graph at the output, below 65504. A row whose scaled gradients are not finite
+#: keeps its unscaled ones. bfloat16 has float32's exponent range and is not scaled.
+F16_GRAD_GOAL = 1.0
+F16_SCALE_MAX_EXP = 14
+
 
 def working_dtype(compute_dtype: str) -> str:
     """The dtype explanation rows and accumulators are held in for a model computing in

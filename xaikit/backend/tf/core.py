@@ -31,6 +31,7 @@ from xaikit.backend.tf.steps import (
     TraceCounts,
     Traced,
     constants_key,
+    f16_scaled_grads,
     input_grads,
     model_ref,
     scorer_of,
@@ -344,14 +345,19 @@ class TFBackend(Backend):
             out = self._call(ref(), inputs, {**kw, **static})
             return self._scores_of(out, targets, output, int(inputs[0].shape[0]), scorer, extra)
 
+        f16 = self.model_dtype(model) == "float16"
+
         def grad(
             inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]
         ) -> tuple[T, list[T], T]:
-            with tf.GradientTape() as tape:
+            with tf.GradientTape(persistent=f16) as tape:
                 for x in inputs:
                     tape.watch(x)
                 scores, out = scores_of(inputs, targets, kw, extra)
-            return scores, input_grads(step, ref(), tape.gradient(scores, inputs), inputs), out
+            grads = input_grads(step, ref(), tape.gradient(scores, inputs), inputs)
+            if f16:  # loss scaling: small gradients lose bits or become 0 in float16
+                grads = f16_scaled_grads(tape, scores, inputs, grads)
+            return scores, grads, out
 
         def forward_scores(inputs: list[T], targets: T, kw: dict[str, Any], extra: dict[str, T]) -> T:
             return scores_of(inputs, targets, kw, extra)[0]

@@ -25,6 +25,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from xaikit.backend.base import T
 from xaikit.backend.tf.errors import unreachable_inputs
 from xaikit.errors import XaikitValueError
@@ -226,3 +228,38 @@ def input_grads(step: Traced, model: Any, grads: Any, inputs: list[T]) -> list[T
     if missing:
         step.fail(unreachable_inputs(model, missing, len(inputs)))
     return [tf.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+
+
+def f16_scaled_grads(tape: Any, scores: T, inputs: list[T], grads: list[T]) -> list[T]:
+    """``grads`` (of ``scores`` w.r.t. ``inputs``, from the persistent ``tape`` of a float16
+    model's pass) again with loss scaling, per row, inside the step (see
+    :data:`xaikit.backend.base.F16_GRAD_GOAL`): rows whose gradients already reach the goal get
+    a scale of 1; rows whose scaled gradients are not finite keep the unscaled ones. ``scores``
+    must be one value per row (a target object's other shapes are returned unchanged)."""
+    import tensorflow as tf
+
+    from xaikit.backend.base import F16_GRAD_GOAL, F16_SCALE_MAX_EXP
+
+    if scores.shape.rank != 1:
+        return grads
+    rows = tf.shape(inputs[0])[0]
+    flat = [tf.reshape(tf.cast(g, tf.float32), tf.stack([rows, -1])) for g in grads]
+    peak = tf.reduce_max(tf.stack([tf.reduce_max(tf.abs(f), axis=1) for f in flat]), axis=0)
+    tiny = float(np.finfo(np.float32).tiny)
+    want = tf.floor(tf.math.log(F16_GRAD_GOAL / tf.maximum(peak, tiny)) / np.log(2.0))
+    exp = tf.clip_by_value(
+        tf.where(tf.math.is_finite(peak), want, tf.zeros_like(want)), 0.0, F16_SCALE_MAX_EXP
+    )
+    scale = tf.pow(2.0, exp)
+    again = tape.gradient(scores, inputs, output_gradients=tf.cast(scale, scores.dtype))
+    ok = tf.reduce_all(
+        tf.stack(
+            [tf.reduce_all(tf.math.is_finite(tf.reshape(a, tf.stack([rows, -1]))), axis=1) for a in again]
+        ),
+        axis=0,
+    )
+    out = []
+    for a, g in zip(again, grads):
+        shape = tf.concat([[rows], tf.ones([tf.rank(g) - 1], tf.int32)], 0)
+        out.append(tf.where(tf.reshape(ok, shape), a / tf.cast(tf.reshape(scale, shape), a.dtype), g))
+    return out

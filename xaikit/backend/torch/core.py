@@ -278,13 +278,16 @@ class TorchBackend(Backend):
         """One forward+backward; a gradient that does not reach the output or an input is an
         error naming the input and the likely causes (see
         :func:`xaikit.backend.torch.grads.input_grads`), never a map of zeros."""
-        from xaikit.backend.torch.grads import input_grads
+        from xaikit.backend.torch.grads import f16_scaled_grads, input_grads
 
         model, output = rows.model, rows.output
+        f16 = self._half(model) == self.torch.float16
         with self.torch.enable_grad():
             xs = [x.detach().requires_grad_(True) for x in rows.inputs]
             scores, out = self._scored(rows, xs)
-            grads = input_grads(model, scores, xs, output)
+            grads = input_grads(model, scores, xs, output, retain=f16)
+            if f16:  # loss scaling: small gradients lose bits or become 0 in float16
+                grads = f16_scaled_grads(scores, xs, grads)
         return scores.detach(), grads, out.detach()
 
     # ---- memory and chunking ------------------------------------------------------------------

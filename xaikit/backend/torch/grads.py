@@ -33,8 +33,11 @@ def _no_graph(model: Any, output: int | str, what: str) -> XaikitValueError:
     )
 
 
-def input_grads(model: Any, scores: Any, xs: Sequence[Any], output: int | str) -> list[Any]:
-    """The gradient of ``scores.sum()`` with respect to each input of ``xs``.
+def input_grads(
+    model: Any, scores: Any, xs: Sequence[Any], output: int | str, retain: bool = False
+) -> list[Any]:
+    """The gradient of ``scores.sum()`` with respect to each input of ``xs`` (``retain``: keep the
+    graph for another backward pass).
 
     Raises:
         XaikitValueError: the scores do not require grad, or an input gets no gradient (named by
@@ -42,7 +45,7 @@ def input_grads(model: Any, scores: Any, xs: Sequence[Any], output: int | str) -
     """
     if not scores.requires_grad:
         raise _no_graph(model, output, "the model inputs")
-    grads = torch.autograd.grad(scores.sum(), list(xs), allow_unused=True)
+    grads = torch.autograd.grad(scores.sum(), list(xs), allow_unused=True, retain_graph=retain)
     missing = [i for i, g in enumerate(grads) if g is None]
     if missing:
         which = ", ".join(str(i) for i in missing)
@@ -92,3 +95,31 @@ def exported_call_error(model: Any, inputs: Sequence[Any], exc: Exception) -> Xa
         "(x,), dynamic_shapes=({0: torch.export.Dim('batch')},)). torch said: "
         f"{type(exc).__name__}: {exc}"
     )
+
+
+def f16_scaled_grads(scores: Any, xs: Sequence[Any], grads: list[Any]) -> list[Any]:
+    """``grads`` (of ``scores.sum()`` w.r.t. ``xs``, taken with ``retain_graph=True`` through a
+    float16 model) again with loss scaling, per row (see
+    :data:`xaikit.backend.base.F16_GRAD_GOAL`): rows whose gradients already reach the goal, and
+    rows whose scaled gradients are not finite, keep the unscaled ones. ``scores`` must be one
+    value per row; other shapes are returned unchanged. No second pass when no row needs one."""
+    from xaikit.backend.base import F16_GRAD_GOAL, F16_SCALE_MAX_EXP
+
+    rows = int(xs[0].shape[0]) if xs and xs[0].ndim else 0
+    if scores.ndim != 1 or int(scores.shape[0]) != rows or rows == 0:
+        return grads
+    with torch.no_grad():
+        peak = torch.stack([g.abs().reshape(rows, -1).amax(1).float() for g in grads]).amax(0)
+        want = torch.floor(torch.log2(F16_GRAD_GOAL / peak.clamp_min(torch.finfo(torch.float32).tiny)))
+        exp = torch.where(torch.isfinite(peak), want, torch.zeros_like(want)).clamp(0, F16_SCALE_MAX_EXP)
+    if not bool((exp > 0).any()):
+        return grads
+    scale = torch.exp2(exp)
+    again = torch.autograd.grad(scores, list(xs), grad_outputs=scale.to(scores.dtype))
+    with torch.no_grad():
+        ok = torch.stack([torch.isfinite(a.reshape(rows, -1)).all(1) for a in again]).all(0)
+        out = []
+        for a, g in zip(again, grads):
+            shape = (rows,) + (1,) * (g.ndim - 1)
+            out.append(torch.where(ok.view(shape), a / scale.view(shape).to(a.dtype), g))
+    return out
