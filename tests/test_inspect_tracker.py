@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -278,6 +279,15 @@ def test_jsonl_lines_and_read_log_round_trip(
     with ModuleTracker(kit.model, tmp_path) as again:
         kit.forward(x)
     assert len(read_log(tmp_path)) == len(lines) + len(again.df)
+    # a crash mid-write leaves a partial last line; the next tracker's rows start on a line of
+    # their own (the partial one is cut off), so the whole log stays readable
+    with (tmp_path / "stats.jsonl").open("a") as f:
+        f.write('{"step": 9, "call": 0, "modu')
+    assert len(read_log(tmp_path)) == len(lines) + len(again.df)
+    with ModuleTracker(kit.model, tmp_path) as third:
+        kit.forward(x)
+    assert len(read_log(tmp_path)) == len(lines) + len(again.df) + len(third.df)
+    assert (tmp_path / "stats.jsonl").read_text().endswith("\n")
 
 
 def test_read_log_truncated_and_bad_lines(tmp_path: Path) -> None:
@@ -424,3 +434,19 @@ def test_bad_arguments_raise_clear_errors(framework: str, tmp_path: Path) -> Non
     with pytest.raises(XaikitTypeError, match=r"'output' statistic function .* must return a dict"):
         kit.forward(np.zeros((1, 16, 16, 3), np.float32))
     tracker.detach()
+
+
+def test_torch_integer_statistics_are_exact(tmp_path: Path) -> None:
+    """Integer tensors are reduced in float64: 2**24 + 1 is not rounded to 2**24."""
+    torch = pytest.importorskip("torch")
+
+    class Copy(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x * 1
+
+    model = Copy()
+    with ModuleTracker(model, tmp_path) as tracker:
+        model(torch.tensor([2**24 + 1, 1]))
+        tracker.step()
+    row = tracker.df[tracker.df["kind"] == "output"].iloc[0]
+    assert row["max"] == 2**24 + 1 and row["mean"] == (2**24 + 2) / 2 and row["min"] == 1

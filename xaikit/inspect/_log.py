@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.files import write_error
 from xaikit.files import write_json as _write_json_file
 
 STATS_FILE = "stats.jsonl"
@@ -66,13 +67,44 @@ def clean(value: Any) -> Any:
 
 
 def append_lines(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Append rows as JSON lines with one write and one flush."""
+    """Append rows as JSON lines with one write and one flush. A last line that a crash cut
+    short (no newline after it: a write that never finished, which :func:`read_log` ignores) is
+    cut off first, so that the rows do not run on from it into a line no reader can parse."""
     text = "".join(json.dumps(row, allow_nan=False, separators=(",", ":")) + "\n" for row in rows)
     if not text:
         return
-    with path.open("a", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
+    try:
+        drop_partial_line(path)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+    except OSError as exc:  # a full disk leaves at most a partial last line, cut off next time
+        raise write_error(path, exc) from exc
+
+
+def drop_partial_line(path: Path) -> None:
+    """Truncate ``path`` after its last newline when it does not end with one."""
+    try:
+        f = path.open("r+b")
+    except FileNotFoundError:
+        return
+    with f:
+        end = f.seek(0, 2)
+        if end == 0:
+            return
+        f.seek(end - 1)
+        if f.read(1) == b"\n":
+            return
+        keep, pos, block = 0, end, 65536
+        while pos > 0:  # back, a block at a time, to the last newline
+            start = max(0, pos - block)
+            f.seek(start)
+            cut = f.read(pos - start).rfind(b"\n")
+            if cut >= 0:
+                keep = start + cut + 1
+                break
+            pos = start
+        f.truncate(keep)
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -89,7 +89,9 @@ class TorchInspector(Inspector):
             x = t.detach()
             if x.is_complex():
                 x = x.abs()
-            if not x.is_floating_point() or x.dtype in (torch.float16, torch.bfloat16):
+            if not x.is_floating_point():  # integers: float64 holds them exactly up to 2**53
+                x = x.double()
+            elif x.dtype in (torch.float16, torch.bfloat16):
                 x = x.float()
             n = x.numel()
             k = 7 if units else 6
