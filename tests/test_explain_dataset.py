@@ -256,6 +256,42 @@ def test_bad_sample_named_by_its_dataset_index_and_resumable(tmp_path: Path) -> 
     assert res.resumed == [0, 1, 2] and res.explained == [3] and res.complete
 
 
+def test_write_errors_name_the_store_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk while a shard is written (here: the zarr write of shard 2 raising ENOSPC)
+    stops the run with a XaikitWriteError (an OSError too) that names the store and says that a
+    rerun goes on; the rerun keeps shards 0 and 1. A store under a file is refused likewise."""
+    import errno
+
+    import zarr
+
+    x = images(8)
+    out = tmp_path / "full.zarr"
+    kw = {"method": "vanilla", "out": out, "batch_size": 2, "shard_size": 2, "progress": False}
+    real = zarr.Array.__setitem__
+    calls = {"n": 0}
+
+    def full(self: object, key: object, value: object) -> None:
+        if getattr(self, "basename", "") == "attributions":
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, key, value)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zarr.Array, "__setitem__", full)
+    with pytest.raises(
+        xk.XaikitWriteError, match=r"cannot write '.*full\.zarr': No space left.*run again"
+    ) as info:
+        xk.xai.explain_dataset(tiny_cnn(), x, **kw)
+    assert isinstance(info.value, OSError)
+    assert sorted(_records(out)) == [0, 1]
+    monkeypatch.undo()
+    res = xk.xai.explain_dataset(tiny_cnn(), x, **kw)
+    assert res.resumed == [0, 1] and res.explained == [2, 3] and res.complete
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(xk.XaikitWriteError, match=r"'.*a_file' is a file, not a folder"):
+        xk.xai.explain_dataset(tiny_cnn(), x, **{**kw, "out": tmp_path / "a_file" / "x.zarr"})
+
+
 def test_other_settings_refused(tmp_path: Path) -> None:
     x = images(8)
     out = tmp_path / "s.zarr"

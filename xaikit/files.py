@@ -61,7 +61,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = _temp_name(dest)
     except OSError as exc:
-        raise _write_error(dest, exc) from exc
+        raise write_error(dest, exc) from exc
     try:
         yield tmp
         os.replace(tmp, dest)
@@ -69,18 +69,19 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if isinstance(exc, OSError) and not isinstance(exc, XaikitError) and exc.filename in (tmp, str(dest)):
-            raise _write_error(dest, exc) from exc  # named by the destination, not the temporary
+            raise write_error(dest, exc) from exc  # named by the destination, not the temporary
         raise
 
 
-def _write_error(dest: Path, exc: OSError) -> XaikitWriteError:
-    """The error of a destination that cannot be written: its path and why, in words."""
+def write_error(dest: Path, exc: OSError, hint: str = "") -> XaikitWriteError:
+    """The error of a destination that cannot be written: its path and why, in words (and
+    ``hint``, a sentence on what to do, where given)."""
     blocking = next((p for p in dest.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         why = f"{str(blocking)!r} is a file, not a folder"
     else:
         why = exc.strerror or str(exc)
-    return XaikitWriteError(f"cannot write {str(dest)!r}: {why}")
+    return XaikitWriteError(f"cannot write {str(dest)!r}: {why}" + (f"; {hint}" if hint else ""))
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:

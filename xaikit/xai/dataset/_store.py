@@ -27,6 +27,7 @@ other settings starts it over rather than refusing it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -40,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import XaikitError, XaikitValueError
-from xaikit.files import write_json
+from xaikit.errors import XaikitError, XaikitValueError, XaikitWriteError
+from xaikit.files import write_error, write_json
 
 #: version of the store layout; a store of another version is refused
 FORMAT = 1
@@ -230,6 +231,41 @@ class Store:
         import zarr
 
         return zarr.open_group(str(self.path), mode="r+" if writable else "r")
+
+    # ---- write errors --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """An OS error of writing the store in the block (a full disk, a read-only or missing
+        place, a file where its folder should be) as :class:`~xaikit.XaikitWriteError` naming
+        the store and saying that the committed shards are kept; other errors (the data's, the
+        model's) pass unchanged."""
+        hint = (
+            "any shards committed so far are kept: fix that and run again (resume=True, the default) "
+            "to go on where it stopped"
+        )
+        try:
+            yield
+        except XaikitWriteError as exc:
+            raise XaikitWriteError(f"out: {exc}; {hint}") from exc
+        except XaikitError:
+            raise
+        except OSError as exc:
+            if not self._is_own(exc):
+                raise
+            raise XaikitWriteError(f"out: {write_error(self.path, exc, hint)}") from exc
+
+    def _is_own(self, exc: OSError) -> bool:
+        """Whether ``exc`` came from writing this store: no space or quota, a read-only file
+        system, or a path of the store or of a folder above it."""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            return True
+        for name in (exc.filename, exc.filename2):
+            if name is None:
+                continue
+            p = Path(os.path.abspath(os.fsdecode(name)))
+            if p == self.path or self.path in p.parents or p in self.path.parents:
+                return True
+        return False
 
     # ---- the lock ------------------------------------------------------------------------------
     @contextlib.contextmanager

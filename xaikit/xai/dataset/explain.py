@@ -296,7 +296,7 @@ def explain_dataset(
         )
     settings.fingerprint = spec.fingerprint(model)
     store = Store(os.path.abspath(out))  # absolute: Ray workers run in other working directories
-    with store.lock():
+    with store.writing(), store.lock():
         store.prepare({**settings.manifest(spec), "classes": names}, resume)
         store.update_manifest({"classes": names})
         done = store.committed(settings.n_shards, settings.shard_range)
