@@ -114,6 +114,21 @@ def test_cam_family_on_deit_tokens_matches_the_hand_reshape(method: str) -> None
     np.testing.assert_array_equal(auto, hand)
 
 
+@pytest.mark.filterwarnings("ignore::xaikit.errors.DegenerateMapWarning")  # random weights
+@pytest.mark.parametrize("method", ["gradcam", "vanilla", "occlusion"])
+def test_hf_model_as_it_is_explains_its_logits(method: str) -> None:
+    """The HF model itself (a ModelOutput comes back) gives the wrapper's maps, bit for bit:
+    its ``logits`` entry is the explained output, as docs/transformers.md says."""
+    wrapped = _vit(distilled=True)
+    x = np.random.default_rng(2).random((2, 3, 32, 32)).astype(np.float32)
+    kw: dict[str, Any] = {"target": np.array([0, 2]), "method": method}
+    layer = "deit.layers.1.layernorm_before"
+    own = xk.xai.explain(wrapped.hf, x, **kw, **({"layer": layer} if method == "gradcam" else {}))
+    via = xk.xai.explain(wrapped, x, **kw, **({"layer": "hf." + layer} if method == "gradcam" else {}))
+    assert float(np.abs(own).max()) > 0
+    np.testing.assert_array_equal(own, via)
+
+
 def test_token_grid_drops_leading_tokens_and_refuses_ambiguity() -> None:
     assert token_grid(197) == (14, 14)  # ViT-B/16: class token
     assert token_grid(198) == (14, 14)  # DeiT: class + distillation tokens
