@@ -69,11 +69,34 @@ def test_method_name_computes_maps():
     before = [p.detach().clone() for p in model.parameters()]
     res = xk.evaluate.sparseness("vanilla", model=model, x=x, target=1)
     maps = xk.xai.explain(model, x, target=1, method="vanilla")
-    np.testing.assert_allclose(res.scores, xk.evaluate.sparseness(maps).scores, rtol=1e-12)
+    # x is (B, C, H, W) with C = 3 and H = W = 4: the channels are summed on axis 1, as x has them
+    np.testing.assert_allclose(
+        res.scores, xk.evaluate.sparseness(np.abs(maps.astype(np.float64)).sum(1)).scores, rtol=1e-12
+    )
     assert res.targets.tolist() == [1, 1]
     pred = model(x).argmax(1).numpy()
     assert xk.evaluate.complexity("vanilla", model=model, x=x).targets.tolist() == pred.tolist()
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_channel_axis_of_small_maps():
+    """4-D maps whose two end axes are both short (at most 4): a size-1 axis is the channel axis
+    ((B, 1, 4, 4) is 4 x 4 pixels, which was read as 1 x 4 pixels of 4 channels); a torch
+    tensor has its channels first; a numpy (B, 3, 4, 4) cannot be told and is refused."""
+    import torch
+
+    maps = np.random.default_rng(0).standard_normal((2, 4, 4))
+    want = xk.evaluate.sparseness(maps).scores
+    for same in (maps[:, None], maps[..., None], torch.tensor(maps)[:, None]):
+        np.testing.assert_allclose(xk.evaluate.sparseness(same).scores, want, rtol=1e-12)
+        np.testing.assert_allclose(
+            xk.evaluate.complexity(same).scores, xk.evaluate.complexity(maps).scores, rtol=1e-12
+        )
+    rgb = np.stack([maps, 2 * maps, -maps], axis=1)  # (2, 3, 4, 4): |channels| sum to 4 |maps|
+    np.testing.assert_allclose(xk.evaluate.sparseness(torch.tensor(rgb)).scores, want, rtol=1e-12)
+    with pytest.raises(XaikitValueError, match=r"short axis at both ends.*channel axis is not known"):
+        xk.evaluate.sparseness(rgb)
+    np.testing.assert_allclose(xk.evaluate.sparseness(np.abs(rgb).sum(1)).scores, want, rtol=1e-12)
 
 
 def test_bad_inputs():

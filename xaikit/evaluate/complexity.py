@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.backend import framework_of, get_backend, prefers_channel_first
 from xaikit.checks import check_number
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import PerSample, check_bool, host, maps_alone_or_explain
+from xaikit.evaluate._common import PerSample, check_bool, host, input_layout, maps_alone_or_explain
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 
@@ -95,9 +96,10 @@ def _check_channels(channels: Any) -> str:
     return channels
 
 
-def _magnitudes(saliency: Any, channels: str) -> np.ndarray:
+def _magnitudes(saliency: Any, channels: str, first: bool | None = None) -> np.ndarray:
     """(B, ...) magnitudes of the maps: (B, *spatial) with ``channels="sum"``, as given with
-    ``"flatten"``."""
+    ``"flatten"``. ``first``: whether 4-D maps that could be read either way have their channels
+    first (the layout of the inputs they were computed for), or None (see :func:`_channel_axis`)."""
     arr = host(saliency, "saliency").astype(np.float64)
     if arr.ndim < 2 or arr.shape[0] == 0:
         raise XaikitValueError(f"saliency must be a batch of maps (B, ...); got {describe(saliency)}")
@@ -105,20 +107,44 @@ def _magnitudes(saliency: Any, channels: str) -> np.ndarray:
         raise XaikitValueError("saliency holds NaN or infinite values")
     mag = np.abs(arr)
     if channels == "sum" and mag.ndim == 4:
-        # (B, C, H, W) or (B, H, W, C): the channel axis is the short one at either end
-        axis = 1 if mag.shape[1] <= 4 and mag.shape[-1] > 4 else -1 if mag.shape[-1] <= 4 else None
-        if axis is None:
-            raise XaikitValueError(
-                f"saliency {describe(saliency)} has 4 axes but no channel axis (of at most 4) first or "
-                "last: pass (B, H, W) maps, or channels='flatten' to score every value"
-            )
-        mag = mag.sum(axis=axis)
+        mag = mag.sum(axis=_channel_axis(mag.shape, saliency, first))
     return mag
 
 
-def _flat_magnitudes(saliency: Any, channels: str) -> np.ndarray:
+def _channel_axis(shape: tuple[int, ...], saliency: Any, first: bool | None = None) -> int:
+    """The channel axis of 4-D maps, (B, C, H, W) or (B, H, W, C): the short one (at most 4) at
+    either end; where both ends are short, the one of size 1 (a grayscale map: (B, 1, 4, 4) is
+    4 x 4 pixels, not 1 x 4), else the layout of the inputs the maps were computed for
+    (``first``) or of the maps' framework (a torch tensor: first; TF: last); where nothing
+    decides (a numpy (B, 3, 4, 4)), an error, never a guess.
+
+    Example:
+        >>> _channel_axis((2, 1, 4, 4), None), _channel_axis((2, 8, 8, 3), None)
+        (1, -1)
+        >>> _channel_axis((2, 3, 4, 4), None, first=True)
+        1
+    """
+    short_first, short_last = shape[1] <= 4, shape[-1] <= 4
+    if short_first != short_last:
+        return 1 if short_first else -1
+    if short_first and (shape[1] == 1) != (shape[-1] == 1):
+        return 1 if shape[1] == 1 else -1
+    if short_first:
+        if first is None and framework_of(saliency) is not None:
+            first = prefers_channel_first(saliency)
+        if first is not None:
+            return 1 if first else -1
+    what = "no channel axis (of at most 4)" if not short_first else "a short axis at both ends"
+    raise XaikitValueError(
+        f"saliency {describe(saliency)} has 4 axes and {what} first or last, so its channel axis is "
+        "not known: pass (B, H, W) maps (channels summed as you want them), or channels='flatten' to "
+        "score every value"
+    )
+
+
+def _flat_magnitudes(saliency: Any, channels: str, first: bool | None = None) -> np.ndarray:
     """(B, n) magnitudes of the maps."""
-    mag = _magnitudes(saliency, channels)
+    mag = _magnitudes(saliency, channels, first)
     return mag.reshape(mag.shape[0], -1)
 
 
@@ -129,8 +155,18 @@ def _map_magnitudes(
     (computed first for a method name, see :func:`~xaikit.evaluate._common.maps_alone_or_explain`)
     and the classes explained (None for maps given)."""
     _check_channels(channels)
-    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
-    return _flat_magnitudes(maps, channels), targets
+    settings = RunSettings.of(run)
+    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=settings)
+    return _flat_magnitudes(maps, channels, _computed_first(saliency, model, x, settings)), targets
+
+
+def _computed_first(saliency: Any, model: Any, x: Any, settings: RunSettings) -> bool | None:
+    """For maps computed from a method name: whether they have their channels first (they are
+    laid out as ``x`` is); None for maps given, or an ``x`` without a channel axis."""
+    if not isinstance(saliency, str):
+        return None
+    _, axis = input_layout(x, get_backend(model, settings.framework))
+    return None if axis is None else axis == 1
 
 
 def gini(values: np.ndarray) -> np.ndarray:
@@ -460,8 +496,9 @@ def mst_c(
     if threshold >= 100.0:
         raise XaikitValueError(f"threshold must be a percentile in [0, 100); got {threshold!r}")
     scale = check_bool(scale, "scale")
-    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=RunSettings.of(run))
-    mag = _magnitudes(maps, "sum")
+    settings = RunSettings.of(run)
+    maps, targets = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=settings)
+    mag = _magnitudes(maps, "sum", _computed_first(saliency, model, x, settings))
     if mag.ndim != 3:
         raise XaikitValueError(
             f"mst_c needs image maps (B, H, W), (B, C, H, W) or (B, H, W, C); got {describe(maps)}"
