@@ -438,6 +438,38 @@ def test_input_rule_after_a_preprocessing_layer_is_refused() -> None:
     assert np.isfinite(rel).all()
 
 
+@pytest.mark.parametrize("composite", ["epsilon_plus_flat", "epsilon_gamma_box", "wsquare"])
+def test_input_rule_through_zero_padding_equals_same_padding(composite: Any) -> None:
+    """Keras' ResNet and DenseNet pad the image with a ZeroPadding2D layer before a "valid"
+    first convolution. The input rules (flat, w-square, z^B) follow the padding back to the
+    input and count the padding as no input: the relevance equals, bit for bit, that of the same
+    weights in a convolution with padding="same" (which pads inside), and none is lost."""
+
+    def build(explicit: bool) -> Any:
+        inp = keras.Input((8, 8, 3))
+        # "same" pads a 4 x 4 kernel by 1 before and 2 after: here two padding layers
+        first = L.ZeroPadding2D(1)(L.ZeroPadding2D(((0, 1), (0, 1)))(inp)) if explicit else inp
+        h = L.ReLU()(L.Conv2D(4, 4, padding="valid" if explicit else "same", name="stem")(first))
+        h = L.ReLU()(L.Conv2D(4, 3, padding="same")(h))
+        return keras.Model(inp, L.Dense(3)(L.GlobalAveragePooling2D()(h)))
+
+    keras.utils.set_random_seed(3)
+    padded, same = build(True), build(False)
+    same.set_weights(padded.get_weights())
+    x = np.random.default_rng(3).uniform(-1, 1, (2, 8, 8, 3)).astype(np.float32)
+    kw: dict[str, Any] = {"target": [0, 2], "method": "lrp"}
+    if composite == "epsilon_gamma_box":
+        kw.update(low=-1.0, high=1.0)
+    if composite == "wsquare":
+        composite = spec.Composite(
+            {"conv": spec.ZPlus(), "dense": spec.Epsilon()}, names={"stem": spec.WSquare()}
+        )
+    want = xk.xai.explain(same, x, composite=composite, **kw)
+    got = xk.xai.explain(padded, x, composite=composite, **kw)
+    assert float(np.abs(want).max()) > 0
+    np.testing.assert_array_equal(got, want)
+
+
 def test_bad_composites_refused() -> None:
     rng = np.random.default_rng(37)
     model = _bn_net(rng)

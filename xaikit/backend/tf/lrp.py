@@ -90,9 +90,18 @@ class _Site:
         self.bounds = bounds
         self.merge: tuple[T, T] | None = None
         self.index: int | None = None
+        self.pads: list[T] = []
+        self.support: T | None = None
         if rule.reads_input:
-            self.index = run.input_index(x)
-            if self.index is None:
+            found = run.input_index(x)
+            if found is not None:
+                self.index, self.pads = found
+                if self.pads:  # 1 on the model's input, 0 on the padding around it
+                    support = tf.ones_like(run.inputs[self.index], dtype=x.dtype)
+                    for p in reversed(self.pads):
+                        support = tf.pad(support, p)
+                    self.support = support
+            else:
                 run.step.fail(
                     f"layer {name!r} has the {rule.kind!r} rule, which gives the relevance of the layer's "
                     "input itself and so applies only to a layer that reads a model input; this layer reads "
@@ -107,10 +116,10 @@ class _Site:
         if self.merge is not None:
             lin = lin.merged(*self.merge, rank=z.shape.rank)
             z = lin.forward(self.x, lin.kernel, lin.bias)
-        g_x, direct = backward(self.rule, lin, self.x, z, g, self.bounds)
+        g_x, direct = backward(self.rule, lin, self.x, z, g, self.bounds, self.support)
         if direct is None:
             return g_x
-        self.run.direct[self.index].append(direct)  # type: ignore[index]
+        self.run.direct[self.index].append(_unpad(direct, self.pads))  # type: ignore[index]
         return tf.zeros_like(self.x)
 
 
@@ -123,16 +132,34 @@ class _Run:
         self.sites: dict[int, _Site] = {}
         self.direct: list[list[T]] = [[] for _ in inputs]
 
-    def input_index(self, x: T) -> int | None:
-        """Which model input ``x`` is (through identities and casts), or None."""
+    def input_index(self, x: T) -> tuple[int, list[T]] | None:
+        """Which model input ``x`` is, through identities, casts and zero paddings (Keras'
+        ``ZeroPadding2D`` before ResNet's and DenseNet's first convolution), with the paddings
+        met on the way (outermost first); or None."""
+        pads: list[T] = []
         while True:
             for i, inp in enumerate(self.inputs):
                 if x is inp:
-                    return i
+                    return i, pads
             op = getattr(x, "op", None)
-            if op is None or op.type not in ("Identity", "Cast") or len(op.inputs) != 1:
+            if op is None:
                 return None
-            x = op.inputs[0]
+            if op.type in ("Identity", "Cast") and len(op.inputs) == 1:
+                x = op.inputs[0]
+            elif op.type == "Pad" or (op.type == "PadV2" and tf.get_static_value(op.inputs[2]) == 0):
+                pads.append(op.inputs[1])
+                x = op.inputs[0]
+            else:
+                return None
+
+
+def _unpad(r: T, pads: list[T]) -> T:
+    """Relevance of a zero-padded input (``pads`` outermost first) cut back to the input (the
+    rules give the padding none, see :func:`~xaikit.backend.tf.lrp_linear.backward`)."""
+    for p in pads:
+        p = tf.cast(p, tf.int32)
+        r = tf.slice(r, p[:, 0], tf.shape(r) - p[:, 0] - p[:, 1])
+    return r
 
 
 def _first_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

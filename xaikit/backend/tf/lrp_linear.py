@@ -112,12 +112,15 @@ def bounds_like(lin: Linear, x: T, bound: T) -> T:
 
 
 def backward(
-    rule: Any, lin: Linear, x: T, z: T, g: T, bounds: tuple[T, T] | None = None
+    rule: Any, lin: Linear, x: T, z: T, g: T, bounds: tuple[T, T] | None = None, support: T | None = None
 ) -> tuple[T | None, T | None]:
     """The rule's backward through ``z = lin(x)``: ``(g_x, None)`` with ``x * g_x`` the input's
     relevance, or ``(None, R_x)`` for the rules that give the relevance itself (flat, w-square,
     z^B: ``bounds`` are z^B's low and high). ``z`` is the layer's output (the merged one when a
-    BatchNorm is merged in) and ``g`` its gradient: the output's relevance is ``z * g``."""
+    BatchNorm is merged in) and ``g`` its gradient: the output's relevance is ``z * g``.
+    ``support``: for those three rules, 1 where ``x`` holds the model's input and 0 where it
+    holds a zero padding of it (None: 1 everywhere); the padding then counts as no input, as the
+    padding a convolution does inside does not, so that no relevance lands on it."""
     kind, eps = rule.kind, rule.epsilon
     w, b = lin.kernel, lin.bias
     if kind == "gradient":
@@ -125,18 +128,19 @@ def backward(
     r = z * g
     if kind in ("epsilon", "norm"):  # norm on a layer with weights: the epsilon rule
         return lin.transpose(x, w, _div(r, stab(z, eps))), None
+    inside = tf.ones_like(x) if support is None else tf.cast(support, x.dtype)
     if kind == "flat":
         ones = tf.ones_like(w)
-        return None, lin.transpose(x, ones, _div(r, stab(lin.forward(tf.ones_like(x), ones), eps)))
+        return None, inside * lin.transpose(x, ones, _div(r, stab(lin.forward(inside, ones), eps)))
     if kind == "wsquare":
         w2 = tf.square(w)
-        denom = lin.forward(tf.ones_like(x), w2, None if b is None else tf.square(b))
-        return None, lin.transpose(x, w2, _div(r, stab(denom, eps)))
+        denom = lin.forward(inside, w2, None if b is None else tf.square(b))
+        return None, inside * lin.transpose(x, w2, _div(r, stab(denom, eps)))
     wp, wn = tf.nn.relu(w), tf.minimum(w, 0.0)
     if kind == "zbox":
         if bounds is None:
             raise XaikitValueError("zbox needs its bounds")
-        low, high = bounds_like(lin, x, bounds[0]), bounds_like(lin, x, bounds[1])
+        low, high = bounds_like(lin, x, bounds[0]) * inside, bounds_like(lin, x, bounds[1]) * inside
         q = _div(r, stab(lin.forward(x) - lin.forward(low, wp) - lin.forward(high, wn), eps))
         relevance = (
             x * lin.transpose(x, w, q) - low * lin.transpose(x, wp, q) - high * lin.transpose(x, wn, q)
