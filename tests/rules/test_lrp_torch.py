@@ -573,6 +573,43 @@ def test_input_rules_only_on_the_input_layer(rule: Any) -> None:
     assert torch.isfinite(rel[0]).all()
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel:UserWarning")
+@pytest.mark.parametrize("composite_name", ["epsilon_plus_flat", "epsilon_gamma_box", "wsquare"])
+def test_input_rule_through_zero_padding_equals_same_padding(composite_name: str) -> None:
+    """An input rule (flat, w-square, z^B) on a convolution that reads its input through
+    nn.ZeroPad2d layers (two here, with a merged BatchNorm after the convolution) counts the
+    padding as no input: the relevance equals, bit for bit, that of the same weights with
+    padding="same" (a 4 x 4 kernel: 1 before, 2 after). A padding with another value than 0 is
+    no zero padding and is refused as before."""
+    torch.manual_seed(5)
+
+    def build(explicit: bool) -> Any:
+        pre = [nn.ZeroPad2d((0, 1, 0, 1)), nn.ZeroPad2d(1)] if explicit else []
+        bn = nn.BatchNorm2d(4)
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+        conv = nn.Conv2d(3, 4, 4, padding=0 if explicit else "same")
+        head = [nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+        return nn.Sequential(nn.Sequential(*pre), conv, bn, *head, nn.Linear(4, 3)).eval()
+
+    padded, same = build(True), build(False)
+    same.load_state_dict(padded.state_dict())
+    x = torch.rand(2, 3, 8, 8) * 2 - 1
+    kw: dict[str, Any] = {"target": [0, 2], "method": "lrp"}
+    comp: Any = composite_name
+    if composite_name == "epsilon_gamma_box":
+        kw.update(low=-1.0, high=1.0)
+    if composite_name == "wsquare":
+        comp = Composite({"conv": ZPlus(), "dense": Epsilon()}, names={"1": WSquare()})
+    want = xk.xai.explain(same, x, composite=comp, **kw)
+    got = xk.xai.explain(padded, x, composite=comp, **kw)
+    assert float(np.abs(want).max()) > 0
+    np.testing.assert_array_equal(got, want)
+    ones = nn.Sequential(nn.ConstantPad2d(1, 1.0), *list(padded)[1:]).eval()
+    with pytest.raises(XaikitValueError, match=r"layer '1' has the 'flat' rule.*is not a model input"):
+        xk.xai.explain(ones, x, target=[0, 2], method="lrp")
+
+
 def test_name_map_rule_applies_to_that_layer_only(rng: np.random.Generator) -> None:
     torch.manual_seed(13)
     model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)).double()

@@ -127,6 +127,8 @@ class _Site:
         self.readers = 0  # hooked modules that read the output
         self.affine: Affine | None = None
         self.index: int | None = None  # the model input it reads (input rules)
+        self.pads: list[tuple[int, ...]] = []  # zero paddings of that input on the way (outermost first)
+        self.support: torch.Tensor | None = None  # 1 on the input, 0 on its padding (one row)
         self.direct: dict[int, torch.Tensor] | None = None
         self.grad_dtype = x.dtype  # the dtype of the tensor the node's gradient is for
 
@@ -160,9 +162,10 @@ class _Site:
         else:
             if self.affine is None:  # set with how="affine"
                 raise XaikitValueError(f"layer {self.name!r}: no layer to apply the rule to")
-            res = rule_backward(self.affine, self.rule, x, out, g, self.name)
+            res = rule_backward(self.affine, self.rule, x, out, g, self.name, self.support)
             if self.rule.reads_input and self.direct is not None and self.index is not None:
                 i = self.index
+                res = _unpad(res, self.pads)
                 self.direct[i] = res if i not in self.direct else self.direct[i] + res
                 return torch.zeros_like(self.x, dtype=self.grad_dtype)  # an affine node's input is x
         return res.to(self.grad_dtype)
@@ -320,6 +323,10 @@ class _Pass:
         if layer.rule.reads_input:
             index = next((i for i, leaf in enumerate(self.xs) if leaf is x), None)
             if index is None:
+                found = _zero_padded_input(x, self.xs)
+                if found is not None:
+                    index, site.pads, site.support = found
+            if index is None:
                 raise XaikitValueError(
                     f"layer {layer.name!r} has the {layer.rule.kind!r} rule, which gives the relevance "
                     "of the model's input itself, and its input is not a model input (it reads the "
@@ -364,7 +371,7 @@ class _Pass:
         site = _Site(f"{src.name} (merged with {layer.name})", src.rule, "affine", src.module, src.x_in, out)
         site.x, site.x_version = src.x, src.x_version
         site.affine = Affine(src.module, src.x.shape, out.shape, scale=a, shift=c, dtype=dtype)
-        site.index, site.direct = src.index, src.direct
+        site.index, site.direct, site.pads, site.support = src.index, src.direct, src.pads, src.support
         return self._wrap(site, src.x_in)
 
     def _elementwise_hook(self, module: Any, args: Any, out: Any) -> Any:
@@ -398,6 +405,44 @@ class _Pass:
         site = self._read(args[0]) if args else None
         if site is not None and out is args[0]:
             site.bumps += 1
+
+
+def _zero_padded_input(
+    x: torch.Tensor, leaves: Sequence[torch.Tensor]
+) -> tuple[int, list[tuple[int, ...]], torch.Tensor] | None:
+    """``(index, pads, support)`` when ``x`` is model input ``index`` padded with zeros
+    (``nn.ZeroPad2d``, ``F.pad``; read from the autograd graph, outermost padding first, and
+    checked on the values: the padded border of ``x`` holds only zeros), with ``support`` one
+    row of ``x``'s shape, 1 on the input and 0 on the padding; else None."""
+    pads: list[tuple[int, ...]] = []
+    fn = x.grad_fn
+    while fn is not None and fn.name() == "ConstantPadNdBackward0" and fn.next_functions:
+        pads.append(tuple(int(p) for p in fn._saved_pad))  # type: ignore[attr-defined]
+        if min(pads[-1]) < 0:  # a negative padding crops
+            return None
+        fn = fn.next_functions[0][0]
+    leaf = getattr(fn, "variable", None) if pads else None
+    index = next((i for i, t in enumerate(leaves) if t is leaf), None)
+    if index is None:
+        return None
+    support = torch.ones((1, *leaves[index].shape[1:]), dtype=x.dtype, device=x.device)
+    for p in reversed(pads):
+        support = torch.nn.functional.pad(support, p)
+    if tuple(support.shape[1:]) != tuple(x.shape[1:]) or bool((x.detach() * (1 - support)).any()):
+        return None  # not a zero padding (another value, or a shape this reading does not follow)
+    return index, pads, support
+
+
+def _unpad(r: torch.Tensor, pads: list[tuple[int, ...]]) -> torch.Tensor:
+    """Relevance of a zero-padded input cut back to the input (``pads`` outermost first, in
+    ``F.pad``'s order: the last axis's before and after first)."""
+    for p in pads:
+        index = [slice(None)] * r.ndim
+        for k in range(len(p) // 2):
+            axis, before, after = r.ndim - 1 - k, p[2 * k], p[2 * k + 1]
+            index[axis] = slice(before, r.shape[axis] - after)
+        r = r[tuple(index)]
+    return r
 
 
 def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:

@@ -268,10 +268,15 @@ def _bound(value: Any, x: Tensor, axis: int, layer: str, key: str) -> Tensor:
     return torch.full((1, *x.shape[1:]), float(value), dtype=x.dtype, device=x.device)
 
 
-def rule_backward(layer: Affine, rule: Any, x: Tensor, out: Tensor, g: Tensor, name: str) -> Tensor:
+def rule_backward(
+    layer: Affine, rule: Any, x: Tensor, out: Tensor, g: Tensor, name: str, support: Tensor | None = None
+) -> Tensor:
     """The gradient at the layer's input by ``rule`` (the input's relevance itself for
     flat / wsquare / zbox), from its input ``x``, its output ``out`` (with a merged BatchNorm:
-    the BatchNorm's output) and the gradient ``g`` at the output, all in the compute dtype."""
+    the BatchNorm's output) and the gradient ``g`` at the output, all in the compute dtype.
+    ``support`` (input rules): one row, 1 where ``x`` holds the model's input and 0 where it
+    holds a zero padding of it (an ``nn.ZeroPad2d`` before the layer); the padding then counts as
+    no input, as the convolution's own padding does not, and gets no relevance."""
     kind, eps = rule.kind, rule.epsilon
     axis = layer.channel_axis(out.ndim)
     r = out * g
@@ -298,8 +303,9 @@ def rule_backward(layer: Affine, rule: Any, x: Tensor, out: Tensor, g: Tensor, n
     elif kind == "zbox":
         w, _ = layer.params()
         wp, wn = w.clamp(min=0), w.clamp(max=0)
-        low = layer.pad(_bound(rule.low, x, axis, name, "low"))
-        high = layer.pad(_bound(rule.high, x, axis, name, "high"))
+        inside = 1.0 if support is None else support.to(x.dtype)
+        low = layer.pad(_bound(rule.low, x, axis, name, "low") * inside)
+        high = layer.pad(_bound(rule.high, x, axis, name, "high") * inside)
         d_box = layer.fwd(low, wp) + layer.fwd(high, wn)  # one row: broadcast over the batch
         q = stabilized_ratio(r, layer.fwd(xp, w) - d_box, eps)
         rel = xp * layer.T(q, w, xp) - low * layer.T(q, wp, xp) - high * layer.T(q, wn, xp)
@@ -310,10 +316,12 @@ def rule_backward(layer: Affine, rule: Any, x: Tensor, out: Tensor, g: Tensor, n
             w, b = torch.ones_like(w), None
         else:
             w, b = w * w, None if b is None else b * b
-        ones = layer.pad(torch.ones((1, *x.shape[1:]), dtype=x.dtype, device=x.device))
-        d = _add_bias(layer.fwd(ones, w), b, axis)
-        rel = layer.T(stabilized_ratio(r, d, eps), w, xp)
-        return layer.unpad(x, rel)
+        ones = torch.ones((1, *x.shape[1:]), dtype=x.dtype, device=x.device)
+        if support is not None:
+            ones = support.to(x.dtype)
+        d = _add_bias(layer.fwd(layer.pad(ones), w), b, axis)
+        rel = layer.unpad(x, layer.T(stabilized_ratio(r, d, eps), w, xp))
+        return rel if support is None else rel * ones
     else:  # checked before the model runs
         raise XaikitValueError(
             f"layer {name!r}: the {kind!r} rule does not apply to a convolution or dense layer"
