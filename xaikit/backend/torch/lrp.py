@@ -428,7 +428,7 @@ def _zero_padded_input(
     support = torch.ones((1, *leaves[index].shape[1:]), dtype=x.dtype, device=x.device)
     for p in reversed(pads):
         support = torch.nn.functional.pad(support, p)
-    if tuple(support.shape[1:]) != tuple(x.shape[1:]) or bool((x.detach() * (1 - support)).any()):
+    if tuple(support.shape[1:]) != tuple(x.shape[1:]) or bool(((x.detach() != 0) & (support == 0)).any()):
         return None  # not a zero padding (another value, or a shape this reading does not follow)
     return index, pads, support
 

@@ -316,12 +316,13 @@ def rule_backward(
             w, b = torch.ones_like(w), None
         else:
             w, b = w * w, None if b is None else b * b
-        ones = torch.ones((1, *x.shape[1:]), dtype=x.dtype, device=x.device)
-        if support is not None:
-            ones = support.to(x.dtype)
-        d = _add_bias(layer.fwd(layer.pad(ones), w), b, axis)
+        if support is None:
+            inside = torch.ones((1, *x.shape[1:]), dtype=x.dtype, device=x.device)
+        else:
+            inside = support.to(x.dtype)
+        d = _add_bias(layer.fwd(layer.pad(inside), w), b, axis)
         rel = layer.unpad(x, layer.T(stabilized_ratio(r, d, eps), w, xp))
-        return rel if support is None else rel * ones
+        return rel if support is None else rel * inside
     else:  # checked before the model runs
         raise XaikitValueError(
             f"layer {name!r}: the {kind!r} rule does not apply to a convolution or dense layer"
