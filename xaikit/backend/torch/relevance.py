@@ -24,6 +24,7 @@ from xaikit.backend.rows import Rows
 from xaikit.backend.torch.deeplift import deeplift_step
 from xaikit.backend.torch.forms import eager_module, hook_refusal, is_exported, part_out_of_reach
 from xaikit.backend.torch.lrp import lrp_step
+from xaikit.backend.torch.nonlinear import IN_PLACE
 from xaikit.backend.torch.nonlinear import RELUS as _RELUS
 from xaikit.errors import XaikitValueError
 
@@ -35,13 +36,14 @@ class _GuidedRelu(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
+        # the mask, not ``x``: a ReLU in place writes ``x`` after this (the version check would fail)
+        ctx.save_for_backward(x > 0)
         return x.clamp(min=0)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        return grad.clamp(min=0) * (x > 0).to(grad.dtype)
+        (positive,) = ctx.saved_tensors
+        return grad.clamp(min=0) * positive.to(grad.dtype)
 
 
 class _DeconvRelu(torch.autograd.Function):
@@ -56,10 +58,21 @@ class _DeconvRelu(torch.autograd.Function):
         return grad.clamp(min=0)
 
 
+def _writes_input(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether this ReLU call writes its input: ``torch.relu_``, ``x.relu_()``,
+    ``F.relu(x, inplace=True)`` (``nn.ReLU(inplace=True)`` calls that)."""
+    if func in IN_PLACE:
+        return True
+    if func is torch.nn.functional.relu:
+        return bool(kwargs.get("inplace", args[1] if len(args) > 1 else False))
+    return False
+
+
 class ReluMode(TorchFunctionMode):
     """Within the block, every ReLU call computes ``fn.apply(x)`` (an autograd function with a
-    ReLU forward). In-place ReLUs become out-of-place (their result is returned, which is what
-    ``nn.ReLU(inplace=True)`` passes on)."""
+    ReLU forward). A ReLU in place writes that result back into its input (``x.copy_``, which
+    autograd follows), so a forward that ignores the return value (``h.relu_()``) is modified
+    too."""
 
     def __init__(self, fn: Any) -> None:
         super().__init__()
@@ -70,7 +83,8 @@ class ReluMode(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in _RELUS and args and isinstance(args[0], torch.Tensor):
             self.calls += 1
-            return self.fn.apply(args[0])
+            y = self.fn.apply(args[0])
+            return args[0].copy_(y) if _writes_input(func, args, kwargs) else y
         return func(*args, **kwargs)
 
 
