@@ -783,3 +783,73 @@ def test_fx_graph_module_and_bfloat16(rng: np.random.Generator) -> None:
     half = xk.xai.explain(copy.deepcopy(model).to(torch.bfloat16), x, method="lrp", **opts)
     assert half.dtype == np.float32
     assert np.linalg.norm(half - want) <= 0.2 * np.linalg.norm(want)
+
+
+class _StdConv2d(nn.Conv2d):
+    """A weight-standardized convolution (the pattern of BiT / timm's StdConv2d)."""
+
+    def forward(self, x: Any) -> Any:
+        w = self.weight - self.weight.mean((1, 2, 3), keepdim=True)
+        w = w / (w.std((1, 2, 3), keepdim=True) + 1e-6)
+        return torch.nn.functional.conv2d(x, w, self.bias, self.stride, self.padding)
+
+
+class _LoRALinear(nn.Linear):
+    """A dense layer with a low-rank adapter added to its weight in forward."""
+
+    def __init__(self, i: int, o: int) -> None:
+        super().__init__(i, o, bias=False)
+        self.a = nn.Parameter(torch.randn(2, i, dtype=torch.float64))
+        self.b = nn.Parameter(torch.randn(o, 2, dtype=torch.float64))
+
+    def forward(self, x: Any) -> Any:
+        return torch.nn.functional.linear(x, self.weight + self.b @ self.a)
+
+
+class _LoggingConv2d(nn.Conv2d):
+    """Its own forward, computing exactly the convolution of its weights."""
+
+    def forward(self, x: Any) -> Any:
+        return super().forward(x) * 1.0
+
+
+def test_a_layer_computing_with_other_weights_is_refused_not_explained_with_its_weight(
+    rng: np.random.Generator,
+) -> None:
+    # LRP-0 used module.weight: on a weight-standardized conv or a LoRA layer it was 90-99 % of
+    # the largest value off gradient x input, with no word
+    torch.manual_seed(0)
+    x = rng.normal(size=(2, 3, 6, 6))
+    for conv, dense, bad in [
+        (_StdConv2d(3, 4, 3, padding=1, bias=False), nn.Linear(144, 3, bias=False), "0"),
+        (nn.Conv2d(3, 4, 3, padding=1, bias=False), _LoRALinear(144, 3), "3"),
+    ]:
+        model = nn.Sequential(conv, nn.ReLU(), nn.Flatten(), dense).double().eval()
+        for method, opts in [("lrp_epsilon", {"epsilon": 0.0}), ("lrp", {})]:
+            with pytest.raises(
+                XaikitValueError, match=rf"layer '{bad}' is a _\w+, a subclass of .* own forward"
+            ):
+                xk.xai.explain(model, x, target=1, method=method, **opts)
+        # the way out the message gives: that layer's plain gradient
+        comp = composite("epsilon", epsilon=0.0).with_names({bad: Gradient()})
+        rel = xk.xai.explain(model, x, target=1, method="lrp", composite=comp)
+        xt = torch.tensor(x, requires_grad=True)
+        model(xt)[:, 1].sum().backward()
+        gxi = (xt.grad * xt).detach().numpy()
+        np.testing.assert_allclose(rel, gxi, atol=1e-6 * np.abs(gxi).max())
+    # a subclass whose forward computes the layer's own operator is explained as the layer
+    plain = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(144, 3)).double()
+    own = copy.deepcopy(plain)
+    own[0].__class__ = _LoggingConv2d
+    np.testing.assert_array_equal(
+        xk.xai.explain(own.eval(), x, target=1, method="lrp"),
+        xk.xai.explain(plain.eval(), x, target=1, method="lrp"),
+    )
+
+
+def test_preset_options_with_a_composite_object_are_refused_not_ignored() -> None:
+    model = nn.Sequential(nn.Flatten(), nn.Linear(16, 3)).eval()
+    x = np.ones((1, 1, 4, 4), np.float32)
+    for key, value in [("epsilon", 0.0), ("gamma", 0.1), ("low", 0.0)]:
+        with pytest.raises(XaikitValueError, match=rf"Composite\(...\) and \['{key}'\].*ignored"):
+            xk.xai.explain(model, x, target=0, method="lrp", composite=composite("epsilon"), **{key: value})

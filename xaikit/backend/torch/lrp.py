@@ -320,6 +320,8 @@ class _Pass:
         self.ran += 1
         site = _Site(layer.name, layer.rule, "affine", module, x, out)
         site.affine = Affine(module, x.shape, out.shape, dtype=_compute_dtype(x))
+        if layer.rule.kind != "gradient" and _own_forward(module):
+            _check_own_forward(layer.name, module, site.affine, x, out, self.comp)
         if layer.rule.reads_input:
             index = next((i for i, leaf in enumerate(self.xs) if leaf is x), None)
             if index is None:
@@ -405,6 +407,58 @@ class _Pass:
         site = self._read(args[0]) if args else None
         if site is not None and out is args[0]:
             site.bumps += 1
+
+
+def _own_forward(module: Any) -> bool:
+    """Whether the module's class replaces the ``forward`` (or ``_conv_forward``) of the torch
+    layer it derives from: a weight-standardized convolution, a LoRA adapter, a convolution
+    that pads inside its forward."""
+    base = next((c for c in type(module).__mro__ if c.__module__.startswith("torch.nn.modules")), None)
+    if base is None or base is type(module):
+        return False
+    return any(
+        getattr(type(module), n, None) is not getattr(base, n, None)
+        for n in ("forward", "_conv_forward")
+        if hasattr(base, n)
+    )
+
+
+def _check_own_forward(
+    name: str, module: Any, affine: Affine, x: torch.Tensor, out: torch.Tensor, comp: Any
+) -> None:
+    """A module with its own forward gets its rule only where that forward computes the layer's
+    operator with ``module.weight`` and ``module.bias`` (the rules use those): checked on this
+    call's values, else refused (its relevance would follow other weights, silently)."""
+    why = None
+    try:
+        with torch.no_grad():
+            dt = affine.dtype
+            z = affine.fwd(affine.pad(x.detach().to(dt)), *affine.raw())
+            ref = out.detach().to(dt)
+            if z.shape != ref.shape:
+                why = f"an output of shape {tuple(z.shape)}, not the module's {tuple(ref.shape)}"
+            else:
+                scale = float(ref.abs().amax()) if ref.numel() else 0.0
+                tol = (
+                    1e-3
+                    if dt in (torch.float16, torch.bfloat16)
+                    else (1e-5 if dt == torch.float32 else 1e-10)
+                )
+                err = float((z - ref).abs().amax()) if ref.numel() else 0.0
+                if not err <= tol * max(scale, 1e-30):
+                    why = f"a different output (max difference {err:.3g}, {err / max(scale, 1e-30):.3g} of its largest)"
+    except RuntimeError as e:
+        why = f"an error ({str(e).splitlines()[0][:160]})"
+    if why is not None:
+        yours = f"xk.xai.rules.composite({comp.name!r})" if comp.name != "custom" else "your_composite"
+        raise XaikitValueError(
+            f"layer {name!r} is a {type(module).__name__}, a subclass of "
+            f"{next(c for c in type(module).__mro__ if c.__module__.startswith('torch.nn.modules')).__name__} "
+            "with its own forward, and LRP's rules compute with its .weight and .bias: recomputed "
+            f"that way the layer gives {why}, so its rule would not describe what the layer computes. "
+            f"Give that layer its plain gradient (composite={yours}.with_names({{{name!r}: xk.xai.rules.Gradient()}})), or write its forward as the plain layer with the weight it "
+            "computes with"
+        )
 
 
 def _zero_padded_input(

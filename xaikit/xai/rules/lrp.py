@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Rows
-from xaikit.errors import XaikitTypeError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.inputs import Inputs
 from xaikit.xai.cam.maps import per_input
 from xaikit.xai.registry import Call, CallSettings, Explained, Method, flag, non_negative, register_method
@@ -58,6 +58,13 @@ def _check(options: dict[str, Any]) -> None:
     flag(options.get("canonize"), "canonize")
     for key in ("epsilon", "gamma"):
         non_negative(options.get(key), key)
+    preset = [k for k in ("epsilon", "gamma", "low", "high") if k in options]
+    if isinstance(value, Composite) and preset:
+        raise XaikitValueError(
+            f"explain(method='lrp') got composite=Composite(...) and {preset}: those options set a named "
+            "composite's rules, and a Composite carries its own (they would be ignored). Set them in "
+            "its rules (e.g. Epsilon(0.0), Gamma(0.1), ZBox(low, high)), or pass the composite's name"
+        )
 
 
 def run_lrp(

@@ -278,6 +278,17 @@ class Composite:
         """This composite with ``canonize`` set."""
         return Composite(dict(self.layers), dict(self.first), dict(self.names), self.name, canonize)
 
+    def with_names(self, names: Mapping[str, Rule]) -> Composite:
+        """This composite with rules for these layer names added (they win over the ones it had).
+
+        Example:
+            >>> composite("epsilon_plus_flat").with_names({"conv1": Gradient()}).rule_for("conv1", "conv", True).kind
+            'gradient'
+        """
+        return Composite(
+            dict(self.layers), dict(self.first), {**self.names, **names}, self.name, self.canonize
+        )
+
 
 def _preset(name: str, epsilon: float, stabilizer: float, gamma: float, low: Any, high: Any) -> Composite:
     dense = {"dense": Epsilon(epsilon)}
