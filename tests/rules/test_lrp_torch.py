@@ -606,7 +606,7 @@ def test_input_rule_through_zero_padding_equals_same_padding(composite_name: str
     assert float(np.abs(want).max()) > 0
     np.testing.assert_array_equal(got, want)
     ones = nn.Sequential(nn.ConstantPad2d(1, 1.0), *list(padded)[1:]).eval()
-    with pytest.raises(XaikitValueError, match=r"layer '1' has the 'flat' rule.*is not a model input"):
+    with pytest.raises(XaikitValueError, match=r"first layer the 'flat' rule.*'1', reads the output of another"):
         xk.xai.explain(ones, x, target=[0, 2], method="lrp")
 
 
@@ -853,3 +853,105 @@ def test_preset_options_with_a_composite_object_are_refused_not_ignored() -> Non
     for key, value in [("epsilon", 0.0), ("gamma", 0.1), ("low", 0.0)]:
         with pytest.raises(XaikitValueError, match=rf"Composite\(...\) and \['{key}'\].*ignored"):
             xk.xai.explain(model, x, target=0, method="lrp", composite=composite("epsilon"), **{key: value})
+
+
+def test_alpha_beta_in_float32_after_relu_does_not_cancel() -> None:
+    # the negative part's denominator was z - W+ x: on a depthwise block where W- x is small
+    # the float32 difference cancelled, 4.6e-3 of the largest relevance off float64 (zennit's
+    # float32: 2e-6)
+    torch.manual_seed(0)
+    x = torch.rand(4, 3, 16, 16)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
+        nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
+        nn.Conv2d(16, 24, 1, bias=False), nn.BatchNorm2d(24), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 5),
+    )  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for bn in model.modules():
+            if isinstance(bn, nn.BatchNorm2d):
+                bn.running_mean.copy_(torch.randn(bn.num_features, generator=g) * 0.1)
+                bn.running_var.copy_(torch.rand(bn.num_features, generator=g) + 0.5)
+                bn.weight.copy_(torch.rand(bn.num_features, generator=g) + 0.5)
+                bn.bias.copy_(torch.randn(bn.num_features, generator=g) * 0.1)
+    model.eval()
+    f32 = xk.xai.explain(model, x, method="lrp", composite="epsilon_alpha2_beta1", target=0)
+    f64 = xk.xai.explain(
+        copy.deepcopy(model).double(), x.double(), method="lrp", composite="epsilon_alpha2_beta1", target=0
+    )
+    assert np.abs(f32 - f64).max() < 1e-4 * np.abs(f64).max()
+
+
+@pytest.mark.filterwarnings("ignore::xaikit.errors.DegenerateMapWarning")  # flat on a dense layer: constant
+@pytest.mark.parametrize("first", [Flat(), WSquare(), ZBox(0.0, 1.0)], ids=["flat", "wsquare", "zbox"])
+def test_input_rule_through_a_flatten_equals_the_flat_input(first: Any, rng: np.random.Generator) -> None:
+    # an MLP on images (Flatten -> Linear) was refused by the default composite: the first layer
+    # read a reshape of the input, not the input
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(32, 3)).eval()
+    assert xk.xai.explain(mlp, rng.uniform(size=(1, 2, 4, 4)), method="lrp", target=0).shape == (1, 2, 4, 4)
+    comp = Composite({"dense": Epsilon(0.01)}, first={"dense": first})
+    torch.manual_seed(0)
+    x = rng.uniform(size=(3, 2, 4, 4))
+    head = [nn.Linear(32, 8), nn.ReLU(), nn.Linear(8, 3)]
+    image = nn.Sequential(nn.Flatten(), *head).double().eval()
+    flat = nn.Sequential(*head).double().eval()
+    ours = xk.xai.explain(image, x, target=1, method="lrp", composite=comp)
+    want = xk.xai.explain(flat, x.reshape(3, -1), target=1, method="lrp", composite=comp)
+    np.testing.assert_array_equal(ours, want.reshape(x.shape))
+    # a zero padding, then a flatten: the padding counts as no input (its weights dropped)
+    padded = nn.Sequential(
+        nn.ZeroPad2d(1), nn.Flatten(), nn.Linear(72, 8), nn.ReLU(), nn.Linear(8, 3)
+    ).double()
+    inside = torch.zeros(1, 2, 6, 6, dtype=torch.bool)
+    inside[:, :, 1:5, 1:5] = True
+    cut = nn.Sequential(nn.Linear(32, 8), nn.ReLU(), nn.Linear(8, 3)).double()
+    with torch.no_grad():
+        cut[0].weight.copy_(padded[2].weight[:, inside.flatten()])
+        cut[0].bias.copy_(padded[2].bias)
+        cut[2].load_state_dict(padded[4].state_dict())
+    ours = xk.xai.explain(padded.eval(), x, target=1, method="lrp", composite=comp)
+    want = xk.xai.explain(cut.eval(), x.reshape(3, -1), target=1, method="lrp", composite=comp)
+    np.testing.assert_allclose(ours, want.reshape(x.shape), rtol=1e-6, atol=1e-7 * np.abs(want).max())
+
+
+def test_the_first_rule_goes_to_the_layer_that_reads_the_input_whatever_the_definition_order(
+    rng: np.random.Generator,
+) -> None:
+    # the first rule went to the first conv/dense in named_modules() order: a head defined before
+    # the stem got 'flat' and the call was refused
+    class HeadFirst(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = nn.Linear(4, 3)
+            self.stem = nn.Conv2d(2, 4, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            return self.head(torch.relu(self.stem(x)).mean((2, 3)))
+
+    class StemFirst(HeadFirst):
+        def __init__(self) -> None:
+            nn.Module.__init__(self)
+            self.stem = nn.Conv2d(2, 4, 3, padding=1)
+            self.head = nn.Linear(4, 3)
+
+    torch.manual_seed(0)
+    head_first = HeadFirst().double().eval()
+    stem_first = StemFirst().double().eval()
+    stem_first.load_state_dict(head_first.state_dict())
+    x = rng.uniform(size=(2, 2, 6, 6))
+    np.testing.assert_array_equal(
+        xk.xai.explain(head_first, x, target=1, method="lrp"),
+        xk.xai.explain(stem_first, x, target=1, method="lrp"),
+    )
+
+    # no layer reads the input (a normalization inside forward): an input rule is refused, naming
+    # the layer listed first
+    class Normalized(StemFirst):
+        def forward(self, x: Any) -> Any:
+            return super().forward((x - 0.5) / 0.25)
+
+    norm = Normalized().double().eval()
+    with pytest.raises(XaikitValueError, match=r"first layer the 'flat' rule.*'stem'"):
+        xk.xai.explain(norm, x, target=1, method="lrp")
+    assert xk.xai.explain(norm, x, target=1, method="lrp", composite="epsilon_plus").shape == x.shape

@@ -66,6 +66,14 @@ ACTIVATIONS = (
 _PIECEWISE_LINEAR = (nn.ReLU, nn.LeakyReLU, nn.PReLU, nn.RReLU)
 #: |x| at or below which the pass rule passes nothing (y / x would overflow)
 _TINY = 1e-12
+#: autograd nodes of a reshape that the input rules follow (each saves its input's sizes)
+_VIEWS = ("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0")
+
+#: one step between a model input and a layer's input, outermost first: ``("pad", F.pad's
+#: padding)`` or ``("view", the shape before the reshape)``
+Step = tuple[str, tuple[int, ...]]
+
+
 #: what the method is called in refusals
 _LRP = "LRP (methods 'lrp' and 'lrp_epsilon')"
 
@@ -99,6 +107,10 @@ class _Layer:
     name: str
     kind: str
     rule: Any
+    #: a convolution / dense layer's rule where it reads a model input (the composite's ``first``)
+    first_rule: Any = None
+    #: the first such layer in ``named_modules()`` order (named when no layer reads the input)
+    listed_first: bool = False
 
 
 def _compute_dtype(t: torch.Tensor) -> torch.dtype:
@@ -127,7 +139,7 @@ class _Site:
         self.readers = 0  # hooked modules that read the output
         self.affine: Affine | None = None
         self.index: int | None = None  # the model input it reads (input rules)
-        self.pads: list[tuple[int, ...]] = []  # zero paddings of that input on the way (outermost first)
+        self.pads: list[Step] = []  # zero paddings and reshapes of that input on the way (outermost first)
         self.support: torch.Tensor | None = None  # 1 on the input, 0 on its padding (one row)
         self.direct: dict[int, torch.Tensor] | None = None
         self.grad_dtype = x.dtype  # the dtype of the tensor the node's gradient is for
@@ -233,13 +245,15 @@ def _plan(model: Any, eager: Any, comp: Any) -> dict[int, tuple[Any, _Layer]]:
                     "and element-wise activation modules"
                 )
             continue
-        rule = comp.rule_for(key, kind, m is first)
-        if rule.kind not in _ALLOWED[kind] and not (kind == "batchnorm" and comp.canonize):
-            raise XaikitValueError(
-                f"layer {full!r} ({type(m).__name__}, kind {kind!r}) cannot take the {rule.kind!r} rule; "
-                f"its kind takes {_ALLOWED[kind]}"
-            )
-        plan[id(m)] = (m, _Layer(full, kind, rule))
+        rule = comp.rule_for(key, kind, False)
+        first_rule = comp.rule_for(key, kind, True) if kind in ("conv", "dense") else None
+        for r in (rule, first_rule):
+            if r is not None and r.kind not in _ALLOWED[kind] and not (kind == "batchnorm" and comp.canonize):
+                raise XaikitValueError(
+                    f"layer {full!r} ({type(m).__name__}, kind {kind!r}) cannot take the {r.kind!r} rule; "
+                    f"its kind takes {_ALLOWED[kind]}"
+                )
+        plan[id(m)] = (m, _Layer(full, kind, rule, first_rule, m is first))
     return plan
 
 
@@ -264,6 +278,7 @@ class _Pass:
         self.direct: dict[int, torch.Tensor] = {}
         self.pending: dict[int, list[torch.Tensor]] = {}
         self.ran = 0
+        self.firsts = 0  # layers that read a model input and got the composite's first rule
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def _register(self, t: torch.Tensor, site: _Site) -> None:
@@ -318,25 +333,32 @@ class _Pass:
             return None
         self._read(x)
         self.ran += 1
-        site = _Site(layer.name, layer.rule, "affine", module, x, out)
-        site.affine = Affine(module, x.shape, out.shape, dtype=_compute_dtype(x))
-        if layer.rule.kind != "gradient" and _own_forward(module):
-            _check_own_forward(layer.name, module, site.affine, x, out, self.comp)
-        if layer.rule.reads_input:
+        rule = layer.rule
+        index: int | None = None
+        steps: list[Step] = []
+        support: torch.Tensor | None = None
+        if rule.reads_input or layer.first_rule != rule:  # the first rule: where a model input is read
             index = next((i for i, leaf in enumerate(self.xs) if leaf is x), None)
-            if index is None:
-                found = _zero_padded_input(x, self.xs)
-                if found is not None:
-                    index, site.pads, site.support = found
+            found = _zero_padded_input(x, self.xs) if index is None else None
+            if found is not None:
+                index, steps, support = found
+            if index is not None:
+                rule = layer.first_rule
+                self.firsts += 1
+        site = _Site(layer.name, rule, "affine", module, x, out)
+        site.affine = Affine(module, x.shape, out.shape, dtype=_compute_dtype(x))
+        if rule.kind != "gradient" and _own_forward(module):
+            _check_own_forward(layer.name, module, site.affine, x, out, self.comp)
+        if rule.reads_input:
             if index is None:
                 raise XaikitValueError(
-                    f"layer {layer.name!r} has the {layer.rule.kind!r} rule, which gives the relevance "
+                    f"layer {layer.name!r} has the {rule.kind!r} rule, which gives the relevance "
                     "of the model's input itself, and its input is not a model input (it reads the "
                     "output of another operation): give that rule to the layer that reads the input, "
                     "or another rule to this one (composite names=)"
                 )
-            site.index, site.direct = index, self.direct
-        if layer.rule.kind == "gradient":  # the module's own backward; still seen by its BatchNorm
+            site.index, site.direct, site.pads, site.support = index, self.direct, steps, support
+        if rule.kind == "gradient":  # the module's own backward; still seen by its BatchNorm
             self._register(out, site)
             return None
         return self._wrap(site, x)
@@ -463,40 +485,85 @@ def _check_own_forward(
 
 def _zero_padded_input(
     x: torch.Tensor, leaves: Sequence[torch.Tensor]
-) -> tuple[int, list[tuple[int, ...]], torch.Tensor] | None:
-    """``(index, pads, support)`` when ``x`` is model input ``index`` padded with zeros
-    (``nn.ZeroPad2d``, ``F.pad``; read from the autograd graph, outermost padding first, and
-    checked on the values: the padded border of ``x`` holds only zeros), with ``support`` one
-    row of ``x``'s shape, 1 on the input and 0 on the padding; else None."""
-    pads: list[tuple[int, ...]] = []
+) -> tuple[int, list[Step], torch.Tensor] | None:
+    """``(index, steps, support)`` when ``x`` is model input ``index`` padded with zeros
+    (``nn.ZeroPad2d``, ``F.pad``) and/or reshaped with its batch axis kept (``nn.Flatten``,
+    ``x.view(B, -1)``): the steps read from the autograd graph, outermost first; a padding is
+    checked on the values (the padded border of ``x`` holds only zeros). ``support``: one row of
+    ``x``'s shape, 1 on the input and 0 on the padding. Else None."""
+    steps: list[Step] = []
     fn = x.grad_fn
-    while fn is not None and fn.name() == "ConstantPadNdBackward0" and fn.next_functions:
-        pads.append(tuple(int(p) for p in fn._saved_pad))  # type: ignore[attr-defined]
-        if min(pads[-1]) < 0:  # a negative padding crops
-            return None
+    batch = int(x.shape[0]) if x.ndim else -1
+    while fn is not None and fn.next_functions:
+        if fn.name() == "ConstantPadNdBackward0":
+            pad = tuple(int(p) for p in fn._saved_pad)  # type: ignore[attr-defined]
+            if min(pad) < 0:  # a negative padding crops
+                return None
+            steps.append(("pad", pad))
+        elif fn.name() in _VIEWS and hasattr(fn, "_saved_self_sym_sizes"):
+            inner = tuple(int(n) for n in fn._saved_self_sym_sizes)
+            if not inner or inner[0] != batch:  # a reshape that mixes the rows
+                return None
+            steps.append(("view", inner))
+        else:
+            break
         fn = fn.next_functions[0][0]
-    leaf = getattr(fn, "variable", None) if pads else None
+    leaf = getattr(fn, "variable", None) if steps else None
     index = next((i for i, t in enumerate(leaves) if t is leaf), None)
     if index is None:
         return None
+    outs, shape = [], tuple(int(n) for n in x.shape)  # each step's output shape, outermost first
+    for kind, value in steps:
+        outs.append(shape)
+        if kind == "view":
+            shape = value
+        else:
+            cut = list(shape)
+            for k in range(len(value) // 2):
+                cut[len(cut) - 1 - k] -= value[2 * k] + value[2 * k + 1]
+            shape = tuple(cut)
+    if shape[1:] != tuple(leaves[index].shape[1:]):
+        return None
     support = torch.ones((1, *leaves[index].shape[1:]), dtype=x.dtype, device=x.device)
-    for p in reversed(pads):
-        support = torch.nn.functional.pad(support, p)
+    for (kind, value), out in zip(reversed(steps), reversed(outs)):
+        support = torch.nn.functional.pad(support, value) if kind == "pad" else support.reshape(1, *out[1:])
     if tuple(support.shape[1:]) != tuple(x.shape[1:]) or bool(((x.detach() != 0) & (support == 0)).any()):
         return None  # not a zero padding (another value, or a shape this reading does not follow)
-    return index, pads, support
+    return index, steps, support
 
 
-def _unpad(r: torch.Tensor, pads: list[tuple[int, ...]]) -> torch.Tensor:
-    """Relevance of a zero-padded input cut back to the input (``pads`` outermost first, in
-    ``F.pad``'s order: the last axis's before and after first)."""
-    for p in pads:
+def _unpad(r: torch.Tensor, steps: list[Step]) -> torch.Tensor:
+    """Relevance of a padded or reshaped input taken back to the input (``steps`` outermost
+    first; a padding in ``F.pad``'s order: the last axis's before and after first)."""
+    for kind, value in steps:
+        if kind == "view":
+            r = r.reshape(r.shape[0], *value[1:])
+            continue
         index = [slice(None)] * r.ndim
-        for k in range(len(p) // 2):
-            axis, before, after = r.ndim - 1 - k, p[2 * k], p[2 * k + 1]
+        for k in range(len(value) // 2):
+            axis, before, after = r.ndim - 1 - k, value[2 * k], value[2 * k + 1]
             index[axis] = slice(before, r.shape[axis] - after)
         r = r[tuple(index)]
     return r
+
+
+def _check_first(plan: dict[int, tuple[Any, _Layer]], run: _Pass) -> None:
+    """A composite with an input rule for the first layer (flat, w-square, z^B) where no
+    convolution or dense layer read a model input: refused, naming the first such layer (it
+    reads something computed from the input, e.g. a normalization inside ``forward``), rather
+    than giving no layer that rule."""
+    if run.firsts:
+        return
+    listed = next((layer for _, layer in plan.values() if layer.listed_first), None)
+    if listed is not None and listed.first_rule is not None and listed.first_rule.reads_input:
+        raise XaikitValueError(
+            f"the composite gives the first layer the {listed.first_rule.kind!r} rule, which gives the "
+            "relevance of the model's input itself, and no convolution or nn.Linear module reads a "
+            f"model input (through zero padding or a flatten at most): the first, {listed.name!r}, "
+            "reads the output of another operation (a normalization or rescaling inside forward?). Use "
+            "a composite without an input rule (e.g. composite='epsilon_plus'), or move that "
+            "operation out of the model"
+        )
 
 
 def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
@@ -526,6 +593,7 @@ def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
                     "relevance would be gradient x input. Build the model from nn.Conv*/nn.Linear "
                     "modules, or use method='input_x_gradient' for that"
                 )
+            _check_first(plan, run)
             grads = input_grads(model, scores, xs, output)
         finally:
             for h in handles:

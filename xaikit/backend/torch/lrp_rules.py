@@ -231,10 +231,10 @@ def _two_sided(
 def _after_relu(layer: Affine, kind: str, rule: Any, x: Tensor, out: Tensor, r: Tensor) -> Tensor:
     """zplus, alpha-beta and gamma on an input without negative values, from one convolution:
     with ``u = W+ x + b+`` and the layer's output ``z = W x + b``, the denominators are
-    ``u`` (zplus, alpha-beta's positive part), ``z - u`` (alpha-beta's negative part),
-    ``z + g u`` and ``(1 + g) z - g u`` (gamma's), and the transposes combine into two:
-    alpha-beta ``W+^T (p + q) - W^T q`` (``p = alpha R / stab(u)``, ``q = beta R / stab(z - u)``),
-    gamma ``W^T (p + (1 + g) n) + g W+^T (p - n)``."""
+    ``u`` (zplus, alpha-beta's positive part), ``v = W- x + b-`` (alpha-beta's negative part,
+    its own convolution), ``z + g u`` and ``(1 + g) z - g u`` (gamma's), and the transposes
+    combine into two: alpha-beta ``W+^T p - W-^T q`` (``p = alpha R / stab(u)``,
+    ``q = beta R / stab(v)``), gamma ``W^T (p + (1 + g) n) + g W+^T (p - n)``."""
     eps = rule.epsilon
     w, b = layer.params()
     wp = w.clamp(min=0)
@@ -245,8 +245,13 @@ def _after_relu(layer: Affine, kind: str, rule: Any, x: Tensor, out: Tensor, r: 
         p = stabilized_ratio(r, u, eps) * rule.alpha
         if rule.beta == 0.0:
             return layer.T(p, wp, x)
-        q = stabilized_ratio(r, out - u, eps) * rule.beta
-        return layer.T(p + q, wp, x) - layer.T(q, w, x)
+        # the negative part from its own convolution, not as z - u: where W- x is small next to
+        # W+ x the difference cancels (float32: 4.6e-3 of the largest relevance off on a
+        # depthwise block, zennit's 2e-6)
+        wn = w.clamp(max=0)
+        v = _add_bias(layer.fwd(x, wn), _neg(b), layer.channel_axis(out.ndim))
+        q = stabilized_ratio(r, v, eps) * rule.beta
+        return layer.T(p, wp, x) - layer.T(q, wn, x)
     g = rule.gamma
     p = stabilized_ratio(r, out + g * u, eps) * (out > 0)
     n = stabilized_ratio(r, (1.0 + g) * out - g * u, eps) * (out < 0)
