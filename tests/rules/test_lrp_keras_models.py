@@ -157,3 +157,39 @@ def test_mixed_float16_agrees_with_float32() -> None:
         b = xk.xai.explain(m16, x, target=0, method="lrp", composite=composite)
         assert b.dtype == np.float32
         np.testing.assert_allclose(b, a, atol=1e-2 * np.abs(a).max())
+
+
+def test_a_gate_of_the_signal_s_size_shares_relevance_evenly_whatever_the_order() -> None:
+    # a GLU-like product a * sigmoid(g) of two tensors of the same size: the first operand used to
+    # get all of it, so Multiply([a, g]) and Multiply([g, a]) differed by 21 % of the largest value
+    torch = pytest.importorskip("torch")
+
+    def glu(order: str) -> Any:
+        keras.utils.set_random_seed(0)
+        inp = keras.Input((6,))
+        a = L.Dense(4, use_bias=False, name="a")(inp)
+        g = L.Dense(4, activation="sigmoid", use_bias=False, name="g")(inp)
+        y = L.Multiply()([a, g] if order == "ag" else [g, a])
+        return keras.Model(inp, L.Dense(3, use_bias=False, name="out")(y))
+
+    ag, ga = glu("ag"), glu("ga")
+    x = np.random.default_rng(0).normal(size=(5, 6)).astype(np.float32)
+    rel = xk.xai.explain(ag, x, target=1, method="lrp", composite=LRP0)
+    np.testing.assert_array_equal(rel, xk.xai.explain(ga, x, target=1, method="lrp", composite=LRP0))
+    np.testing.assert_allclose(rel.sum(axis=1), ag(x).numpy()[:, 1], rtol=1e-5, atol=1e-6)  # conserved
+
+    class Glu(torch.nn.Module):  # the same weights in torch: its rule for a product of two
+        def __init__(self) -> None:  # input-dependent tensors gives each half
+            super().__init__()
+            self.a, self.g = torch.nn.Linear(6, 4, bias=False), torch.nn.Linear(6, 4, bias=False)
+            self.out = torch.nn.Linear(4, 3, bias=False)
+
+        def forward(self, t: Any) -> Any:
+            return self.out(self.a(t) * torch.sigmoid(self.g(t)))
+
+    net = Glu().eval()
+    with torch.no_grad():
+        for name in ("a", "g", "out"):
+            getattr(net, name).weight.copy_(torch.from_numpy(ag.get_layer(name).get_weights()[0].T))
+    theirs = xk.xai.explain(net, x, target=1, method="lrp", composite=LRP0)
+    np.testing.assert_allclose(rel, theirs, atol=1e-5 * np.abs(rel).max())

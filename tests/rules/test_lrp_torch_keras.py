@@ -172,3 +172,28 @@ def test_composite_torch_equals_keras(net: str, composite: str, canonize: bool) 
         assert np.abs(a_k - a_64).max() <= worst
         return
     np.testing.assert_allclose(a_k, a_t, rtol=0, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("head", ["layer", "fused"])
+def test_a_softmax_head_gets_the_same_relevance_on_both(head: str) -> None:
+    # Keras gave a softmax the pass rule (its relevance the probability's, 84 % of the largest value
+    # off torch), torch its gradient (AttnLRP's softmax rule), with no word
+    tm, km = lenet()
+    tm = nn.Sequential(*tm, nn.Softmax(dim=1)).eval()
+    last = km.layers[-1]
+    if head == "layer":
+        km = keras.Sequential([keras.Input((SIZE, SIZE, 3)), *km.layers, L.Softmax()])
+    else:
+        dense = L.Dense(4, activation="softmax")
+        km = keras.Sequential([keras.Input((SIZE, SIZE, 3)), *km.layers[:-1], dense])
+        dense.set_weights(last.get_weights())
+    x = _x()
+    np.testing.assert_allclose(
+        km(x).numpy(), tm(torch.from_numpy(x.transpose(0, 3, 1, 2).copy())).detach(), atol=1e-6
+    )
+    for options in ({"composite": "epsilon_plus"}, {"composite": "epsilon"}):
+        a_t = xk.xai.explain(
+            tm, np.ascontiguousarray(x.transpose(0, 3, 1, 2)), target=[0, 1, 2, 3], method="lrp", **options
+        )
+        a_k = xk.xai.explain(km, x, target=[0, 1, 2, 3], method="lrp", **options)
+        np.testing.assert_allclose(a_k, a_t.transpose(0, 2, 3, 1), rtol=0, atol=1e-5 * np.abs(a_t).max())

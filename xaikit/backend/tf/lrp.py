@@ -13,9 +13,10 @@ which BatchNorms merge: :mod:`xaikit.backend.tf.lrp_plan`):
   layer's own operation and configuration (:mod:`xaikit.backend.tf.lrp_linear`); a fused
   ``activation=`` is taken out of the layer's call while it runs, the rule reads the
   pre-activation ``z``, and the activation then passes relevance like an activation layer;
-* activation layers (Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax) and fused activations:
+* activation layers (Activation, ReLU, LeakyReLU, PReLU, ELU) and fused activations:
   ``pass``, ``g_x = g_y * y / x`` (nothing where ``|x| <= 1e-12``); a ReLU, leaky ReLU, PReLU
-  or linear activation keeps its plain gradient, which is that exactly;
+  or linear activation keeps its plain gradient, which is that exactly; a softmax (layer,
+  ``Activation`` or fused) keeps its plain gradient too, torch's softmax rule;
 * BatchNormalization: merged into the convolution or dense layer whose output it normalizes
   when the composite canonizes (the pair must be visible in a Sequential's layer order or a
   Functional graph, the layer's output must feed only the BatchNorm, and the tensors must be
@@ -25,7 +26,8 @@ which BatchNorms merge: :mod:`xaikit.backend.tf.lrp_plan`):
   or an unmerged BatchNorm: the gradient at the output scaled by ``y / stab(y)``, then the
   layer's own backward; ``norm`` on a convolution or dense layer is the epsilon rule;
 * Multiply (a gate, e.g. squeeze-excitation): every input but the largest gets a stopped
-  gradient, so the relevance goes to the gated signal.
+  gradient, so the relevance goes to the gated signal; inputs of the same largest size (a GLU's
+  ``a * sigmoid(b)``) share it evenly.
 
 Everything else (sums, concatenation, reshapes, padding) keeps its plain gradient, which is
 LRP-0 in this convention. A rule that gives the input's relevance directly (flat, w-square,
@@ -90,7 +92,7 @@ class _Site:
         self.bounds = bounds
         self.merge: tuple[T, T] | None = None
         self.index: int | None = None
-        self.pads: list[T] = []
+        self.pads: list[tuple[str, Any]] = []
         self.support: T | None = None
         if rule.reads_input:
             found = run.input_index(x)
@@ -98,8 +100,8 @@ class _Site:
                 self.index, self.pads = found
                 if self.pads:  # 1 on the model's input, 0 on the padding around it
                     support = tf.ones_like(run.inputs[self.index], dtype=x.dtype)
-                    for p in reversed(self.pads):
-                        support = tf.pad(support, p)
+                    for kind, p in reversed(self.pads):
+                        support = tf.pad(support, p) if kind == "pad" else tf.reshape(support, p[1])
                     self.support = support
             else:
                 run.step.fail(
@@ -131,34 +133,55 @@ class _Run:
         self.step, self.plan, self.inputs, self.bounds = step, plan, inputs, bounds
         self.sites: dict[int, _Site] = {}
         self.direct: list[list[T]] = [[] for _ in inputs]
+        #: layers with their own ``call``: (name, class, base class, relative difference of the
+        #: rule's operator from the layer's output), checked after the step (:func:`_own_call_check`)
+        self.checks: list[tuple[str, str, str, T]] = []
+        self.composite: Any = None  # for messages
 
-    def input_index(self, x: T) -> tuple[int, list[T]] | None:
-        """Which model input ``x`` is, through identities, casts and zero paddings (Keras'
-        ``ZeroPadding2D`` before ResNet's and DenseNet's first convolution), with the paddings
-        met on the way (outermost first); or None."""
-        pads: list[T] = []
+    def input_index(self, x: T) -> tuple[int, list[tuple[str, Any]]] | None:
+        """Which model input ``x`` is, through identities, casts, zero paddings (Keras'
+        ``ZeroPadding2D`` before ResNet's and DenseNet's first convolution) and reshapes that
+        keep the batch axis (``Flatten``), with the steps met on the way (outermost first):
+        ``("pad", paddings)`` or ``("view", (the input's shape, the output's shape))``; or None."""
+        steps: list[tuple[str, Any]] = []
         while True:
             for i, inp in enumerate(self.inputs):
                 if x is inp:
-                    return i, pads
+                    return i, steps
             op = getattr(x, "op", None)
             if op is None:
                 return None
             if op.type in ("Identity", "Cast") and len(op.inputs) == 1:
                 x = op.inputs[0]
             elif op.type == "Pad" or (op.type == "PadV2" and tf.get_static_value(op.inputs[2]) == 0):
-                pads.append(op.inputs[1])
+                steps.append(("pad", op.inputs[1]))
+                x = op.inputs[0]
+            elif op.type == "Reshape" and _keeps_rows(op.inputs[0], x):
+                steps.append(("view", (tf.shape(op.inputs[0]), tf.shape(x))))
                 x = op.inputs[0]
             else:
                 return None
 
 
-def _unpad(r: T, pads: list[T]) -> T:
-    """Relevance of a zero-padded input (``pads`` outermost first) cut back to the input (the
-    rules give the padding none, see :func:`~xaikit.backend.tf.lrp_linear.backward`)."""
-    for p in pads:
-        p = tf.cast(p, tf.int32)
-        r = tf.slice(r, p[:, 0], tf.shape(r) - p[:, 0] - p[:, 1])
+def _keeps_rows(before: T, after: T) -> bool:
+    """Whether a reshape keeps the batch axis (the same static size first, or the same dynamic
+    size by construction when both have a known rank and the rest is static)."""
+    b, a = before.shape, after.shape
+    if b.rank is None or a.rank is None or b.rank < 1 or a.rank < 1:
+        return False
+    rest_b, rest_a = b[1:].num_elements(), a[1:].num_elements()
+    return rest_b is not None and rest_b == rest_a and (b[0] == a[0] or (b[0] is None and a[0] is None))
+
+
+def _unpad(r: T, steps: list[tuple[str, Any]]) -> T:
+    """Relevance of a zero-padded or reshaped input (``steps`` outermost first) taken back to the
+    input (the rules give the padding none, see :func:`~xaikit.backend.tf.lrp_linear.backward`)."""
+    for kind, p in steps:
+        if kind == "pad":
+            p = tf.cast(p, tf.int32)
+            r = tf.slice(r, p[:, 0], tf.shape(r) - p[:, 0] - p[:, 1])
+        else:
+            r = tf.reshape(r, p[0])
     return r
 
 
@@ -169,7 +192,7 @@ def _first_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def _activation(run: _Run, act: Any, z: T) -> T:
     """A fused activation on ``z`` with the composite's activation rule."""
     y = act(z)
-    if run.plan.fused.kind == "gradient" or _piecewise_linear(act):
+    if run.plan.fused.kind == "gradient" or _piecewise_linear(act) or _is_softmax(act):
         return y
     return _override(z, y, lambda g: pass_grad(z, y, g))
 
@@ -197,6 +220,9 @@ def _weighted(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., A
                 object.__setattr__(layer, "activation", act)
         bounds = run.bounds.get(slot) if rule.kind == "zbox" and slot is not None else None
         maps = linears(layer, x.dtype)
+        base = _own_call(layer)
+        if base is not None and rule.kind != "gradient":
+            _check_call(run, layer, base, maps, x, z)
         if len(maps) == 2:  # separable: depthwise, then pointwise
             t = maps[0].forward(x)
             first = _Site(run, layer, rule, maps[0], x, t, bounds)
@@ -207,6 +233,54 @@ def _weighted(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., A
         return _activation(run, act, site.out) if fused else site.out
 
     return call
+
+
+def _own_call(layer: Any) -> str | None:
+    """The Keras layer class whose ``call`` the layer's class replaces (a weight-standardized
+    convolution, an adapter that adds to the kernel), or None."""
+    base = next((c for c in type(layer).__mro__ if c.__module__.startswith("keras.")), None)
+    if (
+        base is None
+        or base is type(layer)
+        or getattr(type(layer), "call", None) is getattr(base, "call", None)
+    ):
+        return None
+    return base.__name__
+
+
+def _check_call(run: _Run, layer: Any, base: str, maps: list[Linear], x: T, z: T) -> None:
+    """Record how far the rule's operator (the layer's kernel and bias) is from what the
+    layer's own ``call`` computed; a different shape is refused at once."""
+    zz = x
+    for lin in maps:
+        zz = lin.forward(zz, lin.kernel, lin.bias)
+    why = None
+    if zz.shape.rank != z.shape.rank or any(
+        a is not None and b is not None and a != b for a, b in zip(zz.shape.as_list(), z.shape.as_list())
+    ):
+        why = f"an output of shape {tuple(zz.shape.as_list())}, not the layer's {tuple(z.shape.as_list())}"
+        run.step.fail(own_call_refusal(str(layer.name), type(layer).__name__, base, why, run.composite))
+        return
+    zc = tf.cast(z, zz.dtype)
+    err = tf.reduce_max(tf.abs(zz - zc))
+    scale = tf.maximum(tf.reduce_max(tf.abs(zc)), tf.constant(1e-30, zz.dtype))
+    run.checks.append((str(layer.name), type(layer).__name__, base, tf.cast(err / scale, tf.float32)))
+
+
+def own_call_refusal(name: str, cls: str, base: str, why: str, comp: Any) -> str:
+    """The refusal of a layer whose own ``call`` does not compute its operator with its kernel."""
+    yours = (
+        f"xk.xai.rules.composite({comp.name!r})"
+        if getattr(comp, "name", "custom") != "custom"
+        else "your_composite"
+    )
+    return (
+        f"layer {name!r} is a {cls}, a subclass of {base} with its own call, and LRP's rules compute with "
+        f"its kernel and bias: recomputed that way the layer gives {why}, so its rule would not describe "
+        f"what the layer computes. Give that layer its plain gradient (composite={yours}.with_names("
+        f"{{{name!r}: xk.xai.rules.Gradient()}})), or write its call as the plain layer with the kernel it "
+        "computes with"
+    )
 
 
 def _batchnorm(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., Any] | None:
@@ -291,13 +365,22 @@ def _scaled(own: Callable[..., Any], x: T, y: T, eps: float) -> T:
 
 
 def _gate(own: Callable[..., Any]) -> Callable[..., Any]:
-    """A Multiply layer: every input but the largest (the gated signal) with a stopped gradient."""
+    """A Multiply layer: every input but the largest (the gated signal) with a stopped gradient;
+    inputs of the same largest size share the relevance evenly (each one's gradient divided by
+    their number), whatever their order, as the torch backend's rule for a product of two
+    input-dependent tensors."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         ins = list(_first_arg(args, kwargs))
         sizes = [t.shape[1:].num_elements() or 0 for t in ins]
-        keep = sizes.index(max(sizes))
-        ins = [t if i == keep else tf.stop_gradient(t) for i, t in enumerate(ins)]
+        keep = [i for i, n in enumerate(sizes) if n == max(sizes)]
+        share = 1.0 / len(keep)
+        ins = [
+            (t if len(keep) == 1 else _override(t, t, lambda g: g * share))
+            if i in keep
+            else tf.stop_gradient(t)
+            for i, t in enumerate(ins)
+        ]
         rest = args[1:] if args else ()
         kw = {k: v for k, v in kwargs.items() if k != "inputs"}
         return own(ins, *rest, **kw)
@@ -317,11 +400,23 @@ def _wrapper(run: _Run, layer: Any, own: Callable[..., Any]) -> Callable[..., An
         return _weighted(run, layer, own) if rule.kind != "gradient" or merges else None
     if kind == "batchnorm":
         return _batchnorm(run, layer, own)
+    if kind == "activation" and _is_softmax(layer):
+        return None  # its gradient, as torch's softmax rule
     if kind == "activation" and rule.kind == "pass" and not _plain_relu(layer):
         return _elementwise(run, layer, own)
     if kind in ("avgpool", "maxpool") and rule.kind != "gradient":
         return _pooling(run, layer, own)
     return None
+
+
+def _is_softmax(fn_or_layer: Any) -> bool:
+    """A softmax activation (function, ``Softmax`` layer or ``Activation("softmax")``): it keeps
+    its plain gradient, which is torch's softmax rule (AttnLRP), so a classifier that ends in a
+    softmax gets the same relevance on both frameworks."""
+    if isinstance(fn_or_layer, _L.Softmax):
+        return True
+    fn = fn_or_layer.activation if isinstance(fn_or_layer, _L.Activation) else fn_or_layer
+    return getattr(fn, "__name__", "") == "softmax"
 
 
 def _plain_relu(layer: Any) -> bool:
@@ -369,7 +464,21 @@ def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
         slot: (tf.constant(r.low, tf.float32), tf.constant(r.high, tf.float32)) for slot, r in zbox.items()
     }
     step = _step(bk, model, composite, rows.output, static, target)
-    rel, scores = step.run(list(rows.inputs), rows.targets, tensors, bounds, extra)
+    rel, scores, off = step.run(list(rows.inputs), rows.targets, tensors, bounds, extra)
+    own_calls = step.found.get("own_calls", [])
+    if own_calls:
+        tol = 1e-3 if rows.inputs[0].dtype in (tf.float16, tf.bfloat16) else 1e-5
+        for (name, cls, base), diff in zip(own_calls, off.numpy()):
+            if not diff <= tol:
+                raise XaikitValueError(
+                    own_call_refusal(
+                        name,
+                        cls,
+                        base,
+                        f"a different output ({float(diff):.3g} of its largest value off)",
+                        composite,
+                    )
+                )
     return list(rel), scores
 
 
@@ -389,9 +498,10 @@ def _traced(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str,
 
     def body(
         inputs: list[T], targets: T, kw: dict[str, Any], bounds: dict[str, Any], extra: dict[str, T]
-    ) -> tuple[list[T], T]:
+    ) -> tuple[list[T], T, T]:
         m = ref()
         run = _Run(step, Assignment(m, comp), inputs, bounds)
+        run.composite = comp
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             for x in inputs:
                 tape.watch(x)
@@ -408,7 +518,9 @@ def _traced(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str,
             for d in direct:
                 r = r + tf.cast(d, x.dtype)
             rel.append(tf.cast(r, tf.float32))
-        return rel, scores
+        step.found["own_calls"] = [c[:3] for c in run.checks]
+        off = tf.stack([c[3] for c in run.checks]) if run.checks else tf.zeros([0], tf.float32)
+        return rel, scores, off
 
     step = Traced(body, bk.trace_counts, bk.trace_counts.key(model, "lrp"))
     return step

@@ -106,6 +106,8 @@ class Traced:
         #: set when the compiled function failed where the eager call may not: every call then
         #: runs eagerly (see :meth:`again`)
         self.eager_only = False
+        #: what the body found at trace time for the caller to check after a call (by name)
+        self.found: dict[str, Any] = {}
 
     def __call__(self, *args: Any) -> Any:
         """The traced function (runs at trace time only)."""
