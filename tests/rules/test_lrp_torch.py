@@ -606,7 +606,9 @@ def test_input_rule_through_zero_padding_equals_same_padding(composite_name: str
     assert float(np.abs(want).max()) > 0
     np.testing.assert_array_equal(got, want)
     ones = nn.Sequential(nn.ConstantPad2d(1, 1.0), *list(padded)[1:]).eval()
-    with pytest.raises(XaikitValueError, match=r"first layer the 'flat' rule.*'1', reads the output of another"):
+    with pytest.raises(
+        XaikitValueError, match=r"first layer the 'flat' rule.*'1', reads the output of another"
+    ):
         xk.xai.explain(ones, x, target=[0, 2], method="lrp")
 
 
