@@ -139,3 +139,23 @@ def test_nonfinite_tensors_are_still_nulled(
     assert line["mean"] is None and line["std"] is None and line.get("norm") is None
     assert line["min"] == lo and line["max"] == hi
     assert pd.isna(_row(tracker.df, "weight", "weight")["std"])
+
+
+def test_keras_huge_and_tiny_float32_statistics(tmp_path: Path) -> None:
+    # Keras summed the raw float32 values: a ±1e20 kernel had std = norm = null
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    w = np.full((4, 3), 1e20, np.float32)
+    w[0, 0] = 3e20
+    tiny = (np.random.default_rng(0).normal(size=3) * 1e-25).astype(np.float32)
+    model.layers[0].set_weights([w, tiny])
+    with ModuleTracker(model, tmp_path) as tracker:
+        model(np.ones((2, 4), np.float32))
+        tracker.step()
+    kernel = _row(tracker.df, "weight", "kernel")
+    ref = w.astype(np.float64)
+    np.testing.assert_allclose([kernel["mean"], kernel["std"]], [ref.mean(), ref.std()], rtol=1e-6)
+    np.testing.assert_allclose(kernel["norm"], np.linalg.norm(ref), rtol=1e-6)
+    bias = _row(tracker.df, "weight", "bias")  # squares of 1e-25 underflowed to a std of 0
+    np.testing.assert_allclose(bias["std"], tiny.astype(np.float64).std(), rtol=1e-5)
+    assert kernel["nonfinite"] == 0

@@ -35,14 +35,36 @@ def _is_input_layer(layer: Any) -> bool:
     return type(layer).__name__ == "InputLayer"
 
 
+def _inverse_power_of_two(top: Any) -> Any:
+    """``2**-e`` (float32) with ``2**(e-1) <= top < 2**e`` for a finite ``top > 0`` (``e`` clamped so
+    that ``2**-e`` is a normal number), else 1; built from the bits, so exact."""
+    e = tf.bitwise.right_shift(tf.bitcast(top, tf.int32), 23) - 126  # the biased exponent, + 1
+    e = tf.clip_by_value(e, -126, 126)
+    inv = tf.bitcast(tf.bitwise.left_shift(127 - e, 23), tf.float32)
+    return tf.where(tf.math.is_finite(top) & (top > 0), inv, tf.ones_like(top))
+
+
 def _stats_of(x: Any) -> Any:
     flat = tf.reshape(x, [-1])
     n = tf.cast(tf.size(flat), tf.float32)
-    mean = tf.reduce_sum(flat) / n
-    std = tf.norm(flat - mean) / tf.sqrt(n)
+    lo, hi = tf.reduce_min(flat), tf.reduce_max(flat)
+    # the sums are of the values times the power of two that brings the largest magnitude below 1
+    # (exact), scaled back in float64: 1e20 ** 2 would overflow float32, 1e-25 ** 2 underflow
+    inv = _inverse_power_of_two(tf.maximum(hi, -lo))
+    y = flat * inv
+    mean = tf.reduce_sum(y) / n
+    std = tf.sqrt(tf.reduce_sum(tf.square(y - mean)) / n)
+    inv64 = tf.cast(inv, tf.float64)
     zeros = tf.cast(tf.size(flat, out_type=tf.int64) - tf.math.count_nonzero(flat), tf.float64)
     nonfinite = tf.cast(tf.math.count_nonzero(flat - flat), tf.float64)  # NaN and +-inf give NaN
-    moments = tf.cast(tf.stack([mean, std, tf.reduce_min(flat), tf.reduce_max(flat)]), tf.float64)
+    moments = tf.stack(
+        [
+            tf.cast(mean, tf.float64) / inv64,
+            tf.cast(std, tf.float64) / inv64,
+            tf.cast(lo, tf.float64),
+            tf.cast(hi, tf.float64),
+        ]
+    )
     return tf.concat([moments, tf.stack([zeros / tf.cast(n, tf.float64), nonfinite])], axis=0)
 
 
