@@ -188,7 +188,13 @@ def _focus_case(framework: str):
     w = square_weights(np.random.default_rng(0))
     w[0] = np.random.default_rng(1).normal(size=w[0].shape)  # signed weights everywhere
     images = np.random.default_rng(2).random((8, SIZE // 2, SIZE // 2, CHANNELS)).astype(np.float32)
-    mos = ev.make_mosaics(images, np.array([0, 1, 2, 0, 1, 2, 0, 1]), target_class=0, n=4, seed=3)
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    # a numpy (8, 4, 4, 3) batch is ambiguous to make_mosaics (both end axes short, none of size 1):
+    # tile each channel as (B, H, W) images (the draws do not depend on the layout)
+    per_channel = [
+        ev.make_mosaics(images[..., c], labels, target_class=0, n=4, seed=3) for c in range(CHANNELS)
+    ]
+    mos = per_channel[0]._replace(x=np.stack([m.x for m in per_channel], axis=-1))
     return w, mos, linear(framework, w)
 
 

@@ -313,7 +313,7 @@ def test_smooth_mprt_bad_inputs(rng: np.random.Generator) -> None:
     x = torch.rand(2, 3, SIZE, SIZE)
     with pytest.raises(XaikitValueError, match="nsamples"):
         xk.evaluate.smooth_mprt(model, x, "vanilla", nsamples=0)
-    with pytest.raises(XaikitValueError, match="stdev_spread must be a finite number"):
+    with pytest.raises(XaikitValueError, match="stdev_spread must be a number >= 0"):
         xk.evaluate.smooth_mprt(model, x, "vanilla", stdev_spread=-0.1)
     with pytest.raises(XaikitValueError, match="stdev_spread"):
         xk.evaluate.smooth_mprt(model, x, "vanilla", stdev_spread="big")  # type: ignore[arg-type]

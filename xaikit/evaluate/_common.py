@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import Backend, prefers_channel_first, to_number
+from xaikit.backend import Backend, framework_of, prefers_channel_first, to_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._options import RunSettings
 from xaikit.layout import channel_axis_of
@@ -62,6 +62,32 @@ def input_layout(x: Any, bk: Backend) -> tuple[tuple[int, ...], int | None]:
         )
     prefer_first = prefers_channel_first(x, default=bk.channel_first)
     return shape, channel_axis_of(shape, prefer_first)
+
+
+def short_channel_axis(shape: tuple[int, ...], value: Any, first: bool | None = None) -> int | None:
+    """The channel axis (1 or -1) of a 4-D batch, (B, C, H, W) or (B, H, W, C), where it can be
+    told, else None: the short axis (at most 4) at either end; where both ends are short, the one
+    of size 1 (grayscale: (B, 1, 4, 4) is 4 x 4 pixels, not 1 x 4), else ``first`` (the layout
+    the batch is known to have) or the convention of ``value``'s framework (a torch tensor:
+    first; TF: last). None where nothing decides (a numpy (B, 3, 4, 4), or no short end axis):
+    the caller refuses it rather than guess.
+
+    Example:
+        >>> short_channel_axis((2, 1, 4, 4), None), short_channel_axis((2, 8, 8, 3), None)
+        (1, -1)
+        >>> short_channel_axis((2, 3, 4, 4), None, first=True), short_channel_axis((2, 3, 4, 4), None)
+        (1, None)
+    """
+    short_first, short_last = shape[1] <= 4, shape[-1] <= 4
+    if short_first != short_last:
+        return 1 if short_first else -1
+    if not short_first:
+        return None
+    if (shape[1] == 1) != (shape[-1] == 1):
+        return 1 if shape[1] == 1 else -1
+    if first is None and framework_of(value) is not None:
+        first = prefers_channel_first(value)
+    return None if first is None else (1 if first else -1)
 
 
 def spatial_shape(shape: tuple[int, ...], channel_axis: int | None) -> tuple[int, ...]:

@@ -262,13 +262,31 @@ def _options(method_options: Any, entries: list[tuple[str, str | None, Any]]) ->
         )
     named = {label: name for label, name, _ in entries if name is not None}
     out: dict[str, dict[str, Any]] = {}
+    given_by: dict[str, Any] = {}  # label -> the method_options key its options came from
     for key, opts in method_options.items():
-        hits = [label for label, name in named.items() if key in (label, name)]
+        if key in named:  # a label: that method alone
+            hits = [key]
+            unkeyed = [
+                lb for lb, name in named.items() if name == key and lb != key and lb not in method_options
+            ]
+            if unkeyed:
+                raise XaikitValueError(
+                    f"method_options: {key!r} is the label of one method and the method name of {unkeyed}: "
+                    "give each of those its own entry under its label (an empty dict for no options)"
+                )
+        else:  # a method name: every label of that method
+            hits = [label for label, name in named.items() if key == name]
         if not hits:
             raise XaikitValueError(
                 f"method_options: {key!r} is not one of the compared methods {list(named)}"
             )
         for label in hits:
+            if label in given_by:
+                raise XaikitValueError(
+                    f"method_options: {given_by[label]!r} and {key!r} both give the options of method "
+                    f"{label!r} ({named[label]}); give them under one key"
+                )
+            given_by[label] = key
             out[label] = check_method_options(opts, _RESERVED)
     return out
 
@@ -437,7 +455,11 @@ def compare(
         framework: ``"torch"`` or ``"tf"`` for a plain-function model.
         method_options: the options of the methods, by method (label or name), e.g.
             ``{"integrated": {"nsamples": 32, "baseline": "black"}}`` (several methods, so one
-            dict each; a single metric's ``method_options`` is the inner dict).
+            dict each; a single metric's ``method_options`` is the inner dict). A key that is a
+            label gives that method's options; any other key is a method name and gives the
+            options of every method of that name. One method's options under both its label and
+            its method name are refused (neither silently wins), and so is a label that is also
+            the method name of other labels without an entry of their own.
 
     Returns:
         A :class:`CompareResult`: ``.table``, ``.per_sample``, ``.verdicts``, ``.maps``,

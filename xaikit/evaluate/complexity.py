@@ -29,10 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import framework_of, get_backend, prefers_channel_first
+from xaikit.backend import get_backend
 from xaikit.checks import check_number
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import PerSample, check_bool, host, input_layout, maps_alone_or_explain
+from xaikit.evaluate._common import (
+    PerSample,
+    check_bool,
+    host,
+    input_layout,
+    maps_alone_or_explain,
+    short_channel_axis,
+)
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 
@@ -112,11 +119,12 @@ def _magnitudes(saliency: Any, channels: str, first: bool | None = None) -> np.n
 
 
 def _channel_axis(shape: tuple[int, ...], saliency: Any, first: bool | None = None) -> int:
-    """The channel axis of 4-D maps, (B, C, H, W) or (B, H, W, C): the short one (at most 4) at
-    either end; where both ends are short, the one of size 1 (a grayscale map: (B, 1, 4, 4) is
-    4 x 4 pixels, not 1 x 4), else the layout of the inputs the maps were computed for
-    (``first``) or of the maps' framework (a torch tensor: first; TF: last); where nothing
-    decides (a numpy (B, 3, 4, 4)), an error, never a guess.
+    """The channel axis of 4-D maps, (B, C, H, W) or (B, H, W, C), by the rule of
+    :func:`~xaikit.evaluate._common.short_channel_axis`: the short one (at most 4) at either end;
+    where both ends are short, the one of size 1 (a grayscale map: (B, 1, 4, 4) is 4 x 4 pixels,
+    not 1 x 4), else the layout of the inputs the maps were computed for (``first``) or of the
+    maps' framework (a torch tensor: first; TF: last); where nothing decides (a numpy
+    (B, 3, 4, 4)), an error, never a guess.
 
     Example:
         >>> _channel_axis((2, 1, 4, 4), None), _channel_axis((2, 8, 8, 3), None)
@@ -124,17 +132,10 @@ def _channel_axis(shape: tuple[int, ...], saliency: Any, first: bool | None = No
         >>> _channel_axis((2, 3, 4, 4), None, first=True)
         1
     """
-    short_first, short_last = shape[1] <= 4, shape[-1] <= 4
-    if short_first != short_last:
-        return 1 if short_first else -1
-    if short_first and (shape[1] == 1) != (shape[-1] == 1):
-        return 1 if shape[1] == 1 else -1
-    if short_first:
-        if first is None and framework_of(saliency) is not None:
-            first = prefers_channel_first(saliency)
-        if first is not None:
-            return 1 if first else -1
-    what = "no channel axis (of at most 4)" if not short_first else "a short axis at both ends"
+    axis = short_channel_axis(shape, saliency, first)
+    if axis is not None:
+        return axis
+    what = "no channel axis (of at most 4)" if shape[1] > 4 else "a short axis at both ends"
     raise XaikitValueError(
         f"saliency {describe(saliency)} has 4 axes and {what} first or last, so its channel axis is "
         "not known: pass (B, H, W) maps (channels summed as you want them), or channels='flatten' to "

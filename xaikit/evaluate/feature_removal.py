@@ -568,12 +568,11 @@ def monotonicity_correlation(
         [1.0, 1.0]
     """
     eps = check_number(eps, "eps", 0.0)
-    if (
-        not isinstance(value_range, (tuple, list))
-        or len(value_range) != 2
-        or not all(isinstance(v, (int, float)) and np.isfinite(v) for v in value_range)
-        or not value_range[0] < value_range[1]
-    ):
+    if not isinstance(value_range, (tuple, list)) or len(value_range) != 2:
+        raise XaikitValueError(f"value_range must be (low, high) with low < high; got {value_range!r}")
+    low = check_number(value_range[0], "value_range[0] (low)")
+    high = check_number(value_range[1], "value_range[1] (high)")
+    if not low < high:
         raise XaikitValueError(f"value_range must be (low, high) with low < high; got {value_range!r}")
     settings = RunSettings.of(run)
     job = _start(model, x, saliency, target, settings)
@@ -583,9 +582,7 @@ def monotonicity_correlation(
     n_groups = -(-magnitude.shape[1] // step)
     if values is None:
         nsamples = check_int(nsamples, "nsamples", 1)
-        drawn = np.random.default_rng(settings.seed).uniform(
-            float(value_range[0]), float(value_range[1]), (n_groups, nsamples, batch)
-        )
+        drawn = np.random.default_rng(settings.seed).uniform(low, high, (n_groups, nsamples, batch))
     else:
         drawn = host(values, "values").astype(np.float64)
         if drawn.ndim != 3 or drawn.shape[0] != n_groups or drawn.shape[2] != batch or drawn.shape[1] < 1:

@@ -27,6 +27,7 @@ from xaikit.evaluate._common import (
     host,
     maps_alone_or_explain,
     maps_or_explain,
+    short_channel_axis,
     to_spatial,
 )
 from xaikit.evaluate._conventions import public
@@ -90,6 +91,29 @@ def _image_axes(x: Any, model: Any, framework: str | None) -> tuple[tuple[int, .
     return shape, channel_axis_of(shape, prefers_channel_first(x, default=default))
 
 
+def _mosaic_axes(x: Any) -> tuple[tuple[int, ...], int | None]:
+    """The shape of an image batch for :func:`make_mosaics` and its channel axis (None, 1 or 3),
+    by the rule of the maps-only metrics (:func:`~xaikit.evaluate._common.short_channel_axis`):
+    the short end axis (at most 4), a size-1 one where both are short, else x's framework; a
+    numpy batch that none of these decides is refused, never guessed."""
+    shape = tuple(int(d) for d in getattr(x, "shape", np.shape(x)))
+    if len(shape) not in (3, 4) or shape[0] == 0:
+        raise XaikitValueError(
+            f"x must be a non-empty batch of images (B, H, W), (B, H, W, C) or (B, C, H, W); got {describe(x)}"
+        )
+    if len(shape) == 3:
+        return shape, None
+    axis = short_channel_axis(shape, x)
+    if axis is None:
+        what = "no channel axis (of at most 4)" if shape[1] > 4 else "a short axis at both ends"
+        raise XaikitValueError(
+            f"x {describe(x)} has 4 axes and {what} first or last, so its channel axis is not known: "
+            "pass the images as a torch tensor (channels first) or a TF tensor (channels last), or "
+            "grey images as (B, H, W)"
+        )
+    return shape, 1 if axis == 1 else 3
+
+
 @public()
 def make_mosaics(
     x: Any,
@@ -108,8 +132,10 @@ def make_mosaics(
     same mosaics.
 
     Args:
-        x: (B, H, W), (B, H, W, C) or (B, C, H, W) images of equal size (channel-first for an
-            ambiguous numpy shape only when x is a torch tensor).
+        x: (B, H, W), (B, H, W, C) or (B, C, H, W) images of equal size. The channel axis is
+            the short one (at most 4) at either end; where both ends are short, the one of size
+            1 ((B, 1, 4, 4) is grey 4 x 4 images), else x's framework (torch: first, TF: last);
+            a numpy batch none of these decides (e.g. (B, 3, 4, 4)) is refused.
         y: (B,) the integer class of each image.
         target_class: the class the mosaics are about.
         n: the number of mosaics; None: one per ``per_mosaic`` target-class images (each target
@@ -128,7 +154,7 @@ def make_mosaics(
         ((1, 4, 4), 2, [1])
     """
     images = host(x, "x")
-    shape, axis = _image_axes(x, None, None)
+    shape, axis = _mosaic_axes(x)
     labels = host(y, "y")
     if labels.ndim != 1 or labels.shape[0] != shape[0] or labels.dtype.kind not in "iub":
         raise XaikitValueError(

@@ -150,6 +150,14 @@ def maps_and_masks(
             f"saliency and mask must have the same batch size; mask has {batch} masks of shape {spatial}, "
             f"saliency is {describe(saliency)}"
         )
+    values = host(saliency, "saliency")
+    if values.dtype.kind in "fc" and values.size:  # a NaN is not a shape mismatch: say so first
+        bad = np.flatnonzero(~np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1))
+        if bad.size:
+            raise XaikitValueError(
+                f"saliency holds NaN or infinite values (samples {bad[:10].tolist()}"
+                f"{', ...' if bad.size > 10 else ''})"
+            )
     try:
         smap = to_spatial(saliency, spatial, batch, channels=None, absolute=absolute)
     except XaikitValueError as exc:

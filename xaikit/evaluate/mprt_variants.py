@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.checks import check_int
+from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import PerSample, classes_of, host, input_layout, spatial_shape, tile_object
 from xaikit.evaluate._conventions import public
@@ -280,13 +280,7 @@ def smooth_mprt(
         (['1', '3'], (2,))
     """
     nsamples = check_int(nsamples, "nsamples", 1)
-    if (
-        isinstance(stdev_spread, bool)
-        or not isinstance(stdev_spread, (int, float))
-        or not np.isfinite(stdev_spread)
-        or stdev_spread < 0
-    ):
-        raise XaikitValueError(f"stdev_spread must be a finite number >= 0; got {describe(stdev_spread)}")
+    stdev_spread = check_number(stdev_spread, "stdev_spread", 0.0)
     if order not in LAYER_ORDERS:
         raise XaikitValueError(f"order must be one of {', '.join(map(repr, LAYER_ORDERS))}; got {order!r}")
     bk, rerun, targets, _ = start(model, x, method, target=target, run=RunSettings.of(run))
