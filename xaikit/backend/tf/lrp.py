@@ -133,9 +133,9 @@ class _Run:
         self.step, self.plan, self.inputs, self.bounds = step, plan, inputs, bounds
         self.sites: dict[int, _Site] = {}
         self.direct: list[list[T]] = [[] for _ in inputs]
-        #: layers with their own ``call``: (name, class, base class, relative difference of the
-        #: rule's operator from the layer's output), checked after the step (:func:`_own_call_check`)
-        self.checks: list[tuple[str, str, str, T]] = []
+        #: layers with their own ``call``: (name, class, base class, tolerance, relative difference
+        #: of the rule's operator from the layer's output), checked after the step (:func:`lrp_step`)
+        self.checks: list[tuple[str, str, str, float, T]] = []
         self.composite: Any = None  # for messages
 
     def input_index(self, x: T) -> tuple[int, list[tuple[str, Any]]] | None:
@@ -264,7 +264,8 @@ def _check_call(run: _Run, layer: Any, base: str, maps: list[Linear], x: T, z: T
     zc = tf.cast(z, zz.dtype)
     err = tf.reduce_max(tf.abs(zz - zc))
     scale = tf.maximum(tf.reduce_max(tf.abs(zc)), tf.constant(1e-30, zz.dtype))
-    run.checks.append((str(layer.name), type(layer).__name__, base, tf.cast(err / scale, tf.float32)))
+    tol = 1e-3 if zz.dtype in (tf.float16, tf.bfloat16) else 1e-5  # the layer's own compute dtype
+    run.checks.append((str(layer.name), type(layer).__name__, base, tol, tf.cast(err / scale, tf.float32)))
 
 
 def own_call_refusal(name: str, cls: str, base: str, why: str, comp: Any) -> str:
@@ -467,8 +468,7 @@ def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
     rel, scores, off = step.run(list(rows.inputs), rows.targets, tensors, bounds, extra)
     own_calls = step.found.get("own_calls", [])
     if own_calls:
-        tol = 1e-3 if rows.inputs[0].dtype in (tf.float16, tf.bfloat16) else 1e-5
-        for (name, cls, base), diff in zip(own_calls, off.numpy()):
+        for (name, cls, base, tol), diff in zip(own_calls, off.numpy()):
             if not diff <= tol:
                 raise XaikitValueError(
                     own_call_refusal(
@@ -518,8 +518,8 @@ def _traced(bk: Any, model: Any, comp: Any, output: int | str, static: dict[str,
             for d in direct:
                 r = r + tf.cast(d, x.dtype)
             rel.append(tf.cast(r, tf.float32))
-        step.found["own_calls"] = [c[:3] for c in run.checks]
-        off = tf.stack([c[3] for c in run.checks]) if run.checks else tf.zeros([0], tf.float32)
+        step.found["own_calls"] = [c[:4] for c in run.checks]
+        off = tf.stack([c[4] for c in run.checks]) if run.checks else tf.zeros([0], tf.float32)
         return rel, scores, off
 
     step = Traced(body, bk.trace_counts, bk.trace_counts.key(model, "lrp"))

@@ -468,18 +468,19 @@ def _check_own_forward(
                 )
                 err = float((z - ref).abs().amax()) if ref.numel() else 0.0
                 if not err <= tol * max(scale, 1e-30):
-                    why = f"a different output (max difference {err:.3g}, {err / max(scale, 1e-30):.3g} of its largest)"
+                    off = err / max(scale, 1e-30)
+                    why = f"a different output (max difference {err:.3g}, {off:.3g} of its largest)"
     except RuntimeError as e:
         why = f"an error ({str(e).splitlines()[0][:160]})"
     if why is not None:
         yours = f"xk.xai.rules.composite({comp.name!r})" if comp.name != "custom" else "your_composite"
+        base = next(c for c in type(module).__mro__ if c.__module__.startswith("torch.nn.modules"))
         raise XaikitValueError(
-            f"layer {name!r} is a {type(module).__name__}, a subclass of "
-            f"{next(c for c in type(module).__mro__ if c.__module__.startswith('torch.nn.modules')).__name__} "
-            "with its own forward, and LRP's rules compute with its .weight and .bias: recomputed "
-            f"that way the layer gives {why}, so its rule would not describe what the layer computes. "
-            f"Give that layer its plain gradient (composite={yours}.with_names({{{name!r}: xk.xai.rules.Gradient()}})), or write its forward as the plain layer with the weight it "
-            "computes with"
+            f"layer {name!r} is a {type(module).__name__}, a subclass of {base.__name__} with its own "
+            "forward, and LRP's rules compute with its .weight and .bias: recomputed that way the layer "
+            f"gives {why}, so its rule would not describe what the layer computes. Give that layer its "
+            f"plain gradient (composite={yours}.with_names({{{name!r}: xk.xai.rules.Gradient()}})), or "
+            "write its forward as the plain layer with the weight it computes with"
         )
 
 
