@@ -159,3 +159,15 @@ def test_a_model_without_relus_is_refused() -> None:
         xk.xai.explain(model, np.ones((2, 4), np.float32), method="guided_backprop")
     with pytest.raises(XaikitValueError, match=r"deconvnet modifies"):
         xk.xai.explain(model, np.ones((2, 4), np.float32), method="deconvnet")
+
+
+@pytest.mark.parametrize("method", ["vanilla", "smoothgrad", "guided_backprop", "lrp"])
+def test_a_model_that_writes_its_input_in_place_gets_a_clear_error(method: str) -> None:
+    # nn.ReLU(inplace=True) on the model input: autograd's raw "a leaf Variable that requires grad
+    # is being used in an in-place operation" (guided backprop: "could not be called ... shape")
+    model = torch.nn.Sequential(
+        torch.nn.ReLU(inplace=True), torch.nn.Flatten(), torch.nn.Linear(16, 3)
+    ).eval()
+    x = np.random.default_rng(0).normal(size=(2, 1, 4, 4)).astype(np.float32)
+    with pytest.raises(XaikitValueError, match=r"writes its input in place.*nn.ReLU\(inplace=False\)"):
+        xk.xai.explain(model, x, target=0, method=method)

@@ -15,7 +15,7 @@ import numpy as np
 from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
 from xaikit.backend.rows import Rows
-from xaikit.errors import XaikitError
+from xaikit.errors import XaikitError, XaikitValueError
 from xaikit.layout import ModelLayout
 
 
@@ -234,6 +234,13 @@ class TorchBackend(Backend):
             from xaikit.backend.torch.grads import exported_call_error
 
             error = exported_call_error(model, inputs, exc)
+            if error is None and "leaf Variable that requires grad is being used in an in-place" in str(exc):
+                error = XaikitValueError(
+                    "the model writes its input in place (its first operation on an input is in place, "
+                    "e.g. nn.ReLU(inplace=True) or x.clamp_(...)), and autograd cannot take the gradient "
+                    "with respect to an input the model overwrites. Make that operation out of place "
+                    "(nn.ReLU(inplace=False)), or copy the input first inside forward (x = x.clone())"
+                )
             if error is None:
                 raise
             raise error from exc
