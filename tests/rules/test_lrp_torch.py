@@ -957,3 +957,51 @@ def test_the_first_rule_goes_to_the_layer_that_reads_the_input_whatever_the_defi
     with pytest.raises(XaikitValueError, match=r"first layer the 'flat' rule.*'stem'"):
         xk.xai.explain(norm, x, target=1, method="lrp")
     assert xk.xai.explain(norm, x, target=1, method="lrp", composite="epsilon_plus").shape == x.shape
+
+
+def test_first_rule_edge_cases_found_in_review(rng: np.random.Generator) -> None:
+    class Net(nn.Module):  # the head defined before the stem; the input normalized or not
+        def __init__(self, normalize: bool, stem: Any = None) -> None:
+            super().__init__()
+            self.head = nn.Linear(4, 3)
+            self.stem = stem if stem is not None else nn.Conv2d(2, 4, 3, padding=1)
+            self.normalize = normalize
+
+        def forward(self, x: Any) -> Any:
+            x = (x - 0.5) / 0.25 if self.normalize else x
+            return self.head(torch.relu(self.stem(x)).mean((2, 3)))
+
+    torch.manual_seed(0)
+    x = rng.uniform(size=(2, 2, 6, 6))
+    # a names= rule on the stem (here the way out of a refused subclass) is not taken for "no layer
+    # reads the input"
+    model = Net(False).double().eval()
+    comp = composite("epsilon_plus_flat").with_names({"stem": Epsilon(0.0)})
+    assert np.isfinite(xk.xai.explain(model, x, target=1, method="lrp", composite=comp)).all()
+    # a first rule that is not an input rule still reaches the first layer that runs when the
+    # input is normalized inside forward: equal to that rule everywhere
+    norm = Net(True).double().eval()
+    custom = Composite({"conv": ZPlus(), "dense": Epsilon(0.0)}, first={"conv": Epsilon(0.0)})
+    want = xk.xai.explain(
+        norm, x, target=1, method="lrp", composite=Composite({"conv": Zero(), "dense": Zero()})
+    )
+    np.testing.assert_allclose(
+        xk.xai.explain(norm, x, target=1, method="lrp", composite=custom), want, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_subclass_computing_the_layer_itself_is_explained_in_half_precision(dtype: str) -> None:
+    # the own-forward check held a half-precision layer to float32's 1e-5 and refused it
+    class Same(nn.Conv2d):
+        def forward(self, x: Any) -> Any:
+            return super().forward(x)
+
+    torch.manual_seed(0)
+    own = nn.Sequential(Same(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 3))
+    plain = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 3))
+    plain.load_state_dict(own.state_dict())
+    x = torch.rand(2, 3, 6, 6)
+    half = getattr(torch, dtype)
+    got = xk.xai.explain(own.to(half).eval(), x, target=1, method="lrp")
+    np.testing.assert_array_equal(got, xk.xai.explain(plain.to(half).eval(), x, target=1, method="lrp"))

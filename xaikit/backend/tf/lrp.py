@@ -261,26 +261,30 @@ def _check_call(run: _Run, layer: Any, base: str, maps: list[Linear], x: T, z: T
         why = f"an output of shape {tuple(zz.shape.as_list())}, not the layer's {tuple(z.shape.as_list())}"
         run.step.fail(own_call_refusal(str(layer.name), type(layer).__name__, base, why, run.composite))
         return
-    zc = tf.cast(z, zz.dtype)
-    err = tf.reduce_max(tf.abs(zz - zc))
-    scale = tf.maximum(tf.reduce_max(tf.abs(zc)), tf.constant(1e-30, zz.dtype))
-    tol = 1e-3 if zz.dtype in (tf.float16, tf.bfloat16) else 1e-5  # the layer's own compute dtype
+    # in float32 at least (a float16 floor of 1e-30 would be 0), held to the resolution of the
+    # layer's output (a half-precision layer's recomputation differs by that)
+    wide = tf.float64 if z.dtype == tf.float64 else tf.float32
+    zc, zf = tf.cast(z, wide), tf.cast(zz, wide)
+    err = tf.reduce_max(tf.abs(zf - zc))
+    scale = tf.maximum(tf.reduce_max(tf.abs(zc)), tf.constant(1e-30, wide))
+    eps = {tf.float16: 2.0**-10, tf.bfloat16: 2.0**-7, tf.float64: 0.0}.get(z.dtype, 2.0**-23)
+    tol = 1e-10 if z.dtype == tf.float64 else max(1e-5, 4 * eps)
     run.checks.append((str(layer.name), type(layer).__name__, base, tol, tf.cast(err / scale, tf.float32)))
 
 
 def own_call_refusal(name: str, cls: str, base: str, why: str, comp: Any) -> str:
     """The refusal of a layer whose own ``call`` does not compute its operator with its kernel."""
     yours = (
-        f"xk.xai.rules.composite({comp.name!r})"
+        f"xk.xai.rules.composite({comp.name!r}, <the same epsilon/gamma/low/high>)"
         if getattr(comp, "name", "custom") != "custom"
         else "your_composite"
     )
     return (
         f"layer {name!r} is a {cls}, a subclass of {base} with its own call, and LRP's rules compute with "
         f"its kernel and bias: recomputed that way the layer gives {why}, so its rule would not describe "
-        f"what the layer computes. Give that layer its plain gradient (composite={yours}.with_names("
-        f"{{{name!r}: xk.xai.rules.Gradient()}})), or write its call as the plain layer with the kernel it "
-        "computes with"
+        "what the layer computes. Give that layer its plain gradient (method='lrp', "
+        f"composite={yours}.with_names({{{name!r}: xk.xai.rules.Gradient()}})), or write its call as "
+        "the plain layer with the kernel it computes with"
     )
 
 

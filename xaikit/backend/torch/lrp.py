@@ -109,8 +109,6 @@ class _Layer:
     rule: Any
     #: a convolution / dense layer's rule where it reads a model input (the composite's ``first``)
     first_rule: Any = None
-    #: the first such layer in ``named_modules()`` order (named when no layer reads the input)
-    listed_first: bool = False
 
 
 def _compute_dtype(t: torch.Tensor) -> torch.dtype:
@@ -231,7 +229,6 @@ def _plan(model: Any, eager: Any, comp: Any) -> dict[int, tuple[Any, _Layer]]:
             f"composite names {unknown} are not modules of the model; names are module paths as "
             f"model.named_modules() gives them, e.g. {[prefix + n for n, _ in named if n][:6]}"
         )
-    first = next((m for _, m in named if kind_of(m) in ("conv", "dense")), None)
     plan: dict[int, tuple[Any, _Layer]] = {}
     for n, m in named:
         full = (prefix + n) if n else (prefix[:-1] or "(the model)")
@@ -253,7 +250,7 @@ def _plan(model: Any, eager: Any, comp: Any) -> dict[int, tuple[Any, _Layer]]:
                     f"layer {full!r} ({type(m).__name__}, kind {kind!r}) cannot take the {r.kind!r} rule; "
                     f"its kind takes {_ALLOWED[kind]}"
                 )
-        plan[id(m)] = (m, _Layer(full, kind, rule, first_rule, m is first))
+        plan[id(m)] = (m, _Layer(full, kind, rule, first_rule))
     return plan
 
 
@@ -278,7 +275,10 @@ class _Pass:
         self.direct: dict[int, torch.Tensor] = {}
         self.pending: dict[int, list[torch.Tensor]] = {}
         self.ran = 0
-        self.firsts = 0  # layers that read a model input and got the composite's first rule
+        self.firsts = 0  # conv / dense calls that read a model input (they get the first rule)
+        self.first_ran: _Layer | None = None  # the first conv / dense layer that ran
+        #: the layer given the first rule where no layer reads a model input (see lrp_step)
+        self.forced: _Layer | None = None
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def _register(self, t: torch.Tensor, site: _Site) -> None:
@@ -333,18 +333,19 @@ class _Pass:
             return None
         self._read(x)
         self.ran += 1
+        if self.first_ran is None:
+            self.first_ran = layer
         rule = layer.rule
-        index: int | None = None
         steps: list[Step] = []
         support: torch.Tensor | None = None
-        if rule.reads_input or layer.first_rule != rule:  # the first rule: where a model input is read
-            index = next((i for i, leaf in enumerate(self.xs) if leaf is x), None)
-            found = _zero_padded_input(x, self.xs) if index is None else None
-            if found is not None:
-                index, steps, support = found
-            if index is not None:
-                rule = layer.first_rule
-                self.firsts += 1
+        # the first rule: where a model input is read (through zero padding and reshapes)
+        index = next((i for i, leaf in enumerate(self.xs) if leaf is x), None)
+        found = _zero_padded_input(x, self.xs) if index is None else None
+        if found is not None:
+            index, steps, support = found
+        if index is not None or layer is self.forced:
+            rule = layer.first_rule
+            self.firsts += index is not None
         site = _Site(layer.name, rule, "affine", module, x, out)
         site.affine = Affine(module, x.shape, out.shape, dtype=_compute_dtype(x))
         if rule.kind != "gradient" and _own_forward(module):
@@ -461,11 +462,9 @@ def _check_own_forward(
                 why = f"an output of shape {tuple(z.shape)}, not the module's {tuple(ref.shape)}"
             else:
                 scale = float(ref.abs().amax()) if ref.numel() else 0.0
-                tol = (
-                    1e-3
-                    if dt in (torch.float16, torch.bfloat16)
-                    else (1e-5 if dt == torch.float32 else 1e-10)
-                )
+                # the module's own rounding: its output's dtype (a half-precision model's float32
+                # recomputation differs by that dtype's resolution)
+                tol = 1e-10 if out.dtype == torch.float64 else max(1e-5, 4 * torch.finfo(out.dtype).eps)
                 err = float((z - ref).abs().amax()) if ref.numel() else 0.0
                 if not err <= tol * max(scale, 1e-30):
                     off = err / max(scale, 1e-30)
@@ -473,13 +472,18 @@ def _check_own_forward(
     except RuntimeError as e:
         why = f"an error ({str(e).splitlines()[0][:160]})"
     if why is not None:
-        yours = f"xk.xai.rules.composite({comp.name!r})" if comp.name != "custom" else "your_composite"
+        yours = (
+            f"xk.xai.rules.composite({comp.name!r}, <the same epsilon/gamma/low/high>)"
+            if comp.name != "custom"
+            else "your_composite"
+        )
         base = next(c for c in type(module).__mro__ if c.__module__.startswith("torch.nn.modules"))
         raise XaikitValueError(
             f"layer {name!r} is a {type(module).__name__}, a subclass of {base.__name__} with its own "
             "forward, and LRP's rules compute with its .weight and .bias: recomputed that way the layer "
             f"gives {why}, so its rule would not describe what the layer computes. Give that layer its "
-            f"plain gradient (composite={yours}.with_names({{{name!r}: xk.xai.rules.Gradient()}})), or "
+            f"plain gradient (method='lrp', composite={yours}.with_names({{{name!r}: "
+            "xk.xai.rules.Gradient()})), or "
             "write its forward as the plain layer with the weight it computes with"
         )
 
@@ -548,23 +552,24 @@ def _unpad(r: torch.Tensor, steps: list[Step]) -> torch.Tensor:
     return r
 
 
-def _check_first(plan: dict[int, tuple[Any, _Layer]], run: _Pass) -> None:
-    """A composite with an input rule for the first layer (flat, w-square, z^B) where no
-    convolution or dense layer read a model input: refused, naming the first such layer (it
-    reads something computed from the input, e.g. a normalization inside ``forward``), rather
-    than giving no layer that rule."""
-    if run.firsts:
-        return
-    listed = next((layer for _, layer in plan.values() if layer.listed_first), None)
-    if listed is not None and listed.first_rule is not None and listed.first_rule.reads_input:
+def _no_input_reader(run: _Pass) -> _Layer | None:
+    """Where no convolution or dense layer read a model input (a normalization inside
+    ``forward``): the first one that ran, to be given the composite's first rule as it would be
+    without that normalization, when that rule differs from its own; an input rule (flat,
+    w-square, z^B) there is refused, since that layer's input is not the model's. Else None."""
+    layer = run.first_ran
+    if run.firsts or layer is None or layer.first_rule == layer.rule:
+        return None
+    if layer.first_rule.reads_input:
         raise XaikitValueError(
-            f"the composite gives the first layer the {listed.first_rule.kind!r} rule, which gives the "
+            f"the composite gives the first layer the {layer.first_rule.kind!r} rule, which gives the "
             "relevance of the model's input itself, and no convolution or nn.Linear module reads a "
-            f"model input (through zero padding or a flatten at most): the first, {listed.name!r}, "
-            "reads the output of another operation (a normalization or rescaling inside forward?). Use "
-            "a composite without an input rule (e.g. composite='epsilon_plus'), or move that "
-            "operation out of the model"
+            f"model input (through zero padding or a reshape at most): the first that runs, "
+            f"{layer.name!r}, reads the output of another operation (a normalization or rescaling "
+            "inside forward, an unsqueeze). Use a composite without an input rule (e.g. "
+            "composite='epsilon_plus'), or move that operation out of the model"
         )
+    return layer
 
 
 def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
@@ -586,6 +591,15 @@ def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
         try:
             with TransformerRules():  # AttnLRP's rules for attention, LayerNorm, functional activations
                 scores, _ = bk._scored(rows, xs, eager)
+            forced = _no_input_reader(run)
+            if forced is not None:  # once more, with the first rule on the first layer that ran
+                for h in handles:
+                    h.remove()
+                run = _Pass(plan, composite, xs)
+                run.forced = forced
+                handles = run.attach()
+                with TransformerRules():
+                    scores, _ = bk._scored(rows, xs, eager)
             if not run.ran:
                 raise XaikitValueError(
                     f"{_LRP} assigns its rules to the model's convolution and nn.Linear modules, and the "
@@ -594,7 +608,6 @@ def lrp_step(bk: Any, rows: Rows, composite: Any) -> tuple[list[T], T]:
                     "relevance would be gradient x input. Build the model from nn.Conv*/nn.Linear "
                     "modules, or use method='input_x_gradient' for that"
                 )
-            _check_first(plan, run)
             grads = input_grads(model, scores, xs, output)
         finally:
             for h in handles:
