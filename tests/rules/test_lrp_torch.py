@@ -1005,3 +1005,28 @@ def test_a_subclass_computing_the_layer_itself_is_explained_in_half_precision(dt
     half = getattr(torch, dtype)
     got = xk.xai.explain(own.to(half).eval(), x, target=1, method="lrp")
     np.testing.assert_array_equal(got, xk.xai.explain(plain.to(half).eval(), x, target=1, method="lrp"))
+
+
+def test_input_rule_through_an_unsqueeze_equals_the_unsqueezed_input(rng: np.random.Generator) -> None:
+    # a 1-D signal model that adds the channel axis itself (x.unsqueeze(1) -> Conv1d) was refused
+    class Signal(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.fc = nn.Conv1d(1, 4, 3, padding=1), nn.Linear(4, 3)
+
+        def forward(self, x: Any) -> Any:
+            return self.fc(torch.relu(self.conv(x.unsqueeze(1))).mean(2))
+
+    class Channels(Signal):
+        def forward(self, x: Any) -> Any:
+            return self.fc(torch.relu(self.conv(x)).mean(2))
+
+    torch.manual_seed(0)
+    signal = Signal().double().eval()
+    channels = Channels().double().eval()
+    channels.load_state_dict(signal.state_dict())
+    x = rng.normal(size=(2, 16))
+    for comp in ("epsilon_plus_flat", Composite({"conv": ZPlus()}, first={"conv": WSquare()})):
+        got = xk.xai.explain(signal, x, target=1, method="lrp", composite=comp)
+        want = xk.xai.explain(channels, x[:, None], target=1, method="lrp", composite=comp)
+        np.testing.assert_array_equal(got, want[:, 0])

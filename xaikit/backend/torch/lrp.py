@@ -493,23 +493,36 @@ def _zero_padded_input(
 ) -> tuple[int, list[Step], torch.Tensor] | None:
     """``(index, steps, support)`` when ``x`` is model input ``index`` padded with zeros
     (``nn.ZeroPad2d``, ``F.pad``) and/or reshaped with its batch axis kept (``nn.Flatten``,
-    ``x.view(B, -1)``): the steps read from the autograd graph, outermost first; a padding is
+    ``x.view(B, -1)``, ``x.unsqueeze(1)``): the steps read from the autograd graph, outermost first; a padding is
     checked on the values (the padded border of ``x`` holds only zeros). ``support``: one row of
     ``x``'s shape, 1 on the input and 0 on the padding. Else None."""
     steps: list[Step] = []
     fn = x.grad_fn
     batch = int(x.shape[0]) if x.ndim else -1
+    shape = tuple(int(n) for n in x.shape)  # the current step's output shape
     while fn is not None and fn.next_functions:
         if fn.name() == "ConstantPadNdBackward0":
             pad = tuple(int(p) for p in fn._saved_pad)  # type: ignore[attr-defined]
-            if min(pad) < 0:  # a negative padding crops
+            if min(pad) < 0 or len(pad) // 2 > len(shape):  # a negative padding crops
                 return None
             steps.append(("pad", pad))
+            cut = list(shape)
+            for k in range(len(pad) // 2):
+                cut[len(cut) - 1 - k] -= pad[2 * k] + pad[2 * k + 1]
+            shape = tuple(cut)
         elif fn.name() in _VIEWS and hasattr(fn, "_saved_self_sym_sizes"):
-            inner = tuple(int(n) for n in fn._saved_self_sym_sizes)
-            if not inner or inner[0] != batch:  # a reshape that mixes the rows
+            shape = tuple(int(n) for n in fn._saved_self_sym_sizes)
+            if not shape or shape[0] != batch:  # a reshape that mixes the rows
                 return None
-            steps.append(("view", inner))
+            steps.append(("view", shape))
+        elif fn.name() == "UnsqueezeBackward0" and len(shape) > 1:  # x.unsqueeze(1), x[:, None]
+            dim = int(fn._saved_dim)  # type: ignore[attr-defined]
+            dim = dim - 2**64 if dim >= 2**63 else dim  # a negative dim comes back unsigned
+            dim = dim % len(shape)
+            if dim == 0 or shape[dim] != 1:
+                return None
+            shape = shape[:dim] + shape[dim + 1 :]
+            steps.append(("view", shape))
         else:
             break
         fn = fn.next_functions[0][0]
@@ -517,16 +530,15 @@ def _zero_padded_input(
     index = next((i for i, t in enumerate(leaves) if t is leaf), None)
     if index is None:
         return None
-    outs, shape = [], tuple(int(n) for n in x.shape)  # each step's output shape, outermost first
-    for kind, value in steps:
-        outs.append(shape)
+    outs = [tuple(int(n) for n in x.shape)]  # each step's output shape, outermost first
+    for kind, value in steps[:-1]:
         if kind == "view":
-            shape = value
+            outs.append(value)
         else:
-            cut = list(shape)
+            cut = list(outs[-1])
             for k in range(len(value) // 2):
                 cut[len(cut) - 1 - k] -= value[2 * k] + value[2 * k + 1]
-            shape = tuple(cut)
+            outs.append(tuple(cut))
     if shape[1:] != tuple(leaves[index].shape[1:]):
         return None
     support = torch.ones((1, *leaves[index].shape[1:]), dtype=x.dtype, device=x.device)
