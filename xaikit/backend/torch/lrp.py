@@ -348,8 +348,9 @@ class _Pass:
             self.firsts += index is not None
         site = _Site(layer.name, rule, "affine", module, x, out)
         site.affine = Affine(module, x.shape, out.shape, dtype=_compute_dtype(x))
-        if rule.kind != "gradient" and _own_forward(module):
-            _check_own_forward(layer.name, module, site.affine, x, out, self.comp)
+        base = _own_forward(module) if rule.kind != "gradient" else None
+        if base is not None:
+            _check_own_forward(layer.name, module, base, site.affine, x, out, self.comp)
         if rule.reads_input:
             if index is None:
                 raise XaikitValueError(
@@ -432,22 +433,23 @@ class _Pass:
             site.bumps += 1
 
 
-def _own_forward(module: Any) -> bool:
-    """Whether the module's class replaces the ``forward`` (or ``_conv_forward``) of the torch
-    layer it derives from: a weight-standardized convolution, a LoRA adapter, a convolution
-    that pads inside its forward."""
+def _own_forward(module: Any) -> type | None:
+    """The torch layer class whose ``forward`` (or ``_conv_forward``) the module's class replaces
+    (a weight-standardized convolution, a LoRA adapter, a convolution that pads inside its
+    forward), or None."""
     base = next((c for c in type(module).__mro__ if c.__module__.startswith("torch.nn.modules")), None)
     if base is None or base is type(module):
-        return False
-    return any(
+        return None
+    replaced = any(
         getattr(type(module), n, None) is not getattr(base, n, None)
         for n in ("forward", "_conv_forward")
         if hasattr(base, n)
     )
+    return base if replaced else None
 
 
 def _check_own_forward(
-    name: str, module: Any, affine: Affine, x: torch.Tensor, out: torch.Tensor, comp: Any
+    name: str, module: Any, base: type, affine: Affine, x: torch.Tensor, out: torch.Tensor, comp: Any
 ) -> None:
     """A module with its own forward gets its rule only where that forward computes the layer's
     operator with ``module.weight`` and ``module.bias`` (the rules use those): checked on this
@@ -477,7 +479,6 @@ def _check_own_forward(
             if comp.name != "custom"
             else "your_composite"
         )
-        base = next(c for c in type(module).__mro__ if c.__module__.startswith("torch.nn.modules"))
         raise XaikitValueError(
             f"layer {name!r} is a {type(module).__name__}, a subclass of {base.__name__} with its own "
             "forward, and LRP's rules compute with its .weight and .bias: recomputed that way the layer "
@@ -497,10 +498,12 @@ def _zero_padded_input(
     checked on the values (the padded border of ``x`` holds only zeros). ``support``: one row of
     ``x``'s shape, 1 on the input and 0 on the padding. Else None."""
     steps: list[Step] = []
+    outs: list[tuple[int, ...]] = []  # each step's output shape, outermost first
     fn = x.grad_fn
     batch = int(x.shape[0]) if x.ndim else -1
     shape = tuple(int(n) for n in x.shape)  # the current step's output shape
     while fn is not None and fn.next_functions:
+        outs.append(shape)
         if fn.name() == "ConstantPadNdBackward0":
             pad = tuple(int(p) for p in fn._saved_pad)  # type: ignore[attr-defined]
             if min(pad) < 0 or len(pad) // 2 > len(shape):  # a negative padding crops
@@ -524,21 +527,13 @@ def _zero_padded_input(
             shape = shape[:dim] + shape[dim + 1 :]
             steps.append(("view", shape))
         else:
+            outs.pop()
             break
         fn = fn.next_functions[0][0]
     leaf = getattr(fn, "variable", None) if steps else None
     index = next((i for i, t in enumerate(leaves) if t is leaf), None)
     if index is None:
         return None
-    outs = [tuple(int(n) for n in x.shape)]  # each step's output shape, outermost first
-    for kind, value in steps[:-1]:
-        if kind == "view":
-            outs.append(value)
-        else:
-            cut = list(outs[-1])
-            for k in range(len(value) // 2):
-                cut[len(cut) - 1 - k] -= value[2 * k] + value[2 * k + 1]
-            outs.append(tuple(cut))
     if shape[1:] != tuple(leaves[index].shape[1:]):
         return None
     support = torch.ones((1, *leaves[index].shape[1:]), dtype=x.dtype, device=x.device)
