@@ -170,6 +170,12 @@ class Backend(abc.ABC):
     def as_tensor(self, x: Any, device: Any, dtype: str | None = "float32") -> T:
         """Convert numpy / torch / TF values to this framework's tensor on ``device``."""
 
+    def unshared(self, t: T, source: Any) -> T:
+        """``t``, or a copy of it where it shares memory with ``source`` (the caller's array it
+        was made from): a model that writes its input in place must not reach the caller's
+        values. TF tensors are immutable: nothing to copy."""
+        return t
+
     @abc.abstractmethod
     def to_numpy(self, t: T) -> np.ndarray:
         """Copy a tensor to a host numpy array."""

@@ -106,6 +106,23 @@ class TorchBackend(Backend):
             x = torch.as_tensor(np.asarray(x))
         return x.detach().to(device=device, dtype=self._dtype(dtype))
 
+    def unshared(self, t: T, source: Any) -> T:
+        torch = self.torch
+        if isinstance(source, torch.Tensor):
+            shared = (
+                source.device == t.device
+                and source.numel() > 0
+                and source.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+            )
+        elif isinstance(source, np.ndarray) and t.device.type == "cpu" and t.dtype != torch.bfloat16:
+            shared = bool(np.may_share_memory(source, t.detach().numpy()))
+        else:
+            shared = False
+        if not shared:
+            return t
+        with torch.inference_mode(False):  # a normal tensor, as as_tensor made it, for autograd
+            return t.clone()
+
     def dtype_name(self, t: T) -> str:
         return str(t.dtype).replace("torch.", "")
 
@@ -226,6 +243,12 @@ class TorchBackend(Backend):
         half = self._half(model)
         if half is not None:
             inputs = [x.to(half) if x.is_floating_point() else x for x in inputs]
+        # the inputs' version counters: a model that writes an input in place is refused (the
+        # engine passes the same input again, and its gradient is taken with respect to it).
+        # Tensors made in inference mode (the forward-only methods' masked copies) have none.
+        versions = [
+            (x, x._version) for x in inputs if isinstance(x, self.torch.Tensor) and not x.is_inference()
+        ]
         try:
             raw = model(*inputs, **(kw or {}))
         except XaikitError:
@@ -235,15 +258,12 @@ class TorchBackend(Backend):
 
             error = exported_call_error(model, inputs, exc)
             if error is None and "leaf Variable that requires grad is being used in an in-place" in str(exc):
-                error = XaikitValueError(
-                    "the model writes its input in place (its first operation on an input is in place, "
-                    "e.g. nn.ReLU(inplace=True) or x.clamp_(...)), and autograd cannot take the gradient "
-                    "with respect to an input the model overwrites. Make that operation out of place "
-                    "(nn.ReLU(inplace=False)), or copy the input first inside forward (x = x.clone())"
-                )
+                error = _writes_input_error()
             if error is None:
                 raise
             raise error from exc
+        if any(x._version != v for x, v in versions):
+            raise _writes_input_error()
         return raw
 
     def _scored(self, rows: Rows, inputs: Sequence[T], model: Any = None) -> tuple[T, T]:
@@ -345,3 +365,13 @@ class TorchBackend(Backend):
         if name == "channels_last":
             return t.contiguous(memory_format=self.torch.channels_last)
         return t.contiguous()
+
+
+def _writes_input_error() -> XaikitValueError:
+    return XaikitValueError(
+        "the model writes its input in place (its first operation on an input is in place, e.g. "
+        "nn.ReLU(inplace=True) or x.clamp_(...)): explaining passes the same input to the model "
+        "again and takes gradients with respect to it, so the model must leave it as it is (the "
+        "array you passed is unchanged). Make that operation out of place (nn.ReLU(inplace=False)), "
+        "or copy the input first inside forward (x = x.clone())"
+    )

@@ -137,7 +137,9 @@ def prepare(
                 "sample and is not explained goes in model_kwargs=)"
             )
         batch = shape[0]
-        t = bk.as_tensor(host, device, dtype)
+        # a copy where the tensor would share the caller's memory: a model that writes its input
+        # in place is refused after its first pass (the backend sees the write), the caller's array intact
+        t = bk.unshared(bk.as_tensor(host, device, dtype), host)
         finite = bk.to_numpy(bk.reshape(bk.sample_sum(t * 0.0), (-1,)))
         if not np.all(np.isfinite(finite)):
             bad = [int(i) for i in np.flatnonzero(~np.isfinite(finite))[:5]]
