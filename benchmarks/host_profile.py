@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     cases: dict[str, dict[str, Any]] = {
         "occlusion": {"method": "occlusion", "window": 28, "stride": 14},
         "scorecam": {"method": "scorecam", "layer": "layer4"},
-        "rise": {"method": "rise", "n_masks": 1000, "cell": 8, "p": 0.5},
+        "rise": {"method": "rise", "nsamples": 1000, "cell": 8, "p": 0.5},
     }
     for case in [c.strip() for c in args.cases.split(",") if c.strip()]:
         kw = cases[case]

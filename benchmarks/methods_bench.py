@@ -510,7 +510,7 @@ def rise_lines(st: Settings) -> tuple[list[Line], Callable[[int], list[Line]]]:
 
     def ours(n: int, **kw: Any) -> Callable[[], Any]:
         return lambda: xk.xai.explain(
-            model, x, target=targets, method="rise", n_masks=n, cell=st.rise_cell, p=st.rise_p, **kw
+            model, x, target=targets, method="rise", nsamples=n, cell=st.rise_cell, p=st.rise_p, **kw
         )
 
     def theirs(n: int) -> Callable[[], Any]:
@@ -546,7 +546,7 @@ def rise_agreement(st: Settings, n: int = 100) -> dict[str, float]:
     model, x, targets = build(st, st.rise_batch, seed=30)
     H = W = st.size
     ours = np.asarray(
-        xk.xai.explain(model, x, target=targets, method="rise", n_masks=n, cell=st.rise_cell, p=st.rise_p)
+        xk.xai.explain(model, x, target=targets, method="rise", nsamples=n, cell=st.rise_cell, p=st.rise_p)
     )
     ref = ReferenceRISE(model, (H, W), st.rise_ref_batch, x.device)
     masks = torch.from_numpy(rise_masks(0, 0, n, (H, W), st.rise_cell, st.rise_p)).reshape(n, 1, H, W)
@@ -719,7 +719,7 @@ def profile(cases: list[str], st: Settings) -> dict[str, Any]:
             opts: dict[str, Any] = {"method": "scorecam", "layer": LAYER}
         elif case == "rise":
             model, x, targets = build(st, st.rise_batch, seed=30)
-            opts = {"method": "rise", "n_masks": st.rise_masks, "cell": st.rise_cell, "p": st.rise_p}
+            opts = {"method": "rise", "nsamples": st.rise_masks, "cell": st.rise_cell, "p": st.rise_p}
         else:
             model, x, targets = build(st, st.occ_batch, seed=40)
             opts = {"method": "occlusion", "window": st.occ_window, "stride": st.occ_stride}

@@ -57,7 +57,7 @@ def options(method: str, size: int, n_masks: int, light: bool = False) -> dict[s
         "guided_ig": {"steps": 4 if light else 32},
         "xrai": {"steps": 4 if light else 32},
         "occlusion": {"window": window, "stride": window if light else max(1, window // 2)},
-        "rise": {"n_masks": n_masks},
+        "rise": {"nsamples": n_masks},
         # model-agnostic: 16 patches (4 when light) and a few hundred forward rows per image
         "feature_ablation": {"segments": 4 if light else 16},
         "shapley_sampling": {"segments": 4 if light else 16, "nsamples": 1 if light else 4},

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> str:
     one = (lambda a: a[:, 0]) if args.framework == "torch" else (lambda a: a[..., 0])
     occ = one(explain(model, xm, method="occlusion"))
     occ8 = one(explain(model, xm, method="occlusion", window=8, stride=4))
-    rise = explain(model, xm, method="rise", n_masks=args.masks)
+    rise = explain(model, xm, method="rise", nsamples=args.masks)
     lo = rise.min(axis=(1, 2), keepdims=True)
     shown = (rise - lo) / np.maximum(rise.max(axis=(1, 2), keepdims=True) - lo, 1e-12)  # [0, 1] each
     names = lambda labels: np.array([CLASS_NAMES[int(v)] for v in labels])  # noqa: E731

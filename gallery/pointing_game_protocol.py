@@ -169,7 +169,7 @@ def maps(model: Any, pairs: Pairs, multilabel: bool, masks: int, seed: int) -> d
     out: dict[str, np.ndarray] = {}
     for label, (method, opts, probability) in METHODS.items():
         net = torch.nn.Sequential(model, squash).eval() if probability else model
-        extra = {"n_masks": masks} if method == "rise" else {}
+        extra = {"nsamples": masks} if method == "rise" else {}
         t0 = time.perf_counter()
         with warnings.catch_warnings():  # an all-zero Grad-CAM map is a miss: counted, not warned
             warnings.simplefilter("ignore", xk.DegenerateMapWarning)

@@ -436,7 +436,7 @@ _SMALL = {
     "expected_gradients": {"nsamples": 2},
     "blur_ig": {"steps": 4},
     "guided_ig": {"steps": 4},
-    "rise": {"n_masks": 8},
+    "rise": {"nsamples": 8},
     **FAST,
 }
 
@@ -692,7 +692,7 @@ def test_transform_example_of_the_docs(tmp_path: Path) -> None:
         ({"method": "integrated", "quadrature": "simpson"}, XaikitValueError, "quadrature must be one of"),
         ({"method": "guided_ig", "fraction": 2.0}, XaikitValueError, "fraction must be"),
         ({"method": "xrai", "algorithm": "slow"}, XaikitValueError, "algorithm must be one of"),
-        ({"method": "rise", "n_masks": 0}, XaikitValueError, "n_masks must be an int >= 1"),
+        ({"method": "rise", "nsamples": 0}, XaikitValueError, "nsamples must be an int >= 1"),
         ({"method": "gradcam", "raw": True}, XaikitValueError, "raw=True"),
         ({"method": "vanilla", "magnitude": "yes"}, XaikitTypeError, "magnitude must be True or False"),
         ({"method": "vanilla", "max_batch": 0}, XaikitValueError, "max_batch"),

@@ -49,7 +49,7 @@ def test_the_table_has_a_row_per_record_with_its_facts() -> None:
         "✓",
         "[Sundararajan et al., 2017](https://arxiv.org/abs/1703.01365)",
     ]
-    assert cells["rise"][3:7] == ["`n_masks=1000`, `cell=8`, `p=0.5`", "forward only", "(B, H, W)", ""]
+    assert cells["rise"][3:7] == ["`nsamples=1000`, `cell=8`, `p=0.5`", "forward only", "(B, H, W)", ""]
     assert cells["smint"][-1] == "—"  # no reference
     assert "<br>also `ig`, `integrated_gradients`" in cells["integrated"][0]
 

@@ -79,8 +79,8 @@ def test_evaluate_takes_perturbation_methods_by_name(framework: str, rng: np.ran
     maps = xk.xai.explain(model, x, target=0, method="occlusion", window=1, stride=1)
     np.testing.assert_array_equal(loc["energy"], xk.evaluate.localization(maps, square_mask(3))["energy"])
     # deletion with a method name == deletion with the maps explain gives (same seed, same target)
-    by_name = xk.evaluate.deletion(model, x, "rise", target=0, steps=4, method_options={"n_masks": 32})
-    rise = xk.xai.explain(model, x, target=0, method="rise", n_masks=32, seed=0)
+    by_name = xk.evaluate.deletion(model, x, "rise", target=0, steps=4, method_options={"nsamples": 32})
+    rise = xk.xai.explain(model, x, target=0, method="rise", nsamples=32, seed=0)
     assert rise.shape == (3, SIZE, SIZE)
     by_maps = xk.evaluate.deletion(model, x, rise, target=0, steps=4)
     np.testing.assert_array_equal(by_name.scores, by_maps.scores)
@@ -118,7 +118,7 @@ def test_localization_method_name_needs_model_and_x() -> None:
 # ---- the Saliency trace's methods= -------------------------------------------------------------
 def test_saliency_trace_shows_more_methods_as_columns(framework: str) -> None:
     model = tiny_model(framework)
-    opts = {"occlusion": {"window": 4, "stride": 2}, "rise": {"n_masks": 16}}
+    opts = {"occlusion": {"window": 4, "stride": 2}, "rise": {"nsamples": 16}}
     trace = Saliency(
         model,
         "x",
@@ -141,7 +141,7 @@ def test_saliency_trace_shows_more_methods_as_columns(framework: str) -> None:
         want = want[..., 0]
     got = np.asarray(img["Occlusion saliency"][0]).reshape(want.shape)  # ImgData keeps (B, H, W)
     np.testing.assert_allclose(got, want, atol=1e-6)
-    rise = xk.xai.explain(model, feed, method="rise", n_masks=16, seed=0)
+    rise = xk.xai.explain(model, feed, method="rise", nsamples=16, seed=0)
     got = np.asarray(img["RISE saliency"][0]).reshape(rise.shape)
     np.testing.assert_allclose(got, to_display(rise, None, percentile=100.0), atol=1e-6)
     # overlay="rise": the heat map over the image is the RISE column
@@ -170,17 +170,17 @@ def test_saliency_trace_methods_are_checked() -> None:
     with pytest.raises(
         XaikitTypeError,
         match=r"methods\['RISE'\]: explain\(method='rise'\) got unknown option\(s\) \['n_mask'\]; its "
-        r"options are n_masks, cell, p",
+        r"options are nsamples, cell, p",
     ):
         Saliency(model, "x", "y_pred", methods={"RISE": {"n_mask": 8}})
-    with pytest.raises(XaikitValueError, match=r"methods\['rise'\]: n_masks must be an int >= 1; got int 0"):
-        Saliency(model, "x", "y_pred", methods={"rise": {"n_masks": 0}})
+    with pytest.raises(XaikitValueError, match=r"methods\['rise'\]: nsamples must be an int >= 1; got int 0"):
+        Saliency(model, "x", "y_pred", methods={"rise": {"nsamples": 0}})
     with pytest.raises(
         XaikitValueError, match=r"methods\['rise'\]: \['output'\] are the trace's own arguments"
     ):
         Saliency(model, "x", "y_pred", methods={"rise": {"output": 1}})
-    trace = Saliency(model, "x", "y_pred", methods={"rise": {"n_masks": 8}}, overlay="RISE")
-    assert trace.methods == {"rise": {"n_masks": 8, "cell": 8, "p": 0.5}}  # the record's defaults filled in
+    trace = Saliency(model, "x", "y_pred", methods={"rise": {"nsamples": 8}}, overlay="RISE")
+    assert trace.methods == {"rise": {"nsamples": 8, "cell": 8, "p": 0.5}}  # the record's defaults filled in
 
 
 def test_cam_methods_by_name_in_evaluate_and_the_trace(framework: str) -> None:

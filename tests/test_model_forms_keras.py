@@ -70,7 +70,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "guided_ig": {"steps": 4},
     "xrai": {"steps": 4, "segments": [_squares(), _squares()], "min_pixel_diff": 1},  # 16-pixel squares
     "occlusion": {"window": 4, "stride": 4},
-    "rise": {"n_masks": 16, "cell": 4},
+    "rise": {"nsamples": 16, "cell": 4},
     **FAST,  # the model-agnostic methods: forward passes only, so the exported forms run them
 }
 CAM = {m: {"layer": "c2"} for m in CAM_METHODS}

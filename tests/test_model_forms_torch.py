@@ -56,7 +56,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "guided_ig": {"steps": 4},
     "xrai": {"steps": 4, "algorithm": "fast", "segments": [blocks(SIZE)] * B, "min_pixel_diff": 1},
     "occlusion": {"window": 4, "stride": 4},
-    "rise": {"n_masks": 16, "cell": 4},
+    "rise": {"nsamples": 16, "cell": 4},
     **FAST,  # the model-agnostic methods: forward passes only, so every form runs them
 }
 #: the methods that hook layers (CAMs) or ReLU modules (guided backprop)

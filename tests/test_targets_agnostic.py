@@ -183,7 +183,7 @@ def test_xrai_ranks_the_integrated_gradients_of_the_target(
 
 TWIN_METHODS: dict[str, dict[str, Any]] = {
     "occlusion": {"window": 2, "stride": 1},
-    "rise": {"n_masks": 16, "cell": 2},
+    "rise": {"nsamples": 16, "cell": 2},
     "lime": {"features": PATCHES, "nsamples": 32},
     "sobol": {"features": PATCHES, "nsamples": 8},
     "hsic": {"features": PATCHES, "nsamples": 16},

@@ -522,7 +522,7 @@ def test_one_forward_pass_pins_the_classes_of_every_column():
 
     model = _Counted.make()
     x = batches(1, bs=3, seed=2)[0]["x"]
-    methods = {"rise": {"n_masks": 8}, "occlusion": {"window": 4, "stride": 4}}
+    methods = {"rise": {"nsamples": 8}, "occlusion": {"window": 4, "stride": 4}}
     trace = Saliency(
         model,
         "x",
@@ -564,7 +564,7 @@ def test_columns_are_bit_equal_to_separate_calls(framework):
     x = batches(1, bs=3, seed=4)[0]["x"]
     feed = x if framework == "tf" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
     axis = 3 if framework == "tf" else 1
-    methods = {"gradcam": {}, "input_x_gradient": {}, "rise": {"n_masks": 8}}
+    methods = {"gradcam": {}, "input_x_gradient": {}, "rise": {"nsamples": 8}}
     trace = Saliency(
         model, "x", "y_pred", samples={"x": x}, smoothing=2, integrating=(3, 2), methods=methods, seed=5,
         max_batch=64,
@@ -600,7 +600,7 @@ def test_the_trace_pickles_and_gives_the_same_masks_after():
     model = tiny_model("torch")
     x = batches(1, bs=2, seed=6)[0]["x"]
     trace = Saliency(
-        model, "x", "y_pred", samples={"x": x}, smoothing=2, integrating=0, methods={"rise": {"n_masks": 4}}
+        model, "x", "y_pred", samples={"x": x}, smoothing=2, integrating=0, methods={"rise": {"nsamples": 4}}
     )
     again = pickle.loads(pickle.dumps(trace))
     assert [c.method.name for c in again.columns] == ["vanilla", "smoothgrad", "rise"]

@@ -12,6 +12,8 @@ Warnings that xaikit gives on purpose derive from :class:`XaikitWarning` (a ``Us
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 __all__ = [
@@ -105,3 +107,17 @@ def describe(value: Any) -> str:
     if isinstance(value, (str, bytes, int, float, bool)) or value is None:
         return f"{type(value).__name__} {value!r}"
     return type(value).__name__
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside the xaikit package, counted from the caller
+    of this function: a warning points at the user's line, however deep the call."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level

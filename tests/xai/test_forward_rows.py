@@ -19,7 +19,7 @@ from xaikit.xai.perturbation import rise
 
 CASES = [
     ("occlusion", {"window": 4, "stride": 2}),
-    ("rise", {"n_masks": 24, "cell": 3}),
+    ("rise", {"nsamples": 24, "cell": 3}),
     ("scorecam", {"layer": "3"}),
 ]
 

@@ -88,7 +88,7 @@ def test_occlusion_matches_captum(
     [
         ("occlusion", {"window": 3, "stride": 2, "baseline": 0.2}),
         ("occlusion", {}),
-        ("rise", {"n_masks": 120, "cell": 4}),
+        ("rise", {"nsamples": 120, "cell": 4}),
     ],
 )
 def test_torch_equals_keras_on_copied_weights(rng: np.random.Generator, method: str, options: dict) -> None:
@@ -215,7 +215,7 @@ def test_rise_on_a_linear_model_is_its_estimator_and_near_its_expectation(
     w = rng.normal(size=(8, 8))
     x = rng.random((1, 8, 8, 1)).astype(np.float32)
     c, n, cell, p = 0.5, 3000, 4, 0.5
-    sal = _explain(_linear(framework, w, c), x, framework, "rise", n_masks=n, cell=cell, p=p, seed=7)
+    sal = _explain(_linear(framework, w, c), x, framework, "rise", nsamples=n, cell=cell, p=p, seed=7)
     assert sal.shape == (1, 8, 8)
     # 1) the estimator, from the same masks: sum_i f(x * M_i) M_i / (N p)
     masks = rise.rise_masks(7, 0, n, (8, 8), cell, p).astype(np.float64)
@@ -243,7 +243,7 @@ def test_rise_masks_are_binary_grids_upsampled() -> None:
 def test_rise_seeded_and_chunking_invariant(framework: str, rng: np.random.Generator) -> None:
     model, layout = shared_model(framework, seed=1)
     x = layout(images(rng, batch=3))
-    run = lambda **kw: xk.xai.explain(model, x, method="rise", n_masks=70, cell=3, **kw)  # noqa: E731
+    run = lambda **kw: xk.xai.explain(model, x, method="rise", nsamples=70, cell=3, **kw)  # noqa: E731
     a = run(seed=1, max_batch=512)
     np.testing.assert_array_equal(a, run(seed=1, max_batch=512))
     assert np.abs(a - run(seed=2, max_batch=512)).max() > 1e-3
@@ -278,7 +278,7 @@ def test_rise_memory_is_flat_in_n(monkeypatch: pytest.MonkeyPatch, rng: np.rando
     peaks = {}
     for n in (40, 400):
         made.clear()
-        xk.xai.explain(model, x, method="rise", n_masks=n, cell=3, max_batch=16)
+        xk.xai.explain(model, x, method="rise", nsamples=n, cell=3, max_batch=16)
         peaks[n] = max(made)
         assert sum(made) == 2 * n  # each mask made twice: for its rows, then for the fold
     # at most one chunk's masks (16 rows of 2 samples: 8) or one fold block (32), whatever N
@@ -287,7 +287,7 @@ def test_rise_memory_is_flat_in_n(monkeypatch: pytest.MonkeyPatch, rng: np.rando
     monkeypatch.setattr(rise, "_FOLD_ELEMENTS", 100 * 12 * 12)
     for n in (40, 400, 1000):
         made.clear()
-        maps = xk.xai.explain(model, x, method="rise", n_masks=n, cell=3, max_batch=16)
+        maps = xk.xai.explain(model, x, method="rise", nsamples=n, cell=3, max_batch=16)
         assert sum(made) == 2 * n and max(made) == min(n, 100)
         assert maps.shape[-2:] == (12, 12)
 
@@ -323,8 +323,8 @@ def test_target_output_and_model_kwargs_are_honoured(rng: np.random.Generator) -
     # target None: the predicted class, pinned
     pred = model(x).argmax(1)
     np.testing.assert_array_equal(
-        xk.xai.explain(model, x, method="rise", n_masks=20, cell=3),
-        xk.xai.explain(model, x, method="rise", n_masks=20, cell=3, target=pred),
+        xk.xai.explain(model, x, method="rise", nsamples=20, cell=3),
+        xk.xai.explain(model, x, method="rise", nsamples=20, cell=3, target=pred),
     )
 
 
@@ -348,7 +348,7 @@ def test_torch_model_is_unchanged(rng: np.random.Generator) -> None:
     before = {k: v.clone() for k, v in model.state_dict().items()}
     flags = [m.training for m in model.modules()]
     x = rng.random((2, 3, 8, 8)).astype(np.float32)
-    for method, kw in (("occlusion", {"window": 2}), ("rise", {"n_masks": 16, "cell": 2})):
+    for method, kw in (("occlusion", {"window": 2}), ("rise", {"nsamples": 16, "cell": 2})):
         first = xk.xai.explain(model, x, method=method, **kw)
         after = model.state_dict()
         assert all(torch.equal(v, after[k]) for k, v in before.items())
@@ -362,7 +362,7 @@ def test_keras_model_is_unchanged(rng: np.random.Generator) -> None:
     model, _ = model_for("tf", seed=1)
     before = [w.copy() for w in model.get_weights()]
     x = images(rng, batch=2)
-    for method, kw in (("occlusion", {"window": 2}), ("rise", {"n_masks": 16, "cell": 2})):
+    for method, kw in (("occlusion", {"window": 2}), ("rise", {"nsamples": 16, "cell": 2})):
         xk.xai.explain(model, x, method=method, **kw)
         for a, b in zip(before, model.get_weights()):
             np.testing.assert_array_equal(a, b)
@@ -380,11 +380,11 @@ def test_keras_model_is_unchanged(rng: np.random.Generator) -> None:
         ("occlusion", {"stride": (1, -2)}, XaikitValueError, r"stride must be an int >= 1; got int -2"),
         ("occlusion", {"window": 2, "stride": 3}, XaikitValueError, r"stride must be at most the window \(2, 2\).*got \(3, 3\)"),
         ("occlusion", {"baseline": "zeros"}, XaikitTypeError, r"baseline must be a number; got str 'zeros'"),
-        ("rise", {"n_masks": 0}, XaikitValueError, r"n_masks must be an int >= 1; got int 0"),
-        ("rise", {"n_masks": 10.0}, XaikitTypeError, r"n_masks must be an int >= 1; got float 10.0"),
+        ("rise", {"nsamples": 0}, XaikitValueError, r"nsamples must be an int >= 1; got int 0"),
+        ("rise", {"nsamples": 10.0}, XaikitTypeError, r"nsamples must be an int >= 1; got float 10.0"),
         ("rise", {"cell": 13}, XaikitValueError, r"cell must be an int in \[1, 12\]; got int 13"),
         ("rise", {"p": 0}, XaikitValueError, r"p must be a number in \(0, 1\]; got int 0"),
-        ("rise", {"window": 3}, XaikitTypeError, r"unknown option\(s\) \['window'\]; its options are n_masks, cell, p"),
+        ("rise", {"window": 3}, XaikitTypeError, r"unknown option\(s\) \['window'\]; its options are nsamples, cell, p"),
         ("occlusion", {"nsamples": 3}, XaikitTypeError, r"unknown option\(s\) \['nsamples'\]; its options are window, stride, baseline"),
         ("occlusion", {"return_delta": True}, XaikitValueError, r"return_delta .* method 'occlusion' has none"),
     ],

@@ -107,7 +107,7 @@ def _expected_rows(method: str, batch: int) -> dict[str, int]:
 
 OPTIONS: dict[str, dict[str, Any]] = {
     "occlusion": {"window": 4, "stride": 4},
-    "rise": {"n_masks": 40},
+    "rise": {"nsamples": 40},
     "scorecam": {},
     "guided_ig": {"steps": 6},
     "xrai": {"steps": 4},  # + segments: four quadrants per image (Felzenszwalb costs seconds)
@@ -167,7 +167,9 @@ def test_terminal_gets_a_tqdm_bar(rng: np.random.Generator, monkeypatch: pytest.
     model, layout = model_for("torch", seed=1)
     tty = Tty()
     monkeypatch.setattr(sys, "stderr", tty)
-    xk.xai.explain(model, layout(images(rng, batch=2)), method="rise", n_masks=40, max_batch=8, progress=True)
+    xk.xai.explain(
+        model, layout(images(rng, batch=2)), method="rise", nsamples=40, max_batch=8, progress=True
+    )
     text = tty.getvalue()
     assert "\r" in text and "rise: 100%" in text and "80/80" in text, text
     assert not re.search(r"rows/s, ETA \d+ s\n", text)  # no plain lines on a terminal

@@ -58,8 +58,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import os
-import sys
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -68,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import DegenerateMapWarning, XaikitError, XaikitValueError, describe
+from xaikit.errors import DegenerateMapWarning, XaikitError, XaikitValueError, caller_level, describe
 from xaikit.xai.registry import UNITS, canonical, family, get_method, title
 
 __all__ = [
@@ -459,7 +457,6 @@ def _cause(status: str, group: str, method: str, facts: OutputFacts) -> tuple[st
 #: (model key) -> {(method, status)} already warned about in this process
 _WARNED: weakref.WeakKeyDictionary[Any, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 _WARNED_BY_ID: dict[Any, set[tuple[str, str]]] = {}
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("xaikit_quiet_health", default=False)
 
 
@@ -552,7 +549,7 @@ def warn_degenerate(
         return False
     seen.update((name, s) for s in found)
     message = degenerate_message(name, status, facts or OutputFacts(), where)
-    warnings.warn(message, DegenerateMapWarning, stacklevel=_caller_level())
+    warnings.warn(message, DegenerateMapWarning, stacklevel=caller_level())
     return True
 
 
@@ -566,7 +563,7 @@ def warn_once(message: str, category: type[Warning], *, method: str, model: Any,
     if (name, status) in seen:
         return False
     seen.add((name, status))
-    warnings.warn(message, category, stacklevel=_caller_level())
+    warnings.warn(message, category, stacklevel=caller_level())
     return True
 
 
@@ -627,14 +624,3 @@ def _precision(model: Any) -> str | None:
         return get_backend(model).model_dtype(model)
     except XaikitError:  # a model no backend reads: the rule by the maps' dtype
         return None
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of the first frame outside the xaikit package, counted from the caller
-    of this function: the warning points at the user's line, however deep the call."""
-    frame = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, caller_level, describe
 
 if TYPE_CHECKING:
     from xaikit.backend import Backend, T
@@ -242,6 +242,9 @@ class Method:
             which a map below float32's resolution of the score has lost) or ``"none"`` (no unit
             of the score: a variance, a normalized or masked map, a dependence measure; no
             underflow test).
+        renamed: old option name -> its name now (RISE's ``n_masks`` -> ``nsamples``): an old
+            name is still taken, with a ``FutureWarning``, and stored dataset options written
+            with it still resume (:meth:`current_names`).
     """
 
     name: str
@@ -265,6 +268,7 @@ class Method:
     reference: str = ""
     formula: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
     units: str = "attribution"
+    renamed: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name != self.name.lower():
@@ -316,7 +320,16 @@ class Method:
         clash = sorted(set(self.options) & set(SHARED_OPTIONS))
         if clash:
             raise XaikitValueError(f"Method {self.name!r}: {clash} are shared options, not the method's own")
+        if not isinstance(self.renamed, Mapping) or any(
+            not isinstance(old, str) or new not in self.options or old in self.options
+            for old, new in self.renamed.items()
+        ):
+            raise XaikitTypeError(
+                f"Method {self.name!r}: renamed must map old option names (no longer options) to "
+                f"options of the method; got {describe(self.renamed)}"
+            )
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        object.__setattr__(self, "renamed", MappingProxyType(dict(self.renamed)))
         if not self.short:
             object.__setattr__(self, "short", self.title)
 
@@ -325,6 +338,7 @@ class Method:
         a dict (a read-only mapping does not pickle), the runner and functions by reference."""
         state = {f.name: getattr(self, f.name) for f in fields(self)}
         state["options"] = dict(self.options)
+        state["renamed"] = dict(self.renamed)
         return _method_from, (state,)
 
     @property
@@ -339,7 +353,7 @@ class Method:
 
         Example:
             >>> get_method("rise").option_texts(), get_method("occlusion").option_texts()
-            (['n_masks=1000', 'cell=8', 'p=0.5'], ['window', 'stride', 'baseline=0.0'])
+            (['nsamples=1000', 'cell=8', 'p=0.5'], ['window', 'stride', 'baseline=0.0'])
         """
         return [k if v is None else f"{k}={v!r}" for k, v in self.options.items()]
 
@@ -351,6 +365,41 @@ class Method:
         found: Runner = getattr(importlib.import_module(module), attr)
         return found
 
+    def current_names(self, options: Mapping[str, Any], *, warn: bool = True) -> dict[str, Any]:
+        """``options`` with each old name of :attr:`renamed` written as its name now; with
+        ``warn``, a ``FutureWarning`` says so (stored options are translated silently).
+
+        Raises:
+            XaikitTypeError: an option given under both names.
+
+        Example:
+            >>> import warnings
+            >>> with warnings.catch_warnings():
+            ...     warnings.simplefilter("ignore")
+            ...     get_method("rise").current_names({"n_masks": 64, "cell": 4})
+            {'nsamples': 64, 'cell': 4}
+        """
+        old = [k for k in options if k in self.renamed]
+        if not old:
+            return dict(options)
+        both = [k for k in old if self.renamed[k] in options]
+        if both:
+            raise XaikitTypeError(
+                f"explain(method={self.name!r}) got {both[0]} and {self.renamed[both[0]]}, one option under "
+                f"its old and its new name: give {self.renamed[both[0]]}= only"
+            )
+        if warn:
+            import warnings
+
+            said = ", ".join(f"{k} is now {self.renamed[k]}" for k in old)
+            warnings.warn(
+                f"explain(method={self.name!r}): {said} (one spelling for every method); write "
+                f"{', '.join(self.renamed[k] + '=...' for k in old)}: the old name will stop working",
+                FutureWarning,
+                stacklevel=caller_level(),
+            )
+        return {self.renamed.get(k, k): v for k, v in options.items()}
+
     def split_options(self, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(shared, own)``: the shared options given (``output``, ``model_kwargs``) and the
         method's own, every one filled with its default (a flag, an option whose default is True or
@@ -359,12 +408,13 @@ class Method:
         values.
 
         Example:
-            >>> shared, own = get_method("rise").split_options({"n_masks": 64, "output": 1})
-            >>> shared, own["n_masks"], own["cell"]
+            >>> shared, own = get_method("rise").split_options({"nsamples": 64, "output": 1})
+            >>> shared, own["nsamples"], own["cell"]
             ({'output': 1}, 64, 8)
             >>> get_method("kernel_shap").split_options({"paired": None})[1]["paired"]
             True
         """
+        options = self.current_names(options)
         unknown = sorted(k for k in options if k not in self.options and k not in SHARED_OPTIONS)
         if unknown:
             own = ", ".join(self.options) or "none of its own"
@@ -389,14 +439,17 @@ def _taken_by(options: list[str], family: str = "", most: int = 6) -> str:
     vanilla, ``nintegration`` to SmoothGrad) says where it belongs.
 
     Example:
-        >>> _taken_by(["n_masks", "no_such_option"])
-        ' (n_masks is an option of: rise)'
+        >>> _taken_by(["cell", "no_such_option"])
+        ' (cell is an option of: rise)'
     """
     said = []
     for option in options:
         takers = [m.name for m in _REGISTRY.values() if option in m.options]
         takers.sort(key=lambda name: _REGISTRY[name].family != family)  # stable: record order within
-        if takers:
+        renamed = [f"{m.name}'s {m.renamed[option]}" for m in _REGISTRY.values() if option in m.renamed]
+        if renamed:
+            said.append(f"{option} is the old name of {', '.join(renamed)}")
+        elif takers:
             more = f" and {len(takers) - most} more" if len(takers) > most else ""
             said.append(f"{option} is an option of: {', '.join(takers[:most])}{more}")
     return f" ({'; '.join(said)})" if said else ""

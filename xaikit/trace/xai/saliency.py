@@ -351,7 +351,7 @@ class Saliency(Trace):
             :func:`xaikit.xai.explain` takes (``"gradcam"``, ``"occlusion"``, ``"rise"``, a method
             of your own registered with :func:`xaikit.xai.register_method`, ...; ``xk.xai.METHODS``
             lists them), or a dict ``{name: {option: value}}`` with the method's own options
-            (``layer``, ``window``, ``n_masks``, ...; checked against its record when the trace is
+            (``layer``, ``window``, ``nsamples``, ...; checked against its record when the trace is
             built). Column ``"<title> <mask>"`` (e.g. ``"Grad-CAM saliency"``), explaining the
             same predicted class with the trace's ``seed``, ``max_batch``, ``output`` and
             ``model_kwargs``; needs a single model input.

@@ -69,6 +69,21 @@ COLUMNS: dict[str, tuple[Any, Any]] = {
 }
 
 
+def _current_names(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A stored manifest with its method options under their names now (a store written with
+    RISE's ``n_masks`` resumes a run given ``nsamples``; see ``Method.renamed``)."""
+    from xaikit.xai.registry import canonical, get_method
+
+    options = manifest.get("options")
+    try:
+        record = get_method(canonical(manifest.get("method")))
+    except XaikitError:  # a method not registered in this process: compared as stored
+        return manifest
+    if not isinstance(options, dict) or not record.renamed:
+        return manifest
+    return {**manifest, "options": record.current_names(options, warn=False)}
+
+
 class StoreLockedError(XaikitError):
     """Another run is writing the store (``xk.xai.StoreLockedError``): the message names its pid,
     host and lock file."""
@@ -314,7 +329,7 @@ class Store:
         """Create the store for ``manifest``, or check that the existing one has the same
         settings (``resume``) or clear it (not ``resume``). Call it holding the lock."""
         if self.exists():
-            old = self.manifest()
+            old = _current_names(self.manifest())
             differ = [k for k in SETTINGS if old.get(k) != manifest.get(k)]
             if not resume or (differ and not self.records()):
                 self._clear()  # (a run that committed nothing left nothing to keep)

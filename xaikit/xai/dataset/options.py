@@ -43,7 +43,7 @@ def check_method_options(method: str, options: Mapping[str, Any]) -> dict[str, A
         XaikitValueError: a value out of range.
     """
     record = get_method(method)
-    opts = dict(options)
+    opts = record.current_names(options)  # stored under the names of today
     for bad in ("x", "target", "return_delta", "seed", "progress"):
         if bad in opts:
             raise XaikitTypeError(

@@ -136,7 +136,7 @@ def rise(
     targets: T,
     settings: CallSettings,
     *,
-    n_masks: int = DEFAULT_MASKS,
+    nsamples: int = DEFAULT_MASKS,
     cell: int = 8,
     p: float = 0.5,
 ) -> np.ndarray:
@@ -147,7 +147,8 @@ def rise(
         targets: the pinned class of each sample (its sample index with a target object).
         settings: the call's settings (``seed`` draws the masks; ``progress`` reports the rows
             done, as for :func:`~xaikit.xai.perturbation.occlusion.occlusion`).
-        n_masks: N, the number of random masks (default 1000).
+        nsamples: N, the number of random masks (default 1000; ``n_masks`` before, still taken
+            by ``explain`` with a ``FutureWarning``).
         cell: the mask grid's cells per side, s (default 8; at most min(H, W)).
         p: the probability that a grid cell is kept (default 0.5).
 
@@ -156,7 +157,7 @@ def rise(
     """
     bk = inp.bk
     axis, H, W = one_image(inp, "rise")
-    n = check_int(n_masks, "n_masks", 1, kind=XaikitTypeError)
+    n = check_int(nsamples, "nsamples", 1, kind=XaikitTypeError)
     s = check_int(cell, "cell", 1, min(H, W), kind=XaikitTypeError)
     keep = check_number(p, "p", 0, 1, low_open=True, kind=XaikitTypeError)
     B = inp.batch
@@ -192,7 +193,7 @@ def _rise(call: Call, **options: Any) -> Explained:
 
 
 def _check_rise(options: dict[str, Any]) -> None:
-    for key in ("n_masks", "cell"):
+    for key in ("nsamples", "cell"):
         count(options.get(key), key)
     if "p" in options:
         check_number(options["p"], "p", 0, 1, low_open=True, kind=XaikitTypeError)
@@ -202,7 +203,8 @@ register_perturbation(
     "rise",
     "RISE",
     _rise,
-    {"n_masks": DEFAULT_MASKS, "cell": 8, "p": 0.5},
+    {"nsamples": DEFAULT_MASKS, "cell": 8, "p": 0.5},
+    renamed={"n_masks": "nsamples"},
     result="map",
     noise=True,
     units="none",  # a mean of masked scores, not a change of the score
