@@ -32,17 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.backend import T
 from xaikit.checks import check_int
 from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import host
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
-from xaikit.evaluate.faithfulness import _Run, _score_rows, _spatial_map, _start
-from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
-from xaikit.layout import move
+from xaikit.evaluate._ranks import check_rank, rank_positions
+from xaikit.evaluate.faithfulness import _rank_scores, _ranked_map, _Run, _start
 from xaikit.xai.agnostic.features import feature_ids
-from xaikit.xai.internal import baseline_values, check_baseline
+from xaikit.xai.internal import check_baseline
 
 __all__ = ["CURVE_BASELINES", "RegionCurveResult", "irof", "patch_grid", "region_perturbation", "selectivity"]
 
@@ -127,6 +124,16 @@ def patch_grid(spatial: tuple[int, int], patch_size: int) -> np.ndarray:
     return per_side[0][:, None] * cols + per_side[1][None, :]
 
 
+def _region_start(
+    model: Any, x: Any, saliency: Any, target: Any, baseline: Any, rank: Any, run: Mapping[str, Any]
+) -> tuple[_Run, RunSettings]:
+    """The checked ``baseline`` and ``rank`` of a region curve, and its run and settings."""
+    check_baseline(baseline, CURVE_BASELINES)
+    check_rank(rank)
+    settings = RunSettings.of(run)
+    return _start(model, x, saliency, target, settings), settings
+
+
 def _check_image(run: _Run, x: Any, name: str) -> tuple[int, int]:
     if len(run.spatial) != 2:
         raise XaikitValueError(
@@ -149,11 +156,9 @@ def _fill(run: _Run, baseline: Any, seed: int) -> np.ndarray:
     a fixed baseline image, an explicit array, or uniform draws in each sample's [min, max]
     from ``default_rng((seed, 1))``, sample after sample, channel-first (C, H, W) order whatever
     x's layout (so torch and Keras draw the same values)."""
+    if not isinstance(baseline, str) or baseline != "uniform":
+        return run.baseline_image(baseline)
     values = run.x_host()
-    if not isinstance(baseline, str):
-        return baseline_values(values, host(baseline, "baseline"), run.channel_axis)
-    if baseline != "uniform":
-        return baseline_values(values, baseline, run.channel_axis)
     axis = run.channel_axis
     canon = values if axis in (None, 1) else np.moveaxis(values, axis, 1)
     rng = np.random.default_rng((seed, 1))
@@ -185,30 +190,14 @@ def _curve(
     """The target scores (B, steps + 1) after removing 0 ... steps regions of each sample in
     ``order`` (B, R), each removed element taking its ``fill`` value: all rows through one
     chunked :func:`forward_scores` call (row r: sample r % B, step r // B)."""
-    bk, batch = run.bk, run.batch
     rank = np.empty(regions.shape, dtype=np.float32)
-    for b in range(batch):
+    for b in range(run.batch):
         rank[b] = _rank_of(order[b])[regions[b]]
-    if run.channel_axis is not None:
-        rank = np.expand_dims(rank, run.channel_axis)
-    rank_t = bk.as_tensor(move(rank, run.layout_move), run.device, "float32")
-    base_t = run.upload(fill)
-    ndim = len(run.shape)
-    total = (steps + 1) * batch
     sizes: list[int] = []
-
-    def build(r0: int, r1: int, idx: T) -> T:
-        thresholds = (np.arange(r0, r1) // batch).astype(np.float32).reshape((-1,) + (1,) * (ndim - 1))
-        return bk.eval.blend(
-            bk.gather(run.xt, idx),
-            bk.gather(base_t, idx),
-            bk.gather(rank_t, idx),
-            bk.as_tensor(thresholds, run.device, "float32"),
-            False,
-        )
-
-    flat, reported = _score_rows(run, model, target, output, total, build, sizes)
-    return flat.reshape(steps + 1, batch).T, reported, sizes
+    curve, reported = _rank_scores(
+        run, model, target, output, rank, run.upload(fill), np.arange(steps + 1), False, sizes
+    )
+    return curve, reported, sizes
 
 
 def _rank_of(order: np.ndarray) -> np.ndarray:
@@ -250,13 +239,9 @@ def _patch_curve(
     """The result of a patch metric (``kind``): the patches ordered by the map summed over each
     (``order``), the first ``steps`` of them (None: all) removed one after another, and
     ``score(curve)`` (B,) its scores."""
-    check_baseline(baseline, CURVE_BASELINES)
-    check_rank(rank)
-    settings = RunSettings.of(run)
-    job = _start(model, x, saliency, target, settings)
+    job, settings = _region_start(model, x, saliency, target, baseline, rank, run)
     regions, count = _patches(job, x, kind, patch_size)
-    rank = resolve_rank(rank, job.saliency)
-    values = _region_values(_spatial_map(job, absolute=rank == "magnitude"), regions, count)
+    values = _region_values(_ranked_map(job, rank)[1], regions, count)
     removal = _orders(values, np.full(job.batch, count), order, settings.seed)
     n = count if steps is None else min(steps, count)
     fill = _fill(job, baseline, settings.seed)
@@ -460,10 +445,7 @@ def irof(
         ([4, 4], (2, 5))
     """
     segments = check_int(segments, "segments", 1)
-    check_baseline(baseline, CURVE_BASELINES)
-    check_rank(rank)
-    settings = RunSettings.of(run)
-    job = _start(model, x, saliency, target, settings)
+    job, settings = _region_start(model, x, saliency, target, baseline, rank, run)
     spatial = _check_image(job, x, "irof")
     values = job.x_host()
     if job.channel_axis is None:
@@ -473,8 +455,7 @@ def irof(
     regions = found.ids.reshape((job.batch,) + spatial)
     counts = found.counts
     width = int(counts.max())
-    rank = resolve_rank(rank, job.saliency)
-    smap = _spatial_map(job, absolute=rank == "magnitude")
+    _, smap = _ranked_map(job, rank)
     sizes_of = np.stack([np.bincount(r.ravel(), minlength=width) for r in regions]).astype(np.float64)
     means = _region_values(smap, regions, width) / np.maximum(sizes_of, 1.0)
     removal = _orders(means, counts, "morf", settings.seed)

@@ -18,7 +18,7 @@ sample or step); the clean inputs go first in the same row space. The model is l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from xaikit.evaluate._common import (
 )
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
-from xaikit.evaluate.perturbation import check_rank, rank_positions, resolve_rank
+from xaikit.evaluate._ranks import check_rank, rank_positions, resolve_rank
 from xaikit.layout import Move, move, move_back
 from xaikit.xai.internal import (
     FIXED_BASELINES,
@@ -105,20 +105,32 @@ class _Run:
         """A host batch in x's layout -> a tensor in the model's layout on its device."""
         return self.bk.as_tensor(move(arr, self.layout_move), self.device, self.inp.dtype)
 
+    def pixel_tensor(self, values: np.ndarray) -> T:
+        """Per-pixel values (rows, *spatial) -> a float32 tensor in the model's layout, with a
+        channel axis of length 1 where x has one (it broadcasts over the channels)."""
+        if self.channel_axis is not None:
+            values = np.expand_dims(values, self.channel_axis)
+        return self.bk.as_tensor(move(values, self.layout_move), self.device, "float32")
+
     def keep_rows(self, xs: T, base_rows: T, keep: np.ndarray) -> T:
         """Rows that keep x's values where ``keep`` (rows, *spatial) float32 is 1 and take the
         baseline rows' values where it is 0 (one blend on the device)."""
         bk = self.bk
-        if self.channel_axis is not None:
-            keep = np.expand_dims(keep, self.channel_axis)
         half = np.full((keep.shape[0],) + (1,) * (len(self.shape) - 1), 0.5, np.float32)
         return bk.eval.blend(
-            xs,
-            base_rows,
-            bk.as_tensor(move(keep, self.layout_move), self.device, "float32"),
-            bk.as_tensor(half, self.device, "float32"),
-            False,
+            xs, base_rows, self.pixel_tensor(keep), bk.as_tensor(half, self.device, "float32"), False
         )
+
+    def baseline_image(self, baseline: Any) -> np.ndarray:
+        """The fixed baseline image of every sample (a name of ``FIXED_BASELINES`` or an array
+        broadcastable to x), in x's layout, float64."""
+        if not isinstance(baseline, str):
+            baseline = host(baseline, "baseline")
+        return baseline_values(self.x_host(), baseline, self.channel_axis)
+
+    def baseline_tensor(self, baseline: Any) -> T:
+        """:meth:`baseline_image` as a tensor (B, ...) in the model's layout."""
+        return self.upload(self.baseline_image(baseline))
 
 
 def _start(
@@ -140,10 +152,7 @@ def _start(
     row_elems = int(np.prod(shape[1:]))
 
     def chunk(total: int) -> int:
-        rows = (
-            default_rows(bk, device, row_elems, forward_only=True) if max_batch == "auto" else int(max_batch)
-        )
-        return max(1, min(rows, total))
+        return _chunk_rows(bk, device, row_elems, max_batch, total)
 
     return _Run(
         bk,
@@ -159,9 +168,33 @@ def _start(
     )
 
 
+def _chunk_rows(bk: Backend, device: Any, row_elems: int, max_batch: int | str, total: int) -> int:
+    """The rows of one forward pass over ``total`` rows of ``row_elems`` values each: ``max_batch``,
+    or as many as fit the device (``"auto"``), at least 1 and at most ``total``."""
+    rows = default_rows(bk, device, row_elems, forward_only=True) if max_batch == "auto" else int(max_batch)
+    return max(1, min(rows, total))
+
+
 def _spatial_map(run: _Run, absolute: bool) -> np.ndarray:
     """The map as one value per pixel, (B, *spatial): channels summed (signed or by magnitude)."""
     return to_spatial(run.saliency, run.spatial, run.batch, channels=run.channels, absolute=absolute)
+
+
+def _signed_start(
+    model: Any, x: Any, saliency: Any, target: Any, run: Mapping[str, Any]
+) -> tuple[_Run, RunSettings, np.ndarray]:
+    """The run of a metric of the signed map, its checked settings (of the run options ``run``)
+    and the map, (B, P): one value per pixel, channels summed with their signs."""
+    settings = RunSettings.of(run)
+    job = _start(model, x, saliency, target, settings)
+    return job, settings, _spatial_map(job, absolute=False).reshape(job.batch, -1)
+
+
+def _ranked_map(run: _Run, rank: str) -> tuple[str, np.ndarray]:
+    """The pixel order ``rank`` with ``"auto"`` resolved (:func:`resolve_rank`) and the map read
+    that way, (B, *spatial): channels summed with their signs (``"signed"``) or by magnitude."""
+    rank = resolve_rank(rank, run.saliency)
+    return rank, _spatial_map(run, absolute=rank == "magnitude")
 
 
 def _full_map(run: _Run) -> np.ndarray:
@@ -222,6 +255,124 @@ def _score_rows(
             run, model, rows_fn, total, output, sizes, None if spec is not None else predicted, spec=spec
         )
     return flat, classes
+
+
+#: which pixels of perturbation rows ``j`` of samples ``b`` take the baseline: (rows, pixels) bool
+DropFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: the baseline of perturbation rows ``j`` of samples ``b``: (rows, *x.shape[1:]) in x's layout
+BaseFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _removal_scores(
+    job: _Run,
+    model: Any,
+    target: Any,
+    output: int | str,
+    n_pert: int,
+    drop: DropFn,
+    base: T | BaseFn,
+    sizes: list[int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Score x and ``n_pert`` perturbed copies of each sample, chunk by chunk.
+
+    Row ``r < B`` is sample ``r`` itself; row ``r >= B`` is perturbation ``j = r // B - 1`` of
+    sample ``b = r % B``: x where ``drop(j, b)`` is True takes the baseline (``base``: a tensor
+    (B, ...) of per-sample baselines in the model's layout, or a function of ``(j, b)`` giving
+    the baseline rows in x's layout).
+
+    Returns:
+        ``(f0 (B,), scores (n_pert, B), targets (B,))``.
+    """
+    bk, batch = job.bk, job.batch
+    total = (n_pert + 1) * batch
+    n_pixels = int(np.prod(job.spatial))
+    x_host = job.x_host() if callable(base) else None
+
+    def build(r0: int, r1: int, idx: T) -> T:
+        r = np.arange(r0, r1)
+        removed = np.zeros((r1 - r0, n_pixels), dtype=bool)
+        pert = r >= batch
+        j, b = r[pert] // batch - 1, r[pert] % batch
+        if pert.any():
+            removed[pert] = drop(j, b)
+        keep = (~removed).astype(np.float32).reshape((r1 - r0,) + job.spatial)
+        if callable(base) and x_host is not None:
+            values = x_host[r % batch]
+            if pert.any():
+                values[pert] = base(j, b)
+            base_rows = job.upload(values)
+        else:
+            base_rows = bk.gather(base, idx)
+        return job.keep_rows(bk.gather(job.xt, idx), base_rows, keep)
+
+    flat, classes = _score_rows(job, model, target, output, total, build, sizes)
+    return flat[:batch], flat[batch:].reshape(n_pert, batch), classes
+
+
+def _subset_drop(sets: list[np.ndarray], n_pixels: int) -> DropFn:
+    """The :data:`DropFn` of random pixel subsets: ``sets`` one int array (nsamples, B, n_k) of
+    flat pixel indices per size k; perturbation ``j`` drops subset ``sets[j // nsamples][j % nsamples, b]``."""
+    nsamples = sets[0].shape[0]
+
+    def drop(j: np.ndarray, b: np.ndarray) -> np.ndarray:
+        size, draw = j // nsamples, j % nsamples
+        out = np.zeros((len(j), n_pixels), dtype=bool)
+        for k in np.unique(size):
+            at = np.nonzero(size == k)[0]
+            out[at[:, None], sets[k][draw[at], b[at]]] = True
+        return out
+
+    return drop
+
+
+def _subset_sums(smap: np.ndarray, pixel_sets: np.ndarray) -> np.ndarray:
+    """(B, nsamples) the map ``smap`` (B, P) summed over each subset of ``pixel_sets`` (nsamples, B, n)."""
+    return np.take_along_axis(smap[None], pixel_sets, axis=2).sum(axis=2).T
+
+
+def _rank_scores(
+    run: _Run,
+    model: Any,
+    target: Any,
+    output: int | str,
+    rank: np.ndarray,
+    base_t: T,
+    thresholds: np.ndarray,
+    insert: bool,
+    sizes: list[int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The scores (B, K) of a removal curve of K steps and the classes to report: at step k a
+    pixel whose ``rank`` (B, *spatial) is below ``thresholds[k]`` takes the baseline ``base_t``
+    (``insert``: such a pixel keeps x's value and the others take the baseline); all rows (row r: sample r % B,
+    step r // B) are blended on the device and scored by one chunked :func:`_score_rows` call."""
+    bk, batch = run.bk, run.batch
+    rank_t = run.pixel_tensor(rank)
+    ndim = len(run.shape)
+
+    def build(r0: int, r1: int, idx: T) -> T:
+        limits = thresholds[np.arange(r0, r1) // batch].astype(np.float32).reshape((-1,) + (1,) * (ndim - 1))
+        return bk.eval.blend(
+            bk.gather(run.xt, idx),
+            bk.gather(base_t, idx),
+            bk.gather(rank_t, idx),
+            bk.as_tensor(limits, run.device, "float32"),
+            insert,
+        )
+
+    flat, classes = _score_rows(run, model, target, output, len(thresholds) * batch, build, sizes)
+    return flat.reshape(len(thresholds), batch).T, classes
+
+
+class _PlainMean:
+    """A result whose ``mean`` is the plain mean of its ``scores`` (NaN when one of them is NaN,
+    unlike :class:`~xaikit.evaluate._common.PerSample`'s)."""
+
+    scores: np.ndarray
+
+    @property
+    def mean(self) -> float:
+        """The mean of :attr:`scores` over samples."""
+        return float(self.scores.mean())
 
 
 # ---- ROAD --------------------------------------------------------------------------------------------
@@ -322,7 +473,7 @@ class ROADCurve:
 
 
 @dataclass
-class ROADResult:
+class ROADResult(_PlainMean):
     """ROAD (remove and debias) curves.
 
     Attributes:
@@ -346,11 +497,6 @@ class ROADResult:
     scores: np.ndarray
     targets: np.ndarray
     chunks: list[int] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        """The mean of :attr:`scores` over samples."""
-        return float(self.scores.mean())
 
     def __repr__(self) -> str:
         return (
@@ -443,8 +589,7 @@ def road(
         raise XaikitValueError(
             f"road needs image inputs (batch, H, W[, C]) or (batch, C, H, W); got {describe(x)}"
         )
-    rank = resolve_rank(rank, job.saliency)
-    smap = _spatial_map(job, absolute=rank == "magnitude")
+    _, smap = _ranked_map(job, rank)
     height, width = job.spatial
     n_pixels = height * width
     counts = np.floor(np.round(fraction_values * n_pixels, 6)).astype(np.int64)
@@ -527,7 +672,7 @@ def _check_fractions(fractions: Any) -> np.ndarray:
 
 # ---- infidelity ----------------------------------------------------------------------------------------
 @dataclass
-class InfidelityResult:
+class InfidelityResult(_PlainMean):
     """Infidelity of each sample's attribution (lower is better; 0: the attribution predicts
     every perturbation's effect exactly).
 
@@ -548,11 +693,6 @@ class InfidelityResult:
     targets: np.ndarray
     chunks: list[int] = field(default_factory=list)
     normalize: bool = True
-
-    @property
-    def mean(self) -> float:
-        """The mean infidelity over samples."""
-        return float(self.scores.mean())
 
 
 def _seed_of(seed: int, j: int) -> int:
@@ -782,18 +922,14 @@ def faithfulness_correlation(
     if subsets is None:
         subset_size = check_int(subset_size, "subset_size", 1)
         nsamples = check_int(nsamples, "nsamples", 2)
-    settings = RunSettings.of(run)
-    seed, output = settings.seed, settings.output
-    job = _start(model, x, saliency, target, settings)
-    batch, bk = job.batch, job.bk
-    smap = _spatial_map(job, absolute=False).reshape(batch, -1)
-    n_pixels = smap.shape[1]
+    job, settings, smap = _signed_start(model, x, saliency, target, run)
+    batch, n_pixels = smap.shape
     if subsets is None:
         if subset_size > n_pixels:
             raise XaikitValueError(
                 f"subset_size must be at most the {n_pixels} pixels of a sample; got {subset_size}"
             )
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(settings.seed)
         pixel_sets = np.stack(
             [
                 np.stack([rng.choice(n_pixels, subset_size, replace=False) for _ in range(batch)])
@@ -803,25 +939,13 @@ def faithfulness_correlation(
     else:
         pixel_sets = _check_subsets(subsets, batch, n_pixels)
         nsamples = pixel_sets.shape[0]
-    sums = np.take_along_axis(smap[None], pixel_sets, axis=2).sum(axis=2).T  # (B, nsamples)
-    if not isinstance(baseline, str):
-        baseline = host(baseline, "baseline")
-    base_t = job.upload(baseline_values(job.x_host(), baseline, job.channel_axis))
-    total = (nsamples + 1) * batch
+    sums = _subset_sums(smap, pixel_sets)
+    drop = _subset_drop([pixel_sets], n_pixels)
     sizes: list[int] = []
-
-    def build(r0: int, r1: int, idx: T) -> T:
-        r = np.arange(r0, r1)
-        keep = np.ones((r1 - r0, n_pixels), dtype=np.float32)  # 0: set to the baseline
-        pert = r >= batch
-        j = r[pert] // batch - 1
-        keep[np.nonzero(pert)[0][:, None], pixel_sets[j, r[pert] % batch]] = 0.0
-        return job.keep_rows(
-            bk.gather(job.xt, idx), bk.gather(base_t, idx), keep.reshape((r1 - r0,) + job.spatial)
-        )
-
-    flat, classes = _score_rows(job, model, target, output, total, build, sizes)
-    deltas = (flat[None, :batch] - flat[batch:].reshape(nsamples, batch)).T
+    f0, scored, classes = _removal_scores(
+        job, model, target, settings.output, nsamples, drop, job.baseline_tensor(baseline), sizes
+    )
+    deltas = (f0[None] - scored).T
     return FaithfulnessCorrelationResult(_pearson(sums, deltas), sums, deltas, pixel_sets, classes, sizes)
 
 

@@ -25,13 +25,12 @@ when it is scored. The model is left unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from xaikit.backend import T
 from xaikit.checks import check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import PerSample, finite_mean, host, refuse_object, spearman
@@ -40,12 +39,16 @@ from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.faithfulness import (
     _check_subsets,
     _pearson,
+    _PlainMean,
+    _removal_scores,
     _Run,
-    _score_rows,
+    _signed_start,
     _spatial_map,
     _start,
+    _subset_drop,
+    _subset_sums,
 )
-from xaikit.xai.internal import FIXED_BASELINES, baseline_values, check_baseline, pin_targets
+from xaikit.xai.internal import FIXED_BASELINES, check_baseline, pin_targets
 
 __all__ = [
     "FaithfulnessEstimateResult",
@@ -60,65 +63,8 @@ __all__ = [
     "sufficiency",
 ]
 
-#: which pixels of perturbation rows ``j`` of samples ``b`` take the baseline: (rows, pixels) bool
-DropFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-#: the baseline of perturbation rows ``j`` of samples ``b``: (rows, *x.shape[1:]) in x's layout
-BaseFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
-
-# ---- shared: the chunked rows of pixel removals ------------------------------------------------
-def _baseline_tensor(job: _Run, baseline: Any) -> T:
-    if not isinstance(baseline, str):
-        baseline = host(baseline, "baseline")
-    return job.upload(baseline_values(job.x_host(), baseline, job.channel_axis))
-
-
-def _removal_scores(
-    job: _Run,
-    model: Any,
-    target: Any,
-    output: int | str,
-    n_pert: int,
-    drop: DropFn,
-    base: T | BaseFn,
-    sizes: list[int],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Score x and ``n_pert`` perturbed copies of each sample, chunk by chunk.
-
-    Row ``r < B`` is sample ``r`` itself; row ``r >= B`` is perturbation ``j = r // B - 1`` of
-    sample ``b = r % B``: x where ``drop(j, b)`` is True takes the baseline (``base``: a tensor
-    (B, ...) of per-sample baselines in the model's layout, or a function of ``(j, b)`` giving
-    the baseline rows in x's layout).
-
-    Returns:
-        ``(f0 (B,), scores (n_pert, B), targets (B,))``.
-    """
-    bk, batch = job.bk, job.batch
-    total = (n_pert + 1) * batch
-    n_pixels = int(np.prod(job.spatial))
-    x_host = job.x_host() if callable(base) else None
-
-    def build(r0: int, r1: int, idx: T) -> T:
-        r = np.arange(r0, r1)
-        removed = np.zeros((r1 - r0, n_pixels), dtype=bool)
-        pert = r >= batch
-        j, b = r[pert] // batch - 1, r[pert] % batch
-        if pert.any():
-            removed[pert] = drop(j, b)
-        keep = (~removed).astype(np.float32).reshape((r1 - r0,) + job.spatial)
-        if callable(base) and x_host is not None:
-            values = x_host[r % batch]
-            if pert.any():
-                values[pert] = base(j, b)
-            base_rows = job.upload(values)
-        else:
-            base_rows = bk.gather(base, idx)
-        return job.keep_rows(bk.gather(job.xt, idx), base_rows, keep)
-
-    flat, classes = _score_rows(job, model, target, output, total, build, sizes)
-    return flat[:batch], flat[batch:].reshape(n_pert, batch), classes
-
-
+# ---- shared: pixel groups ------------------------------------------------------------------------
 def _groups(smap: np.ndarray, step: int, descending: bool) -> np.ndarray:
     """Each pixel's group, (B, P): pixels sorted by the map (stable; decreasing or increasing)
     and cut into consecutive groups of ``step`` (the last one may be smaller)."""
@@ -153,9 +99,7 @@ def _signed_groups(
     checked settings, the signed map (B, P), each pixel's group (B, P) (:func:`_groups` of
     ``features_in_step`` pixels) and the number of groups."""
     check_baseline(baseline, FIXED_BASELINES)
-    settings = RunSettings.of(run)
-    job = _start(model, x, saliency, target, settings)
-    smap = _spatial_map(job, absolute=False).reshape(job.batch, -1)
+    job, settings, smap = _signed_start(model, x, saliency, target, run)
     step = _check_step(features_in_step, smap.shape[1])
     return job, settings, smap, _groups(smap, step, descending), -(-smap.shape[1] // step)
 
@@ -261,11 +205,8 @@ def sensitivity_n(
         ([4, 8, 12], [1.0, 1.0])
     """
     check_baseline(baseline, FIXED_BASELINES)
-    settings = RunSettings.of(run)
-    job = _start(model, x, saliency, target, settings)
-    batch = job.batch
-    smap = _spatial_map(job, absolute=False).reshape(batch, -1)
-    n_pixels = smap.shape[1]
+    job, settings, smap = _signed_start(model, x, saliency, target, run)
+    batch, n_pixels = smap.shape
     if subsets is None:
         frac = check_number(n_max_percentage, "n_max_percentage", 0.0, 1.0, low_open=True)
         nsamples = check_int(nsamples, "nsamples", 2)
@@ -291,24 +232,13 @@ def sensitivity_n(
                 f"subsets must have the same nsamples for every size; got {[s.shape[0] for s in sets]}"
             )
         ns = np.array([s.shape[2] for s in sets])
-    size_of = np.repeat(np.arange(len(ns)), nsamples)  # perturbation j -> size index, draw index
-    draw_of = np.tile(np.arange(nsamples), len(ns))
-
-    def drop(j: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = np.zeros((len(j), n_pixels), dtype=bool)
-        for k in np.unique(size_of[j]):
-            at = np.nonzero(size_of[j] == k)[0]
-            out[at[:, None], sets[k][draw_of[j[at]], b[at]]] = True
-        return out
-
+    drop = _subset_drop(sets, n_pixels)
     sizes: list[int] = []
     f0, scored, targets = _removal_scores(
-        job, model, target, settings.output, len(ns) * nsamples, drop, _baseline_tensor(job, baseline), sizes
+        job, model, target, settings.output, len(ns) * nsamples, drop, job.baseline_tensor(baseline), sizes
     )
     deltas = (f0[None] - scored).T.reshape(batch, len(ns), nsamples)
-    sums = np.stack(
-        [np.take_along_axis(smap[None], s, axis=2).sum(axis=2).T for s in sets], axis=1
-    )  # (B, N, nsamples)
+    sums = np.stack([_subset_sums(smap, s) for s in sets], axis=1)  # (B, N, nsamples)
     curve = _pearson(sums.reshape(-1, nsamples), deltas.reshape(-1, nsamples)).reshape(batch, len(ns))
     scores = np.array([finite_mean(row) for row in curve])
     return SensitivityNResult(scores, ns.astype(np.int64), curve, sums, deltas, sets, targets, sizes)
@@ -389,7 +319,7 @@ def faithfulness_estimate(
 
     sizes: list[int] = []
     f0, scored, targets = _removal_scores(
-        job, model, target, settings.output, n_groups, drop, _baseline_tensor(job, baseline), sizes
+        job, model, target, settings.output, n_groups, drop, job.baseline_tensor(baseline), sizes
     )
     deltas = (f0[None] - scored).T
     sums = _group_sums(smap, group, n_groups)
@@ -398,7 +328,7 @@ def faithfulness_estimate(
 
 # ---- monotonicity ---------------------------------------------------------------------------------
 @dataclass
-class MonotonicityResult:
+class MonotonicityResult(_PlainMean):
     """Monotonicity (Arya et al.) of each sample.
 
     Attributes:
@@ -414,11 +344,6 @@ class MonotonicityResult:
     curve: np.ndarray
     targets: np.ndarray
     chunks: list[int] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        """The mean fraction of monotone steps over samples."""
-        return float(self.scores.mean())
 
 
 @public()
@@ -477,7 +402,7 @@ def monotonicity(
 
     sizes: list[int] = []
     _, scored, targets = _removal_scores(
-        job, model, target, settings.output, n_steps, drop, _baseline_tensor(job, baseline), sizes
+        job, model, target, settings.output, n_steps, drop, job.baseline_tensor(baseline), sizes
     )
     curve = scored.T
     rises = np.diff(curve, axis=1) >= 0

@@ -14,28 +14,18 @@ count), and scored in forward passes of ``max_batch`` rows: never one pass per s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from xaikit.backend import T, get_backend
-from xaikit.backend.outputs import check_output
 from xaikit.checks import check_int
-from xaikit.errors import XaikitValueError, describe
-from xaikit.evaluate._common import host, input_layout, maps_or_explain, pin_scored, spatial_shape, to_spatial
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
-from xaikit.layout import move, move_back
-from xaikit.xai.internal import (
-    FIXED_BASELINES,
-    baseline_values,
-    check_baseline,
-    check_max_batch,
-    default_rows,
-    forward_scores,
-    prepare,
-)
+from xaikit.evaluate._ranks import RANKS, check_rank, pixel_counts, rank_positions
+from xaikit.evaluate.faithfulness import _rank_scores, _ranked_map, _start
+from xaikit.xai.internal import FIXED_BASELINES, check_baseline
+from xaikit.xai.internal import baseline_values as baseline_values  # re-exported: imported from here
 
 __all__ = ["BASELINES", "RANKS", "CurveResult", "deletion", "insertion"]
 
@@ -45,8 +35,6 @@ _OLD_ORDER = ("model", "x", "saliency", "target", "steps", "baseline", "max_batc
 
 #: baseline names of :func:`deletion` and :func:`insertion` (an array is accepted too)
 BASELINES = FIXED_BASELINES
-#: pixel orders of :func:`deletion` and :func:`insertion`
-RANKS = ("auto", "signed", "magnitude")
 
 
 @dataclass
@@ -174,48 +162,6 @@ def insertion(
     return _curve("insertion", model, x, saliency, target, steps, baseline, rank, RunSettings.of(run))
 
 
-def pixel_counts(n_pixels: int, steps: int) -> np.ndarray:
-    """How many pixels are deleted (inserted) after each step: round(k * n / steps), k = 0..steps.
-
-    Example:
-        >>> pixel_counts(10, 4).tolist()
-        [0, 3, 5, 8, 10]
-    """
-    k = np.arange(steps + 1, dtype=np.int64)
-    return (2 * k * n_pixels + steps) // (2 * steps)  # round half up, exact integers
-
-
-def rank_positions(smap: np.ndarray, seed: int) -> np.ndarray:
-    """Per sample, the rank of each position (0 = most salient), ties in a seeded random order."""
-    b, n = smap.shape[0], int(np.prod(smap.shape[1:]))
-    flat = smap.reshape(b, n)
-    rng = np.random.default_rng(seed)
-    out = np.empty((b, n), dtype=np.int64)
-    for i in range(b):
-        perm = rng.permutation(n)
-        order = perm[np.argsort(-flat[i, perm], kind="stable")]
-        out[i, order] = np.arange(n)
-    return out.reshape(smap.shape)
-
-
-def check_rank(rank: Any) -> str:
-    """``rank`` if it is one of :data:`RANKS`, else an error naming them."""
-    if not isinstance(rank, str) or rank not in RANKS:
-        raise XaikitValueError(
-            f"rank must be one of {', '.join(map(repr, RANKS))}; got {rank!r}"
-            if isinstance(rank, str)
-            else f"rank must be one of {', '.join(map(repr, RANKS))}; got {describe(rank)}"
-        )
-    return rank
-
-
-def resolve_rank(rank: str, saliency: np.ndarray) -> str:
-    """``"auto"`` -> ``"signed"`` when the map holds a negative value, else ``"magnitude"``."""
-    if rank != "auto":
-        return rank
-    return "signed" if bool(np.any(saliency < 0)) else "magnitude"
-
-
 def _check_baseline(baseline: Any) -> None:
     check_baseline(baseline, BASELINES)
 
@@ -232,73 +178,17 @@ def _curve(
     run: RunSettings,
 ) -> CurveResult:
     steps = check_int(steps, "steps", 1)
-    output = check_output(run.output)
     check_rank(rank_by)
     _check_baseline(baseline)
-    max_batch = check_max_batch(run.max_batch)
-    seed, model_kwargs = run.seed, run.model_kwargs
-    bk = get_backend(model, run.framework)
-    shape, channel_axis = input_layout(x, bk)
-    batch = shape[0]
-    spatial = spatial_shape(shape, channel_axis)
-    saliency = maps_or_explain(model, x, saliency, target, replace(run, output=output, max_batch=max_batch))
-    channels = shape[channel_axis] if channel_axis is not None else None
-    saliency = host(saliency, "saliency")
-    rank_by = resolve_rank(rank_by, saliency)
-    smap = to_spatial(saliency, spatial, batch, channels=channels, absolute=rank_by == "magnitude")
-    n_pixels = int(np.prod(spatial))
+    job = _start(model, x, saliency, target, run)
+    rank_by, smap = _ranked_map(job, rank_by)
+    n_pixels = int(np.prod(job.spatial))
     counts = pixel_counts(n_pixels, steps)
-    rank = rank_positions(smap, seed)
-    if channel_axis is not None:
-        rank = np.expand_dims(rank, channel_axis)
-    inp = prepare(bk, model, [x], ["x"], model_kwargs=model_kwargs)
-    xt, layout_move = inp.tensors[0], inp.moves[0]  # x's channel axis moved to fit the model
-    device = getattr(xt, "device", None)
-    if not isinstance(baseline, str):
-        baseline = host(baseline, "baseline")
-    base_host = baseline_values(move_back(bk.to_numpy(xt), layout_move), baseline, channel_axis)
-    base_t = bk.as_tensor(move(base_host, layout_move), device, inp.dtype)
-    rank_t = bk.as_tensor(move(rank, layout_move), device, "float32")
-    ops = bk.eval
-    insert = kind == "insertion"
-    total = (steps + 1) * batch
-    chunk = (
-        default_rows(bk, device, int(np.prod(shape[1:])), forward_only=True)
-        if max_batch == "auto"
-        else int(max_batch)
-    )
-    chunk = min(chunk, total)
-    ndim = len(shape)
+    rank, base_t = rank_positions(smap, run.seed), job.baseline_tensor(baseline)
     sizes: list[int] = []
-    with bk.inference(model):
-        targets, spec, classes = pin_scored(inp, target, output)
-
-        def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
-            r = np.arange(r0, r1)
-            idx = bk.index(r % batch, device)
-            thresholds = counts[r // batch].astype(np.float32).reshape((-1,) + (1,) * (ndim - 1))
-            rows = ops.blend(
-                bk.gather(xt, idx),
-                bk.gather(base_t, idx),
-                bk.gather(rank_t, idx),
-                bk.as_tensor(thresholds, device, "float32"),
-                insert,
-            )
-            return [rows], bk.gather(targets, idx)
-
-        flat = forward_scores(
-            bk,
-            model,
-            rows_fn,
-            total,
-            chunk,
-            output,
-            sizes=sizes,
-            model_kwargs=inp.kwargs,
-            batch=batch,
-            target=spec,
-        )
-    scores = bk.to_numpy(flat).astype(np.float64).reshape(steps + 1, batch).T
+    scores, classes = _rank_scores(
+        job, model, target, run.output, rank, base_t, counts, kind == "insertion", sizes
+    )
     fractions = counts / float(n_pixels)
     auc = np.asarray(np.trapezoid(scores, fractions, axis=1))
     return CurveResult(kind, fractions, scores, auc, classes, sizes, rank_by)
