@@ -132,14 +132,24 @@ def _channel_axis(shape: tuple[int, ...], saliency: Any, first: bool | None = No
         >>> _channel_axis((2, 3, 4, 4), None, first=True)
         1
     """
-    axis = short_channel_axis(shape, saliency, first)
+    advice = (
+        "pass (B, H, W) maps (channels summed as you want them), or channels='flatten' to score every value"
+    )
+    return known_channel_axis(shape, saliency, "saliency", advice, first)
+
+
+def known_channel_axis(
+    shape: tuple[int, ...], value: Any, name: str, advice: str, first: bool | None = None
+) -> int:
+    """The channel axis of the 4-D ``value`` (of shape ``shape``) by
+    :func:`~xaikit.evaluate._common.short_channel_axis`, or an error that names it (``name``) and
+    says what to pass instead (``advice``) where nothing decides: refused, never guessed."""
+    axis = short_channel_axis(shape, value, first)
     if axis is not None:
         return axis
     what = "no channel axis (of at most 4)" if shape[1] > 4 else "a short axis at both ends"
     raise XaikitValueError(
-        f"saliency {describe(saliency)} has 4 axes and {what} first or last, so its channel axis is "
-        "not known: pass (B, H, W) maps (channels summed as you want them), or channels='flatten' to "
-        "score every value"
+        f"{name} {describe(value)} has 4 axes and {what} first or last, so its channel axis is not known: {advice}"
     )
 
 

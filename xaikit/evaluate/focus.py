@@ -27,11 +27,11 @@ from xaikit.evaluate._common import (
     host,
     maps_alone_or_explain,
     maps_or_explain,
-    short_channel_axis,
     to_spatial,
 )
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
+from xaikit.evaluate.complexity import known_channel_axis
 from xaikit.evaluate.localization import positive_share
 
 __all__ = ["FocusResult", "Mosaics", "focus", "make_mosaics"]
@@ -78,11 +78,7 @@ def _image_axes(x: Any, model: Any, framework: str | None) -> tuple[tuple[int, .
     from xaikit.backend.registry import prefers_channel_first
     from xaikit.layout import channel_axis_of
 
-    shape = tuple(int(d) for d in getattr(x, "shape", np.shape(x)))
-    if len(shape) not in (3, 4) or shape[0] == 0:
-        raise XaikitValueError(
-            f"x must be a non-empty batch of images (B, H, W), (B, H, W, C) or (B, C, H, W); got {describe(x)}"
-        )
+    shape = _image_shape(x)
     default = False
     if model is not None:
         from xaikit.backend import get_backend
@@ -96,22 +92,24 @@ def _mosaic_axes(x: Any) -> tuple[tuple[int, ...], int | None]:
     by the rule of the maps-only metrics (:func:`~xaikit.evaluate._common.short_channel_axis`):
     the short end axis (at most 4), a size-1 one where both are short, else x's framework; a
     numpy batch that none of these decides is refused, never guessed."""
+    shape = _image_shape(x)
+    if len(shape) == 3:
+        return shape, None
+    advice = (
+        "pass the images as a torch tensor (channels first) or a TF tensor (channels last), or grey images "
+        "as (B, H, W)"
+    )
+    return shape, 1 if known_channel_axis(shape, x, "x", advice) == 1 else 3
+
+
+def _image_shape(x: Any) -> tuple[int, ...]:
+    """The shape of ``x``, checked to be a non-empty batch of images."""
     shape = tuple(int(d) for d in getattr(x, "shape", np.shape(x)))
     if len(shape) not in (3, 4) or shape[0] == 0:
         raise XaikitValueError(
             f"x must be a non-empty batch of images (B, H, W), (B, H, W, C) or (B, C, H, W); got {describe(x)}"
         )
-    if len(shape) == 3:
-        return shape, None
-    axis = short_channel_axis(shape, x)
-    if axis is None:
-        what = "no channel axis (of at most 4)" if shape[1] > 4 else "a short axis at both ends"
-        raise XaikitValueError(
-            f"x {describe(x)} has 4 axes and {what} first or last, so its channel axis is not known: "
-            "pass the images as a torch tensor (channels first) or a TF tensor (channels last), or "
-            "grey images as (B, H, W)"
-        )
-    return shape, 1 if axis == 1 else 3
+    return shape
 
 
 @public()

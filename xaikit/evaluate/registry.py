@@ -316,22 +316,14 @@ def _faithfulness_correlation(ctx: MetricContext) -> np.ndarray:
     """Bhatt et al.'s correlation over 50 random subsets of 1/8 of the pixels (at most 224, the
     paper's and Quantus's subset size at 224x224)."""
     pixels = int(np.prod(ctx.spatial))
-    result = faithfulness_correlation(
-        ctx.model, ctx.x, ctx.maps, target=ctx.target, subset_size=max(1, min(224, pixels // 8)),
-        nsamples=50, seed=ctx.seed, max_batch=ctx.max_batch, framework=ctx.framework,
-    )  # fmt: skip
-    return _scores(result, "scores")
+    return maps_adapter(faithfulness_correlation, subset_size=max(1, min(224, pixels // 8)), nsamples=50)(ctx)
 
 
 def _selectivity(ctx: MetricContext) -> np.ndarray:
     """Selectivity over at most 8 x 8 patches (patches of 8 pixels, or longest side / 8): every
     patch is a forward pass per sample, 785 of them at 224x224 with 8x8 patches."""
     patch = max(8, -(-max(ctx.spatial) // 8))
-    result = selectivity(
-        ctx.model, ctx.x, ctx.maps, target=ctx.target, patch_size=patch, seed=ctx.seed,
-        max_batch=ctx.max_batch, framework=ctx.framework,
-    )  # fmt: skip
-    return _scores(result, "scores")
+    return maps_adapter(selectivity, patch_size=patch)(ctx)
 
 
 def _grouped(fn: Callable[..., Any], groups: int, **settings: Any) -> Callable[[MetricContext], np.ndarray]:
@@ -358,18 +350,12 @@ def _monotonicity_correlation(ctx: MetricContext) -> np.ndarray:
 def _input_invariance(ctx: MetricContext) -> np.ndarray:
     """:func:`input_invariance` (shift -1); NaN for custom maps and for a model whose first layer
     cannot absorb a shift (no bias, zero padding, not dense or convolution)."""
-    if ctx.method is None:
-        return ctx.nan()
     try:
-        result = input_invariance(
-            ctx.model, ctx.x, ctx.method, target=ctx.target, seed=ctx.seed, max_batch=ctx.max_batch,
-            framework=ctx.framework, method_options=dict(ctx.method_options),
-        )  # fmt: skip
+        return method_adapter(input_invariance)(ctx)
     except (XaikitValueError, XaikitTypeError) as exc:
         if str(exc).startswith("input_invariance"):  # the model cannot be shifted: not a failure of the map
             return ctx.nan()
         raise
-    return _scores(result, "scores")
 
 
 #: compare's robustness noise, as fractions of the batch's value range (max - min): "small"
@@ -387,12 +373,8 @@ def _robust(
             return ctx.nan()
         values = host(ctx.x, "x")
         span = float(np.max(values) - np.min(values)) or 1.0
-        result = fn(
-            ctx.model, ctx.x, ctx.method, target=ctx.target, seed=ctx.seed, max_batch=ctx.max_batch,
-            framework=ctx.framework, method_options=dict(ctx.method_options),
-            **{scale_name: fraction * span}, **settings,
-        )  # fmt: skip
-        return _scores(result, "scores")
+        scale: dict[str, Any] = {scale_name: fraction * span}
+        return method_adapter(fn, **scale, **settings)(ctx)
 
     return score
 

@@ -261,9 +261,7 @@ def local_lipschitz(
         >>> local_lipschitz(model, torch.rand(2, 1, 4, 4), "vanilla", nsamples=4).scores.tolist()
         [0.0, 0.0]
     """
-    check_method(method)  # before the model is touched: a misplaced argument is named first
-    nsamples = check_int(nsamples, "nsamples", 1)
-    stdev = check_number(stdev, "stdev (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
+    nsamples, stdev = check_noise(method, nsamples, stdev, "stdev")
     settings = RunSettings.of(run)
     shape = _checked_shape(model, x, settings.framework)
     rng = np.random.default_rng(settings.seed)
@@ -272,10 +270,32 @@ def local_lipschitz(
         noise = rng.standard_normal(size=(k1 - k0, *shape), dtype=np.float32) * np.float32(stdev)
         return np.asarray(host(x, "x"), dtype=np.float32)[None] + noise
 
-    ratios, targets, groups, name = _robustness(
-        "lipschitz", model, x, method, target, perturb, nsamples, normalize, settings
+    ratios, visit = _ratios("lipschitz", x, shape, nsamples)
+    done = explain_copies(model, x, method, target, perturb, nsamples, normalize, settings, visit)
+    return LipschitzResult(
+        _reduce("max", ratios), ratios, done.targets, done.method, float(stdev), done.groups
     )
-    return LipschitzResult(_reduce("max", ratios), ratios, targets, name, float(stdev), groups)
+
+
+def check_noise(method: str, nsamples: Any, scale: Any, name: str) -> tuple[int, float]:
+    """``nsamples`` (>= 1) and the noise's ``scale`` (> 0, the argument ``name``) of a metric that
+    re-explains noisy copies, checked; the method first."""
+    check_method(method)  # before the model is touched: a misplaced argument is named first
+    nsamples = check_int(nsamples, "nsamples", 1)
+    scale = check_number(scale, f"{name} (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
+    return nsamples, scale
+
+
+def uniform_noise(x: Any, shape: tuple[int, ...], radius: float, rng: np.random.Generator) -> Perturb:
+    """Perturbed copies of x (of shape ``shape``): uniform noise in [-radius, radius] drawn from
+    ``rng`` added to every element, as float32."""
+    clean = np.asarray(host(x, "x"), dtype=np.float32)
+
+    def perturb(k0: int, k1: int) -> np.ndarray:
+        u = rng.random(size=(k1 - k0, *shape), dtype=np.float32)
+        return clean[None] + (u * np.float32(2 * radius) - np.float32(radius))
+
+    return perturb
 
 
 def _checked_shape(model: Any, x: Any, framework: str | None) -> tuple[int, ...]:
@@ -295,22 +315,14 @@ def _sensitivity(
     normalize: bool,
     settings: RunSettings,
 ) -> SensitivityResult:
-    check_method(method)  # before the model is touched: a misplaced argument is named first
-    nsamples = check_int(nsamples, "nsamples", 1)
-    radius = check_number(radius, "radius (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
+    nsamples, radius = check_noise(method, nsamples, radius, "radius")
     shape = _checked_shape(model, x, settings.framework)
-    rng = np.random.default_rng(settings.seed)
-
-    def perturb(k0: int, k1: int) -> np.ndarray:
-        u = rng.random(size=(k1 - k0, *shape), dtype=np.float32)
-        return np.asarray(host(x, "x"), dtype=np.float32)[None] + (
-            u * np.float32(2 * radius) - np.float32(radius)
-        )
-
-    ratios, targets, groups, name = _robustness(
-        "sensitivity", model, x, method, target, perturb, nsamples, normalize, settings
+    perturb = uniform_noise(x, shape, radius, np.random.default_rng(settings.seed))
+    ratios, visit = _ratios("sensitivity", x, shape, nsamples)
+    done = explain_copies(model, x, method, target, perturb, nsamples, normalize, settings, visit)
+    return SensitivityResult(
+        kind, _reduce(kind, ratios), ratios, done.targets, done.method, float(radius), done.groups
     )
-    return SensitivityResult(kind, _reduce(kind, ratios), ratios, targets, name, float(radius), groups)
 
 
 def _reduce(kind: str, ratios: np.ndarray) -> np.ndarray:
@@ -343,8 +355,8 @@ def _from_perturbed(
     def perturb(k0: int, k1: int) -> np.ndarray:
         return np.asarray(arr[k0:k1])
 
-    what = "lipschitz" if kind == "lipschitz" else "sensitivity"
-    ratios, *_ = _robustness(what, model, x, method, target, perturb, arr.shape[0], normalize, settings)
+    ratios, visit = _ratios("lipschitz" if kind == "lipschitz" else "sensitivity", x, shape, arr.shape[0])
+    explain_copies(model, x, method, target, perturb, arr.shape[0], normalize, settings, visit)
     return _reduce("max" if kind == "lipschitz" else kind, ratios)
 
 
@@ -444,21 +456,10 @@ def explain_copies(
     return Explained(clean, targets, groups, name)
 
 
-def _robustness(
-    what: str,
-    model: Any,
-    x: Any,
-    method: str,
-    target: Any,
-    perturb: Perturb,
-    nsamples: int,
-    normalize: bool,
-    settings: RunSettings,
-) -> tuple[np.ndarray, np.ndarray, list[int], str]:
-    """Per-sample ratios (B, nsamples) of ``what`` (``"sensitivity"``: ||ΔΦ|| / ||Φ(x)||,
-    ``"lipschitz"``: ||ΔΦ|| / ||Δx||), the targets, the rows per explain call and the method."""
-    bk = get_backend(model, settings.framework)
-    shape, _ = input_layout(x, bk)
+def _ratios(what: str, x: Any, shape: tuple[int, ...], nsamples: int) -> tuple[np.ndarray, Visit]:
+    """The per-sample ratios (B, nsamples) of ``what`` (``"sensitivity"``: ||ΔΦ|| / ||Φ(x)||,
+    ``"lipschitz"``: ||ΔΦ|| / ||Δx||) of x (of shape ``shape``), and the ``visit`` of
+    :func:`explain_copies` that fills them."""
     batch = shape[0]
     x_flat = np.asarray(host(x, "x"), dtype=np.float64).reshape(batch, -1)
     ratios = np.empty((batch, nsamples), dtype=np.float64)
@@ -473,5 +474,4 @@ def _robustness(
                 step = np.linalg.norm(np.asarray(xs[k], dtype=np.float64).reshape(batch, -1) - x_flat, axis=1)
                 ratios[:, k0 + k] = _ratio(num, step)
 
-    done = explain_copies(model, x, method, target, perturb, nsamples, normalize, settings, visit)
-    return ratios, done.targets, done.groups, done.method
+    return ratios, visit

@@ -43,7 +43,7 @@ from xaikit.evaluate._common import (
 )
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import BaseRunOptions, RunOptions, RunSettings, Unpack
-from xaikit.evaluate.robustness import Perturb, explain_copies
+from xaikit.evaluate.robustness import Perturb, check_noise, explain_copies, uniform_noise
 from xaikit.targets import Class, is_target
 from xaikit.xai.internal import check_max_batch, chunked, pin, prepare
 
@@ -177,14 +177,7 @@ def _draws(
                 f"{describe(perturbations)}"
             )
         return (lambda k0, k1: np.asarray(arr[k0:k1])), int(arr.shape[0])
-    rng = np.random.default_rng(seed)
-    clean = np.asarray(host(x, "x"), dtype=np.float32)
-
-    def perturb(k0: int, k1: int) -> np.ndarray:
-        u = rng.random(size=(k1 - k0, *shape), dtype=np.float32)
-        return clean[None] + (u * np.float32(2 * radius) - np.float32(radius))
-
-    return perturb, nsamples
+    return uniform_noise(x, shape, radius, np.random.default_rng(seed)), nsamples
 
 
 def _relative_stability(
@@ -201,9 +194,7 @@ def _relative_stability(
     layer: Any,
     settings: RunSettings,
 ) -> RelativeStabilityResult:
-    check_method(method)  # before the model is touched: a misplaced argument is named first
-    nsamples = check_int(nsamples, "nsamples", 1)
-    radius = check_number(radius, "radius (of the input noise)", low=0, low_open=True, kind=XaikitTypeError)
+    nsamples, radius = check_noise(method, nsamples, radius, "radius")
     eps_min = check_number(eps_min, "eps_min", low=0, low_open=True, kind=XaikitTypeError)
     seed = check_int(settings.seed, "seed", 0)
     bk = get_backend(model, settings.framework)

@@ -35,7 +35,30 @@ from xaikit.trace.xai._samples import SampleCollector
 __all__ = ["Compare", "DeletionAUC", "SaliencyStability"]
 
 
-class _FixedSampleTrace(Trace):
+class _SampleTrace(Trace):
+    """A trace that works on the samples its ``collector`` keeps (per mode)."""
+
+    collector: SampleCollector
+
+    def _mode(self) -> str:
+        return str(getattr(getattr(self, "system", None), "mode", None) or "eval")
+
+    def _epoch(self) -> int:
+        return int(getattr(getattr(self, "system", None), "epoch_idx", 0) or 0)
+
+    def on_batch_end(self, data: Data) -> None:
+        self.collector.collect(self._mode(), data)
+
+
+def _class_targets(labels: np.ndarray, n: int) -> np.ndarray:
+    """The classes of ``n`` samples from their labels: integer labels, or one-hot / probability
+    rows (their argmax)."""
+    if labels.ndim <= 1 or labels.shape[1:] == (1,):
+        return labels.reshape(-1).astype(np.int64)
+    return labels.reshape(n, -1).argmax(axis=1).astype(np.int64)
+
+
+class _FixedSampleTrace(_SampleTrace):
     def __init__(
         self,
         model: Any,
@@ -72,12 +95,6 @@ class _FixedSampleTrace(Trace):
         #: (epoch, value) pairs logged so far
         self.history: list[tuple[int, float]] = []
 
-    def _mode(self) -> str:
-        return str(getattr(getattr(self, "system", None), "mode", None) or "eval")
-
-    def on_batch_end(self, data: Data) -> None:
-        self.collector.collect(self._mode(), data)
-
     def _inputs(self) -> tuple[np.ndarray, np.ndarray | None] | None:
         ready = self.collector.finish(self._mode())
         if ready is None:
@@ -85,12 +102,7 @@ class _FixedSampleTrace(Trace):
         x = ready[self.model_inputs]  # explain() and the curves move it into the model's layout
         if not self.class_key:
             return x, None
-        labels = ready[self.class_key]
-        # integer labels, or one-hot / probability rows
-        target = labels.reshape(-1).astype(np.int64) if labels.ndim <= 1 or labels.shape[1:] == (1,) else None
-        if target is None:
-            target = labels.reshape(len(x), -1).argmax(axis=1).astype(np.int64)
-        return x, target
+        return x, _class_targets(ready[self.class_key], len(x))
 
     def _maps(self, x: np.ndarray, target: np.ndarray | None) -> np.ndarray:
         from xaikit.xai import explain
@@ -117,8 +129,7 @@ class _FixedSampleTrace(Trace):
         raise NotImplementedError
 
     def _log(self, data: Data, value: float) -> None:
-        epoch = int(getattr(getattr(self, "system", None), "epoch_idx", 0) or 0)
-        self.history.append((epoch, value))
+        self.history.append((self._epoch(), value))
         data.write_with_log(self.outputs[0], value)
 
 
@@ -281,7 +292,7 @@ class SaliencyStability(_FixedSampleTrace):
         self._log(data, float(rho.mean()))
 
 
-class Compare(Trace):
+class Compare(_SampleTrace):
     """Run :func:`~xaikit.evaluate.compare` on a fixed sample set each time it runs.
 
     Keeps every comparison (``results``: epoch -> :class:`~xaikit.evaluate.CompareResult`) and
@@ -362,31 +373,19 @@ class Compare(Trace):
         #: epoch -> the comparison of that run
         self.results: dict[int, Any] = {}
 
-    def _mode(self) -> str:
-        return str(getattr(getattr(self, "system", None), "mode", None) or "eval")
-
-    def on_batch_end(self, data: Data) -> None:
-        self.collector.collect(self._mode(), data)
-
     def on_epoch_end(self, data: Data) -> None:
         from xaikit.evaluate.compare import compare
 
         ready = self.collector.finish(self._mode())
         if ready is None:
             return
-        target = None
-        if self.class_key:
-            labels = ready[self.class_key]
-            flat = labels.ndim <= 1 or labels.shape[1:] == (1,)
-            target = (labels.reshape(-1) if flat else labels.reshape(len(labels), -1).argmax(axis=1)).astype(
-                np.int64
-            )
+        labels = ready[self.class_key] if self.class_key else None
+        target = None if labels is None else _class_targets(labels, len(labels))
         result = compare(
             self.model, ready[self.model_inputs], self.methods, metrics=self.metrics,
             mask=ready[self.mask_key] if self.mask_key else None, target=target, seed=self.seed,
             method_options=self.method_options, max_batch=self.max_batch,
         )  # fmt: skip
-        epoch = int(getattr(getattr(self, "system", None), "epoch_idx", 0) or 0)
-        self.results[epoch] = result
+        self.results[self._epoch()] = result
         for key, rank in zip(self.outputs, result.table["mean rank"]):
             data.write_with_log(key, float(rank))
