@@ -244,6 +244,27 @@ def test_non_sensitivity_known_answers(framework):
     assert loose.changed.tolist() == [[False, False, False, True]] and loose.scores.tolist() == [1.0]
 
 
+def test_non_sensitivity_takes_a_baseline_tensor_as_an_array(framework):
+    # an array baseline was handed on without being read to the host (every other metric reads it)
+    model = linear_model(framework, np.array([0.0, 0.0, 1.0, 2.0], np.float32))
+    x = np.array([[[[1.0, 2.0], [3.0, 4.0]]]], np.float32)
+    x = x if framework == "torch" else x.transpose(0, 2, 3, 1)
+    a = np.array([[[0.0, 5.0], [5.0, 0.0]]])
+    base = np.full_like(x, 0.5)
+    want = xk.evaluate.non_sensitivity(model, x, a, target=0, baseline=base)
+    if framework == "torch":
+        import torch
+
+        tensor = torch.from_numpy(base)
+    else:
+        import tensorflow as tf
+
+        tensor = tf.constant(base)
+    got = xk.evaluate.non_sensitivity(model, x, a, target=0, baseline=tensor)
+    np.testing.assert_array_equal(got.deltas, want.deltas)
+    assert got.scores.tolist() == want.scores.tolist()
+
+
 def test_non_sensitivity_groups_stay_within_one_class(framework):
     """The definitional difference (Quantus 0.6's features_in_step): a 2 x 2 image, a model of
     the bottom row, attributions on the top row. Perturbed together but each group within one

@@ -188,3 +188,12 @@ def test_completeness_of_a_nonlinear_model_shrinks_with_steps(
     fine = xk.evaluate.completeness(model, x, method_options={"nsamples": 64, "baseline": "black"})
     assert fine.summary["mean_abs"] < coarse.summary["mean_abs"]
     np.testing.assert_allclose(fine.gap, coarse.gap, rtol=1e-5, atol=1e-6)  # same endpoints
+
+
+@pytest.mark.parametrize("metric", ["localization", "relevance_rank_accuracy"])
+def test_absolute_must_be_a_bool(metric: str) -> None:
+    # a truthy string was read as True by these two (localization_more's metrics refused it)
+    sal, gt = np.ones((1, SIZE, SIZE)), square_mask(1)
+    with pytest.raises(XaikitTypeError, match=r"absolute must be True or False; got str 'no'"):
+        getattr(xk.evaluate, metric)(sal, gt, absolute="no")
+    getattr(xk.evaluate, metric)(sal, gt, absolute=np.bool_(False))

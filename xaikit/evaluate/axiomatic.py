@@ -28,12 +28,10 @@ from xaikit.evaluate._common import check_bool, check_method_options, fixed_obje
 from xaikit.evaluate._conventions import check_method, public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 from xaikit.evaluate.complexity import _normalized
-from xaikit.evaluate.faithfulness import _score_rows, _spatial_map, _start
+from xaikit.evaluate.faithfulness import _chunk_rows, _PlainMean, _score_rows, _spatial_map, _start
 from xaikit.xai.internal import (
     FIXED_BASELINES,
-    baseline_values,
     check_baseline,
-    default_rows,
     forward_scores,
     prepare,
 )
@@ -46,7 +44,7 @@ NS_BASELINES = (*FIXED_BASELINES, "uniform")
 
 # ---- non-sensitivity ----------------------------------------------------------------------------
 @dataclass
-class NonSensitivityResult:
+class NonSensitivityResult(_PlainMean):
     """Non-sensitivity of each sample's attribution (lower is better; 0: the zero-attribution
     features are exactly those the model does not depend on).
 
@@ -69,11 +67,6 @@ class NonSensitivityResult:
     deltas: np.ndarray
     targets: np.ndarray
     chunks: list[int] = field(default_factory=list)
-
-    @property
-    def mean(self) -> float:
-        """The mean number of violations over samples."""
-        return float(self.scores.mean())
 
 
 def feature_groups(zero: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -183,12 +176,10 @@ def non_sensitivity(
     n = zero.shape[1]
     groups, counts = feature_groups(zero, step)
     rounds = int(counts.max())
-    x_values = job.x_host()
     if isinstance(baseline, str) and baseline == "uniform":
-        base = np.random.default_rng(settings.seed).uniform(0.0, 1.0, size=job.shape)
-    else:
-        base = baseline_values(x_values, baseline, job.channel_axis)
-    base_t = job.upload(base)
+        base_t = job.upload(np.random.default_rng(settings.seed).uniform(0.0, 1.0, size=job.shape))
+    else:  # an array baseline is read to the host as every metric reads it (a device tensor too)
+        base_t = job.baseline_tensor(baseline)
     total = (rounds + 1) * batch  # row r: sample r % B; round r // B - 1 perturbs group (r // B - 1)
     sizes: list[int] = []
 
@@ -218,7 +209,7 @@ def non_sensitivity(
 
 # ---- input invariance ---------------------------------------------------------------------------
 @dataclass
-class InputInvarianceResult:
+class InputInvarianceResult(_PlainMean):
     """Input invariance of each sample's explanation (higher is better: 1 where the explanation
     of the shifted input on the compensated model equals the original one).
 
@@ -240,11 +231,6 @@ class InputInvarianceResult:
     shift: float
     targets: np.ndarray
 
-    @property
-    def mean(self) -> float:
-        """The share of invariant samples."""
-        return float(self.scores.mean())
-
 
 #: the largest relative difference of the target scores of ``f(x)`` and ``f'(x + shift)`` that
 #: is float rounding; above it the model is refused (its first layer does not see the raw input)
@@ -258,11 +244,6 @@ def _target_scores(
     xt = inp.tensors[0]
     batch = int(xt.shape[0])
     device = getattr(xt, "device", None)
-    rows = (
-        default_rows(bk, device, int(np.prod(xt.shape[1:])), forward_only=True)
-        if settings.max_batch == "auto"
-        else int(settings.max_batch)
-    )
 
     def rows_fn(r0: int, r1: int) -> tuple[list[T], T]:
         idx = bk.index(np.arange(r0, r1), device)
@@ -273,7 +254,7 @@ def _target_scores(
         model,
         rows_fn,
         batch,
-        max(1, min(rows, batch)),
+        _chunk_rows(bk, device, int(np.prod(xt.shape[1:])), settings.max_batch, batch),
         settings.output,
         model_kwargs=inp.kwargs,
         batch=batch,

@@ -17,7 +17,7 @@ import numpy as np
 
 from xaikit.checks import check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
-from xaikit.evaluate._common import host, maps_alone_or_explain, to_spatial
+from xaikit.evaluate._common import check_bool, host, maps_alone_or_explain, to_spatial
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
 
@@ -134,6 +134,7 @@ def maps_and_masks(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The (B, *spatial) maps (computed first for a method name, as
     :func:`~xaikit.evaluate._common.maps_alone_or_explain` does) and the boolean masks."""
+    absolute = check_bool(absolute, "absolute")  # a truthy string is not a choice
     masks = _masks(mask, None)
     saliency, _ = maps_alone_or_explain(saliency, model=model, x=x, target=target, run=run)
     batch, spatial = masks.shape[0], tuple(masks.shape[1:])
