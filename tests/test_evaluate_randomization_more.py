@@ -319,6 +319,8 @@ def test_smooth_mprt_bad_inputs(rng: np.random.Generator) -> None:
         xk.evaluate.smooth_mprt(model, x, "vanilla", stdev_spread="big")  # type: ignore[arg-type]
     with pytest.raises(XaikitValueError, match="order must be one of 'bottom_up'"):
         xk.evaluate.smooth_mprt(model, x, "vanilla", order="cascading")
+    with pytest.raises(XaikitValueError, match=r"order must be one of 'bottom_up'.*; got ndarray"):
+        xk.evaluate.smooth_mprt(model, x, "vanilla", order=np.array(["bottom_up", "top_down"]))
     with pytest.raises(XaikitTypeError, match="x must be one input batch"):
         xk.evaluate.smooth_mprt(model, [x, x], "vanilla")
 

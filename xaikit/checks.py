@@ -14,13 +14,14 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
-__all__ = ["check_int", "check_number"]
+__all__ = ["check_choice", "check_int", "check_number"]
 
 
 def _bounds(low: float | None, high: float | None, low_open: bool = False) -> str:
@@ -98,6 +99,24 @@ def check_number(
     if not math.isfinite(v) or below or (high is not None and v > high):
         raise XaikitValueError(f"{name} must be {expected}; got {describe(value)}")
     return v
+
+
+def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
+    """``value`` when it is one of the strings ``choices``, else an error naming ``name``, the
+    choices and what came (any value: an array or a list is named, never compared element-wise).
+
+    Example:
+        >>> check_choice("signed", "rank", ("signed", "magnitude"))
+        'signed'
+        >>> check_choice(None, "rank", ("signed", "magnitude"))
+        Traceback (most recent call last):
+        ...
+        xaikit.errors.XaikitValueError: rank must be one of 'signed', 'magnitude'; got NoneType None
+    """
+    if not isinstance(value, str) or value not in choices:
+        came = repr(value) if isinstance(value, str) else describe(value)
+        raise XaikitValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {came}")
+    return value
 
 
 def check_type(value: Any, name: str, types: type | tuple[type, ...], what: str) -> Any:

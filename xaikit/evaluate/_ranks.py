@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import XaikitValueError, describe
+from xaikit.checks import check_choice
 
 __all__ = ["RANKS", "check_rank", "pixel_counts", "rank_positions", "resolve_rank"]
 
@@ -42,13 +42,7 @@ def rank_positions(smap: np.ndarray, seed: int) -> np.ndarray:
 
 def check_rank(rank: Any) -> str:
     """``rank`` if it is one of :data:`RANKS`, else an error naming them."""
-    if not isinstance(rank, str) or rank not in RANKS:
-        raise XaikitValueError(
-            f"rank must be one of {', '.join(map(repr, RANKS))}; got {rank!r}"
-            if isinstance(rank, str)
-            else f"rank must be one of {', '.join(map(repr, RANKS))}; got {describe(rank)}"
-        )
-    return rank
+    return check_choice(rank, "rank", RANKS)
 
 
 def resolve_rank(rank: str, saliency: np.ndarray) -> str:

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.checks import check_choice
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import ranks
 from xaikit.evaluate.registry import FAMILIES, Metric
@@ -337,10 +338,8 @@ def metric_agreement(
     """
     import pandas as pd
 
-    if kind not in KINDS:
-        raise XaikitValueError(f"kind must be one of {KINDS}; got {kind!r}")
-    if over not in OVER:
-        raise XaikitValueError(f"over must be one of {OVER}; got {over!r}")
+    check_choice(kind, "kind", KINDS)
+    check_choice(over, "over", OVER)
     if isinstance(min_methods, bool) or not isinstance(min_methods, (int, np.integer)):
         raise XaikitTypeError(f"min_methods must be an int >= 3; got {describe(min_methods)}")
     if min_methods < 3:

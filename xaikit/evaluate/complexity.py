@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import get_backend
-from xaikit.checks import check_number
+from xaikit.checks import check_choice, check_number
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import (
     PerSample,
@@ -95,12 +95,7 @@ class ComplexityResult(PerSample):
 
 
 def _check_channels(channels: Any) -> str:
-    if not isinstance(channels, str) or channels not in CHANNELS:
-        raise XaikitValueError(
-            f"channels must be one of {', '.join(map(repr, CHANNELS))}; got "
-            + (repr(channels) if isinstance(channels, str) else describe(channels))
-        )
-    return channels
+    return check_choice(channels, "channels", CHANNELS)
 
 
 def _magnitudes(saliency: Any, channels: str, first: bool | None = None) -> np.ndarray:

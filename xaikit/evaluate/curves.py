@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.checks import check_int
+from xaikit.checks import check_choice, check_int
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._conventions import public
 from xaikit.evaluate._options import RunOptions, RunSettings, Unpack
@@ -143,12 +143,7 @@ def _check_image(run: _Run, x: Any, name: str) -> tuple[int, int]:
 
 
 def _check_order(order: Any) -> str:
-    if not isinstance(order, str) or order not in REGION_ORDERS:
-        raise XaikitValueError(
-            f"order must be one of {', '.join(map(repr, REGION_ORDERS))}; got "
-            f"{order!r}" + ("" if isinstance(order, str) else f" ({describe(order)})")
-        )
-    return order
+    return check_choice(order, "order", REGION_ORDERS)
 
 
 def _fill(run: _Run, baseline: Any, seed: int) -> np.ndarray:

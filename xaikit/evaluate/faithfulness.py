@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Backend, T, get_backend
-from xaikit.checks import check_floats, check_int, check_number
+from xaikit.checks import check_choice, check_floats, check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import (
     PerSample,
@@ -578,8 +578,7 @@ def road(
         ((3, 2), [4, 8], (3,))
     """
     fraction_values = _check_fractions(fractions)
-    if not isinstance(order, str) or order not in ORDERS:
-        raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {describe(order)}")
+    check_choice(order, "order", ORDERS)
     stdev = check_number(stdev, "stdev", 0.0)
     check_rank(rank)
     settings = RunSettings.of(run)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.checks import check_int, check_number
+from xaikit.checks import check_choice, check_int, check_number
 from xaikit.errors import XaikitValueError, describe
 from xaikit.evaluate._common import PerSample, classes_of, host, input_layout, spatial_shape, tile_object
 from xaikit.evaluate._conventions import public
@@ -281,8 +281,7 @@ def smooth_mprt(
     """
     nsamples = check_int(nsamples, "nsamples", 1)
     stdev_spread = check_number(stdev_spread, "stdev_spread", 0.0)
-    if order not in LAYER_ORDERS:
-        raise XaikitValueError(f"order must be one of {', '.join(map(repr, LAYER_ORDERS))}; got {order!r}")
+    check_choice(order, "order", LAYER_ORDERS)
     bk, rerun, targets, _ = start(model, x, method, target=target, run=RunSettings.of(run))
     shape, channel_axis = input_layout(x, bk)
     batch = shape[0]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import get_backend
+from xaikit.checks import check_choice
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import (
     check_method_options,
@@ -266,8 +267,7 @@ def randomization_test(
 
     if not isinstance(random_baseline, bool):
         raise XaikitTypeError(f"random_baseline must be True or False; got {describe(random_baseline)}")
-    if order not in ORDERS:
-        raise XaikitValueError(f"order must be one of {', '.join(map(repr, ORDERS))}; got {order!r}")
+    check_choice(order, "order", ORDERS)
     method = check_method(method)
     given = check_method_options(method_options)
     both = sorted(set(options) & set(given))

@@ -31,7 +31,7 @@ import numpy as np
 
 from xaikit.backend import Rows, get_backend
 from xaikit.backend.outputs import as_matrix, check_output
-from xaikit.checks import check_int, check_number
+from xaikit.checks import check_choice, check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.evaluate._common import (
     PerSample,
@@ -488,8 +488,7 @@ def continuity(
     check_method(method)
     settings = RunSettings.of(run)
     nsteps = check_int(nsteps, "nsteps", 1)
-    if pairs not in PAIRS:
-        raise XaikitValueError(f"pairs must be one of {PAIRS}; got {pairs!r}")
+    check_choice(pairs, "pairs", PAIRS)
     check_bool(absolute, "absolute")
     bk = get_backend(model, settings.framework)
     shape, channel_axis = input_layout(x, bk)
