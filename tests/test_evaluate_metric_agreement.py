@@ -255,9 +255,7 @@ def test_matrix_grouped_by_family_and_every_registered_metric_taken():
 
 def test_bad_options_are_refused_by_name():
     res = _result({"method": FIVE[:3], "sparseness": [1.0, 2, 3]})
-    with pytest.raises(
-        XaikitValueError, match=r"kind must be one of 'spearman', 'kendall'; got 'pearson'"
-    ):
+    with pytest.raises(XaikitValueError, match=r"kind must be one of 'spearman', 'kendall'; got 'pearson'"):
         res.metric_agreement(kind="pearson")
     with pytest.raises(XaikitValueError, match=r"over must be one of 'methods', 'samples'; got 'images'"):
         res.metric_agreement(over="images")
