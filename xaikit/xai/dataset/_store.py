@@ -72,11 +72,11 @@ COLUMNS: dict[str, tuple[Any, Any]] = {
 def _current_names(manifest: dict[str, Any]) -> dict[str, Any]:
     """A stored manifest with its method options under their names now (a store written with
     RISE's ``n_masks`` resumes a run given ``nsamples``; see ``Method.renamed``)."""
-    from xaikit.xai.registry import canonical, get_method
+    from xaikit.xai.registry import get_method
 
     options = manifest.get("options")
     try:
-        record = get_method(canonical(manifest.get("method")))
+        record = get_method(str(manifest.get("method", "")))
     except XaikitError:  # a method not registered in this process: compared as stored
         return manifest
     if not isinstance(options, dict) or not record.renamed:
