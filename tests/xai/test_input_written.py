@@ -101,3 +101,73 @@ def test_a_caller_in_inference_mode_gets_a_normal_copy() -> None:
     with torch.inference_mode():
         got = xk.xai.explain(model, x, method="vanilla", target=0)
     np.testing.assert_array_equal(got, want)
+
+
+class _ScaleWriter(torch.nn.Module):
+    """``forward(x, scale, shift)``: writes ``scale`` (per sample) or ``shift`` (fixed) in place."""
+
+    def __init__(self, writes: str) -> None:
+        super().__init__()
+        self.writes = writes
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3)
+        )
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+        if self.writes == "scale":
+            scale.mul_(2.0)
+        elif self.writes == "shift":
+            shift.add_(1.0)
+        return self.net(x * scale.view(-1, 1, 1, 1)) + shift
+
+
+@pytest.mark.parametrize("method", xk.xai.METHODS)
+@pytest.mark.parametrize("writes", ["scale", "shift"])
+def test_a_model_writing_its_model_kwargs_is_refused_and_the_callers_values_kept(
+    method: str, writes: str
+) -> None:
+    """Before, the per-sample ``scale`` was the caller's own memory and ``shift`` was passed as
+    it came: every pass doubled the caller's values and the map was silently another model's."""
+    torch.manual_seed(0)
+    model = _ScaleWriter(writes).eval()
+    x = np.random.default_rng(0).normal(size=(2, 3, 8, 8)).astype(np.float32)
+    for scale in (np.array([1.0, 3.0], np.float32), torch.tensor([1.0, 3.0])):
+        shift = torch.tensor([0.5, -0.5, 0.0])
+        with pytest.raises(XaikitValueError, match=rf"writes model_kwargs\['{writes}'\] in place.*unchanged"):
+            xk.xai.explain(
+                model,
+                x,
+                method=method,
+                model_kwargs={"scale": scale, "shift": shift},
+                **_options(method, model),
+            )
+        np.testing.assert_array_equal(np.asarray(scale), [1.0, 3.0])
+        np.testing.assert_array_equal(shift.numpy(), [0.5, -0.5, 0.0])
+
+
+def test_model_kwargs_the_model_only_reads_give_each_samples_own_map() -> None:
+    """The copies change nothing for a model that only reads its kwargs: each sample's map is the
+    map of that sample alone with its own scale (a per-sample-independent option set)."""
+    torch.manual_seed(0)
+    model = _ScaleWriter("nothing").eval()
+    x = np.random.default_rng(3).normal(size=(2, 3, 8, 8)).astype(np.float32)
+    scale, shift = torch.tensor([1.0, 3.0]), torch.tensor([0.5, -0.5, 0.0])
+    for method, options in (
+        ("vanilla", {}),
+        ("integrated_gradients", {"baseline": "zeros"}),
+        ("occlusion", {}),
+    ):
+        got = xk.xai.explain(
+            model, x, method=method, target=[0, 2], model_kwargs={"scale": scale, "shift": shift}, **options
+        )
+        for b, target in enumerate((0, 2)):
+            one = xk.xai.explain(
+                model,
+                x[b : b + 1],
+                method=method,
+                target=target,
+                model_kwargs={"scale": scale[b : b + 1].clone(), "shift": shift.clone()},
+                **options,
+            )
+            np.testing.assert_allclose(got[b], one[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(scale.numpy(), [1.0, 3.0])

@@ -243,11 +243,15 @@ class TorchBackend(Backend):
         half = self._half(model)
         if half is not None:
             inputs = [x.to(half) if x.is_floating_point() else x for x in inputs]
-        # the inputs' version counters: a model that writes an input in place is refused (the
-        # engine passes the same input again, and its gradient is taken with respect to it).
-        # Tensors made in inference mode (the forward-only methods' masked copies) have none.
+        # the version counters of the inputs and of the model_kwargs tensors: a model that writes
+        # one in place is refused (the engine passes the same values again, and an input's
+        # gradient is taken with respect to it). Tensors made in inference mode (the forward-only
+        # methods' masked copies) have none.
+        watched = [(None, x) for x in inputs] + list((kw or {}).items())
         versions = [
-            (x, x._version) for x in inputs if isinstance(x, self.torch.Tensor) and not x.is_inference()
+            (key, x, x._version)
+            for key, x in watched
+            if isinstance(x, self.torch.Tensor) and not x.is_inference()
         ]
         try:
             raw = model(*inputs, **(kw or {}))
@@ -262,8 +266,9 @@ class TorchBackend(Backend):
             if error is None:
                 raise
             raise error from exc
-        if any(x._version != v for x, v in versions):
-            raise _writes_input_error()
+        for key, x, v in versions:
+            if x._version != v:
+                raise _writes_input_error(key)
         return raw
 
     def _scored(self, rows: Rows, inputs: Sequence[T], model: Any = None) -> tuple[T, T]:
@@ -367,7 +372,15 @@ class TorchBackend(Backend):
         return t.contiguous()
 
 
-def _writes_input_error() -> XaikitValueError:
+def _writes_input_error(key: str | None = None) -> XaikitValueError:
+    if key is not None:
+        return XaikitValueError(
+            f"the model writes model_kwargs[{key!r}] in place (e.g. {key}.mul_(...), or an in-place "
+            "operation on a view of it): explaining passes the same values to the model in every "
+            f"pass, so the model must leave them as they are (the value you passed is unchanged). "
+            f"Make that operation out of place, or copy the value first inside forward "
+            f"({key} = {key}.clone())"
+        )
     return XaikitValueError(
         "the model writes its input in place (its first operation on an input is in place, e.g. "
         "nn.ReLU(inplace=True) or x.clamp_(...)): explaining passes the same input to the model "

@@ -8,6 +8,9 @@ tuple) is *fixed*: passed unchanged to every chunk. On a path (Integrated Gradie
 per-sample value is not interpolated: every row of sample b gets b's value, at the input and at
 the baseline alike.
 
+Tensors are copied where they share the caller's memory (once per call): a model that writes one
+in place is refused (see the backend's version check) and the caller's values stay as they were.
+
 A Python list of exactly B items is refused: it looks per-sample but would be passed unchanged
 to chunks of other sizes; the message says how to say which is meant.
 """
@@ -108,7 +111,9 @@ def check_model_kwargs(bk: Backend, model_kwargs: Any, batch: int, device: Any) 
             )
         if _per_sample(bk, value, batch):
             host = value if bk.is_tensor(value) else np.asarray(value)
-            out.per_sample[key] = bk.as_tensor(host, device, None)
+            out.per_sample[key] = bk.unshared(bk.as_tensor(host, device, None), host)
+        elif bk.is_tensor(value):  # a copy, so that a model writing it cannot reach the caller's
+            out.fixed[key] = bk.unshared(value, value)
         else:
             out.fixed[key] = value
     return out
