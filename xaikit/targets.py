@@ -220,9 +220,10 @@ class ClassRegion(Target):
 
     def __post_init__(self) -> None:
         _check_classes(self.k, "ClassRegion")
-        if self.reduce not in ("sum", "mean"):
+        if not isinstance(self.reduce, str) or self.reduce not in ("sum", "mean"):
+            came = repr(self.reduce) if isinstance(self.reduce, str) else describe(self.reduce)
             raise XaikitValueError(
-                f"target=ClassRegion(..., reduce=...): reduce must be 'sum' or 'mean'; got {self.reduce!r}"
+                f"target=ClassRegion(..., reduce=...): reduce must be 'sum' or 'mean'; got {came}"
             )
         if self.axis is not None and (isinstance(self.axis, bool) or not isinstance(self.axis, int)):
             raise XaikitTypeError(

@@ -90,7 +90,7 @@ def _check(
 def _engine(engine: Any, explanation: Any) -> str:
     """``"local"`` or ``"ray"`` for ``engine`` (``"auto"``: Ray when a Ray worker wrote a shard of
     the store and Ray is installed)."""
-    if engine not in ("auto", "local", "ray"):
+    if not isinstance(engine, str) or engine not in ("auto", "local", "ray"):
         raise XaikitValueError(f"engine must be 'auto', 'local' or 'ray'; got {describe(engine)}")
     if engine == "auto":
         made_on_ray = any(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend.registry import framework_of, load_backend
-from xaikit.errors import XaikitValueError
+from xaikit.errors import XaikitValueError, describe
 
 __all__ = ["reduce_mean", "squeeze", "to_number", "to_tensor"]
 
@@ -60,9 +60,10 @@ def to_tensor(data: Any, target_type: str) -> Any:
         >>> out["x"].dtype.name, out["name"]
         ('float64', 'a')
     """
-    target = _TARGETS.get(target_type)
+    target = _TARGETS.get(target_type) if isinstance(target_type, str) else None  # arrays: unhashable
     if target is None:
-        raise XaikitValueError(f"target_type must be one of 'np', 'torch', 'tf'; got {target_type!r}")
+        came = repr(target_type) if isinstance(target_type, str) else describe(target_type)
+        raise XaikitValueError(f"target_type must be one of 'np', 'torch', 'tf'; got {came}")
     if isinstance(data, Mapping):
         return {k: to_tensor(v, target) for k, v in data.items()}
     if isinstance(data, tuple) and not hasattr(data, "_fields"):

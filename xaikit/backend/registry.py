@@ -39,10 +39,11 @@ def load_backend(name: str) -> Backend:
     Raises:
         MissingFrameworkError: the framework is not installed (the message names the extra).
     """
+    if not isinstance(name, str) or name not in ("torch", "tf", "tensorflow", "keras"):
+        came = repr(name) if isinstance(name, str) else describe(name)
+        raise XaikitTypeError(f"framework must be 'torch' or 'tf'; got {came}")
     if name in ("tensorflow", "keras"):
         name = "tf"
-    if name not in ("torch", "tf"):
-        raise XaikitTypeError(f"framework must be 'torch' or 'tf'; got {name!r}")
     if name not in _BACKENDS:
         module_name = "torch" if name == "torch" else "tensorflow"
         try:
@@ -81,7 +82,7 @@ def get_backend(obj: Any, framework: str | None = None) -> Backend:
                 f"{'torch' if own == 'torch' else 'TensorFlow/Keras'}: pass framework={own!r} or leave it out"
             )
         return named
-    name = framework or own
+    name = own if framework is None else framework
     if name is None:
         raise XaikitTypeError(
             "model must be a torch.nn.Module, a Keras model or a TensorFlow callable "

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xaikit.backend import framework_of, to_number
-from xaikit.checks import check_int
+from xaikit.checks import check_choice, check_int
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.schedule import Scheduler, get_current_items
 from xaikit.trace.base import MODES, Data, System, Trace
@@ -128,8 +128,7 @@ class TraceRunner:
 
     def on_epoch_begin(self, mode: str = "train", epoch: int | None = None) -> dict[str, Any]:
         """Start an epoch of ``mode`` (``"train"`` counts epochs up unless ``epoch`` is given)."""
-        if mode not in MODES:
-            raise XaikitValueError(f"mode must be one of {list(MODES)}; got {mode!r}")
+        check_choice(mode, "mode", MODES)
         s = self.system
         if epoch is not None:
             check_int(epoch, "epoch", 1)

@@ -38,8 +38,9 @@ def _model_name(model: Any) -> str:
 
 
 def _check_compare(name: str, value: Any) -> str:
-    if value not in ("min", "max"):
-        raise XaikitValueError(f"{name} must be 'min' or 'max'; got {value!r}")
+    if not isinstance(value, str) or value not in ("min", "max"):
+        came = repr(value) if isinstance(value, str) else describe(value)
+        raise XaikitValueError(f"{name} must be 'min' or 'max'; got {came}")
     return str(value)
 
 

@@ -180,8 +180,10 @@ class _PerClass(_Metric):
         output_name: str | None = None,
         average: str | None = "auto",
     ) -> None:
-        if average not in _AVERAGES:
-            raise XaikitValueError(f"average must be one of {list(_AVERAGES)}; got {average!r}")
+        if average is not None and (not isinstance(average, str) or average not in _AVERAGES):
+            came = repr(average) if isinstance(average, str) else describe(average)
+            names = ", ".join(repr(a) for a in _AVERAGES if a is not None)
+            raise XaikitValueError(f"average must be one of {names} or None; got {came}")
         super().__init__(true_key, pred_key, mode, ds_id, output_name)
         self.average = average
 

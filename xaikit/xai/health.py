@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from xaikit.checks import check_choice
 from xaikit.errors import DegenerateMapWarning, XaikitError, XaikitValueError, caller_level, describe
 from xaikit.xai.registry import UNITS, canonical, family, get_method, title
 
@@ -183,8 +184,7 @@ def map_status(
         >>> map_status(g, scores=np.array([1.0, 1e-9]), kind="gradient", spans=np.array([1.0, 1.0])).tolist()
         ['underflow', '']
     """
-    if kind not in KINDS:
-        raise XaikitValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    check_choice(kind, "kind", KINDS)
     flats = _flat(maps)
     batch = flats[0].shape[0]
     hi = np.full(batch, -np.inf)

@@ -36,7 +36,8 @@ from xaikit.backend.tf.steps import (
     model_ref,
     scorer_of,
 )
-from xaikit.errors import XaikitTypeError, XaikitValueError
+from xaikit.checks import check_choice
+from xaikit.errors import XaikitTypeError
 from xaikit.layout import ModelLayout
 
 
@@ -417,8 +418,7 @@ class TFBackend(Backend):
         """How many times a step of ``model`` has been traced: ``"grad"`` (the gradient methods),
         ``"scores"`` (forward scores), ``"cam_grad"``, ``"cam_acts"``, ``"guided"`` (the
         class-activation maps), ``"deconvnet"``, ``"lrp"`` (see :data:`xaikit.backend.tf.steps.KINDS`)."""
-        if kind not in KINDS:
-            raise XaikitValueError(f"kind must be one of {sorted(KINDS)}; got {kind!r}")
+        check_choice(kind, "kind", sorted(KINDS))
         return self.trace_counts.get((id(model), kind), 0)
 
     def error_text(self, exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from xaikit.checks import check_number
+from xaikit.checks import check_choice, check_number
 from xaikit.dataset.data.shapes import (
     _extent,
     _paint,
@@ -100,8 +100,7 @@ def load_data(
             raise XaikitValueError(f"{name} must be a non-negative int; got {n!r}")
     if not isinstance(tag_class, str):
         raise XaikitTypeError(f"tag_class must be a class name (str); got {type(tag_class).__name__}")
-    if tag_class not in label_mapping:
-        raise XaikitValueError(f"tag_class must be one of {list(label_mapping)}; got {tag_class!r}")
+    check_choice(tag_class, "tag_class", list(label_mapping))
     rates = {
         name: check_number(value, name, low=0, high=1)
         for name, value in (
@@ -148,8 +147,7 @@ def tag_mask(image_size: int, tag_size: int | None = None, corner: str = "top-le
     """
     if not isinstance(image_size, (int, np.integer)) or image_size < 1:
         raise XaikitValueError(f"image_size must be a positive int; got {image_size!r}")
-    if corner not in CORNERS:
-        raise XaikitValueError(f"corner must be one of {list(CORNERS)}; got {corner!r}")
+    check_choice(corner, "corner", CORNERS)
     side = _tag_side(int(image_size), tag_size)
     region = np.zeros((image_size, image_size), dtype=bool)
     rows = slice(0, side) if corner.startswith("top") else slice(image_size - side, image_size)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from xaikit.checks import check_choice
 from xaikit.errors import XaikitValueError, describe
 from xaikit.op.numpyop.numpyop import NumpyOp
 from xaikit.op.op import keys_of
@@ -96,8 +97,7 @@ class PadIfNeeded(_Spatial):
         value: float = 0,
     ) -> None:
         super().__init__(inputs, outputs, mode, image_in, image_out, mask_in, mask_out)
-        if border_mode not in _BORDER_MODES:
-            raise XaikitValueError(f"border_mode must be one of {_BORDER_MODES}; got {border_mode!r}")
+        check_choice(border_mode, "border_mode", _BORDER_MODES)
         self.min_height, self.min_width = int(min_height), int(min_width)
         self.border_mode, self.value = border_mode, value
 

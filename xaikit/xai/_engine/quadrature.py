@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from xaikit.checks import check_choice
 from xaikit.errors import XaikitValueError
 
 QUADRATURES = (
@@ -58,6 +59,7 @@ def quadrature(rule: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
     """
     if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
         raise XaikitValueError(f"the number of integration steps must be an integer >= 1; got {steps!r}")
+    check_choice(rule, "quadrature", QUADRATURES)
     n = int(steps)
     if rule == "gausslegendre":
         x, w = _leggauss(n)
@@ -74,6 +76,4 @@ def quadrature(rule: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
         w = np.full(n, 1.0 / (n - 1))
         w[0] = w[-1] = 0.5 / (n - 1)
         return np.linspace(0.0, 1.0, n), w
-    if rule == "linspace":
-        return np.linspace(0.0, 1.0, n), np.full(n, 1.0 / n)
-    raise XaikitValueError(f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {rule!r}")
+    return np.linspace(0.0, 1.0, n), np.full(n, 1.0 / n)  # "linspace", the last of QUADRATURES

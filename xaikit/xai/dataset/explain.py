@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import get_backend
-from xaikit.checks import check_int
+from xaikit.checks import check_choice, check_int
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.targets import Class, is_target
 from xaikit.xai import health
@@ -231,8 +231,7 @@ def explain_dataset(
     batch_size = check_int(batch_size, "batch_size", 1)
     seed = check_int(seed, "seed", 0, kind=XaikitTypeError)
     shard_size = 4 * batch_size if shard_size is None else check_int(shard_size, "shard_size", 1)
-    if engine not in ENGINES:
-        raise XaikitValueError(f"engine must be one of {ENGINES}; got {describe(engine)}")
+    check_choice(engine, "engine", ENGINES)
     if workers is not None:
         workers = check_int(workers, "workers", 1)
     if not isinstance(resume, bool):

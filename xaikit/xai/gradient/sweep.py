@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import T
-from xaikit.checks import check_int, check_number
+from xaikit.checks import check_choice, check_int, check_number
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 from xaikit.layout import move, move_back
 from xaikit.xai._engine.baselines import baseline_array, baseline_values, check_baseline, real_array
@@ -299,10 +299,7 @@ def _blur_path(inp: Inputs, steps: Any, max_sigma: Any, grad_step: Any, sqrt: An
 
 # ---- the sweep methods: records and their runner ---------------------------------------------------
 def _check_quadrature(value: Any) -> None:
-    if not isinstance(value, str) or value not in QUADRATURES:
-        raise XaikitValueError(
-            f"quadrature must be one of {', '.join(map(repr, QUADRATURES))}; got {value!r}"
-        )
+    check_choice(value, "quadrature", QUADRATURES)
 
 
 def check_sweep_options(options: dict[str, Any]) -> None:

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import T
-from xaikit.checks import check_int, check_number
+from xaikit.checks import check_choice, check_int, check_number
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.baselines import BASELINES, check_baseline
 from xaikit.xai._engine.inputs import Inputs
@@ -148,9 +148,7 @@ def _check_options(options: Mapping[str, Any]) -> _Options:
             f"{', '.join(OPTIONS)}, output and model_kwargs"
         )
     options = {**_DEFAULTS, **options}
-    algorithm = options["algorithm"]
-    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
-        raise XaikitValueError(f"algorithm must be one of {ALGORITHMS}; got {algorithm!r}")
+    algorithm = check_choice(options["algorithm"], "algorithm", ALGORITHMS)
     raw = options["raw"]
     if not isinstance(raw, (bool, np.bool_)):
         raise XaikitTypeError(f"raw must be True or False; got {describe(raw)}")

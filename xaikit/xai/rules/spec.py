@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from xaikit.checks import check_choice
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 __all__ = [
@@ -110,8 +111,7 @@ class Rule:
     high: Any = None
 
     def __post_init__(self) -> None:
-        if self.kind not in RULES:
-            raise XaikitValueError(f"rule kind must be one of {RULES}; got {describe(self.kind)}")
+        check_choice(self.kind, "rule kind", RULES)
         for key in ("epsilon", "gamma", "alpha", "beta"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend import Rows
+from xaikit.checks import check_choice
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 from xaikit.xai._engine.chunks import run_chunks
 from xaikit.xai.cam.resize import image_size, upsample
@@ -177,10 +178,10 @@ def run_attention(call: Call, *, head_fusion: str = "mean") -> Explained:
 
 def _check(options: dict[str, Any]) -> None:
     fusion = options.get("head_fusion", "mean")
-    if not isinstance(fusion, str):
-        raise XaikitTypeError(f"head_fusion must be one of {HEAD_FUSIONS}; got {describe(fusion)}")
-    if fusion not in HEAD_FUSIONS:
-        raise XaikitValueError(f"head_fusion must be one of {HEAD_FUSIONS}; got {fusion!r}")
+    if not isinstance(fusion, str):  # a wrong type stays a TypeError; check_choice words both alike
+        names = ", ".join(map(repr, HEAD_FUSIONS))
+        raise XaikitTypeError(f"head_fusion must be one of {names}; got {describe(fusion)}")
+    check_choice(fusion, "head_fusion", HEAD_FUSIONS)
 
 
 register_method(
