@@ -38,7 +38,8 @@ OPTS = {"nsamples": 3}
 
 
 def _records(out: Path) -> dict[int, dict]:
-    return {int(p.stem): json.loads(p.read_text()) for p in (out / "shards").glob("*.json")}
+    """The committed shard records (not the temporary file of one being written)."""
+    return {int(p.stem): json.loads(p.read_text()) for p in (out / "shards").glob("[0-9]*.json")}
 
 
 def _reference(tmp_path: Path, n: int = 24, every: int = 8, method: str = "smoothgrad") -> np.ndarray:
@@ -254,6 +255,22 @@ def test_bad_sample_named_by_its_dataset_index_and_resumable(tmp_path: Path) -> 
     assert sorted(_records(out)) == [0, 1, 2]
     res = xk.xai.explain_dataset(tiny_cnn(), x, **kw)
     assert res.resumed == [0, 1, 2] and res.explained == [3] and res.complete
+
+
+def test_a_record_left_half_committed_is_not_a_commit(tmp_path: Path) -> None:
+    """A writer killed between writing a shard's record and renaming it into place leaves the
+    record under its temporary name: a rerun does that shard again (the temporary file is not
+    read as a commit, nor does it trip the reading of the others)."""
+    x = images(8)
+    out = tmp_path / "tmp.zarr"
+    kw = {"method": "vanilla", "out": out, "batch_size": 2, "shard_size": 4, "progress": False}
+    first = xk.xai.explain_dataset(tiny_cnn(), x, **kw)
+    record = out / "shards" / "1.json"
+    record.rename(out / "shards" / f".tmp-0123456789ab.{record.name}")
+    assert sorted(_records(out)) == [0]
+    res = xk.xai.explain_dataset(tiny_cnn(), x, **kw)
+    assert res.resumed == [0] and res.explained == [1] and res.complete
+    np.testing.assert_array_equal(res.attributions[:], first.attributions[:])
 
 
 def test_write_errors_name_the_store_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -443,6 +443,8 @@ class Store:
         if not folder.is_dir():
             return out
         for p in folder.glob("*.json"):
+            if p.name.startswith(".tmp-"):
+                continue  # a record being written (or left by a killed writer): not a commit
             try:
                 rec = json.loads(p.read_text(encoding="utf-8"))
                 out[int(rec["shard"])] = rec
