@@ -240,6 +240,41 @@ def test_model_untouched_after_capture(forms: dict[str, Any], x: np.ndarray) -> 
         assert all("call" not in la.__dict__ for la in model.layers), name
 
 
+class UnnamedLayers(keras.Model):
+    """A subclassed model whose layers keep Keras's own names (conv2d_7, ...), not their
+    attribute names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = L.Conv2D(4, 3, activation="relu")
+        self.blocks = [L.Conv2D(4, 3, activation="relu"), L.Conv2D(4, 3, activation="relu")]
+        self.gap = L.GlobalAveragePooling2D()
+        self.head = L.Dense(3)
+
+    def call(self, x: Any, training: Any = None) -> Any:
+        h = self.stem(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.gap(h))
+
+
+def test_a_subclassed_models_layer_by_its_attribute_name(x: np.ndarray) -> None:
+    """``layer="stem"`` / ``"blocks.0"``: the attribute's layer, as the layer object gives (before,
+    only the Keras name worked, although the model-forms table promised attribute names)."""
+    keras.utils.set_random_seed(6)
+    model = UnnamedLayers()
+    model(x)
+    for name, obj in (("stem", model.stem), ("blocks.0", model.blocks[0]), ("blocks.1", model.blocks[1])):
+        assert obj.name != name
+        got = xk.xai.explain(model, x, method="gradcam", layer=name, target=[0, 1])
+        want = xk.xai.explain(model, x, method="gradcam", layer=obj, target=[0, 1])
+        assert np.abs(want).max() > 0
+        np.testing.assert_array_equal(got, want)
+    for bad in ("blocks.2", "stem.kernel", "nothing"):
+        with pytest.raises(XaikitValueError, match=rf"layer '{bad}' is not a layer of the model.*attribute"):
+            xk.xai.explain(model, x, method="gradcam", layer=bad)
+
+
 # ---- no silent zeros: a gradient that does not reach is an error ----------------------------------
 def test_layer_off_the_path_is_an_error_not_zeros(x: np.ndarray) -> None:
     keras.utils.set_random_seed(5)

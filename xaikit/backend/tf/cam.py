@@ -351,17 +351,37 @@ def _top_layers(model: Any) -> list[Any]:
     return layers
 
 
+def _attribute(model: Any, path: str) -> Any:
+    """What the dotted attribute path ``path`` reaches from ``model`` (``"block.conv"``; a
+    number indexes a list of layers: ``"blocks.0"``), or None."""
+    obj = model
+    for part in path.split("."):
+        if part.isdigit() and isinstance(obj, (list, tuple)):
+            index = int(part)
+            obj = obj[index] if index < len(obj) else None
+        else:
+            obj = getattr(obj, part, None) if part.isidentifier() else None
+        if obj is None:
+            return None
+    return obj
+
+
 def _find(model: Any, top: list[Any], layer: Any) -> Any:
-    """The layer ``layer`` names (a name or a layer object; top-level layers first, then the
-    layers nested in sub-models)."""
+    """The layer ``layer`` names (a layer name: top-level layers first, then the layers nested
+    in sub-models; else the attribute path of a subclassed model's layer, ``"conv"``,
+    ``"blocks.0"``), or the layer object itself."""
     nested = all_layers(model)
     if isinstance(layer, str):
         found = [la for la in top if la.name == layer] or [la for la in nested if la.name == layer]
         if not found:
+            attribute = _attribute(model, layer)
+            if attribute is not None and any(la is attribute for la in nested):
+                return attribute
             raise XaikitValueError(
                 f"layer {layer!r} is not a layer of the model; layer must be a layer name of "
-                f"model.layers (or of a sub-model's layers), e.g. {[la.name for la in top][-4:]}, or "
-                "None (the last layer with a spatial output)"
+                f"model.layers (or of a sub-model's layers), e.g. {[la.name for la in top][-4:]}, the "
+                "name of an attribute holding one (a subclassed model's self.conv: 'conv'; "
+                "'blocks.0' for a list), or None (the last layer with a spatial output)"
             )
         if len({id(la) for la in found}) > 1:
             raise XaikitValueError(
