@@ -66,7 +66,9 @@ class CustomF1Score(Trace):
 
     def on_epoch_end(self, data):
         precision, recall = data[self.precision_key], data[self.recall_key]
-        data.write_with_log(self.outputs[0], 2 * precision * recall / (precision + recall))
+        total = precision + recall  # 0 for a class never predicted nor hit: its F1 is 0, not 0/0
+        f1 = np.divide(2 * precision * recall, total, out=np.zeros_like(total), where=total > 0)
+        data.write_with_log(self.outputs[0], f1)
 
 
 class MonitorPred(Trace):
