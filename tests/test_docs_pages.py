@@ -46,6 +46,20 @@ masks = mask
 train_images = rng.random((16, 3, 32, 32), dtype=np.float32)
 """
 
+# a detector of two fixed boxes (the first given), class 2 the most likely: (B, N, 4 + K)
+DETECTOR = """
+
+class Detector(torch.nn.Module):
+    def forward(self, x):
+        b = x.shape[0]
+        boxes = torch.tensor([[{box}], [0.0, 0.0, 8.0, 8.0]]).expand(b, 2, 4)
+        scores = (x.mean(dim=(2, 3)) + torch.tensor([0.0, 0.0, 5.0]))[:, None, :].expand(b, 2, 3)
+        return torch.cat([boxes, scores], dim=-1)
+
+
+detector = Detector()
+"""
+
 SETUP: dict[str, str] = {
     "evaluate": TORCH_MODEL
     + """
@@ -97,17 +111,8 @@ seg_model = torch.nn.Conv2d(3, 5, 1)
 with torch.no_grad():
     seg_model.bias[3] = 5.0   # class 3 predicted everywhere
 
-
-class Detector(torch.nn.Module):   # (B, N, 4 + K): boxes, then class scores
-    def forward(self, x):
-        b = x.shape[0]
-        boxes = torch.tensor([[12.0, 20.0, 60.0, 64.0], [0.0, 0.0, 8.0, 8.0]]).expand(b, 2, 4)
-        scores = (x.mean(dim=(2, 3)) + torch.tensor([0.0, 0.0, 5.0]))[:, None, :].expand(b, 2, 3)
-        return torch.cat([boxes, scores], dim=-1)
-
-
-detector = Detector()
-""",
+"""
+    + DETECTOR.format(box="12.0, 20.0, 60.0, 64.0"),
     "dataset": TORCH_MODEL
     + """
 from pathlib import Path
@@ -122,17 +127,8 @@ for i in range(3):   # three small RGB JPEGs, 40 x 48
 boxes = np.tile(np.array([4.0, 4.0, 20.0, 24.0]), (8, 1))
 labels = np.full(8, 2)   # the class the detector finds
 
-
-class Detector(torch.nn.Module):   # (B, N, 4 + K): boxes, then class scores
-    def forward(self, x):
-        b = x.shape[0]
-        boxes = torch.tensor([[2.0, 4.0, 18.0, 24.0], [0.0, 0.0, 8.0, 8.0]]).expand(b, 2, 4)
-        scores = (x.mean(dim=(2, 3)) + torch.tensor([0.0, 0.0, 5.0]))[:, None, :].expand(b, 2, 3)
-        return torch.cat([boxes, scores], dim=-1)
-
-
-detector = Detector()
-""",
+"""
+    + DETECTOR.format(box="2.0, 4.0, 18.0, 24.0"),
 }
 
 # the training pages, with fewer images and epochs
