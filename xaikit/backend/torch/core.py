@@ -377,8 +377,8 @@ def _writes_input_error(key: str | None = None) -> XaikitValueError:
         return XaikitValueError(
             f"the model writes model_kwargs[{key!r}] in place (e.g. {key}.mul_(...), or an in-place "
             "operation on a view of it): explaining passes the same values to the model in every "
-            f"pass, so the model must leave them as they are (the value you passed is unchanged). "
-            f"Make that operation out of place, or copy the value first inside forward "
+            "pass, so the model must leave them as they are (the value you passed is unchanged). "
+            "Make that operation out of place, or copy the value first inside forward "
             f"({key} = {key}.clone())"
         )
     return XaikitValueError(
