@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe, describe_name
 
 __all__ = ["check_choice", "check_int", "check_number"]
 
@@ -114,8 +114,8 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
         xaikit.errors.XaikitValueError: rank must be one of 'signed', 'magnitude'; got NoneType None
     """
     if not isinstance(value, str) or value not in choices:
-        came = repr(value) if isinstance(value, str) else describe(value)
-        raise XaikitValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {came}")
+        names = ", ".join(map(repr, choices))
+        raise XaikitValueError(f"{name} must be one of {names}; got {describe_name(value)}")
     return value
 
 

@@ -109,6 +109,17 @@ def describe(value: Any) -> str:
     return type(value).__name__
 
 
+def describe_name(value: Any) -> str:
+    """What came where one of a few names was expected: a string quoted as it is, anything else
+    (an array, a list, None) described by :func:`describe`.
+
+    Example:
+        >>> describe_name("zzz"), describe_name(["a"])
+        ("'zzz'", 'list')
+    """
+    return repr(value) if isinstance(value, str) else describe(value)
+
+
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 

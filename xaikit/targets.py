@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend.outputs import pick_output
-from xaikit.errors import XaikitTypeError, XaikitValueError, XaikitWarning, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, XaikitWarning, describe, describe_name
 
 __all__ = [
     "Bound",
@@ -221,9 +221,9 @@ class ClassRegion(Target):
     def __post_init__(self) -> None:
         _check_classes(self.k, "ClassRegion")
         if not isinstance(self.reduce, str) or self.reduce not in ("sum", "mean"):
-            came = repr(self.reduce) if isinstance(self.reduce, str) else describe(self.reduce)
             raise XaikitValueError(
-                f"target=ClassRegion(..., reduce=...): reduce must be 'sum' or 'mean'; got {came}"
+                "target=ClassRegion(..., reduce=...): reduce must be 'sum' or 'mean'; "
+                f"got {describe_name(self.reduce)}"
             )
         if self.axis is not None and (isinstance(self.axis, bool) or not isinstance(self.axis, int)):
             raise XaikitTypeError(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.backend.registry import framework_of, load_backend
-from xaikit.errors import XaikitValueError, describe
+from xaikit.errors import XaikitValueError, describe_name
 
 __all__ = ["reduce_mean", "squeeze", "to_number", "to_tensor"]
 
@@ -62,8 +62,9 @@ def to_tensor(data: Any, target_type: str) -> Any:
     """
     target = _TARGETS.get(target_type) if isinstance(target_type, str) else None  # arrays: unhashable
     if target is None:
-        came = repr(target_type) if isinstance(target_type, str) else describe(target_type)
-        raise XaikitValueError(f"target_type must be one of 'np', 'torch', 'tf'; got {came}")
+        raise XaikitValueError(
+            f"target_type must be one of 'np', 'torch', 'tf'; got {describe_name(target_type)}"
+        )
     if isinstance(data, Mapping):
         return {k: to_tensor(v, target) for k, v in data.items()}
     if isinstance(data, tuple) and not hasattr(data, "_fields"):

@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from xaikit.backend.base import Backend
-from xaikit.errors import XaikitTypeError, describe, missing_framework
+from xaikit.errors import XaikitTypeError, describe, describe_name, missing_framework
 
 _FRAMEWORK_ROOTS = {"torch": "torch", "tensorflow": "tf", "keras": "tf", "tf_keras": "tf"}
 _BACKENDS: dict[str, Backend] = {}
@@ -40,8 +40,7 @@ def load_backend(name: str) -> Backend:
         MissingFrameworkError: the framework is not installed (the message names the extra).
     """
     if not isinstance(name, str) or name not in ("torch", "tf", "tensorflow", "keras"):
-        came = repr(name) if isinstance(name, str) else describe(name)
-        raise XaikitTypeError(f"framework must be 'torch' or 'tf'; got {came}")
+        raise XaikitTypeError(f"framework must be 'torch' or 'tf'; got {describe_name(name)}")
     if name in ("tensorflow", "keras"):
         name = "tf"
     if name not in _BACKENDS:

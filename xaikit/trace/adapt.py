@@ -17,7 +17,7 @@ import numpy as np
 
 from xaikit.backend import framework_of
 from xaikit.checks import check_int, check_number
-from xaikit.errors import XaikitTypeError, XaikitValueError, describe
+from xaikit.errors import XaikitTypeError, XaikitValueError, describe, describe_name
 from xaikit.trace.base import Data, Trace
 
 __all__ = ["BestModelSaver", "EarlyStopping", "LRScheduler"]
@@ -39,8 +39,7 @@ def _model_name(model: Any) -> str:
 
 def _check_compare(name: str, value: Any) -> str:
     if not isinstance(value, str) or value not in ("min", "max"):
-        came = repr(value) if isinstance(value, str) else describe(value)
-        raise XaikitValueError(f"{name} must be 'min' or 'max'; got {came}")
+        raise XaikitValueError(f"{name} must be 'min' or 'max'; got {describe_name(value)}")
     return str(value)
 
 

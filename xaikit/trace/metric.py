@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from xaikit.errors import XaikitValueError, describe
+from xaikit.errors import XaikitValueError, describe, describe_name
 from xaikit.trace.base import Data, DSData, Trace
 
 __all__ = ["MCC", "Accuracy", "F1Score", "Precision", "Recall"]
@@ -181,9 +181,8 @@ class _PerClass(_Metric):
         average: str | None = "auto",
     ) -> None:
         if average is not None and (not isinstance(average, str) or average not in _AVERAGES):
-            came = repr(average) if isinstance(average, str) else describe(average)
             names = ", ".join(repr(a) for a in _AVERAGES if a is not None)
-            raise XaikitValueError(f"average must be one of {names} or None; got {came}")
+            raise XaikitValueError(f"average must be one of {names} or None; got {describe_name(average)}")
         super().__init__(true_key, pred_key, mode, ds_id, output_name)
         self.average = average
 
