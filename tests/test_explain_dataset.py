@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 import xaikit as xk  # noqa: E402
 from tests.agnostic.fast_options import FAST  # noqa: E402
 from xaikit.errors import XaikitTypeError, XaikitValueError  # noqa: E402
+from xaikit.files import TEMP_PREFIX  # noqa: E402
 from xaikit.xai import StoreLockedError  # noqa: E402
 from xaikit.xai._engine.seeds import stream_seed  # noqa: E402
 from xaikit.xai.registry import family, method_names  # noqa: E402
@@ -266,7 +267,7 @@ def test_a_record_left_half_committed_is_not_a_commit(tmp_path: Path) -> None:
     kw = {"method": "vanilla", "out": out, "batch_size": 2, "shard_size": 4, "progress": False}
     first = xk.xai.explain_dataset(tiny_cnn(), x, **kw)
     record = out / "shards" / "1.json"
-    record.rename(out / "shards" / f".tmp-0123456789ab.{record.name}")
+    record.rename(out / "shards" / f"{TEMP_PREFIX}0123456789ab.{record.name}")
     assert sorted(_records(out)) == [0]
     res = xk.xai.explain_dataset(tiny_cnn(), x, **kw)
     assert res.resumed == [0] and res.explained == [1] and res.complete

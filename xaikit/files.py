@@ -27,12 +27,16 @@ from typing import Any
 
 from xaikit.errors import XaikitError, XaikitWriteError
 
-__all__ = ["atomic_path", "records_digest", "sha256_of_file", "write_json", "write_text"]
+__all__ = ["TEMP_PREFIX", "atomic_path", "records_digest", "sha256_of_file", "write_json", "write_text"]
+
+#: the name prefix of a file being written atomically (renamed into place when complete): a
+#: reader of a folder skips such names (a writer killed before the rename leaves one behind)
+TEMP_PREFIX = ".tmp-"
 
 
 def _temp_name(path: Path) -> str:
     for _ in range(100):
-        tmp = str(path.parent / f".tmp-{secrets.token_hex(6)}.{path.name}")
+        tmp = str(path.parent / f"{TEMP_PREFIX}{secrets.token_hex(6)}.{path.name}")
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             return tmp

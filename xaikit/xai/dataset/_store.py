@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from xaikit.errors import XaikitError, XaikitValueError, XaikitWriteError
-from xaikit.files import write_error, write_json
+from xaikit.files import TEMP_PREFIX, write_error, write_json
 
 #: version of the store layout; a store of another version is refused
 FORMAT = 1
@@ -443,7 +443,7 @@ class Store:
         if not folder.is_dir():
             return out
         for p in folder.glob("*.json"):
-            if p.name.startswith(".tmp-"):
+            if p.name.startswith(TEMP_PREFIX):
                 continue  # a record being written (or left by a killed writer): not a commit
             try:
                 rec = json.loads(p.read_text(encoding="utf-8"))
