@@ -251,6 +251,10 @@ class UnnamedLayers(keras.Model):
         self.gap = L.GlobalAveragePooling2D()
         self.head = L.Dense(3)
 
+    @property
+    def broken(self) -> Any:
+        raise ValueError("a property that fails when read")
+
     def call(self, x: Any, training: Any = None) -> Any:
         h = self.stem(x)
         for block in self.blocks:
@@ -270,7 +274,7 @@ def test_a_subclassed_models_layer_by_its_attribute_name(x: np.ndarray) -> None:
         want = xk.xai.explain(model, x, method="gradcam", layer=obj, target=[0, 1])
         assert np.abs(want).max() > 0
         np.testing.assert_array_equal(got, want)
-    for bad in ("blocks.2", "stem.kernel", "nothing"):
+    for bad in ("blocks.2", "stem.kernel", "nothing", "broken"):
         with pytest.raises(XaikitValueError, match=rf"layer '{bad}' is not a layer of the model.*attribute"):
             xk.xai.explain(model, x, method="gradcam", layer=bad)
 

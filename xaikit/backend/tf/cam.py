@@ -359,8 +359,13 @@ def _attribute(model: Any, path: str) -> Any:
         if part.isdigit() and isinstance(obj, (list, tuple)):
             index = int(part)
             obj = obj[index] if index < len(obj) else None
+        elif part.isidentifier():
+            try:  # a Keras property (output, input) may raise more than AttributeError
+                obj = getattr(obj, part, None)
+            except Exception:
+                return None
         else:
-            obj = getattr(obj, part, None) if part.isidentifier() else None
+            return None
         if obj is None:
             return None
     return obj
