@@ -31,6 +31,7 @@ from xaikit.dataset.data.shapes import (
     _TRIANGLE_SCALE,
     _add_blobs,
     _background,
+    _check_sizes,
     _far_colours,
     _to_uint8,
     label_mapping,
@@ -79,11 +80,7 @@ def load_data(
     Raises:
         XaikitValueError: an image smaller than 32, negative sizes, ``two_objects`` outside [0, 1].
     """
-    if not isinstance(image_size, (int, np.integer)) or image_size < 32:
-        raise XaikitValueError(f"image_size must be an int of at least 32; got {image_size!r}")
-    for name, n in (("n_train", n_train), ("n_eval", n_eval), ("distractors", distractors)):
-        if not isinstance(n, (int, np.integer)) or n < 0:
-            raise XaikitValueError(f"{name} must be a non-negative int; got {n!r}")
+    _check_sizes(image_size, 32, (("n_train", n_train), ("n_eval", n_eval), ("distractors", distractors)))
     two_objects = check_number(two_objects, "two_objects", low=0, high=1)
     rng = np.random.default_rng(seed)
     x, y, seg = _draw(n_train + n_eval, int(image_size), rng, float(two_objects), int(distractors))

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,11 +70,7 @@ def load_data(
     Raises:
         XaikitValueError: an image smaller than 16, negative sizes, an unknown class name.
     """
-    if not isinstance(image_size, (int, np.integer)) or image_size < 16:
-        raise XaikitValueError(f"image_size must be an int of at least 16; got {image_size!r}")
-    for name, n in (("n_train", n_train), ("n_eval", n_eval), ("distractors", distractors)):
-        if not isinstance(n, (int, np.integer)) or n < 0:
-            raise XaikitValueError(f"{name} must be a non-negative int; got {n!r}")
+    _check_sizes(image_size, 16, (("n_train", n_train), ("n_eval", n_eval), ("distractors", distractors)))
     if classes is None:
         names = list(label_mapping)
     else:
@@ -95,6 +92,17 @@ def load_data(
     train = NumpyDataset({"x": x[:n_train], "y": y[:n_train], "mask": mask[:n_train]})
     evaluation = NumpyDataset({"x": x[n_train:], "y": y[n_train:], "mask": mask[n_train:]})
     return train, evaluation
+
+
+def _check_sizes(image_size: Any, smallest: int, counts: Sequence[tuple[str, Any]]) -> None:
+    """Check the arguments of a ``load_data``: ``image_size`` an int of at least ``smallest`` and
+    each ``(name, value)`` of ``counts`` a non-negative int; the first bad one is a
+    :class:`~xaikit.errors.XaikitValueError` that names it."""
+    if not isinstance(image_size, (int, np.integer)) or image_size < smallest:
+        raise XaikitValueError(f"image_size must be an int of at least {smallest}; got {image_size!r}")
+    for name, n in counts:
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise XaikitValueError(f"{name} must be a non-negative int; got {n!r}")
 
 
 def _far_colours(

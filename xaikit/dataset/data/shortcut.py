@@ -32,6 +32,7 @@ import numpy as np
 
 from xaikit.checks import check_choice, check_number
 from xaikit.dataset.data.shapes import (
+    _check_sizes,
     _extent,
     _paint,
     label_mapping,
@@ -93,11 +94,9 @@ def load_data(
         XaikitValueError: a bad size, rate, class, colour or corner, or a tag too big for an
             object to fit beside it.
     """
-    if not isinstance(image_size, (int, np.integer)) or image_size < 16:
-        raise XaikitValueError(f"image_size must be an int of at least 16; got {image_size!r}")
-    for name, n in (("n_train", n_train), ("n_eval", n_eval), ("distractors", distractors), ("gap", gap)):
-        if not isinstance(n, (int, np.integer)) or n < 0:
-            raise XaikitValueError(f"{name} must be a non-negative int; got {n!r}")
+    _check_sizes(
+        image_size, 16, (("n_train", n_train), ("n_eval", n_eval), ("distractors", distractors), ("gap", gap))
+    )
     if not isinstance(tag_class, str):
         raise XaikitTypeError(f"tag_class must be a class name (str); got {type(tag_class).__name__}")
     check_choice(tag_class, "tag_class", list(label_mapping))
