@@ -82,11 +82,6 @@ def check_delta(attr: np.ndarray, delta: np.ndarray, f_x: np.ndarray, f_b: np.nd
     np.testing.assert_allclose(delta, total - gap, rtol=0, atol=1e-5 * scale)
 
 
-#: a random-weight network at 2-4 IG steps misses completeness by more than the score change (the
-#: IncompleteMapWarning says so); these tests compare with a reference at the same steps
-FEW_STEPS = pytest.mark.filterwarnings("ignore::xaikit.errors.IncompleteMapWarning")
-
-
 # ---------------------------------------------------------------------------------- torch ResNet-18
 @pytest.fixture(scope="module")
 def resnet():
@@ -97,7 +92,6 @@ def resnet():
     return model, x[:B], pixels[:B]
 
 
-@FEW_STEPS
 @needs_torch
 def test_resnet18_vanilla_and_integrated_gradients_equal_captum(resnet) -> None:
     import torch
@@ -175,7 +169,6 @@ def test_resnet18_channel_last_numpy_gives_the_masks_of_channel_first(resnet) ->
     close(other["saliency"], first["saliency"].transpose(0, 2, 3, 1), rtol=1e-5)
 
 
-@FEW_STEPS
 @needs_torch
 def test_saliency_trace_on_resnet18_draws_the_denormalized_picture(resnet) -> None:
     from xaikit.trace.xai import Saliency
@@ -261,7 +254,6 @@ def as_accurate_as(ours: np.ndarray, reference: np.ndarray, exact: np.ndarray, f
     assert err <= factor * floor + 1e-6, (err, floor)
 
 
-@FEW_STEPS
 @needs_tf
 def test_mobilenetv2_vanilla_and_integrated_gradients_equal_a_tape_reference(mobilenet) -> None:
     """The gradients of a random-weight MobileNetV2 are ill-conditioned in float32: ReLU6 units
@@ -403,7 +395,6 @@ def test_vit_is_left_exactly_as_it_was(vit) -> None:
 
 
 # ----------------------------------------------------------------------- heavier Keras models
-@FEW_STEPS
 @needs_tf
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["EfficientNetB0", "ResNet50"])

@@ -62,12 +62,10 @@ class DegenerateMapWarning(XaikitWarning):
 
 
 class IncompleteMapWarning(XaikitWarning):
-    """Attributions that do not add up to the score change ``f(x) - f(baseline)`` they should:
-    DeepLIFT / DeepLiftShap beyond float rounding (an operation of the model has no DeepLIFT rule
-    and passes its plain gradient; see ``docs/rules.md``), Integrated Gradients and signed SmInt
-    by more than the change itself (the path integral is not converged at the call's steps; see
-    ``docs/saliency.md``). Given once per (model, method) in a process; silence it with
-    ``warnings.filterwarnings("ignore", category=xaikit.IncompleteMapWarning)``."""
+    """DeepLIFT / DeepLiftShap attributions that do not add up to the score change
+    ``f(x) - f(baseline)`` beyond float rounding: an operation of the model has no DeepLIFT rule
+    and passes its plain gradient (see ``docs/rules.md``). Given once per (model, method) in a
+    process; silence it with ``warnings.filterwarnings("ignore", category=xaikit.IncompleteMapWarning)``."""
 
 
 _EXTRAS = {"torch": "torch", "tensorflow": "tf"}

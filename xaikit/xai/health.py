@@ -73,11 +73,9 @@ from xaikit.xai.registry import UNITS, canonical, family, get_method, title
 __all__ = [
     "KINDS",
     "OK",
-    "ROUNDING_FLOOR",
     "STATUSES",
     "OutputFacts",
     "check_maps",
-    "completeness_misses",
     "deferred",
     "explained_scores",
     "forget_warnings",
@@ -105,10 +103,6 @@ HALF_EPS = {"float16": float(np.finfo(np.float16).eps), "bfloat16": 2.0**-7}
 CONSTANT_EPS = 4.0
 #: rows of a (B, classes) output that lie in [0, 1] and sum to 1 within this are probabilities
 PROBABILITY_TOL = 1e-4
-#: the rounding allowance of a completeness check (:func:`completeness_misses`), as a fraction of
-#: ``sum |attributions| + |f(x)| + |f(baseline)|``, for a score that barely changes: a delta's
-#: float rounding stays below 1e-7 of that sum (float32)
-ROUNDING_FLOOR = 1e-5
 
 
 def map_kind(method: str, magnitude: bool | None = None, nintegration: int | None = None) -> tuple[str, bool]:
@@ -557,49 +551,6 @@ def warn_degenerate(
     message = degenerate_message(name, status, facts or OutputFacts(), where)
     warnings.warn(message, DegenerateMapWarning, stacklevel=caller_level())
     return True
-
-
-def completeness_misses(
-    delta: np.ndarray, f_x: np.ndarray, f_ref: np.ndarray, mass: Any, tol: float, gap: str
-) -> tuple[np.ndarray, str]:
-    """Which samples' attributions miss the score change they should add up to, and how far.
-
-    A sample misses when ``|delta| > tol * |f_x - f_ref| + ROUNDING_FLOOR * (mass + |f_x| +
-    |f_ref|)`` (:data:`ROUNDING_FLOOR`: a floor for a score that barely changes); NaN never
-    misses (the degenerate-map check reports it).
-
-    Args:
-        delta: (B,) ``sum(attributions) - (f_x - f_ref)``.
-        f_x: (B,) the explained score of each sample.
-        f_ref: (B,) the score it is compared with (the baseline's, or a mean over references).
-        mass: (B,) ``sum |attributions|`` of each sample.
-        tol: the allowed share of ``|f_x - f_ref|``.
-        gap: how the change is written in the phrase, e.g. ``"f(x) - f(baseline)"``.
-
-    Returns:
-        ``(missed, how)``: a (B,) bool array and a phrase on the worst miss
-        (``"|delta| up to 250 % of |f(x) - f(baseline)|"``; ``""`` when none missed).
-
-    Example:
-        >>> missed, how = completeness_misses(
-        ...     np.array([0.5, 1e-9]), np.array([1.0, 1.0]), np.array([0.8, 0.0]), np.ones(2), 1.0, "f(x) - f(b)"
-        ... )
-        >>> missed.tolist(), how
-        ([True, False], '|delta| up to 250 % of |f(x) - f(b)|')
-    """
-    delta, f_x, f_ref = (np.asarray(v, dtype=np.float64) for v in (delta, f_x, f_ref))
-    change = np.abs(f_x - f_ref)
-    allowed = tol * change + ROUNDING_FLOOR * (
-        np.asarray(mass, dtype=np.float64) + np.abs(f_x) + np.abs(f_ref)
-    )
-    missed = np.abs(delta) > allowed
-    if not missed.any():
-        return missed, ""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = float(np.max(np.abs(delta[missed]) / change[missed]))
-    if np.isfinite(share):
-        return missed, f"|delta| up to {100 * share:.3g} % of |{gap}|"
-    return missed, f"|delta| up to {float(np.max(np.abs(delta[missed]))):.3g}, and |{gap}| is 0"
 
 
 def warn_once(message: str, category: type[Warning], *, method: str, model: Any, status: str) -> bool:

@@ -33,8 +33,6 @@ from xaikit.xai._engine.quadrature import QUADRATURES
 from xaikit.xai._engine.quadrature import quadrature as quadrature_nodes
 from xaikit.xai._engine.seeds import stream_seed
 from xaikit.xai._engine.sweep import endpoint_scores, sweep
-from xaikit.xai.gradient import completeness
-from xaikit.xai.health import is_deferred
 from xaikit.xai.registry import (
     Call,
     CallSettings,
@@ -178,7 +176,6 @@ def attribute(
     if method in ("integrated", "smint") or (method == "vargrad" and nintegration is not None):
         name = "nsamples" if method == "integrated" else "nintegration"
         m = check_int(DEFAULT_NSAMPLES if ig_steps is None else ig_steps, name, 1)
-        path_steps = (name, m)
         _check_quadrature(quadrature)
         job.alphas, job.weights = quadrature_nodes(quadrature, m)
         spec = "uniform" if baseline is None else baseline
@@ -196,22 +193,13 @@ def attribute(
         job.path, job.path_steps, job.path_base = path, path.steps, path.baseline
     result = sweep(job, memory_budget)
     delta = None
-    # IG and SmInt check their completeness on every call (xai/gradient/completeness.py)
-    check = method in completeness.CHECKED and not job.magnitude and not is_deferred()
-    if (with_delta or check) and SWEEP[method].delta and not job.magnitude:
+    if with_delta and SWEEP[method].delta and not job.magnitude:
         f_end, f_base = endpoint_scores(job, max(result.chunks))
         gap = bk.sum0(f_end - f_base) / float(job.n_noise)
         total = sum(bk.sample_sum(a) for a in result.attributions)
         delta = bk.to_numpy(total - gap).astype(np.float64)
-    host = [bk.to_numpy(a) for a in result.attributions]
-    if check and delta is not None:
-        n = float(job.n_noise)
-        mass = sum(np.abs(np.asarray(a, dtype=np.float64)).reshape(len(delta), -1).sum(axis=1) for a in host)
-        f_x = np.asarray(bk.to_numpy(bk.sum0(f_end)), dtype=np.float64) / n
-        f_ref = np.asarray(bk.to_numpy(bk.sum0(f_base)), dtype=np.float64) / n
-        completeness.check_path(inp.model, method, delta, f_x, f_ref, mass, path_steps)
-    arrays = inp.to_user(host)
-    return Attribution(arrays, delta if with_delta else None, result.chunks, result.layout)
+    arrays = inp.to_user([bk.to_numpy(a) for a in result.attributions])
+    return Attribution(arrays, delta, result.chunks, result.layout)
 
 
 def reference_set(
