@@ -60,6 +60,12 @@ JOBS: tuple[Job, ...] = (
     Job("imgdata_grid", "imgdata_grid.png"),
     Job("imgdata_contour", "imgdata_contour.png"),
     Job("degenerate_maps", "degenerate_maps.png", frameworks=("torch",)),
+    Job(
+        "ig_convergence",
+        "ig_convergence.png",
+        quick=("--size", "64", "--steps", "2", "8", "32", "--images", "1"),
+        frameworks=("torch",),
+    ),
     Job("history_plot", "history_plot.png"),
     Job("inspect_stats", "inspect_stats.png", quick=("--steps", "9", "--every", "2"), frameworks=("torch",)),
     Job(

@@ -61,7 +61,7 @@ SALIENCY_METRICS |= {"non_sensitivity"}  # issue 31: axiomatic.py
 #: metrics that re-run a method themselves: ``method``
 METHOD_METRICS = {
     "randomization_test", "random_logit", "efficient_mprt", "smooth_mprt", "max_sensitivity",
-    "avg_sensitivity", "local_lipschitz", "completeness", "input_invariance",
+    "avg_sensitivity", "local_lipschitz", "completeness", "input_invariance", "convergence",
 }  # fmt: skip
 #: the stability group (xaikit/evaluate/stability.py)
 STABILITY_METHOD_METRICS = {

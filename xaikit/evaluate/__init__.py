@@ -17,6 +17,7 @@
   (Montavon et al., 2018), consistency of predictions under equal explanations (Dasgupta et
   al., 2022).
 * :func:`completeness` — how well IG-based attributions add up to f(x) - f(baseline).
+* :func:`convergence` — how far a map at a few steps (or samples) is from the map at many.
 * :func:`sparseness`, :func:`complexity`, :func:`effective_complexity`, :func:`mst_c` — how
   concise a map is (Gini index, entropy, attributions above a threshold, spanning-tree compactness).
 * :func:`non_sensitivity`, :func:`input_invariance` — axioms: zero attribution exactly where the
@@ -68,6 +69,7 @@ from xaikit.evaluate.complexity import (
     mst_c,
     sparseness,
 )
+from xaikit.evaluate.convergence import ConvergenceResult, convergence
 from xaikit.evaluate.curves import RegionCurveResult, irof, region_perturbation, selectivity
 from xaikit.evaluate.faithfulness import (
     FaithfulnessCorrelationResult,
@@ -132,6 +134,7 @@ __all__ = [
     "ComplexityResult",
     "ConsistencyResult",
     "ContinuityResult",
+    "ConvergenceResult",
     "CurveResult",
     "DeletionAUC",
     "EffectiveComplexityResult",
@@ -170,6 +173,7 @@ __all__ = [
     "complexity",
     "consistency",
     "continuity",
+    "convergence",
     "deletion",
     "effective_complexity",
     "efficient_mprt",
