@@ -86,7 +86,10 @@ def test_the_default_option_is_the_path_s_steps_and_the_default_values_four_time
         ({"values": 25}, r"values must be a list or tuple.*got int"),
         ({"values": (25, 2.5)}, r"values\[1\]"),
         ({"values": (0, 4)}, r"values\[0\]"),
-        ({"option": "stdev_spread"}, r"option must be one of method 'integrated'.*nsamples.*got str"),
+        (
+            {"option": "stdev_spread"},
+            r"option must be one of method 'integrated'.*\(nsamples\); got 'stdev_spread'",
+        ),
         ({"option": ["nsamples"]}, r"option must be.*got list"),
         ({"method_options": {"nsamples": 8}}, r"'nsamples': the values argument"),
     ],
@@ -101,3 +104,16 @@ def test_a_method_without_a_count_needs_option() -> None:
     model, x = _fast_sine("torch")
     with pytest.raises(XaikitError, match=r"method 'vanilla' has no option that sets steps or samples"):
         xk.evaluate.convergence(model, x, "vanilla", target=0)
+
+
+def test_only_an_option_that_takes_a_count_is_varied() -> None:
+    model, x = _fast_sine("torch")
+    # SmoothGrad takes stdev_spread, a noise level: not a count, refused before anything runs
+    with pytest.raises(
+        XaikitError, match=r"'smoothgrad''s options that take a count \(nsamples\); got 'stdev_spread'"
+    ):
+        xk.evaluate.convergence(model, x, "smoothgrad", target=0, option="stdev_spread", values=(1, 2))
+    with pytest.raises(xk.XaikitTypeError, match=r"option must be the name of one of method .*got int"):
+        xk.evaluate.convergence(model, x, target=0, option=3)
+    r = xk.evaluate.convergence(model, x, "guided_ig", target=0, values=(4, 16))
+    assert r.option == "steps" and r.delta is not None and r.delta.shape == (2, 4)  # one path: signed

@@ -33,8 +33,6 @@ __all__ = ["STEP_OPTIONS", "ConvergenceResult", "convergence"]
 #: the options that set a method's steps or samples, in the order :func:`convergence` looks for
 #: one when ``option`` is not given: the path's steps before the noise samples
 STEP_OPTIONS = ("nintegration", "steps", "nsamples")
-#: the count a method's ``None`` default stands for (the gradient sweep's steps and samples)
-DEFAULT_COUNT = 25
 
 
 @dataclass
@@ -95,19 +93,31 @@ def _check_values(values: Any, option: str, default: int) -> tuple[int, ...]:
     return counts
 
 
+def _counts(options: Mapping[str, Any]) -> list[str]:
+    """A method's options that take a count: those of :data:`STEP_OPTIONS`, in that order, then
+    any other whose default is an int (a registered method's own name for its steps)."""
+    own = [o for o, d in options.items() if o not in STEP_OPTIONS and type(d) is int]
+    return [o for o in STEP_OPTIONS if o in options] + own
+
+
 def _option(name: str, option: Any, options: Mapping[str, Any]) -> str:
+    counts = _counts(options)
     if option is None:
-        found = [o for o in STEP_OPTIONS if o in options]
-        if not found:
+        if not counts:
             raise XaikitValueError(
-                f"method {name!r} has no option that sets steps or samples ({', '.join(STEP_OPTIONS)}); "
-                f"pass option= one of its options: {', '.join(options) or 'none'}"
+                f"method {name!r} has no option that sets steps or samples ({', '.join(STEP_OPTIONS)}, "
+                f"or an option of its own with an int default): nothing to vary; its options are "
+                f"{', '.join(options) or 'none'}"
             )
-        return found[0]
-    if not isinstance(option, str) or option not in options:
+        return counts[0]
+    if not isinstance(option, str):
+        raise XaikitTypeError(
+            f"option must be the name of one of method {name!r}'s options; got {describe(option)}"
+        )
+    if option not in counts:
         raise XaikitValueError(
-            f"option must be one of method {name!r}'s options that takes a count "
-            f"({', '.join(o for o in options if o in STEP_OPTIONS) or 'none'}); got {describe(option)}"
+            f"option must be one of method {name!r}'s options that take a count "
+            f"({', '.join(counts) or 'none'}); got {option!r}"
         )
     return option
 
@@ -138,10 +148,13 @@ def convergence(
             ``"blur_ig"``, ``"guided_ig"``, ``"smoothgrad"``, ``"expected_gradients"``,
             ``"rise"``, ...).
         target: classes (None = the prediction, pinned).
-        option: the option to vary; default the first of :data:`STEP_OPTIONS` that the method
-            takes (the path's steps before the noise samples: SmInt's ``nintegration``).
+        option: the count to vary: one of :data:`STEP_OPTIONS` that the method takes, or an
+            option of its own whose default is an int; default the first of
+            :data:`STEP_OPTIONS` it takes (the path's steps before the noise samples: SmInt's
+            ``nintegration``).
         values: the counts, at least two, increasing; the map at the last one is the reference.
-            Default ``(d, 4 d)``, ``d`` the option's default (25 where that is None).
+            Default ``(d, 4 d)``, ``d`` the option's default (where that is None: the gradient
+            sweep's default count, 25).
         **run: the shared run options (seed, max_batch, framework, output, model_kwargs,
             method_options), see :class:`~xaikit.evaluate.RunOptions`; ``method_options`` holds
             the method's other options (the varied one is refused there).
@@ -160,13 +173,13 @@ def convergence(
     name = check_method(method)
     settings = RunSettings.of(run)
     from xaikit.xai import get_method
-    from xaikit.xai.internal import explain_with_delta
+    from xaikit.xai.internal import DEFAULT_NSAMPLES, explain_with_delta
 
     record = get_method(name)
     key = _option(name, option, record.options)
     options = check_method_options(settings.method_options, {**RESERVED, key: "the values argument"})
     default = record.options[key]
-    counts = _check_values(values, key, default if isinstance(default, int) else DEFAULT_COUNT)
+    counts = _check_values(values, key, default if isinstance(default, int) else DEFAULT_NSAMPLES)
     flats, deltas = [], []
     for count in counts:
         maps, delta = explain_with_delta(
@@ -174,10 +187,6 @@ def convergence(
             max_batch=settings.max_batch, output=settings.output, model_kwargs=settings.model_kwargs,
             **options, **{key: count},
         )  # fmt: skip
-        if isinstance(maps, tuple) or not isinstance(maps, (list, np.ndarray)):
-            raise XaikitTypeError(
-                f"convergence compares maps; method {name!r} returned {describe(maps)} (leave raw out)"
-            )
         batch = int(np.shape(maps[0] if isinstance(maps, list) else maps)[0])
         flats.append(_flat(maps, batch))
         deltas.append(delta)

@@ -25,9 +25,11 @@ from xaikit.xai.dataset._grids import save_grids
 from xaikit.xai.dataset._ray import start_ray
 from xaikit.xai.dataset._sources import as_source
 from xaikit.xai.explain import explain, explain_with_delta, fresh_seed, run
+from xaikit.xai.gradient.sweep import DEFAULT_NSAMPLES
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "DEFAULT_NSAMPLES",
     "FIXED_BASELINES",
     "Inputs",
     "Pinned",
