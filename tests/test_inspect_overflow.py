@@ -1,5 +1,5 @@
-"""Torch ModuleTracker statistics of huge, tiny and non-finite tensors: the sums behind mean, std
-and norm must not overflow (or underflow) in float32 while the true value is a float64 number."""
+"""ModuleTracker statistics of huge, tiny, non-finite, float64 and integer tensors (torch and Keras):
+the sums behind mean, std and norm must not overflow, underflow or round away what the dtype holds."""
 
 from __future__ import annotations
 
@@ -159,3 +159,47 @@ def test_keras_huge_and_tiny_float32_statistics(tmp_path: Path) -> None:
     bias = _row(tracker.df, "weight", "bias")  # squares of 1e-25 underflowed to a std of 0
     np.testing.assert_allclose(bias["std"], tiny.astype(np.float64).std(), rtol=1e-5)
     assert kernel["nonfinite"] == 0
+
+
+def _keras_output_stats(x: np.ndarray, tmp_path: Path) -> dict[str, Any]:
+    """The ``output`` record of a Keras layer that returns its input times one, in ``x``'s dtype."""
+    keras = pytest.importorskip("keras")
+
+    class TimesOne(keras.layers.Layer):
+        def call(self, inputs: Any) -> Any:
+            return inputs * 1
+
+    model = TimesOne(autocast=False)  # the input's dtype, not cast to the layer's float32
+    with ModuleTracker(model, tmp_path, kinds=("output",)) as tracker:
+        model(x)
+        tracker.step()
+    lines = [json.loads(line) for line in (tracker.log_dir / "stats.jsonl").read_text().splitlines()]
+    (row,) = [r for r in lines if r["kind"] == "output"]
+    return row
+
+
+def test_keras_float64_is_reduced_in_float64(tmp_path: Path) -> None:
+    # Keras reduced every tensor in float32: 1 + 2**-30 became 1 (std 0) and 1.5e308 became inf
+    close = np.array([1.0, 1.0 + 2.0**-30, 1.0, 1.0 + 2.0**-30])
+    row = _keras_output_stats(close, tmp_path / "close")
+    assert row["mean"] == 1.0 + 2.0**-31 and row["std"] == 2.0**-31
+    assert row["max"] == 1.0 + 2.0**-30 and row["nonfinite"] == 0
+    huge = np.array([1.5e308, 1.5e308, -1.5e308])  # the float64 sum overflows too
+    row = _keras_output_stats(huge, tmp_path / "huge")
+    np.testing.assert_allclose([row["mean"], row["std"]], [5e307, np.sqrt(8) * 5e307], rtol=1e-12)
+    assert row["min"] == -1.5e308 and row["max"] == 1.5e308 and row["nonfinite"] == 0
+
+
+def test_keras_integer_statistics_stay_exact(tmp_path: Path) -> None:
+    # 2**53 + 2 has no float32: the mean of [2**53 + 2, 0] was 2**52 rounded to float32
+    row = _keras_output_stats(np.array([2**53 + 2, 0], np.int64), tmp_path)
+    assert row["mean"] == 2**52 + 1 and row["std"] == 2**52 + 1 and row["max"] == 2**53 + 2
+
+
+def test_keras_and_torch_agree_on_float64_statistics(tmp_path: Path) -> None:
+    values = np.random.default_rng(3).normal(1e6, 1e-4, size=(8, 5))  # spread far below float32's ulp
+    keras_row = _keras_output_stats(values, tmp_path / "keras")
+    torch_row = _output_stats(torch.tensor(values), tmp_path / "torch")
+    for key in ("mean", "std", "min", "max", "zero_frac"):
+        np.testing.assert_allclose(keras_row[key], torch_row[key], rtol=1e-12, err_msg=key)
+    np.testing.assert_allclose(keras_row["std"], values.std(), rtol=1e-9)

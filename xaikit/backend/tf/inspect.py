@@ -35,18 +35,24 @@ def _is_input_layer(layer: Any) -> bool:
     return type(layer).__name__ == "InputLayer"
 
 
+#: exponent bias, mantissa bits and the integer type of the same width, of the dtypes reduced
+_FLOAT_BITS = {tf.float32: (127, 23, tf.int32), tf.float64: (1023, 52, tf.int64)}
+
+
 def _inverse_power_of_two(top: Any) -> Any:
-    """``2**-e`` (float32) with ``2**(e-1) <= top < 2**e`` for a finite ``top > 0`` (``e`` clamped so
-    that ``2**-e`` is a normal number), else 1; built from the bits, so exact."""
-    e = tf.bitwise.right_shift(tf.bitcast(top, tf.int32), 23) - 126  # the biased exponent, + 1
-    e = tf.clip_by_value(e, -126, 126)
-    inv = tf.bitcast(tf.bitwise.left_shift(127 - e, 23), tf.float32)
+    """``2**-e`` (``top``'s dtype: float32 or float64) with ``2**(e-1) <= top < 2**e`` for a finite
+    ``top > 0`` (``e`` clamped so that ``2**-e`` is a normal number), else 1; built from the bits,
+    so exact."""
+    bias, bits, itype = _FLOAT_BITS[top.dtype]
+    e = tf.bitwise.right_shift(tf.bitcast(top, itype), bits) - (bias - 1)  # the biased exponent, + 1
+    e = tf.clip_by_value(e, 1 - bias, bias - 1)
+    inv = tf.bitcast(tf.bitwise.left_shift(bias - e, bits), top.dtype)
     return tf.where(tf.math.is_finite(top) & (top > 0), inv, tf.ones_like(top))
 
 
 def _stats_of(x: Any) -> Any:
     flat = tf.reshape(x, [-1])
-    n = tf.cast(tf.size(flat), tf.float32)
+    n = tf.cast(tf.size(flat), x.dtype)
     lo, hi = tf.reduce_min(flat), tf.reduce_max(flat)
     # the sums are of the values times the power of two that brings the largest magnitude below 1
     # (exact), scaled back in float64: 1e20 ** 2 would overflow float32, 1e-25 ** 2 underflow
@@ -68,17 +74,20 @@ def _stats_of(x: Any) -> Any:
     return tf.concat([moments, tf.stack([zeros / tf.cast(n, tf.float64), nonfinite])], axis=0)
 
 
-# Compiled once for any shape (float32 input): one Python call per tensor instead of a dozen
-# eager ops, which dominate the cost of small tensors.
-_SPEC = [tf.TensorSpec(None, tf.float32)]
-_stats = tf.function(_stats_of, input_signature=_SPEC)
-
-
-@tf.function(input_signature=_SPEC)
-def _stats_units(x: Any) -> Any:
+def _stats_units_of(x: Any) -> Any:
     per_unit = tf.reshape(x, [-1, tf.shape(x)[-1]])
     dead = tf.logical_and(tf.equal(tf.reduce_max(per_unit, 0), 0), tf.equal(tf.reduce_min(per_unit, 0), 0))
     return tf.concat([_stats_of(x), tf.reshape(tf.reduce_mean(tf.cast(dead, tf.float64)), [1])], axis=0)
+
+
+# Compiled once for any shape, one function per reduced dtype (float32: float32 and the half
+# types; float64: float64 and integers, which float64 holds exactly up to 2**53): one Python call
+# per tensor instead of a dozen eager ops, which dominate the cost of small tensors.
+_STATS = {
+    (dtype, units): tf.function(fn, input_signature=[tf.TensorSpec(None, dtype)])
+    for dtype in _FLOAT_BITS
+    for units, fn in ((False, _stats_of), (True, _stats_units_of))
+}
 
 
 class KerasInspector(Inspector):
@@ -178,16 +187,18 @@ class KerasInspector(Inspector):
         x = tf.convert_to_tensor(t)
         if x.dtype.is_complex:
             x = tf.abs(x)
-        if x.dtype != tf.float32:
-            x = tf.cast(x, tf.float32)
+        # reduced like torch's: float64 and integers in float64, the other floats in float32
+        dtype = tf.float64 if x.dtype == tf.float64 or not x.dtype.is_floating else tf.float32
+        if x.dtype != dtype:
+            x = tf.cast(x, dtype)
         if int(tf.size(x)) == 0:
             return tf.fill([7 if units else 6], tf.constant(np.nan, tf.float64))
         if not units:
-            return _stats(x)
+            return _STATS[dtype, False](x)
         rank = x.shape.rank
         if rank is not None and rank >= 2 and x.shape[-1]:
-            return _stats_units(x)
-        return tf.concat([_stats(x), tf.constant([np.nan], tf.float64)], axis=0)
+            return _STATS[dtype, True](x)
+        return tf.concat([_STATS[dtype, False](x), tf.constant([np.nan], tf.float64)], axis=0)
 
     def flat(self, value: Any) -> T:
         return tf.reshape(tf.cast(tf.convert_to_tensor(value), tf.float64), [-1])
