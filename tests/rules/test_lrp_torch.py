@@ -849,6 +849,91 @@ def test_a_layer_computing_with_other_weights_is_refused_not_explained_with_its_
     )
 
 
+def _hooked_net() -> Any:
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1, bias=False),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(144, 3, bias=False),
+    ).double()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    return model.eval()
+
+
+def _grad_x_input(model: Any, x: np.ndarray, target: int) -> np.ndarray:
+    xt = torch.tensor(x, requires_grad=True)
+    model(xt)[:, target].sum().backward()
+    return (xt.grad * xt).detach().numpy()
+
+
+def test_a_forward_hook_that_changes_a_layer_output_is_refused_not_ignored(rng: np.random.Generator) -> None:
+    # the rules computed with the layer's weights and took no notice of the hook: a hook scaling
+    # the last layer's output by 1/4 (temperature) gave the unhooked model's map, 3x zennit's
+    x = rng.normal(size=(2, 3, 6, 6))
+    for index, name in [(0, "Conv2d"), (4, "Linear")]:
+        model = _hooked_net()
+        model[index].register_forward_hook(lambda _m, _a, out: out / 4.0)
+        for method, opts in [("lrp_epsilon", {"epsilon": 0.0}), ("lrp", {})]:
+            with pytest.raises(
+                XaikitValueError,
+                match=rf"layer '{index}' is a {name}, whose forward hooks can change its output",
+            ):
+                xk.xai.explain(model, x, target=1, method=method, **opts)
+        # the way out the message gives: that layer's plain gradient (LRP-0 elsewhere: grad x input)
+        comp = composite("epsilon", epsilon=0.0).with_names({str(index): Gradient()})
+        rel = xk.xai.explain(model, x, target=1, method="lrp", composite=comp)
+        gxi = _grad_x_input(model, x, 1)
+        np.testing.assert_allclose(rel, gxi, atol=1e-6 * np.abs(gxi).max())
+
+
+def test_a_global_forward_hook_that_changes_outputs_is_refused() -> None:
+    x = np.random.default_rng(1).normal(size=(1, 3, 6, 6))
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, _a, out: out * 2.0 if isinstance(m, nn.Linear) else None
+    )
+    try:
+        with pytest.raises(XaikitValueError, match="layer '4' is a Linear, whose forward hooks"):
+            xk.xai.explain(_hooked_net(), x, target=0, method="lrp_epsilon", epsilon=0.0)
+    finally:
+        handle.remove()
+
+
+def test_hooks_that_only_read_leave_the_lrp_maps_bit_identical(rng: np.random.Generator) -> None:
+    # an inspection hook (xk.inspect's tracker, a user's logger) must not change a map or be refused
+    x = rng.normal(size=(2, 3, 6, 6))
+    seen: list[tuple[int, ...]] = []
+    plain = {m: xk.xai.explain(_hooked_net(), x, target=2, method=m) for m in ("lrp", "lrp_epsilon")}
+    model = _hooked_net()
+    for i in (0, 1, 4):  # the conv, the BatchNorm merged into it, the dense layer
+        model[i].register_forward_hook(lambda _m, _a, out: seen.append(tuple(out.shape)))
+    model[1].register_forward_hook(lambda _m, _a, out: out * 1.0)  # returns an equal tensor
+    for method, want in plain.items():
+        np.testing.assert_array_equal(xk.xai.explain(model, x, target=2, method=method), want)
+    assert seen and (2, 4, 6, 6) in seen
+
+
+def test_a_batchnorm_hook_that_changes_its_output_is_refused_unless_not_merged(
+    rng: np.random.Generator,
+) -> None:
+    # the BatchNorm was merged into the convolution from its running statistics: a hook tripling
+    # its output left the map as if there were none (0.67 of grad x input off, LRP-0)
+    x = rng.normal(size=(2, 3, 6, 6))
+    model = _hooked_net()
+    model[1].register_forward_hook(lambda _m, _a, out: out * 3.0)
+    with pytest.raises(
+        XaikitValueError, match="layer '1' is a BatchNorm2d, .* merges it into '0'.*canonize=False"
+    ):
+        xk.xai.explain(model, x, target=0, method="lrp_epsilon", epsilon=0.0)
+    # not merged, the BatchNorm's own rule reads the output the hook returns
+    hooked = xk.xai.explain(model, x, target=0, method="lrp_epsilon", epsilon=0.0, canonize=False)
+    unhooked = xk.xai.explain(_hooked_net(), x, target=0, method="lrp_epsilon", epsilon=0.0, canonize=False)
+    assert np.isfinite(hooked).all() and not np.allclose(hooked, unhooked)
+
+
 def test_preset_options_with_a_composite_object_are_refused_not_ignored() -> None:
     model = nn.Sequential(nn.Flatten(), nn.Linear(16, 3)).eval()
     x = np.ones((1, 1, 4, 4), np.float32)

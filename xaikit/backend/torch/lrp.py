@@ -348,9 +348,10 @@ class _Pass:
             self.firsts += index is not None
         site = _Site(layer.name, rule, "affine", module, x, out)
         site.affine = Affine(module, x.shape, out.shape, dtype=_compute_dtype(x))
-        base = _own_forward(module) if rule.kind != "gradient" else None
-        if base is not None:
-            _check_own_forward(layer.name, module, base, site.affine, x, out, self.comp)
+        if rule.kind != "gradient":
+            base, hooked = _own_forward(module), _other_forward_hooks(module, self._affine_hook)
+            if base is not None or hooked:
+                _check_own_forward(layer.name, module, base, site.affine, x, out, self.comp)
         if rule.reads_input:
             if index is None:
                 raise XaikitValueError(
@@ -394,6 +395,8 @@ class _Pass:
             return None
         dtype = src.affine.dtype
         a, c = _bn_merge(module, dtype)
+        if _other_forward_hooks(module, self._bn_hook):
+            _check_hooked_batchnorm(layer.name, module, src.name, x, out, a, c)
         site = _Site(f"{src.name} (merged with {layer.name})", src.rule, "affine", src.module, src.x_in, out)
         site.x, site.x_version = src.x, src.x_version
         site.affine = Affine(src.module, src.x.shape, out.shape, scale=a, shift=c, dtype=dtype)
@@ -448,29 +451,64 @@ def _own_forward(module: Any) -> type | None:
     return base if replaced else None
 
 
-def _check_own_forward(
-    name: str, module: Any, base: type, affine: Affine, x: torch.Tensor, out: torch.Tensor, comp: Any
+def _differs(z: torch.Tensor, out: torch.Tensor) -> str | None:
+    """How the recomputed output ``z`` differs from the module's ``out`` beyond ``out``'s own
+    rounding (a half-precision model's float32 recomputation differs by that dtype's
+    resolution), or None."""
+    ref = out.detach().to(z.dtype)
+    if z.shape != ref.shape:
+        return f"an output of shape {tuple(z.shape)}, not the module's {tuple(ref.shape)}"
+    scale = float(ref.abs().amax()) if ref.numel() else 0.0
+    tol = 1e-10 if out.dtype == torch.float64 else max(1e-5, 4 * torch.finfo(out.dtype).eps)
+    err = float((z - ref).abs().amax()) if ref.numel() else 0.0
+    if err <= tol * max(scale, 1e-30):
+        return None
+    return f"a different output (max difference {err:.3g}, {err / max(scale, 1e-30):.3g} of its largest)"
+
+
+def _check_hooked_batchnorm(
+    name: str, module: Any, into: str, x: torch.Tensor, out: torch.Tensor, a: torch.Tensor, c: torch.Tensor
 ) -> None:
-    """A module with its own forward gets its rule only where that forward computes the layer's
-    operator with ``module.weight`` and ``module.bias`` (the rules use those): checked on this
-    call's values, else refused (its relevance would follow other weights, silently)."""
-    why = None
+    """A BatchNorm with someone else's forward hooks is merged into the layer before it only where
+    its output is still ``a * x + c`` (a hook that only reads it passes), else refused."""
+    with torch.no_grad():
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        why = _differs(x.detach().to(a.dtype) * a.reshape(shape) + c.reshape(shape), out)
+    if why is not None:
+        raise XaikitValueError(
+            f"layer {name!r} is a {type(module).__name__}, whose forward hooks can change its output, "
+            f"and LRP merges it into {into!r} with its running statistics, weight and bias: computed "
+            f"that way it gives {why}, so the merged rule would not describe what the layer computes. "
+            "Remove the hook that changes its output, or pass canonize=False (the BatchNorm then "
+            "takes a rule of its own on the output the hook returns)"
+        )
+
+
+def _other_forward_hooks(module: Any, ours: Any) -> bool:
+    """Whether forward hooks other than ``ours`` run on the module's output (its own or global
+    ones: they run before ``ours``, which sees the output they return)."""
+    hooks = torch.nn.modules.module._global_forward_hooks
+    return bool(hooks) or any(h != ours for h in module._forward_hooks.values())
+
+
+def _check_own_forward(
+    name: str,
+    module: Any,
+    base: type | None,
+    affine: Affine,
+    x: torch.Tensor,
+    out: torch.Tensor,
+    comp: Any,
+) -> None:
+    """A module with its own forward (``base``: the torch layer it subclasses) or with forward
+    hooks of someone else's (``base`` None) gets its rule only where its output is the layer's
+    operator with ``module.weight`` and ``module.bias`` on its input (the rules use those):
+    checked on this call's values, else refused (its relevance would follow another output,
+    silently). A hook that only reads the output passes."""
     try:
         with torch.no_grad():
-            dt = affine.dtype
-            z = affine.fwd(affine.pad(x.detach().to(dt)), *affine.raw())
-            ref = out.detach().to(dt)
-            if z.shape != ref.shape:
-                why = f"an output of shape {tuple(z.shape)}, not the module's {tuple(ref.shape)}"
-            else:
-                scale = float(ref.abs().amax()) if ref.numel() else 0.0
-                # the module's own rounding: its output's dtype (a half-precision model's float32
-                # recomputation differs by that dtype's resolution)
-                tol = 1e-10 if out.dtype == torch.float64 else max(1e-5, 4 * torch.finfo(out.dtype).eps)
-                err = float((z - ref).abs().amax()) if ref.numel() else 0.0
-                if not err <= tol * max(scale, 1e-30):
-                    off = err / max(scale, 1e-30)
-                    why = f"a different output (max difference {err:.3g}, {off:.3g} of its largest)"
+            z = affine.fwd(affine.pad(x.detach().to(affine.dtype)), *affine.raw())
+            why = _differs(z, out)
     except RuntimeError as e:
         why = f"an error ({str(e).splitlines()[0][:160]})"
     if why is not None:
@@ -479,13 +517,19 @@ def _check_own_forward(
             if comp.name != "custom"
             else "your_composite"
         )
+        what, fix = (
+            (
+                f"a subclass of {base.__name__} with its own forward",
+                "write its forward as the plain layer with the weight it computes with",
+            )
+            if base is not None
+            else ("whose forward hooks can change its output", "remove the hook that changes its output")
+        )
         raise XaikitValueError(
-            f"layer {name!r} is a {type(module).__name__}, a subclass of {base.__name__} with its own "
-            "forward, and LRP's rules compute with its .weight and .bias: recomputed that way the layer "
-            f"gives {why}, so its rule would not describe what the layer computes. Give that layer its "
-            f"plain gradient (method='lrp', composite={yours}.with_names({{{name!r}: "
-            "xk.xai.rules.Gradient()})), or "
-            "write its forward as the plain layer with the weight it computes with"
+            f"layer {name!r} is a {type(module).__name__}, {what}, and LRP's rules compute with its "
+            f".weight and .bias: recomputed that way the layer gives {why}, so its rule would not "
+            "describe what the layer computes. Give that layer its plain gradient (method='lrp', "
+            f"composite={yours}.with_names({{{name!r}: xk.xai.rules.Gradient()}})), or {fix}"
         )
 
 
