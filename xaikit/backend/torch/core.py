@@ -31,6 +31,8 @@ class TorchBackend(Backend):
 
         self.torch = torch
         self._layouts: weakref.WeakKeyDictionary[Any, ModelLayout] = weakref.WeakKeyDictionary()
+        #: ids of the models inside an :meth:`inference` context (its buffers are watched once)
+        self._guarded: set[int] = set()
 
     # ---- process-wide settings and model facts -----------------------------------------------
     def _seed_framework(self, seed: int) -> None:
@@ -208,22 +210,35 @@ class TorchBackend(Backend):
 
     @contextlib.contextmanager
     def _eval(self, model: Any) -> Iterator[None]:
-        if not isinstance(model, self.torch.nn.Module):
-            yield
+        if not isinstance(model, self.torch.nn.Module) or id(model) in self._guarded:
+            yield  # not a module, or already in a call's eval mode (an evaluate metric's explain)
             return
         # a frozen TorchScript module (torch.jit.freeze) has no training flag: its mode was fixed
         # when it was frozen
         flags = [(m, m.training) for m in model.modules() if hasattr(m, "training")]
+        buffers = _BufferSnapshot(model)
+        self._guarded.add(id(model))
         try:
-            model.eval()
-        except NotImplementedError:  # a torch.export program's module: its mode was fixed at export
-            for m, _ in flags:
-                m.training = False
-        try:
+            try:
+                model.eval()
+            except NotImplementedError:  # a torch.export program's module: its mode was fixed at export
+                for m, _ in flags:
+                    m.training = False
             yield
         finally:
+            self._guarded.discard(id(model))
             for m, flag in flags:
                 m.training = flag
+            changed = buffers.restore()
+        if changed:
+            raise XaikitValueError(
+                f"the model changed its buffers {changed[:4]}{' ...' if len(changed) > 4 else ''} while it "
+                "was explained, so each row's map would be of another state of the model (they are "
+                "put back as they were). A BatchNorm in a torch.jit.trace or torch.export of a model "
+                "in train mode keeps updating its running statistics (and normalizes with the rows' "
+                "own): trace or export the model after model.eval(). A forward that updates a buffer "
+                "of its own (a counter, a running mean) has to leave it alone in eval mode"
+            )
 
     def _half(self, model: Any) -> Any:
         """The model's half-precision dtype (float16 / bfloat16), or None."""
@@ -388,3 +403,63 @@ def _writes_input_error(key: str | None = None) -> XaikitValueError:
         "array you passed is unchanged). Make that operation out of place (nn.ReLU(inplace=False)), "
         "or copy the input first inside forward (x = x.clone())"
     )
+
+
+class _BufferSnapshot:
+    """The buffers of a module tree before a call, to find and undo the call's changes: each
+    buffer's owner, name, tensor, version counter and a copy of its values. After the call
+    (:meth:`restore`), a buffer whose tensor was replaced or whose version counter moved (an
+    in-place update: a BatchNorm's ``num_batches_tracked``, a ``mul_``) and whose values differ
+    is put back; the version check costs no device synchronization on an unchanged model."""
+
+    def __init__(self, model: Any) -> None:
+        import torch
+
+        #: (owner, name, label, tensor, version, copy)
+        self.saved: list[tuple[Any, str, str, Any, int, Any]] = []
+        with torch.no_grad():
+            for prefix, module in model.named_modules(remove_duplicate=False):
+                for name, buf in list(getattr(module, "_buffers", {}).items()):
+                    if isinstance(buf, torch.Tensor):
+                        label = f"{prefix}.{name}" if prefix else name
+                        self.saved.append((module, name, label, buf, buf._version, buf.detach().clone()))
+
+    def restore(self) -> list[str]:
+        """Put back what the call changed; the changed buffers' names."""
+        import torch
+
+        moved = {
+            id(module)
+            for module, name, _, buf, version, _ in self.saved
+            if _buffer(module, name) is not buf or buf._version != version
+        }
+        changed = []
+        with torch.no_grad():
+            for module, name, label, buf, _, copy in self.saved:
+                if id(module) not in moved:
+                    continue
+                now = _buffer(module, name)
+                if now is not buf or not _same(buf, copy):
+                    changed.append(label)
+                    buf.copy_(copy)
+                    if now is not buf:
+                        module._buffers[name] = buf
+        return changed
+
+
+def _buffer(module: Any, name: str) -> Any:
+    """The module's buffer ``name`` now (a TorchScript module's buffers are a mapping without
+    ``get``), or None."""
+    buffers = module._buffers
+    return buffers[name] if name in buffers else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values (NaN equal to NaN) of two tensors of one shape and dtype."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(torch.all((a == b) | (torch.isnan(a) & torch.isnan(b))))
+    return bool(torch.equal(a, b))
