@@ -46,7 +46,7 @@ from xaikit.backend.rows import Rows
 from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach, unreachable_layer
 from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_form
 from xaikit.backend.tf.layers import all_layers, sublayers
-from xaikit.backend.tf.steps import Traced, constants_key, input_grads, scorer_of, signature
+from xaikit.backend.tf.steps import Traced, constants_key, input_grads, scorer_of, signature, step_store
 from xaikit.errors import XaikitError, XaikitTypeError, XaikitValueError, describe
 
 
@@ -69,12 +69,8 @@ class Cam(CamFacet):
 
     def __init__(self, bk: Any) -> None:
         super().__init__(bk)
-        self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._resolved: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], CamLayer]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = step_store()
+        self._resolved: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], CamLayer]] = step_store()
 
     def channel_first(self, model: Any) -> bool:
         return bool(self.bk.model_layout(model).channel_first)

@@ -13,9 +13,10 @@ never a gradient of zeros.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,10 @@ from xaikit.backend.tf.steps import (
     f16_scaled_grads,
     input_grads,
     model_ref,
+    refresh,
+    remember,
     scorer_of,
+    step_store,
 )
 from xaikit.checks import check_choice
 from xaikit.errors import XaikitTypeError
@@ -52,12 +56,28 @@ class TFBackend(Backend):
         import tensorflow as tf
 
         self.tf = tf
-        self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._steps: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = step_store()
+        #: ids of the models inside an :meth:`inference` context (their state is checked once)
+        self._inside: set[int] = set()
         self._fallback_steps: dict[int, dict[tuple[Any, ...], Traced]] = {}
         #: number of times a step was traced, per (model id, kind) (kinds: ``steps.KINDS``; tests, benchmarks)
         self.trace_counts = TraceCounts()
+
+    # ---- the model ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def inference(self, model: Any) -> Iterator[None]:
+        # a compiled step froze the model's Python-level state when it was traced (an activation,
+        # a Rescaling scale): a model changed since its last call gets new steps
+        if id(model) in self._inside:
+            yield
+            return
+        refresh(model)
+        self._inside.add(id(model))
+        try:
+            yield
+        finally:
+            self._inside.discard(id(model))
+            remember(model)
 
     # ---- process-wide settings and model facts -----------------------------------------------
     def _seed_framework(self, seed: int) -> None:

@@ -48,7 +48,15 @@ from xaikit.backend.tf.cam import _call_attr, _restore
 from xaikit.backend.tf.errors import ops_out_of_reach, out_of_reach
 from xaikit.backend.tf.forms import model_form, refuse_layerless
 from xaikit.backend.tf.layers import all_layers
-from xaikit.backend.tf.steps import Traced, cached_step, constants_key, input_grads, model_ref, scorer_of
+from xaikit.backend.tf.steps import (
+    Traced,
+    cached_step,
+    constants_key,
+    input_grads,
+    model_ref,
+    scorer_of,
+    step_store,
+)
 
 __all__ = ["EPS", "deeplift_layers", "deeplift_step", "max_rule", "rescale", "snap_ties"]
 
@@ -68,7 +76,7 @@ _GLOBAL_MAX_LAYERS = (
 )
 
 #: the compiled steps per model: {(inputs, output, constant model arguments): step}
-_STEPS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = weakref.WeakKeyDictionary()
+_STEPS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = step_store()
 
 
 def _halves(t: T) -> tuple[T, T]:

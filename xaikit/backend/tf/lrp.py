@@ -59,13 +59,13 @@ from xaikit.backend.tf.forms import NO_LAYER_METHODS, exported_artifact, model_f
 from xaikit.backend.tf.layers import sublayers
 from xaikit.backend.tf.lrp_linear import Linear, backward, linears, pass_grad, stab
 from xaikit.backend.tf.lrp_plan import ALLOWED, Assignment, composite_key, is_linear, zbox_slots
-from xaikit.backend.tf.steps import Traced, cached_step, constants_key, model_ref, scorer_of
+from xaikit.backend.tf.steps import Traced, cached_step, constants_key, model_ref, scorer_of, step_store
 from xaikit.errors import XaikitTypeError, XaikitValueError, describe
 
 __all__ = ["lrp_step", "modified_step"]
 
 _L = keras.layers
-_STEPS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = weakref.WeakKeyDictionary()
+_STEPS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Traced]] = step_store()
 
 
 # ---- one traced pass ------------------------------------------------------------------------------

@@ -182,6 +182,83 @@ def constants_key(static: dict[str, Any], target: Any) -> tuple[Any, Any]:
     )
 
 
+#: every store of compiled steps (and of what they were made from) per model: a model whose
+#: Python-level state changed is dropped from all of them (:func:`refresh`)
+_STORES: list[weakref.WeakKeyDictionary[Any, Any]] = []
+#: the Python-level state of each model at the end of its last call (:func:`python_state`)
+_STATES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def step_store() -> weakref.WeakKeyDictionary[Any, Any]:
+    """A new store of steps per model (weakly keyed), emptied for a model by :func:`refresh`."""
+    store: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+    _STORES.append(store)
+    return store
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _state_value(value: Any) -> Any:
+    """What of an attribute value a trace freezes: plain values by value, tensors, arrays and
+    callables (an activation function) by identity; variables (read when a step runs), layers
+    (walked on their own) and anything else not at all."""
+    import keras
+    import tensorflow as tf
+
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (tuple, list)) and all(isinstance(v, _PLAIN) for v in value):
+        return tuple(value)
+    if isinstance(value, (tf.Variable, keras.Variable, keras.layers.Layer, type)):
+        return None
+    if isinstance(value, (tf.Tensor, np.ndarray)) or callable(value):
+        return ("id", id(value))
+    return None
+
+
+def python_state(model: Any) -> tuple[Any, ...] | None:
+    """The state of a Keras model that its compiled steps froze when they were traced: every
+    layer's public attributes that are plain values, tensors or callables (``layer.activation``
+    swapped for a linear one, a ``Rescaling`` scale, a ``Normalization`` adapted again). Weights
+    are variables, read each time a step runs, and are left out. None for a model that is not a
+    Keras layer (a ``tf.function``, a SavedModel's callable)."""
+    flatten = getattr(model, "_flatten_layers", None)
+    if flatten is None:
+        return None
+    return tuple(
+        (id(layer), key, _state_value(value))
+        for layer in flatten(include_self=True, recursive=True)
+        for key, value in list(vars(layer).items())
+        if not key.startswith("_")
+    )
+
+
+def refresh(model: Any) -> None:
+    """Drop the model's compiled steps from every store where its Python-level state differs
+    from the end of its last call: a step traced before would explain the model as it was."""
+    try:
+        seen = _STATES.get(model)
+    except TypeError:  # not weak-referenceable: its steps live for one call (cached_step)
+        return
+    if seen is not None and seen != python_state(model):
+        for store in _STORES:
+            store.pop(model, None)
+
+
+def remember(model: Any) -> None:
+    """Keep the model's Python-level state as it is at the end of a call (a first call may build
+    the model), for :func:`refresh` at the next."""
+    state = python_state(model)
+    if state is not None:
+        try:
+            _STATES[model] = state
+        except TypeError:
+            pass
+
+
 def cached_step(
     store: weakref.WeakKeyDictionary[Any, dict[Any, Traced]], model: Any, key: Any, make: Callable[[], Traced]
 ) -> Traced:
