@@ -133,6 +133,21 @@ def test_several_model_outputs_keys_get_each_output(framework: str, rng: np.rand
     np.testing.assert_allclose(res["saliency"], plain["saliency"], rtol=1e-6, atol=1e-7)
 
 
+def test_a_dict_output_index_counts_the_keys_in_the_order_returned(
+    framework: str, rng: np.random.Generator
+) -> None:
+    # the message listed the keys sorted (as Keras's output_names does) while output=0 picked the
+    # first key returned: a reader of the message would pick the wrong output by index
+    model, x = _setup(framework, rng)
+    both = wrap(framework, model, lambda z, x: {"zeta": -z, "alpha": z})
+    with pytest.raises(XaikitValueError, match=r"dict with keys \['zeta', 'alpha'\] \(in the order"):
+        xk.xai.explain(both, x, method="vanilla", output=2)
+    np.testing.assert_array_equal(
+        xk.xai.explain(both, x, method="vanilla", output=0, target=0),
+        xk.xai.explain(both, x, method="vanilla", output="zeta", target=0),
+    )
+
+
 def test_output_errors_name_the_fix(framework: str, rng: np.random.Generator) -> None:
     model, x = _setup(framework, rng)
     no_logits = wrap(framework, model, lambda z, x: NoLogits(scores=z, features=x))
@@ -149,7 +164,10 @@ def test_output_errors_name_the_fix(framework: str, rng: np.random.Generator) ->
     ):
         xk.xai.explain(model, x, method="vanilla", output="logits")
     as_dict = wrap(framework, model, lambda z, x: {"logits": z})
-    with pytest.raises(XaikitValueError, match=r"dict with keys \['logits'\]; output 'scores' is not one"):
+    with pytest.raises(
+        XaikitValueError,
+        match=r"dict with keys \['logits'\] \(in the order it returned them: output=i picks the i-th\); output 'scores' is not one",
+    ):
         xk.xai.explain(as_dict, x, method="vanilla", output="scores")
     pair = wrap(framework, model, lambda z, x: (z, z))
     with pytest.raises(XaikitValueError, match=r"2 outputs in a tuple; output index 2 is out of range"):

@@ -99,8 +99,9 @@ def pick_output(out: Any, output: int | str) -> Any:
                 key = list(out)[output]
             if key is None or key not in out:
                 raise XaikitValueError(
-                    f"the model returned a dict with keys {sorted(map(str, out))}; output {output!r} "
-                    "is not one of them: pass output= one of those keys"
+                    f"the model returned a dict with keys {list(map(str, out))} (in the order it "
+                    f"returned them: output=i picks the i-th); output {output!r} is not one of them: "
+                    "pass output= one of those keys or indexes"
                 )
             output = key
         out = out[output]
