@@ -6,6 +6,7 @@ The facets live beside this file (``train.py``, ``eval.py``, ``inspect.py``, ``l
 from __future__ import annotations
 
 import contextlib
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 from xaikit.backend.base import HALF_DTYPES, Backend, T
 from xaikit.backend.outputs import as_matrix, select_output
 from xaikit.backend.rows import Rows
-from xaikit.errors import XaikitError, XaikitValueError
+from xaikit.errors import XaikitError, XaikitValueError, XaikitWarning, caller_level
 from xaikit.layout import ModelLayout
 
 
@@ -216,6 +217,7 @@ class TorchBackend(Backend):
         # a frozen TorchScript module (torch.jit.freeze) has no training flag: its mode was fixed
         # when it was frozen
         flags = [(m, m.training) for m in model.modules() if hasattr(m, "training")]
+        _warn_batch_statistics(model)
         buffers = _BufferSnapshot(model)
         self._guarded.add(id(model))
         try:
@@ -402,6 +404,37 @@ def _writes_input_error(key: str | None = None) -> XaikitValueError:
         "again and takes gradients with respect to it, so the model must leave it as it is (the "
         "array you passed is unchanged). Make that operation out of place (nn.ReLU(inplace=False)), "
         "or copy the input first inside forward (x = x.clone())"
+    )
+
+
+#: the models already told that a BatchNorm of theirs normalizes with each chunk's statistics
+_TOLD: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _warn_batch_statistics(model: Any) -> None:
+    """Warn (once per model) where a BatchNorm keeps no running statistics
+    (``track_running_stats=False``): in eval mode too it normalizes each forward pass with that
+    pass's own rows, so a sample's map depends on the rows it shares a chunk with."""
+    import torch
+
+    if model in _TOLD:
+        return
+    names = [
+        name
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is None
+    ]
+    if not names:
+        return
+    _TOLD.add(model)
+    warnings.warn(
+        f"the model's BatchNorm layers {names[:4]}{' ...' if len(names) > 4 else ''} keep no running "
+        "statistics (track_running_stats=False): in eval mode too they normalize each forward pass "
+        "with its own rows, so a sample's map depends on the other rows of its chunk (the batch, "
+        "its noisy or masked copies) and changes with max_batch. max_batch=1 runs each row alone; "
+        "a model trained with running statistics (the default) has none of this. (Shown once per model.)",
+        XaikitWarning,
+        stacklevel=caller_level(),
     )
 
 
