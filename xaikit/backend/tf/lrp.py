@@ -107,8 +107,10 @@ class _Site:
                 run.step.fail(
                     f"layer {name!r} has the {rule.kind!r} rule, which gives the relevance of the layer's "
                     "input itself and so applies only to a layer that reads a model input; this layer reads "
-                    "another layer's output. Give it another rule (e.g. composite='epsilon_plus'), or give "
-                    "the input rule to the layer that reads the model's input"
+                    "another layer's output (a preprocessing layer inside the model, such as Rescaling, "
+                    "Normalization or Resizing, counts as one). Give it another rule (e.g. "
+                    "composite='epsilon_plus'), move the preprocessing out of the model, or give the input "
+                    "rule to the layer that reads the model's input"
                 )
                 self.rule = run.plan.gradient
         self.out = _override(x, z, self.backward)
