@@ -197,24 +197,33 @@ def step_store() -> weakref.WeakKeyDictionary[Any, Any]:
 
 
 _PLAIN = (bool, int, float, str, type(None))
+#: the types whose values a trace reads when it runs (variables) or that are walked on their own
+#: (layers), and the types compared by identity (tensors, arrays); set on first use
+_SKIP: tuple[type, ...] = ()
+_BY_ID: tuple[type, ...] = ()
 
 
 def _state_value(value: Any) -> Any:
     """What of an attribute value a trace freezes: plain values by value, tensors, arrays and
     callables (an activation function) by identity; variables (read when a step runs), layers
     (walked on their own) and anything else not at all."""
-    import keras
-    import tensorflow as tf
-
-    if isinstance(value, _PLAIN):
+    global _SKIP, _BY_ID
+    kind = type(value)
+    if kind in _PLAIN:
         return value
+    if not _SKIP:
+        import keras
+        import tensorflow as tf
+
+        _SKIP = (tf.Variable, keras.Variable, keras.layers.Layer, type)
+        _BY_ID = (tf.Tensor, np.ndarray)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (tuple, list)) and all(isinstance(v, _PLAIN) for v in value):
         return tuple(value)
-    if isinstance(value, (tf.Variable, keras.Variable, keras.layers.Layer, type)):
+    if isinstance(value, _SKIP):
         return None
-    if isinstance(value, (tf.Tensor, np.ndarray)) or callable(value):
+    if isinstance(value, _BY_ID) or callable(value):
         return ("id", id(value))
     return None
 
