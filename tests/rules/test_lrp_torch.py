@@ -925,7 +925,7 @@ def test_a_batchnorm_hook_that_changes_its_output_is_refused_unless_not_merged(
     model = _hooked_net()
     model[1].register_forward_hook(lambda _m, _a, out: out * 3.0)
     with pytest.raises(
-        XaikitValueError, match="layer '1' is a BatchNorm2d, .* merges it into '0'.*canonize=False"
+        XaikitValueError, match=r"layer '1' is a BatchNorm2d, .* merges it into '0'.*canonize=False"
     ):
         xk.xai.explain(model, x, target=0, method="lrp_epsilon", epsilon=0.0)
     # not merged, the BatchNorm's own rule reads the output the hook returns
