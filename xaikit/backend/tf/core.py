@@ -71,13 +71,14 @@ class TFBackend(Backend):
         if id(model) in self._inside:
             yield
             return
-        refresh(model)
+        first = refresh(model)
         self._inside.add(id(model))
         try:
             yield
         finally:
             self._inside.discard(id(model))
-            remember(model)
+            if first:
+                remember(model)
 
     # ---- process-wide settings and model facts -----------------------------------------------
     def _seed_framework(self, seed: int) -> None:

@@ -245,21 +245,29 @@ def python_state(model: Any) -> tuple[Any, ...] | None:
     )
 
 
-def refresh(model: Any) -> None:
+def refresh(model: Any) -> bool:
     """Drop the model's compiled steps from every store where its Python-level state differs
-    from the end of its last call: a step traced before would explain the model as it was."""
+    from the one last kept (a step traced before would explain the model as it was), and keep
+    the state it has now. Returns whether the model had none kept (its first call, which may
+    build it: :func:`remember` takes the state again at the end)."""
     try:
         seen = _STATES.get(model)
     except TypeError:  # not weak-referenceable: its steps live for one call (cached_step)
-        return
-    if seen is not None and seen != python_state(model):
+        return False
+    if seen is None:
+        return True
+    state = python_state(model)
+    if state != seen:
         for store in _STORES:
             store.pop(model, None)
+        _STATES[model] = state
+    return False
 
 
 def remember(model: Any) -> None:
-    """Keep the model's Python-level state as it is at the end of a call (a first call may build
-    the model), for :func:`refresh` at the next."""
+    """Keep the model's Python-level state as it is at the end of its first call, for
+    :func:`refresh` at the next; later calls keep the state :func:`refresh` took (one walk of
+    the layers per call)."""
     state = python_state(model)
     if state is not None:
         try:
